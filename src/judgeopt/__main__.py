@@ -1,0 +1,3 @@
+from judgeopt.cli import main
+import sys
+sys.exit(main())

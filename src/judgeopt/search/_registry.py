@@ -1,0 +1,13 @@
+"""The closed map from search names to classes (used by state restore, presets and the CLI)."""
+
+from __future__ import annotations
+
+from ._base import SearchStrategy
+from ._baselines import Greedy, GridSearch, RandomSearch, StepwiseGreedy
+from ._hpss import HPSS
+from ._tpe import TPESearch
+
+SEARCHES: dict[str, type[SearchStrategy]] = {
+    cls.name: cls for cls in (HPSS, RandomSearch, Greedy, StepwiseGreedy, GridSearch, TPESearch)
+}
+"""Search name -> class. A closed set: there is no registration hook."""
