@@ -177,8 +177,19 @@ class HPSS(SearchStrategy):
         ranked = sorted(candidates, key=lambda s: rank_key(self.score_of(s), order[s]))
         return ranked[: self.k]
 
-    def _sample_neighbour(self, c: Strategy, t: int) -> tuple[Strategy, int, int] | None:
-        """Eq. 3-4: sample a valid one-factor change of ``c``; ``None`` if it has none."""
+    def neighbour_distribution(
+        self, c: Strategy, t: int
+    ) -> tuple[list[tuple[Strategy, int, int]], np.ndarray]:
+        """Eq. 3-4: the valid one-factor changes of ``c`` and their sampling probabilities.
+
+        Args:
+            c: The population member to mutate.
+            t: The UCB step (``1 +`` iterative-search evaluations so far).
+
+        Returns:
+            ``(options, p)`` where each option is ``(strategy, factor_index, value_index)``
+            and ``p`` the probability of each (uniform when ``heuristic=False``).
+        """
         cur = self._value_index(c)
         options: list[tuple[Strategy, int, int]] = []
         bonus: list[float] = []
@@ -196,11 +207,19 @@ class HPSS(SearchStrategy):
                     b += self.lambda_ * math.sqrt(log_t / self._M[i][j])
                 bonus.append(b)
         if not options:
+            return options, np.zeros(0)
+        if not self.heuristic:
+            return options, np.full(len(options), 1.0 / len(options))
+        z = np.asarray(bonus) / self.tau
+        p = np.exp(z - z.max())
+        return options, p / p.sum()
+
+    def _sample_neighbour(self, c: Strategy, t: int) -> tuple[Strategy, int, int] | None:
+        """Sample from :meth:`neighbour_distribution`; ``None`` if ``c`` has no valid neighbour."""
+        options, p = self.neighbour_distribution(c, t)
+        if not options:
             return None
         if self.heuristic:
-            z = np.asarray(bonus) / self.tau
-            p = np.exp(z - z.max())
-            p /= p.sum()
             idx = int(self.rng.choice(len(options), p=p))
         else:
             idx = int(self.rng.integers(len(options)))

@@ -1,0 +1,271 @@
+"""Resampling statistics: a paired permutation test and a bootstrap interval.
+
+* :func:`permutation_test` is the PERM-INPUTS test of Deutsch, Dror & Roth (2021),
+  "A Statistical Analysis of Summarization Evaluation Metrics using Resampling
+  Methods", used by PrExMe to decide whether one judge correlates better with
+  humans than another.
+* :func:`bootstrap_ci` is a percentile bootstrap over items, or over whole groups
+  for group-level correlations.
+
+Randomness only comes from the ``seed`` argument (an ``int``, ``None`` or a
+:class:`numpy.random.Generator`); global random state is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from judgeopt.metrics._correlation import correlation, rowwise_correlation
+from judgeopt.metrics._validation import (
+    FloatArray,
+    Groups,
+    Method,
+    Scores,
+    check_method,
+    check_n_resamples,
+    group_indices,
+    validate_groups,
+    validate_pair,
+)
+
+__all__ = ["BootstrapResult", "PermutationResult", "bootstrap_ci", "permutation_test"]
+
+# Number of (resample, item) cells materialised at once; resamples are processed
+# in chunks below this budget so memory stays bounded for large datasets.
+_CELL_BUDGET = 2_000_000
+# Permuted deltas within this distance of the observed delta count as ">=",
+# so that floating-point noise cannot turn an exact tie into a miss.
+_TIE_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    """Result of :func:`permutation_test`.
+
+    Attributes:
+        delta: Observed ``corr(human, metric_a) - corr(human, metric_b)``.
+        p_value: One-sided p-value for H1 "metric_a correlates better than
+            metric_b": ``(count + 1) / (n_valid + 1)`` where ``count`` is the number
+            of valid resamples with a permuted delta ``>=`` the observed one.
+        n_resamples: Number of resamples requested.
+        n_degenerate: Resamples whose delta was undefined (every group constant
+            on one side) and that were left out of the p-value.
+    """
+
+    delta: float
+    p_value: float
+    n_resamples: int
+    n_degenerate: int = 0
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Result of :func:`bootstrap_ci`.
+
+    Attributes:
+        value: Correlation on the original data.
+        low: Lower percentile bound of the interval.
+        high: Upper percentile bound of the interval.
+        confidence: Nominal coverage, e.g. 0.95.
+        n_resamples: Number of resamples requested.
+        n_degenerate: Resamples skipped because a side was constant (or every
+            resampled group was), so the correlation was undefined.
+    """
+
+    value: float
+    low: float
+    high: float
+    confidence: float
+    n_resamples: int
+    n_degenerate: int = 0
+
+
+def _chunks(n_resamples: int, n_cells_per_row: int) -> Iterator[int]:
+    """Yield chunk sizes summing to ``n_resamples`` that respect the cell budget."""
+    size = max(1, _CELL_BUDGET // max(n_cells_per_row, 1))
+    done = 0
+    while done < n_resamples:
+        step = min(size, n_resamples - done)
+        yield step
+        done += step
+
+
+def _row_means(values: FloatArray) -> FloatArray:
+    """Mean over axis 0 ignoring NaN; all-NaN columns give NaN (no warning)."""
+    finite = ~np.isnan(values)
+    sums = np.where(finite, values, 0.0).sum(axis=0)
+    counts = finite.sum(axis=0)
+    out = np.full(values.shape[1], np.nan, dtype=np.float64)
+    np.divide(sums, counts, out=out, where=counts > 0)
+    return out
+
+
+def _correlate_rows(
+    h: FloatArray,
+    scores: FloatArray,
+    method: Method,
+    parts: list[npt.NDArray[np.intp]] | None,
+) -> FloatArray:
+    """Dataset- or group-level correlation of ``h`` with every row of ``scores``."""
+    if parts is None:
+        return rowwise_correlation(h[None, :], scores, method)
+    per_group = np.stack(
+        [rowwise_correlation(h[None, idx], scores[:, idx], method) for idx in parts]
+    )
+    return _row_means(per_group)
+
+
+def _zscore(x: FloatArray) -> FloatArray:
+    """Standardise to mean 0 and (population) standard deviation 1."""
+    z: FloatArray = (x - x.mean()) / x.std()
+    return z
+
+
+def permutation_test(
+    human: Scores,
+    metric_a: Scores,
+    metric_b: Scores,
+    method: str = "spearman",
+    groups: Groups | None = None,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator | None = None,
+) -> PermutationResult:
+    """PERM-INPUTS paired permutation test of Deutsch, Dror & Roth (2021).
+
+    The statistic is ``delta = corr(human, a) - corr(human, b)``. Each metric's
+    scores are first z-normalised over all items (``(x - mean) / std``), as in
+    Deutsch et al., so that exchanging a score of ``a`` with one of ``b`` is
+    meaningful when the metrics live on different scales; this does not change
+    either observed correlation. Under H0 the two metrics are exchangeable, so
+    each resample swaps, independently for every item with probability 0.5, the
+    (standardised) scores of ``a`` and ``b`` on that item and recomputes delta.
+    The one-sided p-value is ``(count + 1) / (n + 1)`` where ``count`` is the
+    number of resamples with ``delta_perm >= delta``.
+
+    Args:
+        human: Human scores, one per item.
+        metric_a: Scores of the first metric/judge (the one hypothesised better).
+        metric_b: Scores of the second metric/judge.
+        method: ``"spearman"`` (default), ``"kendall"`` or ``"pearson"``.
+        groups: Optional group id per item; the group-level correlation is used.
+        n_resamples: Number of random permutations.
+        seed: Seed or :class:`numpy.random.Generator` for reproducibility.
+
+    Returns:
+        A :class:`PermutationResult`.
+
+    Raises:
+        ValueError: On invalid input (as :func:`correlation`, for both metrics),
+            an unknown method, a non-positive ``n_resamples``, or if the
+            correlation is undefined for every group.
+    """
+    checked = check_method(method)
+    n_resamples = check_n_resamples(n_resamples)
+    h, a = validate_pair(human, metric_a, ("human", "metric_a"))
+    _, b = validate_pair(human, metric_b, ("human", "metric_b"))
+    parts: list[npt.NDArray[np.intp]] | None = None
+    if groups is not None:
+        parts = list(group_indices(validate_groups(groups, h.size)).values())
+        # Validates that both observed group-level correlations are defined.
+        correlation(h, a, checked, groups)
+        correlation(h, b, checked, groups)
+    za, zb = _zscore(a), _zscore(b)
+    observed = float(
+        _correlate_rows(h, za[None, :], checked, parts)[0]
+        - _correlate_rows(h, zb[None, :], checked, parts)[0]
+    )
+    rng = np.random.default_rng(seed)
+    count = 0
+    n_valid = 0
+    for size in _chunks(n_resamples, h.size):
+        swap = rng.random((size, h.size)) < 0.5
+        perm_a = np.where(swap, zb, za)
+        perm_b = np.where(swap, za, zb)
+        deltas = _correlate_rows(h, perm_a, checked, parts) - _correlate_rows(
+            h, perm_b, checked, parts
+        )
+        finite = ~np.isnan(deltas)
+        n_valid += int(finite.sum())
+        count += int(np.count_nonzero(deltas[finite] >= observed - _TIE_TOLERANCE))
+    return PermutationResult(
+        delta=observed,
+        p_value=(count + 1) / (n_valid + 1),
+        n_resamples=n_resamples,
+        n_degenerate=n_resamples - n_valid,
+    )
+
+
+def bootstrap_ci(
+    human: Scores,
+    predicted: Scores,
+    method: str = "spearman",
+    groups: Groups | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int | np.random.Generator | None = None,
+) -> BootstrapResult:
+    """Percentile bootstrap confidence interval of a correlation.
+
+    Without ``groups`` items are resampled with replacement. With ``groups``
+    whole groups are resampled with replacement (the within-group correlations
+    are fixed; a resample's value is the mean over its drawn groups whose
+    correlation is defined, counting duplicates). Resamples with an undefined
+    correlation (a constant side, or only skipped groups drawn) are skipped and
+    reported in ``n_degenerate``. The bounds are the ``(1 - confidence) / 2`` and
+    ``(1 + confidence) / 2`` quantiles of the remaining values.
+
+    Args:
+        human: Human scores, one per item.
+        predicted: Judge scores, one per item.
+        method: ``"spearman"`` (default), ``"kendall"`` or ``"pearson"``.
+        groups: Optional group id per item, for the group-level correlation.
+        n_resamples: Number of bootstrap resamples.
+        confidence: Coverage of the interval, strictly between 0 and 1.
+        seed: Seed or :class:`numpy.random.Generator` for reproducibility.
+
+    Returns:
+        A :class:`BootstrapResult`.
+
+    Raises:
+        ValueError: On invalid input (as :func:`correlation`), a non-positive
+            ``n_resamples``, ``confidence`` outside ``(0, 1)``, or if every
+            resample is degenerate.
+    """
+    checked = check_method(method)
+    n_resamples = check_n_resamples(n_resamples)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+    value = correlation(human, predicted, checked, groups)
+    h, p = validate_pair(human, predicted)
+    rng = np.random.default_rng(seed)
+    pieces: list[FloatArray] = []
+    if groups is None:
+        for size in _chunks(n_resamples, h.size):
+            idx = rng.integers(0, h.size, size=(size, h.size))
+            pieces.append(rowwise_correlation(h[idx], p[idx], checked))
+    else:
+        parts = group_indices(validate_groups(groups, h.size)).values()
+        per_group = np.array(
+            [rowwise_correlation(h[None, idx], p[None, idx], checked)[0] for idx in parts]
+        )
+        for size in _chunks(n_resamples, per_group.size):
+            draw = rng.integers(0, per_group.size, size=(size, per_group.size))
+            pieces.append(_row_means(per_group[draw].T))
+    values = np.concatenate(pieces)
+    valid = values[~np.isnan(values)]
+    if valid.size == 0:
+        raise ValueError(f"all {n_resamples} bootstrap resamples were degenerate")
+    alpha = 1.0 - confidence
+    low, high = np.quantile(valid, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return BootstrapResult(
+        value=value,
+        low=float(low),
+        high=float(high),
+        confidence=float(confidence),
+        n_resamples=n_resamples,
+        n_degenerate=int(n_resamples - valid.size),
+    )

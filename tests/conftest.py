@@ -1,0 +1,20 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Directory of the shared meta-evaluation data (``../shared/data`` beside the repo).
+
+    Skips the requesting test when the directory is not present (e.g. a fresh clone
+    without the data checkout).
+    """
+    path = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"shared data directory not found at {path}; it lives beside the project root")
+    return path

@@ -1,0 +1,74 @@
+"""Every search passes the shared ask/tell conformance suite."""
+
+from __future__ import annotations
+
+import pytest
+
+from judgeopt.search import (
+    HPSS,
+    FactorGraph,
+    FactorSpace,
+    Greedy,
+    GridSearch,
+    RandomSearch,
+    SearchStrategy,
+    StepwiseGreedy,
+    TPESearch,
+)
+from judgeopt.testing import SearchConformance
+
+
+class TestHPSS(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
+                 ) -> SearchStrategy:
+            return HPSS(space, budget=budget, seed=seed, graph=graph, k=3)
+        return make
+
+
+class TestHPSSNoHeuristic(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: HPSS(
+            space, budget=budget, seed=seed, graph=graph, heuristic=False, exploitation=False)
+
+
+class TestRandom(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: RandomSearch(
+            space, budget=budget, seed=seed, graph=graph)
+
+
+class TestGreedy(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: Greedy(
+            space, budget=budget, seed=seed, graph=graph)
+
+
+class TestStepwise(SearchConformance):
+    deterministic_seed_free = True
+
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: StepwiseGreedy(
+            space, budget=budget, seed=seed, graph=graph)
+
+
+class TestGrid(SearchConformance):
+    deterministic_seed_free = True
+
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: GridSearch(
+            space, budget=budget, seed=seed, graph=graph)
+
+
+class TestTPE(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        pytest.importorskip("optuna")
+        return lambda space, budget, seed, graph: TPESearch(
+            space, budget=budget, seed=seed, graph=graph, n_startup_trials=5)
