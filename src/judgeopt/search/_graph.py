@@ -56,12 +56,15 @@ class Artifact:
         inputs: Factor and artifact names it is made from; they define its cache key.
         needed_when: ``{factor: allowed values}``; the artifact is needed by a strategy whose
             value for every listed factor is among the allowed ones. Empty: always needed.
+        per_sample: True when one artifact is made per judged sample (a reference, metrics
+            questions); its full cache key then also names the sample.
         description: Free text.
     """
 
     name: str
     inputs: tuple[str, ...]
     needed_when: tuple[tuple[str, tuple[Value, ...]], ...] = ()
+    per_sample: bool = False
     description: str = ""
 
     def is_needed(self, strategy: Strategy) -> bool:
@@ -78,6 +81,11 @@ class ArtifactRequest:
     name: str
     key: str
     inputs: dict[str, Value] = field(default_factory=dict)
+    per_sample: bool = False
+
+    def sample_key(self, sample_id: str) -> str:
+        """The cache key of this artifact for one sample (per-sample artifacts only)."""
+        return f"{self.key}@{sample_id}" if self.per_sample else self.key
 
 
 class FactorGraph:
@@ -188,6 +196,7 @@ class FactorGraph:
         *,
         inputs: Iterable[str] = (),
         needed_when: Mapping[str, Sequence[Value]] | None = None,
+        per_sample: bool = False,
         description: str = "",
     ) -> Artifact:
         """Declare an artifact, what it is made from, and when it is needed.
@@ -211,7 +220,7 @@ class FactorGraph:
             if factor is None:
                 raise ValueError(f"needed_when of `{name}` names unknown factor `{f}`.")
             cond.append((f, tuple(factor.values[factor.index(v)] for v in allowed)))
-        art = Artifact(name, inputs_t, tuple(cond), description)
+        art = Artifact(name, inputs_t, tuple(cond), bool(per_sample), description)
         node = ("artifact", name)
         self.graph.add_node(node, kind="artifact")
         for i in inputs_t:
@@ -247,6 +256,7 @@ class FactorGraph:
                         art.name,
                         self.cache_key(art.name, strategy),
                         {f: strategy[f] for f in factors},
+                        art.per_sample,
                     )
                 )
         return out
@@ -264,6 +274,7 @@ class FactorGraph:
                     "name": a.name,
                     "inputs": list(a.inputs),
                     "needed_when": {f: list(v) for f, v in a.needed_when},
+                    "per_sample": a.per_sample,
                     "description": a.description,
                 }
                 for a in self._artifacts.values()
@@ -281,6 +292,7 @@ class FactorGraph:
                 a["name"],
                 inputs=a.get("inputs", []),
                 needed_when=a.get("needed_when") or None,
+                per_sample=bool(a.get("per_sample", False)),
                 description=a.get("description", ""),
             )
         return g

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import SearchGenerator, SearchStrategy, rank_key
+from ._base import Kind, SearchGenerator, SearchStrategy, rank_key
 from ._graph import FactorGraph
 from ._space import FactorSpace, Strategy, Value
 
@@ -66,7 +66,8 @@ class HPSS(SearchStrategy):
     far; a value whose one-factor change of the baseline violates a constraint starts with
     advantage 0 and ``N_ij = 0``; if :data:`_MAX_EMPTY_GENERATIONS` generations in a row
     evaluate nothing (every sampled neighbour explored), one exploitation step is taken
-    instead, and the search ends when the whole valid space is explored.
+    instead (a uniformly random unexplored strategy when exploitation is switched off), and
+    the search ends when the whole valid space is explored.
 
     Args:
         space: The factor space.
@@ -259,6 +260,16 @@ class HPSS(SearchStrategy):
                         heapq.heappush(heap, (-total(nxt), nxt))
         return None
 
+    def _stall_pick(self) -> tuple[Strategy, Kind] | None:
+        """The stall fallback: the exploitation pick, or a uniform one when exploitation is off."""
+        if self.exploitation:
+            best = self._argmax_unexplored()
+            return None if best is None else (best, "exploit")
+        rest = [s for s in self.space.strategies() if not self.is_explored(s) and self.is_valid(s)]
+        if not rest:
+            return None
+        return rest[int(self.rng.integers(len(rest)))], "random"
+
     def _init_advantages(self) -> None:
         """Algorithm 1, lines 9-11."""
         base_idx = self._value_index(self.baseline)
@@ -327,12 +338,12 @@ class HPSS(SearchStrategy):
             else:
                 empty_generations += 1
                 if empty_generations >= _MAX_EMPTY_GENERATIONS:
-                    best = self._argmax_unexplored()
-                    if best is None:
+                    pick = self._stall_pick()
+                    if pick is None:
                         return  # The whole valid space has been explored.
-                    yield best, "exploit"
+                    yield pick
                     n_search += 1
-                    new_members.append(best)
-                    self._count(best)
+                    new_members.append(pick[0])
+                    self._count(pick[0])
                     empty_generations = 0
             self.population = self._top_k(self.population + new_members)

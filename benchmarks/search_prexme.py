@@ -1,0 +1,67 @@
+"""Search benchmark on PrExMe's published 720-prompt surfaces (no LLM calls).
+
+Runs every method at several budgets with the same seeds, prints one table per budget and a
+per-surface table, and writes all results as JSON. Equivalent to running
+``judgeopt bench-search`` once per budget.
+
+Usage:
+    python benchmarks/search_prexme.py [--budgets 35,50,71,120] [--seeds 20]
+        [--methods hpss,...] [--objective kendall] [--out benchmarks/results/search_prexme.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from judgeopt.bench import load_surfaces, run_search_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV = ROOT.parent / "shared" / "data" / "prexme_surface" / "dev.csv"
+BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
+ALL = ("hpss,hpss-no-exploit,hpss-no-explore-term,hpss-no-heuristic,random,greedy,stepwise,tpe")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--surface", default=str(DEV))
+    ap.add_argument("--budgets", default="35,50,71,120")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--methods", default=ALL)
+    ap.add_argument("--objective", default="kendall")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_prexme.json"))
+    args = ap.parse_args()
+
+    surfaces = load_surfaces(args.surface, group=["model", "task"],
+                             factors=["base_prompt", "task_description", "format_requirement"],
+                             objective=args.objective)
+    methods = args.methods.split(",")
+    results = []
+    for budget in [int(b) for b in args.budgets.split(",")]:
+        t0 = time.perf_counter()
+        res = run_search_benchmark(surfaces, methods, budget=budget, seeds=args.seeds,
+                                   baseline=BASELINE)
+        print(res.table())
+        print(f"(total {time.perf_counter() - t0:.1f} s)\n")
+        print(res.surface_table("norm_regret"))
+        print()
+        d = res.to_dict()
+        # Standard error of the mean regret over the surfaces x seeds runs, per method.
+        d["sem_norm_regret"] = {
+            m: float(np.std([r.norm_regret for r in res.runs if r.method == m], ddof=1)
+                     / np.sqrt(sum(r.method == m for r in res.runs)))
+            for m in methods
+        }
+        results.append(d)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"objective": args.objective, "results": results}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
