@@ -144,6 +144,9 @@ class HPSS(SearchStrategy):
         self._M = [np.zeros(m, dtype=np.int64) for m in sizes]  # appearance counts
         self._has_advantages = False
         self.population: list[Strategy] = []
+        self._neighbour_cache: dict[
+            Strategy, tuple[list[tuple[Strategy, int, int]], list[int], list[int], list[int]]
+        ] = {}
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -191,29 +194,45 @@ class HPSS(SearchStrategy):
             ``(options, p)`` where each option is ``(strategy, factor_index, value_index)``
             and ``p`` the probability of each (uniform when ``heuristic=False``).
         """
+        options, fi, vj, ci = self._neighbours_of(c)
+        if not options:
+            return options, np.zeros(0)
+        if not self.heuristic:
+            return options, np.full(len(options), 1.0 / len(options))
+        A = self._A
+        bonus = np.fromiter((A[i][j] - A[i][k] for i, j, k in zip(fi, vj, ci, strict=True)),
+                            dtype=float, count=len(options))
+        if self.exploration_term:
+            m = np.fromiter((self._M[i][j] for i, j in zip(fi, vj, strict=True)),
+                            dtype=float, count=len(options))
+            bonus += self.lambda_ * np.sqrt(math.log(t) / m)
+        z = bonus / self.tau
+        p = np.exp(z - z.max())
+        return options, p / p.sum()
+
+    def _neighbours_of(
+        self, c: Strategy
+    ) -> tuple[list[tuple[Strategy, int, int]], list[int], list[int], list[int]]:
+        """Valid one-factor changes of ``c`` with factor, value and current-value indices.
+
+        Cached per strategy: validity never changes during a search.
+        """
+        hit = self._neighbour_cache.get(c)
+        if hit is not None:
+            return hit
         cur = self._value_index(c)
         options: list[tuple[Strategy, int, int]] = []
-        bonus: list[float] = []
-        log_t = math.log(t)
         for i, f in enumerate(self.space.factors):
             for j, v in enumerate(f.values):
                 if j == cur[i]:
                     continue
                 cand = c.replace(**{f.name: v})
-                if not self.is_valid(cand):
-                    continue
-                options.append((cand, i, j))
-                b = self._A[i][j] - self._A[i][cur[i]]
-                if self.exploration_term:
-                    b += self.lambda_ * math.sqrt(log_t / self._M[i][j])
-                bonus.append(b)
-        if not options:
-            return options, np.zeros(0)
-        if not self.heuristic:
-            return options, np.full(len(options), 1.0 / len(options))
-        z = np.asarray(bonus) / self.tau
-        p = np.exp(z - z.max())
-        return options, p / p.sum()
+                if self.is_valid(cand):
+                    options.append((cand, i, j))
+        entry = (options, [o[1] for o in options], [o[2] for o in options],
+                 [cur[o[1]] for o in options])
+        self._neighbour_cache[c] = entry
+        return entry
 
     def _sample_neighbour(self, c: Strategy, t: int) -> tuple[Strategy, int, int] | None:
         """Sample from :meth:`neighbour_distribution`; ``None`` if ``c`` has no valid neighbour."""
