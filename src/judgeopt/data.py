@@ -1,0 +1,527 @@
+"""Human-labelled meta-evaluation records: loading, validation and splitting.
+
+A :class:`Record` is one judged item: pointwise (human ``scores`` per aspect) or
+pairwise (a ``label`` saying which of ``output_a`` / ``output_b`` is better). The
+loaders read the shared JSONL schema (``shared/data/README.md``) and a CSV layout.
+
+JSON Lines (any file not ending in ``.csv``), one object per line, blank lines ignored::
+
+    {"id": "tc021", "group_id": "ctx03", "system_id": "M1",
+     "inputs": {"context": "...", "response": "..."},
+     "scores": {"naturalness": 2.67}, "label": null, "meta": {}}
+
+``id`` (non-empty string) and ``inputs`` (non-empty object of strings) are required;
+``group_id`` / ``system_id`` (string or null), ``scores`` (object of finite numbers),
+``label`` (``"a"``, ``"b"``, ``"tie"`` or null) and ``meta`` (object) are optional.
+Any other key is an error, so a typo such as ``"score"`` does not pass silently.
+
+CSV (``*.csv``, UTF-8, an Excel byte-order mark is tolerated), one record per row:
+
+============================  ======================================================
+column                        meaning
+============================  ======================================================
+``id``                        required, non-empty
+``group_id``, ``system_id``   optional; an empty cell means ``None``
+``label``                     optional; ``a``, ``b``, ``tie`` or empty (``None``)
+``inputs.<name>``             an input text field ``<name>``
+``<name>`` in ``fields=``     the same, for plain column names (``fields=["response"]``)
+``scores.<aspect>``           a number; an empty cell means "no score for this aspect"
+``meta.<key>``                a string stored in ``meta[<key>]`` (empty cells skipped)
+============================  ======================================================
+
+Every other column is an error, and at least one input column is required. Errors
+name the file, the line (for CSV the first physical line of the row), the field and
+what was expected; in-memory lists of dicts are located as ``records[i]``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+import numpy as np
+
+__all__ = [
+    "LABELS",
+    "DataFormatError",
+    "Label",
+    "Record",
+    "group_ids",
+    "load_records",
+    "split_records",
+    "validate_records",
+]
+
+Label: TypeAlias = Literal["a", "b", "tie"]
+"""Pairwise gold label: ``output_a`` better, ``output_b`` better, or a tie."""
+
+LABELS: Final[tuple[Label, ...]] = ("a", "b", "tie")
+"""Allowed pairwise labels."""
+
+_JSON_KEYS: Final[tuple[str, ...]] = (
+    "id",
+    "group_id",
+    "system_id",
+    "inputs",
+    "scores",
+    "label",
+    "meta",
+)
+_MAX_REPORTED: Final[int] = 5
+
+
+@dataclass(frozen=True)
+class Record:
+    """One human-labelled item.
+
+    Attributes:
+        id: Unique id within its dataset.
+        group_id: The shared source item (article, dialogue context, prompt), or
+            ``None`` when the dataset has no grouping.
+        system_id: The system that produced the judged text, when known.
+        inputs: Named text fields, e.g. ``{"source": ..., "summary": ...}``.
+        scores: Aspect name to human score, as published (not rescaled).
+        label: Pairwise gold label, ``None`` for pointwise records.
+        meta: Extras that scoring does not need.
+
+    Records compare by value and hash by ``(id, group_id, system_id)``.
+    """
+
+    id: str
+    group_id: str | None
+    system_id: str | None
+    inputs: dict[str, str]
+    scores: dict[str, float] = field(default_factory=dict)
+    label: Label | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.group_id, self.system_id))
+
+
+class DataFormatError(ValueError):
+    """A record could not be read.
+
+    Attributes:
+        location: Where the problem is, e.g. ``"data.jsonl, line 3"`` or ``"records[2]"``.
+        field: The offending field (``"scores.coherence"``), or ``None`` for the whole line.
+    """
+
+    def __init__(self, location: str, field_name: str | None, problem: str) -> None:
+        self.location = location
+        self.field = field_name
+        where = f"{location}: field '{field_name}'" if field_name else location
+        super().__init__(f"{where}: {problem}")
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_records(
+    source: str | os.PathLike[str] | Sequence[Mapping[str, Any]],
+    *,
+    limit: int | None = None,
+    fields: Sequence[str] | None = None,
+) -> list[Record]:
+    """Read records from a JSONL file, a CSV file or a list of dicts.
+
+    Args:
+        source: Path of a ``.csv`` file (CSV layout in the module docstring), of any
+            other file (read as JSON Lines), or a sequence of dicts in the JSONL schema.
+        limit: Read at most this many records (the file is not read further).
+        fields: CSV only: plain column names that hold input fields.
+
+    Returns:
+        The records, in file order.
+
+    Raises:
+        DataFormatError: (a ``ValueError``) on malformed JSON, a missing or empty
+            ``id`` / ``inputs``, a non-string input, a non-numeric or non-finite
+            score, a bad label, an unknown key or column, or a duplicate id; the
+            message names the file, line, field and what was expected.
+        ValueError: If ``limit`` is negative or ``fields`` is given for non-CSV input.
+        FileNotFoundError: If the file does not exist.
+    """
+    if limit is not None and (isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"limit must be None or a non-negative int, got {limit!r}")
+    rows: Iterator[tuple[str, Any]]
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.suffix.lower() == ".csv":
+            rows = _csv_rows(path, fields)
+        else:
+            if fields is not None:
+                raise ValueError("fields= applies only to CSV input")
+            rows = _jsonl_rows(path)
+    else:
+        if fields is not None:
+            raise ValueError("fields= applies only to CSV input")
+        rows = ((f"records[{i}]", item) for i, item in enumerate(source))
+
+    records: list[Record] = []
+    if limit == 0:
+        return records
+    first_seen: dict[str, str] = {}
+    for location, row in rows:
+        record = _to_record(row, location)
+        if record.id in first_seen:
+            raise DataFormatError(
+                location,
+                "id",
+                f"duplicate id {record.id!r} (first seen at {first_seen[record.id]})",
+            )
+        first_seen[record.id] = location
+        records.append(record)
+        if limit is not None and len(records) >= limit:
+            break
+    return records
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            location = f"{path}, line {number}"
+            try:
+                yield location, json.loads(line)
+            except json.JSONDecodeError as exc:
+                hint = ""
+                if line.lstrip().startswith("["):
+                    hint = (
+                        " (this looks like a JSON array; expected JSON Lines, one object per line)"
+                    )
+                raise DataFormatError(
+                    location, None, f"malformed JSON at column {exc.colno}: {exc.msg}{hint}"
+                ) from exc
+
+
+def _csv_rows(path: Path, fields: Sequence[str] | None) -> Iterator[tuple[str, Any]]:
+    plain = _check_names(fields, "fields")
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise DataFormatError(f"{path}, line 1", None, "empty CSV file, expected a header row")
+        columns = _csv_columns(header, plain, f"{path}, line 1")
+        end_line = reader.line_num
+        for row in reader:
+            location = f"{path}, line {end_line + 1}"
+            end_line = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise DataFormatError(
+                    location,
+                    None,
+                    f"expected {len(header)} columns as in the header, got {len(row)}",
+                )
+            yield location, _csv_record(row, columns)
+
+
+def _csv_columns(
+    header: list[str], plain: frozenset[str], location: str
+) -> list[tuple[str, str | None]]:
+    """Map each header cell to ``(section, key)``; section is a top-level JSON key."""
+    columns: list[tuple[str, str | None]] = []
+    seen: set[str] = set()
+    for raw in header:
+        name = raw.strip()
+        if name in seen:
+            raise DataFormatError(location, name, "duplicate column")
+        seen.add(name)
+        prefix, dot, key = name.partition(".")
+        if name in ("id", "group_id", "system_id", "label"):
+            columns.append((name, None))
+        elif dot and prefix in ("inputs", "scores", "meta") and key:
+            columns.append((prefix, key))
+        elif name in plain:
+            columns.append(("inputs", name))
+        else:
+            raise DataFormatError(
+                location,
+                name,
+                "unknown column; expected id, group_id, system_id, label, inputs.<name>, "
+                "scores.<aspect>, meta.<key> or a name listed in fields=",
+            )
+    if "id" not in seen:
+        raise DataFormatError(location, "id", "missing required column")
+    if not any(section == "inputs" for section, _ in columns):
+        raise DataFormatError(
+            location, "inputs", "no input column; name them inputs.<name> or list them in fields="
+        )
+    return columns
+
+
+def _csv_record(row: list[str], columns: list[tuple[str, str | None]]) -> dict[str, Any]:
+    record: dict[str, Any] = {"inputs": {}, "scores": {}, "meta": {}}
+    for (section, key), cell in zip(columns, row, strict=True):
+        if key is None:
+            record[section] = cell if cell.strip() or section == "id" else None
+        elif section == "inputs":
+            record["inputs"][key] = cell
+        elif cell.strip():
+            record[section][key] = _csv_number(cell) if section == "scores" else cell
+    return record
+
+
+def _csv_number(cell: str) -> float | str:
+    try:
+        return float(cell)
+    except ValueError:
+        return cell  # reported with its location by _to_record
+
+
+def _to_record(row: Any, location: str) -> Record:
+    if not isinstance(row, Mapping):
+        raise DataFormatError(location, None, f"expected an object, got {_describe(row)}")
+    unknown = [key for key in row if key not in _JSON_KEYS]
+    if unknown:
+        raise DataFormatError(
+            location, str(unknown[0]), f"unknown field; expected only {', '.join(_JSON_KEYS)}"
+        )
+    if "id" not in row:
+        raise DataFormatError(location, "id", "missing; expected a non-empty string")
+    record_id = row["id"]
+    if not isinstance(record_id, str) or not record_id.strip():
+        raise DataFormatError(
+            location, "id", f"expected a non-empty string, got {_describe(record_id)}"
+        )
+    group_id = _optional_str(row.get("group_id"), location, "group_id")
+    system_id = _optional_str(row.get("system_id"), location, "system_id")
+
+    if "inputs" not in row:
+        raise DataFormatError(location, "inputs", "missing; expected an object of text fields")
+    inputs = row["inputs"]
+    if not isinstance(inputs, Mapping) or not inputs:
+        raise DataFormatError(
+            location,
+            "inputs",
+            f"expected a non-empty object of text fields, got {_describe(inputs)}",
+        )
+    for name, value in inputs.items():
+        if not isinstance(value, str):
+            raise DataFormatError(
+                location, f"inputs.{name}", f"expected a string, got {_describe(value)}"
+            )
+
+    scores = row.get("scores")
+    if scores is None:
+        scores = {}
+    if not isinstance(scores, Mapping):
+        raise DataFormatError(location, "scores", f"expected an object, got {_describe(scores)}")
+    clean_scores: dict[str, float] = {}
+    for aspect, value in scores.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise DataFormatError(
+                location, f"scores.{aspect}", f"expected a number, got {_describe(value)}"
+            )
+        if not math.isfinite(value):
+            raise DataFormatError(
+                location, f"scores.{aspect}", f"expected a finite number, got {value}"
+            )
+        clean_scores[str(aspect)] = float(value)
+
+    label = row.get("label")
+    if label is not None and label not in LABELS:
+        raise DataFormatError(
+            location, "label", f"expected 'a', 'b', 'tie' or null, got {_describe(label)}"
+        )
+
+    meta = row.get("meta")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise DataFormatError(location, "meta", f"expected an object, got {_describe(meta)}")
+
+    return Record(
+        id=record_id,
+        group_id=group_id,
+        system_id=system_id,
+        inputs={str(name): value for name, value in inputs.items()},
+        scores=clean_scores,
+        label=label,
+        meta=dict(meta),
+    )
+
+
+def _optional_str(value: Any, location: str, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise DataFormatError(location, name, f"expected a string or null, got {_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _check_names(names: Sequence[str] | None, argument: str) -> frozenset[str]:
+    if names is None:
+        return frozenset()
+    if isinstance(names, str):
+        raise TypeError(f"{argument} must be a sequence of names, not a single string {names!r}")
+    return frozenset(names)
+
+
+# ------------------------------------------------------------------------- validation
+
+
+def validate_records(
+    records: Sequence[Record],
+    *,
+    required_fields: Sequence[str],
+    aspect: str | None = None,
+    score_range: tuple[float, float] | None = None,
+    pairwise: bool = False,
+) -> None:
+    """Check that records are usable for one judging task.
+
+    Args:
+        records: The records to check.
+        required_fields: Input fields every record must have (e.g. ``["source", "summary"]``).
+        aspect: If given, every record must have a score for this aspect.
+        score_range: Inclusive ``(low, high)``. Checked for the ``aspect`` score, or
+            for every score of a record when ``aspect`` is ``None``.
+        pairwise: If true, every record must have a label ``"a"``, ``"b"`` or ``"tie"``.
+
+    Raises:
+        ValueError: If ``records`` is empty, ids repeat, or any record fails a check.
+            The message lists up to five problems, each naming the record id (missing
+            field with the fields it has; out-of-range score with value and range;
+            missing aspect with the aspects present; missing or invalid label), and
+            the number of further problems.
+        TypeError: If ``required_fields`` is a single string.
+    """
+    required = _check_names(required_fields, "required_fields")
+    if score_range is not None:
+        low, high = _check_range(score_range, "score_range")
+    if not records:
+        raise ValueError("no records to validate")
+    problems: list[str] = []
+    seen: set[str] = set()
+    for record in records:
+        prefix = f"record {record.id!r}"
+        if record.id in seen:
+            problems.append(f"{prefix}: duplicate id")
+        seen.add(record.id)
+        missing = sorted(required.difference(record.inputs))
+        if missing:
+            has = ", ".join(sorted(record.inputs)) or "none"
+            problems.append(f"{prefix}: missing input field {missing[0]!r} (has: {has})")
+        if aspect is not None and aspect not in record.scores:
+            present = ", ".join(sorted(record.scores)) or "no scores"
+            problems.append(f"{prefix}: no score for aspect {aspect!r} (has: {present})")
+        if score_range is not None:
+            names = [aspect] if aspect is not None else sorted(record.scores)
+            for name in names:
+                value = record.scores.get(name)
+                if value is not None and not low <= value <= high:
+                    problems.append(
+                        f"{prefix}: score {name!r} = {value:g} outside range [{low:g}, {high:g}]"
+                    )
+        if pairwise and record.label not in LABELS:
+            what = "missing pairwise label" if record.label is None else "invalid pairwise label"
+            problems.append(f"{prefix}: {what} {record.label!r} (expected 'a', 'b' or 'tie')")
+    if problems:
+        shown = problems[:_MAX_REPORTED]
+        more = len(problems) - len(shown)
+        tail = f"\n... and {more} more problem{'s' if more != 1 else ''}" if more else ""
+        raise ValueError("\n".join(shown) + tail)
+
+
+def _check_range(value: tuple[float, float], name: str) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a (low, high) pair of numbers, got {value!r}") from exc
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"{name} must be finite with low < high, got {value!r}")
+    return low, high
+
+
+# -------------------------------------------------------------------------- splitting
+
+
+def group_ids(records: Sequence[Record]) -> list[str]:
+    """One group id per record, for group-level metrics.
+
+    Args:
+        records: The records.
+
+    Returns:
+        ``record.group_id``, or the record's own ``id`` when it has no group (so
+        ungrouped records form singleton groups), aligned with ``records``.
+    """
+    return [record.group_id if record.group_id is not None else record.id for record in records]
+
+
+def split_records(
+    records: Sequence[Record],
+    *,
+    fraction: float,
+    seed: int,
+    by_group: bool = True,
+) -> tuple[list[Record], list[Record]]:
+    """Split records into two parts at random, reproducibly.
+
+    The split units (groups when ``by_group``, records otherwise; a record without
+    a ``group_id`` is its own unit) are sorted by key, shuffled with
+    ``numpy.random.default_rng(seed)``, and the shortest prefix whose record count
+    is closest to ``fraction * len(records)`` goes to the first part (both parts
+    keep at least one unit). The result depends only on the set of records and the
+    seed, not on their order; each part keeps the input order.
+
+    Args:
+        records: Records with unique ids.
+        fraction: Share of records for the first part, strictly between 0 and 1.
+        seed: Non-negative random seed.
+        by_group: Keep all records of a group on the same side.
+
+    Returns:
+        ``(first, second)``.
+
+    Raises:
+        ValueError: If ``fraction`` is not in (0, 1), ``seed`` is negative, ids
+            repeat, or there are fewer than two units to split.
+    """
+    if isinstance(fraction, bool) or not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be strictly between 0 and 1, got {fraction!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    ids = [record.id for record in records]
+    if len(set(ids)) != len(ids):
+        raise ValueError("record ids must be unique to split reproducibly")
+
+    unit_of: list[tuple[str, str]] = []
+    for record in records:
+        if by_group and record.group_id is not None:
+            unit_of.append(("group", record.group_id))
+        else:
+            unit_of.append(("record", record.id))
+    sizes: dict[tuple[str, str], int] = {}
+    for unit in unit_of:
+        sizes[unit] = sizes.get(unit, 0) + 1
+    units = sorted(sizes)
+    if len(units) < 2:
+        kind = "group" if by_group else "record"
+        raise ValueError(f"cannot split {len(records)} records: only {len(units)} {kind} unit")
+
+    order = np.random.default_rng(seed).permutation(len(units))
+    shuffled = [units[int(i)] for i in order]
+    cumulative = np.cumsum([sizes[unit] for unit in shuffled])
+    target = fraction * len(records)
+    # Prefix lengths 1 .. len(units) - 1 keep both sides non-empty; argmin takes the shortest tie.
+    cut = 1 + int(np.argmin(np.abs(cumulative[:-1] - target)))
+    first_units = set(shuffled[:cut])
+    first = [r for r, unit in zip(records, unit_of, strict=True) if unit in first_units]
+    second = [r for r, unit in zip(records, unit_of, strict=True) if unit not in first_units]
+    return first, second

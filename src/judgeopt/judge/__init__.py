@@ -1,0 +1,1 @@
+"""The LLM judge: prompt building, in-context examples and output parsing."""
