@@ -1,11 +1,50 @@
 """judgeopt: find the best prompting strategy for an LLM-as-a-judge evaluator.
 
 The search core (:mod:`judgeopt.search`) and the metrics (:mod:`judgeopt.metrics`) are pure
-numpy/scipy/networkx and import neither DSPy nor LiteLLM.
+numpy/scipy/networkx and import neither DSPy nor LiteLLM. The names below that need DSPy
+(the judge, the teleprompters, the LM layer) are imported lazily on first use::
+
+    import judgeopt
+    lm = judgeopt.make_lm("local")
+    judge = judgeopt.JudgeProgram("topical_chat", "naturalness", lm=lm)
+    best = judgeopt.HPSS(budget=20).compile(judge, trainset=records)
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_LAZY = {
+    "JudgeProgram": "judgeopt.judge",
+    "JudgeTask": "judgeopt.judge",
+    "load_task": "judgeopt.judge",
+    "make_lm": "judgeopt.lm",
+    "evaluate": "judgeopt.evaluate",
+    "EvalResult": "judgeopt.evaluate",
+    "load_records": "judgeopt.data",
+    "HPSS": "judgeopt.teleprompt",
+    "Greedy": "judgeopt.teleprompt",
+    "StepwiseGreedy": "judgeopt.teleprompt",
+    "RandomSearch": "judgeopt.teleprompt",
+    "GridSearch": "judgeopt.teleprompt",
+    "JudgeSearch": "judgeopt.teleprompt",
+    "load_optimizer": "judgeopt.teleprompt",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'judgeopt' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

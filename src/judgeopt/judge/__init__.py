@@ -1,1 +1,56 @@
-"""The LLM judge: prompt building, in-context examples and output parsing."""
+"""The LLM judge: declarative tasks, the HPSS factor space, prompt rendering, in-context
+examples, output parsing, artifacts, the DSPy program and its JSON export."""
+
+from __future__ import annotations
+
+from ._artifacts import ArtifactError, ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
+from ._examples import ExamplePool, rescale, select_examples
+from ._export import ExportedJudge, export_judge, load_judge, save_judge
+from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space
+from ._parse import PreferenceParse, RatingParse, parse_preference, parse_rating
+from ._program import JudgeAdapter, JudgeProgram, NoLMError, to_records
+from ._render import (
+    criteria_for,
+    fill_template,
+    generation_prompt,
+    render_messages,
+    render_prompt,
+    render_template,
+)
+from ._task import JudgeTask, available_tasks, load_task
+
+__all__ = [
+    "ArtifactError",
+    "ArtifactMaker",
+    "ArtifactStore",
+    "Artifacts",
+    "ExamplePool",
+    "ExportedJudge",
+    "JudgeAdapter",
+    "JudgeProgram",
+    "JudgeTask",
+    "NoLMError",
+    "PreferenceParse",
+    "RatingParse",
+    "artifact_key",
+    "available_tasks",
+    "baseline_strategy",
+    "criteria_for",
+    "export_judge",
+    "fill_template",
+    "generation_prompt",
+    "hpss_graph",
+    "hpss_space",
+    "load_judge",
+    "load_task",
+    "parse_preference",
+    "parse_rating",
+    "render_messages",
+    "render_prompt",
+    "render_template",
+    "rescale",
+    "sample_id_of",
+    "save_judge",
+    "select_examples",
+    "to_records",
+]

@@ -1,0 +1,183 @@
+"""One JSON file per judge: the exported form of a :class:`JudgeProgram`.
+
+The file holds everything needed to rebuild the judge without the signature TOML and
+without pickle: the full task definition, the aspect, the strategy, the artifacts it uses
+(self-generated criteria, AutoCoT steps, in-context examples with their ratings and a spare
+per slot), the rendered message template with placeholders for the input fields, the scoring
+settings, the model it was compiled for, the validation/test results and a search summary.
+It never holds an API key or endpoint credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ._factors import artifact_key, hpss_graph
+from ._render import render_template
+from ._task import JudgeTask
+
+if TYPE_CHECKING:
+    from ._program import JudgeProgram
+
+__all__ = ["FORMAT_VERSION", "ExportedJudge", "export_judge", "load_judge", "save_judge"]
+
+FORMAT_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExportedArtifacts(_Model):
+    """Artifacts of the exported strategy.
+
+    Attributes:
+        texts: Generated texts by cache key (self-generated criteria, AutoCoT steps).
+        examples: In-context examples by cache key: ``[{"id", "inputs", "rating",
+            "spare"}]`` (the spare replaces an example when the judged item is that example).
+    """
+
+    texts: dict[str, str] = {}
+    examples: dict[str, list[dict[str, Any]]] = {}
+
+
+class Scoring(_Model):
+    """How the output becomes a score."""
+
+    parser: str
+    scale: int | None = None
+    rating_min: int | None = None
+    rating_max: int | None = None
+    decoding: Literal["greedy"] = "greedy"
+    max_tokens: int | None = None
+
+
+class ExportedJudge(_Model):
+    """The exported judge (``format_version`` 1)."""
+
+    format_version: Literal[1]
+    judgeopt_version: str
+    task_name: str
+    mode: Literal["pointwise", "pairwise"]
+    fields: list[str]
+    task: dict[str, Any]
+    aspect: str
+    strategy: dict[str, Any]
+    artifacts: ExportedArtifacts
+    template: str
+    scoring: Scoring
+    model: str | None = None
+    example_seed: int = 0
+    validation: dict[str, Any] | None = None
+    test: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None
+
+
+def export_judge(program: JudgeProgram) -> ExportedJudge:
+    """The exported form of ``program`` (see the module docstring)."""
+    from judgeopt import __version__
+
+    task = program.task
+    graph = hpss_graph(task)
+    texts: dict[str, str] = {}
+    criteria_text = autocot = None
+    for req in graph.artifacts_for(program.strategy):
+        if req.per_sample or req.name == "icl_examples":
+            continue
+        key = artifact_key(task, program.aspect, req)
+        value = program.store.get(key)
+        if value is not None:
+            texts[key] = value
+            if req.name == "self_criteria":
+                criteria_text = value
+            elif req.name == "autocot_steps":
+                autocot = value
+    examples = program.maker.examples_for_export(program.strategy) if int(
+        program.strategy["examples"]) > 0 else {}  # type: ignore[arg-type]
+    template = render_template(task, program.aspect, program.strategy,
+                               criteria_text=criteria_text, autocot_steps=autocot)
+    pairwise = task.mode == "pairwise"
+    lo, hi = (None, None) if pairwise else program.rating_bounds
+    search = program.search_result.to_dict() if program.search_result is not None else None
+    return ExportedJudge(
+        format_version=FORMAT_VERSION,
+        judgeopt_version=__version__,
+        task_name=task.name,
+        mode=task.mode,
+        fields=list(task.input_names),
+        task=task.model_dump(mode="json"),
+        aspect=program.aspect,
+        strategy=program.strategy.as_dict(),
+        artifacts=ExportedArtifacts(texts=texts, examples=examples),
+        template=template,
+        scoring=Scoring(
+            parser="last [[A]]/[[B]]/[[C]] verdict" if pairwise else
+            "last [[n]] rating, then the fallbacks of docs/parsing.md",
+            scale=None if pairwise else int(program.strategy["scale"]),  # type: ignore[arg-type]
+            rating_min=lo, rating_max=hi, max_tokens=program.lm_kwargs().get("max_tokens")),
+        model=program.model_name,
+        example_seed=program.example_seed,
+        validation=program.validation,
+        test=program.test,
+        search=search,
+    )
+
+
+def save_judge(program: JudgeProgram, path: str | os.PathLike[str]) -> Path:
+    """Write ``program`` as one JSON file (atomically). Returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = export_judge(program).model_dump(mode="json")
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
+    """Validate an exported judge and rebuild the program (no pickle).
+
+    Args:
+        path: The JSON file.
+        **kwargs: Passed to :class:`JudgeProgram` (e.g. ``lm=``).
+
+    Raises:
+        ValueError: On a missing file, malformed JSON, an unsupported ``format_version`` or
+            an invalid field (naming it).
+    """
+    from ._artifacts import ArtifactStore
+    from ._program import JudgeProgram
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"Judge file not found: {p}")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON: {e}") from e
+    if isinstance(raw, dict) and raw.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{p}: format_version {raw.get('format_version')!r} is not supported "
+                         f"(this judgeopt reads {FORMAT_VERSION}).")
+    try:
+        data = ExportedJudge.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(f"`{'.'.join(str(x) for x in err['loc'])}`: {err['msg']}"
+                             for err in e.errors())
+        raise ValueError(f"{p}: invalid exported judge: {problems}") from None
+    task = JudgeTask.from_dict(data.task, source=str(p))
+    program = JudgeProgram(task, data.aspect, data.strategy,
+                           artifacts=ArtifactStore(data=data.artifacts.texts),
+                           example_seed=data.example_seed,
+                           fixed_examples=data.artifacts.examples,
+                           max_tokens=kwargs.pop("max_tokens", data.scoring.max_tokens),
+                           **kwargs)
+    program.validation = data.validation
+    program.test = data.test
+    program.model_name = data.model
+    program.exported_search = data.search  # type: ignore[attr-defined]
+    return program

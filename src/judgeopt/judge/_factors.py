@@ -1,0 +1,288 @@
+"""The HPSS factor space, the MT-Bench baseline strategy and the factor graph of a task.
+
+The eight factors of HPSS Table 1, in the table's order, with the values judgeopt uses:
+
+==============  =======================================================================
+factor          values
+==============  =======================================================================
+``scale``       ``3, 5, 10, 50, 100`` (pointwise only: the rating is 1..scale)
+``examples``    ``0, 3, 5, 10`` in-context examples with human ratings
+``criteria``    ``"none"``, ``"human"``, ``"self"`` (``"self"`` pointwise only)
+``reference``   ``"none"``, ``"self"`` (self-generated), ``"dialectic"``
+``cot``         ``"none"``, ``"prefix"``, ``"suffix"``
+``autocot``     ``"off"``, ``"on"`` (self-generated evaluation steps)
+``metrics``     ``"off"``, ``"on"`` (self-generated per-sample questions)
+``order``       the 6 orders of the components TD, ER and IC, e.g. ``"TD-ER-IC"``
+==============  =======================================================================
+
+Pairwise tasks have no ``scale`` factor and no ``"self"`` criteria (HPSS Appendix G).
+
+The evaluation aspect is not a factor: a search runs for one (task, aspect) pair, and the
+artifacts of :func:`hpss_graph` are made per (task, aspect). Their graph cache keys do not
+name the aspect; :func:`artifact_key` prefixes them with the task and the aspect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+from judgeopt.search import ArtifactRequest, Factor, FactorGraph, FactorSpace, Strategy
+
+if TYPE_CHECKING:
+    from ._task import JudgeTask
+
+__all__ = [
+    "ARTIFACTS",
+    "ARTIFACT_KINDS",
+    "AUTOCOT",
+    "COT",
+    "CRITERIA",
+    "EXAMPLES",
+    "FACTOR_NAMES",
+    "METRICS",
+    "ORDERS",
+    "REFERENCE",
+    "SCALES",
+    "artifact_key",
+    "baseline_strategy",
+    "hpss_graph",
+    "hpss_space",
+    "order_components",
+]
+
+SCALES: Final[tuple[int, ...]] = (3, 5, 10, 50, 100)
+"""Values of the ``scale`` factor: the judge rates on 1..scale."""
+
+EXAMPLES: Final[tuple[int, ...]] = (0, 3, 5, 10)
+"""Values of the ``examples`` factor: how many in-context examples the prompt shows."""
+
+CRITERIA: Final[tuple[str, ...]] = ("none", "human", "self")
+"""Values of the ``criteria`` factor (``"self"`` is pointwise only)."""
+
+REFERENCE: Final[tuple[str, ...]] = ("none", "self", "dialectic")
+"""Values of the ``reference`` factor."""
+
+COT: Final[tuple[str, ...]] = ("none", "prefix", "suffix")
+"""Values of the ``cot`` factor."""
+
+AUTOCOT: Final[tuple[str, ...]] = ("off", "on")
+"""Values of the ``autocot`` factor."""
+
+METRICS: Final[tuple[str, ...]] = ("off", "on")
+"""Values of the ``metrics`` factor."""
+
+ORDERS: Final[tuple[str, ...]] = (
+    "TD-ER-IC",
+    "TD-IC-ER",
+    "ER-TD-IC",
+    "ER-IC-TD",
+    "IC-TD-ER",
+    "IC-ER-TD",
+)
+"""Values of the ``order`` factor: the order of Task Description, Evaluation Rules and
+Input Content in the prompt (Table 1's order)."""
+
+FACTOR_NAMES: Final[tuple[str, ...]] = (
+    "scale",
+    "examples",
+    "criteria",
+    "reference",
+    "cot",
+    "autocot",
+    "metrics",
+    "order",
+)
+"""All factor names, in Table 1's order (pairwise spaces leave out ``scale``)."""
+
+ARTIFACTS: Final[tuple[str, ...]] = (
+    "self_criteria",
+    "autocot_steps",
+    "metrics_questions",
+    "self_reference",
+    "icl_examples",
+)
+"""Artifact names of :func:`hpss_graph`."""
+
+ARTIFACT_KINDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "self_criteria": "criteria",
+        "autocot_steps": "autocot",
+        "metrics_questions": "metrics",
+        "self_reference": "reference",
+    }
+)
+"""Artifact name -> ``kind`` argument of :func:`~judgeopt.judge._render.generation_prompt`
+for the artifacts an LLM generates (``icl_examples`` are selected from data instead)."""
+
+_DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "scale": "Scoring scale: the judge rates on 1..scale (Table 1, 'Scoring Scale').",
+        "examples": "Number of in-context examples with human ratings (Table 1).",
+        "criteria": "Evaluation criteria: none, human-written, or self-generated (Table 1).",
+        "reference": "No reference, a self-generated reference, or dialectic (Table 1).",
+        "cot": "Chain-of-thought: no explanation, explanation first, or rating first.",
+        "autocot": "AutoCoT: self-generated evaluation steps in the rules (G-Eval).",
+        "metrics": "Self-generated sample-specific questions (LLMBar 'Metrics').",
+        "order": "Order of Task Description, Evaluation Rules and Input Content.",
+    }
+)
+
+
+def hpss_space(task: JudgeTask) -> FactorSpace:
+    """The HPSS factor space of a task, factors in Table 1's order.
+
+    Args:
+        task: The task. Pairwise tasks get no ``scale`` factor and no ``"self"`` criteria
+            (HPSS Appendix G).
+
+    Returns:
+        The factor space: 12,960 strategies for a pointwise task, 1,728 for a pairwise one.
+    """
+    pointwise = task.mode == "pointwise"
+    values: dict[str, tuple[str | int, ...]] = {
+        "scale": SCALES,
+        "examples": EXAMPLES,
+        "criteria": CRITERIA if pointwise else tuple(c for c in CRITERIA if c != "self"),
+        "reference": REFERENCE,
+        "cot": COT,
+        "autocot": AUTOCOT,
+        "metrics": METRICS,
+        "order": ORDERS,
+    }
+    if not pointwise:
+        del values["scale"]
+    return FactorSpace([Factor(n, v, _DESCRIPTIONS[n]) for n, v in values.items()])
+
+
+def baseline_strategy(task: JudgeTask) -> Strategy:
+    """The MT-Bench prompting strategy, HPSS's starting point (Appendix J).
+
+    Native scale (``task.baseline_scale``, pointwise only), 0 examples, human criteria, no
+    reference, prefix CoT, no AutoCoT, no metrics, order TD-ER-IC.
+
+    Args:
+        task: The task.
+
+    Returns:
+        The baseline strategy in :func:`hpss_space` of the task.
+    """
+    values: dict[str, str | int] = {
+        "examples": 0,
+        "criteria": "human",
+        "reference": "none",
+        "cot": "prefix",
+        "autocot": "off",
+        "metrics": "off",
+        "order": "TD-ER-IC",
+    }
+    if task.mode == "pointwise":
+        if task.baseline_scale is None:  # pragma: no cover - JudgeTask validation forbids it
+            raise ValueError(f"Task `{task.name}` has no baseline_scale.")
+        values["scale"] = task.baseline_scale
+    return hpss_space(task).strategy(values)
+
+
+def hpss_graph(task: JudgeTask) -> FactorGraph:
+    """The factor graph of a task: the artifacts strategies need, and constraints.
+
+    Artifacts (inputs define the cache key, see :meth:`FactorGraph.cache_key`):
+
+    * ``self_criteria``: needed when ``criteria=self``; input ``scale`` when the task's
+      criteria name the scale (``task.criteria_per_scale``), none otherwise.
+    * ``autocot_steps``: needed when ``autocot=on``; inputs ``criteria``, ``self_criteria``
+      and ``scale`` (the generation prompt shows the criteria and the scale).
+    * ``metrics_questions``: needed when ``metrics=on``; per sample; inputs ``criteria``,
+      ``self_criteria`` (and ``scale`` when the criteria name the scale).
+    * ``self_reference``: needed when ``reference=self``; per sample; no factor input.
+    * ``icl_examples``: needed when ``examples`` > 0; inputs ``examples`` and ``scale``
+      (the ratings are on the strategy's scale). Selected from data, not generated.
+
+    Pairwise tasks have no ``scale`` and no ``self_criteria``. No constraint is added: the
+    paper searches the full product space (every combination is a well-formed prompt).
+
+    Args:
+        task: The task.
+
+    Returns:
+        A new :class:`FactorGraph` over :func:`hpss_space` of the task.
+    """
+    space = hpss_space(task)
+    graph = FactorGraph(space)
+    pointwise = task.mode == "pointwise"
+    criteria_inputs: list[str] = ["criteria"]
+    if pointwise:
+        graph.add_artifact(
+            "self_criteria",
+            inputs=["scale"] if task.criteria_per_scale else [],
+            needed_when={"criteria": ["self"]},
+            description="Evaluation criteria the judge writes for the aspect.",
+        )
+        criteria_inputs.append("self_criteria")
+    graph.add_artifact(
+        "autocot_steps",
+        inputs=criteria_inputs + (["scale"] if pointwise else []),
+        needed_when={"autocot": ["on"]},
+        description="Evaluation steps the judge writes from the criteria (G-Eval AutoCoT).",
+    )
+    graph.add_artifact(
+        "metrics_questions",
+        inputs=criteria_inputs + (["scale"] if pointwise and task.criteria_per_scale else []),
+        needed_when={"metrics": ["on"]},
+        per_sample=True,
+        description="At most three sample-specific questions (LLMBar 'Metrics').",
+    )
+    graph.add_artifact(
+        "self_reference",
+        inputs=[],
+        needed_when={"reference": ["self"]},
+        per_sample=True,
+        description="A reference output the judge writes for the sample.",
+    )
+    graph.add_artifact(
+        "icl_examples",
+        inputs=["examples", "scale"] if pointwise else ["examples"],
+        needed_when={"examples": [n for n in EXAMPLES if n > 0]},
+        description="Human-rated examples, stratified by rating (Appendix D).",
+    )
+    return graph
+
+
+def artifact_key(
+    task: JudgeTask, aspect: str, request: ArtifactRequest, sample_id: str | None = None
+) -> str:
+    """The full cache key of an artifact: task, aspect, graph key and (per sample) sample id.
+
+    Example: ``"summeval/coherence/autocot_steps[scale=5,criteria=human]"`` or
+    ``"summeval/coherence/self_reference[]@<sample id>"``.
+
+    Args:
+        task: The task.
+        aspect: The aspect (checked against the task).
+        request: One request of :meth:`FactorGraph.artifacts_for`.
+        sample_id: The sample id; required for per-sample artifacts, ignored otherwise.
+
+    Raises:
+        ValueError: On an unknown aspect, or a per-sample artifact without a sample id.
+    """
+    task.aspect(aspect)
+    if request.per_sample:
+        if sample_id is None:
+            raise ValueError(
+                f"Artifact `{request.name}` is made per sample: artifact_key() needs a sample_id."
+            )
+        return f"{task.name}/{aspect}/{request.sample_key(sample_id)}"
+    return f"{task.name}/{aspect}/{request.key}"
+
+
+def order_components(order: str) -> tuple[str, str, str]:
+    """The three components of an ``order`` value, e.g. ``("TD", "ER", "IC")``.
+
+    Raises:
+        ValueError: If ``order`` is not one of :data:`ORDERS` (the message lists them).
+    """
+    if order not in ORDERS:
+        raise ValueError(f"Unknown order {order!r}. Allowed: {list(ORDERS)!r}.")
+    a, b, c = order.split("-")
+    return a, b, c

@@ -1,0 +1,291 @@
+"""`JudgeProgram`: a judge as a DSPy module, with its own adapter."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import copy  # noqa: E402
+from collections.abc import Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
+import dspy  # noqa: E402
+
+from judgeopt.data import Record  # noqa: E402
+from judgeopt.search import Strategy, Value  # noqa: E402
+
+from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of  # noqa: E402
+from ._examples import ExamplePool  # noqa: E402
+from ._factors import baseline_strategy, hpss_space  # noqa: E402
+from ._parse import parse_preference, parse_rating  # noqa: E402
+from ._render import render_messages  # noqa: E402
+from ._task import JudgeTask, load_task  # noqa: E402
+
+__all__ = ["JudgeAdapter", "JudgeProgram", "NoLMError"]
+
+ARTIFACTS_KEY = "__judge_artifacts__"
+
+
+class NoLMError(RuntimeError):
+    """No language model is configured for a judge."""
+
+
+class JudgeAdapter(dspy.Adapter):
+    """Formats a judge's rendered HPSS prompt and parses its verdict.
+
+    ``format`` ignores DSPy's generic field formatting: it renders the task's template for
+    the program's strategy (Tables 11-18 of the HPSS paper) from the input fields and the
+    prepared artifacts. ``parse`` reads the rating (pointwise: the last ``[[n]]``, then the
+    documented fallbacks of ``docs/parsing.md``) or the verdict (pairwise: ``[[A]]``,
+    ``[[B]]`` or ``[[C]]`` for a tie); an unparseable output gives ``score=None`` and a
+    ``parse_error``, never an exception.
+
+    Args:
+        program: The judge whose task, aspect and strategy are used.
+    """
+
+    def __init__(self, program: JudgeProgram) -> None:
+        super().__init__()
+        self.program = program
+
+    def format(self, signature: Any, demos: list[dict[str, Any]],
+               inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        p = self.program
+        artifacts: Artifacts = inputs.get(ARTIFACTS_KEY) or Artifacts()
+        fields = {n: inputs[n] for n in p.task.input_names if n in inputs}
+        return render_messages(p.task, p.aspect, p.strategy, fields,
+                               **artifacts.render_kwargs())
+
+    def parse(self, signature: Any, completion: str) -> dict[str, Any]:
+        p = self.program
+        cot = str(p.strategy["cot"])
+        rationale = completion.strip() if cot != "none" else None
+        if p.task.mode == "pairwise":
+            pref = parse_preference(completion)
+            return {"score": pref.choice, "rationale": rationale, "raw": completion,
+                    "parse_error": pref.error, "parse_method": pref.method}
+        lo, hi = p.rating_bounds
+        r = parse_rating(completion, scale=hi, rating_min=lo)
+        return {"score": r.score, "rationale": rationale, "raw": completion,
+                "parse_error": r.error, "parse_method": r.method}
+
+
+def _as_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example] | ExamplePool | None,
+                task: JudgeTask, aspect: str) -> ExamplePool | None:
+    if data is None:
+        return None
+    if isinstance(data, ExamplePool):
+        return data
+    return ExamplePool(to_records(data, task, aspect))
+
+
+def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: JudgeTask,
+               aspect: str) -> list[Record]:
+    """Convert records, dicts of the JSONL schema, or ``dspy.Example`` objects to records.
+
+    A ``dspy.Example`` carries the input fields plus the human label: the aspect's score
+    under the aspect's name or ``score`` (pointwise), or ``label`` (pairwise).
+
+    Raises:
+        ValueError: When an example lacks an input field or its human label.
+    """
+    out: list[Record] = []
+    for i, item in enumerate(data):
+        if isinstance(item, Record):
+            out.append(item)
+            continue
+        if isinstance(item, dspy.Example):
+            d = dict(item.items())
+            if "inputs" not in d:
+                missing = [f for f in task.input_names if f not in d]
+                if missing:
+                    raise ValueError(f"Example {i} lacks input field(s) {missing!r}; it has "
+                                     f"{sorted(d)!r}.")
+                inputs = {f: str(d[f]) for f in task.input_names}
+                label = d.get("label")
+                scores = {}
+                if task.mode == "pointwise":
+                    value = d.get(aspect, d.get("score"))
+                    if value is None:
+                        raise ValueError(f"Example {i} has no human score: give `{aspect}` or "
+                                         "`score`.")
+                    scores = {aspect: float(value)}
+                rid = str(d.get("id") or sample_id_of(inputs, task.input_names))
+                out.append(Record(id=rid, group_id=d.get("group_id"), system_id=None,
+                                  inputs=inputs, scores=scores, label=label))
+                continue
+        from judgeopt.data import load_records
+
+        out.extend(load_records([dict(item)]))  # type: ignore[arg-type]
+    return out
+
+
+class JudgeProgram(dspy.Module):
+    """An LLM judge for one aspect of a task under one prompting strategy.
+
+    Call it like any DSPy module: ``judge(source=..., summary=...)`` returns a
+    ``dspy.Prediction`` with ``score`` (a float rating, or ``"a"``/``"b"``/``"tie"`` for a
+    pairwise task; ``None`` when the output could not be parsed), ``rationale`` (the
+    output, when the strategy asks for an explanation), ``raw`` (the output), and
+    ``parse_error``. The LM is the one given here, else the one configured the DSPy way
+    (``dspy.configure(lm=...)`` / ``dspy.context(lm=...)``).
+
+    Args:
+        task: A :class:`JudgeTask` or the name/path of a signature TOML file.
+        aspect: The aspect to judge.
+        strategy: The prompting strategy (factor -> value); default: the MT-Bench baseline.
+        trainset: Labelled records (or ``dspy.Example``) to draw in-context examples from.
+        artifacts: Store of generated artifacts (shared between programs of one compile).
+        example_seed: Seed of the stratified example selection.
+        lm: The LM to use instead of DSPy's configured one.
+        max_tokens: Output token limit; default: 64 without an explanation, else 512.
+        fixed_examples: In-context examples as exported with a judge (used by ``load``).
+
+    Raises:
+        ValueError: On an unknown aspect or an invalid strategy (naming factor, value and
+            allowed values).
+    """
+
+    def __init__(
+        self,
+        task: JudgeTask | str | os.PathLike[str],
+        aspect: str,
+        strategy: Mapping[str, Value] | Strategy | None = None,
+        *,
+        trainset: Sequence[Record | Mapping[str, Any] | dspy.Example] | ExamplePool | None = None,
+        artifacts: ArtifactStore | None = None,
+        example_seed: int = 0,
+        lm: dspy.BaseLM | None = None,
+        max_tokens: int | None = None,
+        fixed_examples: Mapping[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.task = task if isinstance(task, JudgeTask) else load_task(task)
+        self.task.aspect(aspect)
+        self.aspect = aspect
+        self.space = hpss_space(self.task)
+        self.strategy = (baseline_strategy(self.task) if strategy is None
+                         else self.space.strategy(dict(strategy)))
+        self.store = artifacts if artifacts is not None else ArtifactStore()
+        self.pool = _as_records(trainset, self.task, aspect)
+        self.example_seed = example_seed
+        self.maker = ArtifactMaker(self.task, aspect, self.store, pool=self.pool,
+                                   example_seed=example_seed, fixed_examples=fixed_examples)
+        self.lm = lm
+        self.max_tokens = max_tokens
+        self.adapter = JudgeAdapter(self)
+        self.signature = _signature(self.task)
+        # Filled by teleprompters and by load():
+        self.search_result: Any = None
+        self.validation: dict[str, Any] | None = None
+        self.test: dict[str, Any] | None = None
+        self.model_name: str | None = None
+
+    # Derived -----------------------------------------------------------------------------
+    @property
+    def rating_bounds(self) -> tuple[int, int]:
+        """``(min, max)`` rating of a pointwise judge at its strategy's scale."""
+        return self.task.rating_bounds(self.aspect, int(self.strategy["scale"]))  # type: ignore[arg-type]
+
+    def lm_kwargs(self) -> dict[str, Any]:
+        """Per-call LM arguments (the output budget depends on the strategy)."""
+        if self.max_tokens is not None:
+            return {"max_tokens": self.max_tokens}
+        long = self.strategy["cot"] != "none" or self.strategy["reference"] == "dialectic"
+        return {"max_tokens": 512 if long else 64}
+
+    def with_strategy(self, strategy: Mapping[str, Value] | Strategy) -> JudgeProgram:
+        """A copy judging with another strategy (sharing artifacts, pool and LM)."""
+        new = copy.copy(self)
+        new.strategy = self.space.strategy(dict(strategy))
+        new.adapter = JudgeAdapter(new)
+        new.search_result = None
+        new.validation = None
+        new.test = None
+        return new
+
+    def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
+        """The LM a call uses: ``lm``, else the program's, else DSPy's configured one."""
+        chosen = lm or self.lm or dspy.settings.lm
+        if chosen is None:
+            raise NoLMError(
+                "No language model: pass lm= to JudgeProgram, or configure one the DSPy way, "
+                "e.g. dspy.configure(lm=judgeopt.make_lm('local')).")
+        return chosen  # type: ignore[no-any-return]
+
+    # Judging -----------------------------------------------------------------------------
+    def judge(self, inputs: Mapping[str, Any], *, sample_id: str | None = None,
+              lm: dspy.BaseLM | None = None) -> dspy.Prediction:
+        """Judge one sample. Like calling the module, with an explicit id and LM.
+
+        Raises:
+            ValueError: On a missing input field (naming it and the fields given).
+            NoLMError: When no LM is configured.
+            judgeopt.lm.LMError / ArtifactError: When an LM call fails.
+        """
+        missing = [f for f in self.task.input_names if f not in inputs]
+        if missing:
+            raise ValueError(f"Missing input field(s) {missing!r} for task `{self.task.name}`; "
+                             f"got {sorted(inputs)!r}.")
+        fields = {f: str(inputs[f]) for f in self.task.input_names}
+        the_lm = self.resolve_lm(lm)
+        sid = sample_id or sample_id_of(fields, self.task.input_names)
+        artifacts = self.maker.prepare(self.strategy, fields, sample_id=sid, lm=the_lm)
+        try:
+            values = self.adapter(the_lm, self.lm_kwargs(), self.signature, [],
+                                  {**fields, ARTIFACTS_KEY: artifacts})
+        except dspy.utils.exceptions.AdapterParseError as e:  # empty output
+            values = [{"score": None, "rationale": None, "raw": str(e.lm_response or ""),
+                       "parse_error": "empty output", "parse_method": None}]
+        v = values[0]
+        return dspy.Prediction(score=v["score"], rationale=v.get("rationale"), raw=v.get("raw"),
+                               parse_error=v.get("parse_error"),
+                               parse_method=v.get("parse_method"))
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        """Judge one sample given its input fields as keyword arguments."""
+        sample_id = inputs.pop("sample_id", None)
+        return self.judge(inputs, sample_id=sample_id)
+
+    # Export ------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], **_: Any) -> None:  # type: ignore[override]
+        """Write the judge as one JSON file (see ``docs/export.md``); never pickles."""
+        from ._export import save_judge
+
+        save_judge(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:  # type: ignore[override]
+        """Rebuild a judge from its JSON file (validated; no pickle).
+
+        Args:
+            path: The exported judge.
+            **kwargs: Passed to the constructor (e.g. ``lm=``).
+        """
+        from ._export import load_judge
+
+        return load_judge(path, **kwargs)
+
+    def export(self) -> dict[str, Any]:
+        """The exported form as a dict."""
+        from ._export import export_judge
+
+        return export_judge(self).model_dump(mode="json")
+
+    def __repr__(self) -> str:
+        return f"JudgeProgram({self.task.name}/{self.aspect}: {self.strategy})"
+
+
+def _signature(task: JudgeTask) -> type[dspy.Signature]:
+    fields: dict[str, Any] = {name: (str, dspy.InputField()) for name in task.input_names}
+    if task.mode == "pairwise":
+        fields["score"] = (str, dspy.OutputField(desc="a, b or tie"))
+    else:
+        fields["score"] = (float, dspy.OutputField(desc="the rating"))
+    fields["rationale"] = (str, dspy.OutputField(desc="the judge's explanation, if any"))
+    # Bookkeeping outputs the adapter fills (DSPy keeps only declared output fields).
+    fields["raw"] = (str, dspy.OutputField(desc="the judge's output text"))
+    fields["parse_error"] = (str, dspy.OutputField(desc="why no rating was found, if so"))
+    fields["parse_method"] = (str, dspy.OutputField(desc="which parsing rule matched"))
+    return dspy.make_signature(fields, f"Judge {task.target}.")

@@ -1,0 +1,76 @@
+"""The LM layer: every language model judgeopt talks to, as a DSPy LM.
+
+* :func:`make_lm` turns a model string into an LM: ``"local"`` / ``"local:NAME"`` /
+  ``"local:PATH.gguf"`` run a GGUF in process (:class:`LlamaCppLM`); anything else is a
+  LiteLLM model string (:class:`JudgeLM`: hosted APIs, vLLM, llama.cpp servers).
+* Both LMs share a persistent response cache (:class:`LMCache`, keyed by model, endpoint,
+  messages and decoding parameters), thread-safe accounting (:meth:`stats` ->
+  :class:`LMStats`) and one error tree (:class:`LMError`, see :mod:`judgeopt.lm._errors`).
+* :func:`ensure_local_model` joins and verifies the GGUF of a registry model
+  (:data:`LOCAL_MODELS`); :func:`start_llama_server` serves a GGUF on loopback.
+
+See ``docs/lm.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything imports LiteLLM: otherwise it downloads a price list at start-up.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from ._cache import LMCache, cache_key, default_cache_dir  # noqa: E402
+from ._errors import (  # noqa: E402
+    LMAuthError,
+    LMBadRequest,
+    LMConnectionError,
+    LMContextOverflow,
+    LMError,
+    LMRateLimit,
+    LMServerError,
+    LMTimeout,
+    LocalModelError,
+    wrap_exception,
+)
+from ._factory import make_lm  # noqa: E402
+from ._litellm import JudgeLM, resolve_endpoint  # noqa: E402
+from ._local import LlamaCppLM  # noqa: E402
+from ._models import (  # noqa: E402
+    DEFAULT_LOCAL_MODEL,
+    LOCAL_MODELS,
+    LocalModelSpec,
+    ModelPart,
+    ensure_local_model,
+    local_model_dir,
+)
+from ._server import LlamaServer, start_llama_server  # noqa: E402
+from ._stats import LMStats  # noqa: E402
+
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "LOCAL_MODELS",
+    "JudgeLM",
+    "LMAuthError",
+    "LMBadRequest",
+    "LMCache",
+    "LMConnectionError",
+    "LMContextOverflow",
+    "LMError",
+    "LMRateLimit",
+    "LMServerError",
+    "LMStats",
+    "LMTimeout",
+    "LlamaCppLM",
+    "LlamaServer",
+    "LocalModelError",
+    "LocalModelSpec",
+    "ModelPart",
+    "cache_key",
+    "default_cache_dir",
+    "ensure_local_model",
+    "local_model_dir",
+    "make_lm",
+    "resolve_endpoint",
+    "start_llama_server",
+    "wrap_exception",
+]

@@ -1,0 +1,153 @@
+"""One entry point from a model string to a DSPy LM."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy  # noqa: E402
+
+from ._cache import LMCache  # noqa: E402
+from ._litellm import JudgeLM  # noqa: E402
+from ._local import LlamaCppLM  # noqa: E402
+from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS  # noqa: E402
+
+__all__ = ["make_lm", "parse_local_model"]
+
+_LOCAL_PREFIX = "local:"
+
+
+def parse_local_model(model: str) -> str | None:
+    """Return what a ``"local"`` / ``"local:..."`` model string names, or ``None`` for LiteLLM.
+
+    Returns:
+        A registry name or a file path for local models; ``None`` for any other string.
+
+    Raises:
+        ValueError: If ``"local:"`` is followed by nothing, or by a name that is neither a
+            registry model nor a path to a ``.gguf`` file.
+    """
+    if model == "local":
+        return DEFAULT_LOCAL_MODEL
+    if not model.startswith(_LOCAL_PREFIX):
+        return None
+    rest = model[len(_LOCAL_PREFIX) :]
+    if rest in LOCAL_MODELS:
+        return rest
+    if rest.endswith(".gguf") or os.sep in rest or "/" in rest or os.path.exists(rest):
+        return rest
+    raise ValueError(
+        f"The `model` argument {model!r} must be 'local', 'local:NAME' with NAME one of "
+        f"{sorted(LOCAL_MODELS)}, or 'local:PATH' with PATH a .gguf file."
+    )
+
+
+def make_lm(
+    model: str = "local",
+    *,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 1024,
+    cache: bool | str | os.PathLike[str] | LMCache | None = True,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    num_retries: int | None = None,
+    n_threads: int | None = None,
+    n_ctx: int | None = None,
+    logits_all: bool | None = None,
+    **kwargs: Any,
+) -> dspy.BaseLM:
+    """Build the LM a model string names.
+
+    * ``"local"``: the embedded default model (Qwen2.5-Coder-1.5B-Instruct) run in process;
+    * ``"local:NAME"``: a registry model (``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``,
+      ``smollm2-135m``);
+    * ``"local:PATH.gguf"``: any GGUF file, run in process;
+    * anything else: a LiteLLM model string (``"openai/gpt-4o-mini"``, or ``"openai/NAME"``
+      with ``api_base`` for a vLLM / llama.cpp server), sent through :class:`JudgeLM`.
+
+    Args:
+        model: The model string.
+        api_base: Endpoint of a LiteLLM model (default from the environment).
+        api_key: Key of a LiteLLM model (default from the environment).
+        temperature: Default sampling temperature.
+        max_tokens: Default completion budget.
+        cache: ``True`` (default directory), ``False``, a directory, or an :class:`LMCache`.
+        max_concurrency: LiteLLM only: requests in flight at once (default 8).
+        timeout: LiteLLM only: per-request timeout in seconds (default 120).
+        num_retries: LiteLLM only: retries of transient failures (default 3).
+        n_threads: Local only: CPU threads (default ``$JUDGEOPT_THREADS`` or 2).
+        n_ctx: Local only: context window in tokens (default 4096).
+        logits_all: Local only: keep every position's logits, needed for ``logprobs``.
+        **kwargs: Further default decoding parameters (``seed``, ``top_p``, ``stop``...).
+
+    Returns:
+        A :class:`LlamaCppLM` or a :class:`JudgeLM`.
+
+    Raises:
+        ValueError: If the model string is malformed, or an option does not apply to it.
+        LocalModelError: If a local GGUF path does not exist or is not a GGUF file, or a
+            registry model's packages are not installed.
+
+    Example:
+        >>> lm = make_lm("openai/qwen", api_base="http://127.0.0.1:8080/v1", cache=False)
+        >>> type(lm).__name__, lm.api_base
+        ('JudgeLM', 'http://127.0.0.1:8080/v1')
+    """
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"The `model` argument must be a non-empty string. Got {model!r} instead.")
+    local = parse_local_model(model)
+    if local is not None:
+        remote_only = {
+            "api_base": api_base,
+            "api_key": api_key,
+            "max_concurrency": max_concurrency,
+            "timeout": timeout,
+            "num_retries": num_retries,
+        }
+        given = sorted(k for k, v in remote_only.items() if v is not None)
+        if given:
+            raise ValueError(
+                f"{given} only apply to LiteLLM models, not to the local model {model!r}."
+            )
+        local_kwargs: dict[str, Any] = {}
+        if n_ctx is not None:
+            local_kwargs["n_ctx"] = n_ctx
+        if logits_all is not None:
+            local_kwargs["logits_all"] = logits_all
+        return LlamaCppLM(
+            local,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            n_threads=n_threads,
+            cache=cache,
+            **local_kwargs,
+            **kwargs,
+        )
+
+    local_only = {"n_threads": n_threads, "n_ctx": n_ctx, "logits_all": logits_all}
+    given = sorted(k for k, v in local_only.items() if v is not None)
+    if given:
+        raise ValueError(
+            f"{given} only apply to local models ('local', 'local:...'), not to {model!r}."
+        )
+    remote_kwargs: dict[str, Any] = {}
+    if max_concurrency is not None:
+        remote_kwargs["max_concurrency"] = max_concurrency
+    if timeout is not None:
+        remote_kwargs["timeout"] = timeout
+    if num_retries is not None:
+        remote_kwargs["num_retries"] = num_retries
+    return JudgeLM(
+        model,
+        api_base=api_base,
+        api_key=api_key,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        cache=cache,
+        **remote_kwargs,
+        **kwargs,
+    )

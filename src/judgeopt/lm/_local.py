@@ -1,0 +1,444 @@
+"""The embedded model: a GGUF run in process by llama-cpp-python, as a DSPy LM."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy  # noqa: E402
+from dspy.clients.base_lm import LM_CLASS_STATE_KEY  # noqa: E402
+
+from ._base import JudgeoptLMMixin, Messages, attributes, resolve_cache  # noqa: E402
+from ._cache import LMCache  # noqa: E402
+from ._errors import (
+    LMBadRequest,
+    LMContextOverflow,
+    LMError,
+    LocalModelError,
+    overflow_from_llama,
+)  # noqa: E402
+from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model  # noqa: E402
+from ._stats import StatsRecorder  # noqa: E402
+
+__all__ = ["LlamaCppLM", "check_gguf", "default_threads", "effective_n_ctx"]
+
+logger = logging.getLogger(__name__)
+
+#: The endpoint recorded in cache keys for in-process generation.
+IN_PROCESS = "in-process:llama.cpp"
+
+_LLAMA_INSTALL = "pip install 'judgeopt[local]' (or pip install 'llama-cpp-python[server]==0.3.36')"
+
+# Decoding parameters passed through to Llama.create_chat_completion.
+_PASSTHROUGH = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "typical_p",
+        "stop",
+        "seed",
+        "max_tokens",
+        "presence_penalty",
+        "frequency_penalty",
+        "repeat_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "tools",
+        "tool_choice",
+    }
+)
+# Accepted and not sent: they shape the cache key or are DSPy/LiteLLM client settings.
+_IGNORED = frozenset({"n", "rollout_id", "num_retries", "timeout", "max_retries", "headers"})
+
+
+def effective_n_ctx(n_ctx: int) -> int:
+    """Round a context size up to a multiple of 256, as llama.cpp does when it loads a model.
+
+    llama-cpp-python sizes its token buffer by the requested ``n_ctx`` while llama.cpp rounds
+    the context up; a prompt between the two sizes then crashes with a numpy broadcast error
+    instead of the context-window error. Asking for the rounded size avoids that.
+    """
+    return -(-n_ctx // 256) * 256
+
+
+def default_threads() -> int:
+    """Return the thread count for llama.cpp: ``$JUDGEOPT_THREADS`` or 2.
+
+    Raises:
+        ValueError: If ``JUDGEOPT_THREADS`` is not a positive integer.
+    """
+    raw = os.environ.get("JUDGEOPT_THREADS")
+    if raw is None or raw.strip() == "":
+        return 2
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(
+            "The JUDGEOPT_THREADS environment variable must be an integer >= 1. "
+            f"Got {raw!r} instead."
+        )
+    return value
+
+
+def check_gguf(path: str | os.PathLike[str]) -> Path:
+    """Check that ``path`` is an existing GGUF file (by its magic bytes) and return it resolved.
+
+    Raises:
+        LocalModelError: If the file does not exist or is not a GGUF.
+    """
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise LocalModelError(f"the model file {resolved} does not exist (expected a .gguf file).")
+    with open(resolved, "rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        raise LocalModelError(
+            f"the model file {resolved} is not a GGUF file (its first bytes are {magic!r}, "
+            "not b'GGUF'); "
+            "llama.cpp only loads GGUF models."
+        )
+    return resolved
+
+
+@dataclass
+class _Handle:
+    llama: Any
+    lock: threading.Lock
+    n_ctx: int
+
+
+_handles_guard = threading.Lock()
+_handles: dict[tuple[str, int, int, bool], _Handle] = {}
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, logits_all: bool) -> _Handle:
+    """Load (once per process) the Llama for ``(path, n_ctx, n_threads, logits_all)``."""
+    key = (str(path), n_ctx, n_threads, logits_all)
+    with _handles_guard:
+        handle = _handles.get(key)
+        if handle is not None:
+            return handle
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise LocalModelError(f"llama-cpp-python is not installed: {_LLAMA_INSTALL}.") from exc
+        started = time.monotonic()
+        try:
+            llama = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                logits_all=logits_all,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise LocalModelError(f"llama.cpp could not load {path}: {exc}") from exc
+        logger.info(
+            "loaded %s (n_ctx=%d, n_threads=%d) in %.1f s",
+            path.name,
+            n_ctx,
+            n_threads,
+            time.monotonic() - started,
+        )
+        handle = _Handle(llama, threading.Lock(), n_ctx)
+        _handles[key] = handle
+        return handle
+
+
+class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
+    """A GGUF model run in this process by llama.cpp, usable wherever DSPy takes an LM.
+
+    The model is loaded on the first call (or :meth:`load`) and shared by every LlamaCppLM of
+    the process with the same file, ``n_ctx``, ``n_threads`` and ``logits_all``. Calls are
+    serialised by a lock (a ``Llama`` is not thread-safe), so ``dspy.Parallel`` works but
+    gains nothing from threads here. Responses go through the persistent cache.
+
+    Args:
+        model: A registry name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``,
+            ``"smollm2-135m"``; joined and verified on first use) or a path to a GGUF file.
+        temperature: Default sampling temperature (0 is greedy).
+        max_tokens: Default completion budget in tokens.
+        n_ctx: Context window in tokens (rounded up to a multiple of 256, as llama.cpp does).
+        n_threads: CPU threads; ``None`` reads ``$JUDGEOPT_THREADS`` (default 2).
+        seed: Default sampling seed (matters only when ``temperature > 0``).
+        logits_all: Keep the logits of every position, which llama.cpp needs to return
+            ``logprobs`` (memory: ``n_ctx`` x vocabulary floats).
+        cache: ``True`` (default directory), ``False``, a directory, or an :class:`LMCache`.
+        model_dir: Where registry models are joined; ``None`` uses ``$JUDGEOPT_MODEL_DIR``
+            or ``~/.cache/judgeopt/models``.
+        **kwargs: Further default decoding parameters (``top_p``, ``stop``, ...).
+
+    Raises:
+        ValueError: If an argument is out of range or the registry name is unknown.
+        LocalModelError: If the GGUF path does not exist or is not a GGUF, or the registry
+            model's packages are not installed.
+
+    Example:
+        >>> lm = LlamaCppLM("smollm2-135m", max_tokens=16)  # doctest: +SKIP
+        >>> dspy.configure(lm=lm)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = DEFAULT_LOCAL_MODEL,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        logits_all: bool = False,
+        cache: bool | str | os.PathLike[str] | LMCache | None = True,
+        model_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        for field, value, minimum in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(
+                    f"The `{field}` argument of LlamaCppLM must be an int >= {minimum}. "
+                    f"Got {value!r} instead."
+                )
+        threads = default_threads() if n_threads is None else n_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(
+                "The `n_threads` argument of LlamaCppLM must be an int >= 1. "
+                f"Got {n_threads!r} instead."
+            )
+        unknown = set(kwargs) - _PASSTHROUGH - _IGNORED
+        if unknown:
+            raise ValueError(
+                f"LlamaCppLM does not take the decoding parameter(s) {sorted(unknown)}; allowed: "
+                f"{sorted(_PASSTHROUGH | {'n', 'rollout_id'})}."
+            )
+
+        self._registry_name: str | None
+        self._path: Path | None
+        if isinstance(model, str) and model in LOCAL_MODELS:
+            self._registry_name, self._path = model, None
+            name = model
+        elif isinstance(model, os.PathLike) or (
+            isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
+        ):
+            self._registry_name, self._path = None, check_gguf(model)
+            name = self._path.name
+        else:
+            raise ValueError(
+                f"The `model` argument of LlamaCppLM must be a local model name, one of "
+                f"{sorted(LOCAL_MODELS)}, or the path of a .gguf file. Got {model!r} instead."
+            )
+        super().__init__(
+            model=f"local/{name}",
+            model_type="chat",
+            temperature=temperature,
+            max_tokens=max_tokens,
+            cache=False,  # DSPy's own cache: never used for forward()-based LMs anyway
+            num_retries=0,
+            seed=seed,
+            **kwargs,
+        )
+        self.n_ctx = effective_n_ctx(n_ctx)
+        self.n_threads = threads
+        self.logits_all = logits_all
+        self.model_dir = model_dir
+        self._stats = StatsRecorder()
+        self._response_cache = resolve_cache(cache)
+        self._handle: _Handle | None = None
+        self._handle_lock = threading.Lock()
+        self._identity: str | None = None
+
+    def __repr__(self) -> str:
+        return f"LlamaCppLM({self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+
+    def copy(self, **kwargs: Any) -> LlamaCppLM:
+        """Return a copy sharing the loaded model, cache and counters (``BaseLM.copy``).
+
+        Changing ``n_ctx``, ``n_threads`` or ``logits_all`` gives the copy its own model handle.
+        """
+        copied: LlamaCppLM = super().copy(**kwargs)
+        if {"n_ctx", "n_threads", "logits_all"} & set(kwargs):
+            copied.n_ctx = effective_n_ctx(copied.n_ctx)
+            copied._handle = None
+            copied._handle_lock = threading.Lock()
+        return copied
+
+    def dump_state(self) -> dict[str, Any]:
+        """Return the constructor arguments needed to rebuild this LM.
+
+        ``n_threads`` is left out: it belongs to the machine that loads the state.
+        """
+        state = {k: v for k, v in self.kwargs.items() if k != LM_CLASS_STATE_KEY}
+        state.update(
+            {
+                LM_CLASS_STATE_KEY: f"{type(self).__module__}.{type(self).__qualname__}",
+                "model": self._registry_name or str(self._path),
+                "n_ctx": self.n_ctx,
+                "logits_all": self.logits_all,
+            }
+        )
+        return state
+
+    @classmethod
+    def load_state(
+        cls, state: dict[str, Any], *, allow_custom_lm_class: bool = False
+    ) -> LlamaCppLM:
+        """Rebuild a LlamaCppLM from :meth:`dump_state` output."""
+        return cls(**{k: v for k, v in state.items() if k != LM_CLASS_STATE_KEY})
+
+    @property
+    def model_path(self) -> Path | None:
+        """The GGUF file, once known (a registry model's is known after :meth:`load`)."""
+        return self._path
+
+    def load(self) -> Path:
+        """Prepare the GGUF (join and verify a registry model) and load it; return its path.
+
+        Raises:
+            LocalModelError: If the model cannot be prepared or loaded.
+        """
+        self._get_handle()
+        assert self._path is not None  # set by _get_handle
+        return self._path
+
+    def _get_handle(self) -> _Handle:
+        with self._handle_lock:
+            if self._handle is None:
+                if self._path is None:
+                    assert self._registry_name is not None
+                    self._path = ensure_local_model(self._registry_name, model_dir=self.model_dir)
+                self._handle = _load(self._path, self.n_ctx, self.n_threads, self.logits_all)
+            return self._handle
+
+    def _cache_identity(self) -> tuple[str, str | None]:
+        if self._identity is None:
+            if self._registry_name is not None:
+                self._identity = f"gguf-sha256:{LOCAL_MODELS[self._registry_name].sha256}"
+            else:
+                assert self._path is not None
+                stat = self._path.stat()
+                self._identity = f"gguf:{self._path}:{stat.st_size}:{stat.st_mtime_ns}"
+        return self._identity, IN_PROCESS
+
+    def _llama_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(params) - _PASSTHROUGH - _IGNORED - {"max_completion_tokens"}
+        if unknown:
+            raise LMBadRequest(
+                f"LlamaCppLM cannot honour the decoding parameter(s) {sorted(unknown)}; it takes "
+                f"{sorted(_PASSTHROUGH | {'n', 'rollout_id'})}.",
+                model=self.model,
+                endpoint=IN_PROCESS,
+            )
+        out = {k: v for k, v in params.items() if k in _PASSTHROUGH and v is not None}
+        if params.get("max_completion_tokens") is not None and "max_tokens" not in out:
+            out["max_tokens"] = params["max_completion_tokens"]
+        if out.get("logprobs"):
+            if not self.logits_all:
+                raise LMBadRequest(
+                    "logprobs need the logits of every position: build the LM with "
+                    "LlamaCppLM(..., logits_all=True) (or make_lm(..., logits_all=True)).",
+                    model=self.model,
+                    endpoint=IN_PROCESS,
+                )
+            # llama.cpp returns chat logprobs only when top_logprobs is set.
+            out["top_logprobs"] = max(1, int(out.get("top_logprobs") or 1))
+        elif "top_logprobs" in out:
+            del out["top_logprobs"]
+        response_format = out.get("response_format")
+        if response_format is not None:
+            out["response_format"] = _llama_response_format(response_format)
+        return out
+
+    def _generate(self, messages: Messages, params: dict[str, Any]) -> Any:
+        n = params.get("n") or 1
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"The `n` decoding parameter must be an int >= 1. Got {n!r} instead.")
+        llama_params = self._llama_params(params)
+        handle = self._get_handle()
+        seed = llama_params.get("seed")
+        choices: list[dict[str, Any]] = []
+        usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        first: dict[str, Any] | None = None
+        for index in range(n):
+            call_params = dict(llama_params)
+            if seed is not None and n > 1:
+                call_params["seed"] = int(seed) + index  # distinct samples, reproducibly
+            with handle.lock:
+                started = time.monotonic()
+                try:
+                    out = handle.llama.create_chat_completion(messages=messages, **call_params)
+                except ValueError as exc:
+                    elapsed = time.monotonic() - started
+                    overflow = overflow_from_llama(
+                        exc,
+                        model=self.model,
+                        n_ctx=handle.n_ctx,
+                        max_tokens=call_params.get("max_tokens"),
+                    )
+                    if overflow is None and "could not broadcast input array" in str(exc):
+                        overflow = LMContextOverflow(
+                            f"the prompt does not fit the context window (n_ctx={handle.n_ctx}): "
+                            "shorten the prompt or load the model with a larger n_ctx",
+                            model=self.model,
+                            endpoint=IN_PROCESS,
+                            n_ctx=handle.n_ctx,
+                        )
+                    error: LMError = overflow or LMBadRequest(
+                        f"llama.cpp rejected the request: {exc}",
+                        model=self.model,
+                        endpoint=IN_PROCESS,
+                    )
+                    self._stats.record_failure(error.kind, elapsed)
+                    raise error from exc
+                except Exception as exc:
+                    self._stats.record_failure("error", time.monotonic() - started)
+                    raise LMError(
+                        f"llama.cpp failed on {self.model}: {type(exc).__name__}: {exc}",
+                        model=self.model,
+                        endpoint=IN_PROCESS,
+                    ) from exc
+                elapsed = time.monotonic() - started
+            call_usage = dict(out.get("usage") or {})
+            self._stats.record_call(elapsed, call_usage)
+            for key in usage:
+                usage[key] += int(call_usage.get(key) or 0)
+            for choice in out.get("choices", []):
+                choices.append({**choice, "index": len(choices)})
+            if first is None:
+                first = out
+        assert first is not None
+        response = {**first, "choices": choices, "usage": usage}
+        return attributes(response)
+
+
+def _llama_response_format(value: Any) -> dict[str, Any]:
+    """Translate an OpenAI ``response_format`` into the form llama-cpp-python takes."""
+    import pydantic
+
+    if isinstance(value, type) and issubclass(value, pydantic.BaseModel):
+        return {"type": "json_object", "schema": value.model_json_schema()}
+    if isinstance(value, Mapping):
+        kind = value.get("type")
+        if kind == "json_schema":
+            schema = (value.get("json_schema") or {}).get("schema")
+            return {"type": "json_object", "schema": schema} if schema else {"type": "json_object"}
+        if kind in ("json_object", "text"):
+            return dict(value)
+    raise ValueError(
+        "The `response_format` decoding parameter must be "
+        "{'type': 'text'|'json_object'|'json_schema', ...} "
+        f"or a pydantic model class. Got {value!r} instead."
+    )
