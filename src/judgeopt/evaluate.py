@@ -186,15 +186,18 @@ def evaluate(
         bar = tqdm(total=len(records), desc=desc or f"judging {aspect}", unit="item",
                    leave=False)
     results: list[ItemResult | None] = [None] * len(records)
+    # NOTE: judging the members of a group one after another lets a server or llama.cpp reuse
+    # the shared prompt prefix (the same article or dialogue); results keep the input order.
+    order = sorted(range(len(records)), key=lambda i: (records[i].group_id or "", i))
     if threads == 1:
-        for i, r in enumerate(records):
-            results[i] = _judge_one(program, r, the_lm, aspect)
+        for i in order:
+            results[i] = _judge_one(program, records[i], the_lm, aspect)
             if bar is not None:
                 bar.update(1)
     else:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            futures = {pool.submit(_judge_one, program, r, the_lm, aspect): i
-                       for i, r in enumerate(records)}
+            futures = {pool.submit(_judge_one, program, records[i], the_lm, aspect): i
+                       for i in order}
             for fut in futures:
                 results[futures[fut]] = fut.result()
                 if bar is not None:

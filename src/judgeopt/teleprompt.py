@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
 from .data import Record, validate_records  # noqa: E402
 from .evaluate import evaluate  # noqa: E402
-from .judge import JudgeProgram, baseline_strategy, hpss_graph  # noqa: E402
+from .judge import JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._program import to_records  # noqa: E402
 from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # noqa: E402
@@ -229,11 +229,14 @@ class JudgeSearch(Teleprompter):
         cls = SEARCHES[self.config.search]
         kwargs: dict[str, Any] = dict(self.config.params)
         if "baseline" in inspect.signature(cls).parameters:
-            base = baseline_strategy(student.task)
+            # The search starts from the student's strategy: the MT-Bench baseline unless the
+            # student was built with another one.
+            base = student.strategy
             if not graph.is_valid(base):
                 raise ValueError(
-                    f"The MT-Bench baseline {base} is outside the optimizer's `space`; the "
-                    f"{self.config.search} search starts from it, so allow its values.")
+                    f"The student's strategy {base} (the search's baseline) is outside the "
+                    f"optimizer's `space`; the {self.config.search} search starts from it, so "
+                    "allow its values or build the student with a strategy inside the space.")
             kwargs["baseline"] = base
         return cls(graph.space, budget=self.config.budget, seed=self.config.seed, graph=graph,
                    **kwargs)
@@ -272,7 +275,8 @@ class JudgeSearch(Teleprompter):
         """Search the strategy of ``student`` and return the best judge found.
 
         Args:
-            student: The judge to optimise (its task, aspect and LM are used).
+            student: The judge to optimise: its task, aspect and LM are used, and its
+                strategy (by default the MT-Bench baseline) is where the search starts.
             trainset: Labelled examples: the in-context example pool, and the scoring set
                 when ``valset`` is not given (an item never serves as its own example).
             teacher: Unused (DSPy's signature).

@@ -7,6 +7,7 @@ fixture (``(space, budget, seed, graph) -> SearchStrategy``); every contract of
 
 from __future__ import annotations
 
+from ._fake_lm import ScriptedLM
 from ._search_suite import SearchConformance, toy_objective, toy_space
 
-__all__ = ["SearchConformance", "toy_objective", "toy_space"]
+__all__ = ["ScriptedLM", "SearchConformance", "toy_objective", "toy_space"]
