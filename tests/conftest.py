@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Before any test module imports DSPy or LiteLLM: otherwise LiteLLM tries to download a price
+# list at import time (and stalls on this network).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 

@@ -325,3 +325,47 @@ def test_load_rejects_bad_files(tmp_path: Path) -> None:
     p.write_text(json.dumps({"format_version": 1, "aspect": "x"}))
     with pytest.raises(ValueError, match="invalid exported judge"):
         JudgeProgram.load(p)
+
+
+def test_pairwise_judge_accuracy_and_examples(shared_data: Path) -> None:
+    task = load_task("llmbar")
+    recs = load_records(shared_data / "llmbar" / "natural.jsonl")[:10]
+
+    def prefer_longer(messages: list[dict[str, Any]]) -> str:
+        text = user_text(messages)
+        a = text.split("[The Start of Assistant A's Answer]")[-1] if "Assistant A" in text else ""
+        b = text.split("[The Start of Assistant B's Answer]")[-1] if "Assistant B" in text else ""
+        return "Verdict: [[A]]" if len(a) >= len(b) else "Verdict: [[B]]"
+
+    judge = JudgeProgram(task, task.aspect_names[0], lm=ScriptedLM(prefer_longer).lm)
+    pred = judge(**recs[0].inputs)
+    assert pred.score in ("a", "b")
+    res = evaluate(judge, recs, progress=False)
+    assert res.accuracy is not None and 0 <= res.accuracy <= 1 and res.spearman is None
+    assert res.summary()["accuracy"] == res.accuracy
+    s = baseline_strategy(task).replace(examples=3)
+    with_examples = JudgeProgram(task, task.aspect_names[0], s, trainset=recs,
+                                 lm=ScriptedLM(prefer_longer).lm)
+    assert with_examples.judge(recs[0].inputs, sample_id=recs[0].id).score in ("a", "b")
+    best = HPSS(budget=3, progress=False, space={"examples": [0], "criteria": ["human"],
+                                                 "reference": ["none"], "autocot": ["off"],
+                                                 "metrics": ["off"]}).compile(
+        judge, trainset=recs)
+    assert best.search_result.metric == "accuracy"
+
+
+def test_cli_show_task_strategy_and_errors(capsys) -> None:
+    from judgeopt.cli import main
+
+    assert main(["show", "--task", "summeval", "--aspect", "coherence", "--strategy",
+                 json.dumps({"scale": 10, "examples": 0, "criteria": "human",
+                             "reference": "none", "cot": "none", "autocot": "off",
+                             "metrics": "off", "order": "IC-TD-ER"})]) == 0
+    out = capsys.readouterr().out
+    assert out.index("{source}") < out.index("## Instruction")  # IC first
+    assert "scale of 1 to 10" in out and "without any explanation" in out
+    assert main(["show", "--task", "summeval", "--aspect", "coherence", "--strategy",
+                 '{"scale": 7}']) == 2
+    assert "missing factor" in capsys.readouterr().err
+    assert main(["show", "--task", "summeval", "--aspect", "nope"]) == 2
+    assert "Allowed aspects" in capsys.readouterr().err

@@ -321,6 +321,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2
+    except (FileNotFoundError, ValueError) as e:
+        print(f"judgeopt: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        # LM configuration errors (a missing model file, packages not installed) are user
+        # errors too; anything else is a bug and keeps its traceback.
+        if type(e).__module__.startswith("judgeopt.lm"):
+            print(f"judgeopt: error: {e}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
