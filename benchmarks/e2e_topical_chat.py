@@ -66,6 +66,9 @@ def main() -> None:
     ap.add_argument("--n-test", type=int, default=120, help="test items (whole contexts)")
     ap.add_argument("--budget", type=int, default=14)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="output budget of every judge call (default: the library's, by "
+                         "strategy)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e_topical_chat.json"))
     args = ap.parse_args()
 
@@ -79,13 +82,14 @@ def main() -> None:
     for aspect in args.aspects.split(","):
         t0 = time.perf_counter()
         s0 = lm.stats()
-        student = JudgeProgram(task, aspect, lm=lm)
+        student = JudgeProgram(task, aspect, lm=lm, max_tokens=args.max_tokens)
         opt = HPSS(budget=args.budget, seed=args.seed, space=SPACE, params={"k": 3},
                    checkpoint_dir=ROOT / "runs" / f"e2e_{aspect}")
         best = opt.compile(student, trainset=valid)
         search_s = time.perf_counter() - t0
         s1 = lm.stats()
-        base = JudgeProgram(task, aspect, baseline_strategy(task), lm=lm)
+        base = JudgeProgram(task, aspect, baseline_strategy(task), lm=lm,
+                            max_tokens=args.max_tokens)
         base_valid = best.search_result.evaluation_summaries[0]
         t1 = time.perf_counter()
         test_base = evaluate(base, test, desc=f"test baseline {aspect}")

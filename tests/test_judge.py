@@ -64,7 +64,7 @@ def test_judge_returns_prediction_and_parses_last_rating(task, records) -> None:
     [req] = fake.requests
     assert req["messages"][0] == {"role": "system", "content": "You are a helpful assistant."}
     assert "## Conversation History" in req["messages"][1]["content"]
-    assert req["max_tokens"] == 512
+    assert req["max_tokens"] == 256
 
 
 def test_unparseable_and_out_of_range_are_recorded_not_raised(task, records) -> None:

@@ -139,7 +139,8 @@ class JudgeProgram(dspy.Module):
         artifacts: Store of generated artifacts (shared between programs of one compile).
         example_seed: Seed of the stratified example selection.
         lm: The LM to use instead of DSPy's configured one.
-        max_tokens: Output token limit; default: 64 without an explanation, else 512.
+        max_tokens: Output token limit; default: 64 without an explanation, 256 with one
+            (prefix/suffix CoT), 512 when the judge also writes its own reference (dialectic).
         fixed_examples: In-context examples as exported with a judge (used by ``load``).
 
     Raises:
@@ -192,8 +193,11 @@ class JudgeProgram(dspy.Module):
         """Per-call LM arguments (the output budget depends on the strategy)."""
         if self.max_tokens is not None:
             return {"max_tokens": self.max_tokens}
-        long = self.strategy["cot"] != "none" or self.strategy["reference"] == "dialectic"
-        return {"max_tokens": 512 if long else 64}
+        # NOTE: small models at temperature 0 sometimes loop until the limit; a "short
+        # explanation" fits in 256 tokens, so the limit caps what a loop costs.
+        if self.strategy["reference"] == "dialectic":
+            return {"max_tokens": 512}
+        return {"max_tokens": 256 if self.strategy["cot"] != "none" else 64}
 
     def with_strategy(self, strategy: Mapping[str, Value] | Strategy) -> JudgeProgram:
         """A copy judging with another strategy (sharing artifacts, pool and LM)."""
