@@ -69,7 +69,7 @@ def test_neighbour_distribution_is_softmax_of_eq3() -> None:
     adv = search.advantages()
     assert adv is not None
     expected = []
-    for s, i, j in options:
+    for _s, i, j in options:
         f = space.factors[i]
         b = adv[f.name][str(f.values[j])] - adv[f.name][str(c[f.name])]
         b += 4.0 * math.sqrt(math.log(t) / 1)  # M starts at 1 for every value
@@ -129,7 +129,7 @@ def test_exploitation_picks_unexplored_max_of_summed_advantages() -> None:
         best = search._argmax_unexplored()
         candidates = [s for s in space.strategies() if not search.is_explored(s)]
 
-        def total(s: Strategy) -> float:
+        def total(s: Strategy, search: HPSS = search) -> float:
             return sum(float(search._A[i][f.index(s[f.name])])
                        for i, f in enumerate(space.factors))
 

@@ -1,3 +1,5 @@
-from judgeopt.cli import main
 import sys
+
+from judgeopt.cli import main
+
 sys.exit(main())

@@ -112,7 +112,8 @@ class BenchResult:
 
     def table(self) -> str:
         """A plain-text table, one row per method."""
-        head = f"{'method':<22}{'norm_regret':>12}{'p_top1':>9}{'found/max':>11}{'evals':>8}{'sec':>8}"
+        head = (f"{'method':<22}{'norm_regret':>12}{'p_top1':>9}{'found/max':>11}"
+                f"{'evals':>8}{'sec':>8}")
         lines = [f"budget {self.budget}, {self.seeds} seeds x {len(self.surfaces)} surfaces", head,
                  "-" * len(head)]
         for m, r in self.methods.items():

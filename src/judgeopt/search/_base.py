@@ -183,7 +183,9 @@ class SearchStrategy(abc.ABC):
         try:
             value = float(score)
         except (TypeError, ValueError):
-            raise ValueError(f"`score` must be a float (NaN for a failure). Got {score!r}.") from None
+            raise ValueError(
+                f"`score` must be a float (NaN for a failure). Got {score!r}."
+            ) from None
         if math.isinf(value):
             raise ValueError(f"`score` must be finite or NaN. Got {value!r}.")
         _, kind = self._pending

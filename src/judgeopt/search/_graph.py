@@ -110,12 +110,12 @@ class FactorGraph:
         self.space = space
         self._constraints: list[Constraint] = []
         self._artifacts: dict[str, Artifact] = {}
-        self.graph: nx.DiGraph = nx.DiGraph()
+        self.graph: nx.DiGraph[tuple[str, str]] = nx.DiGraph()
         for name in space.names:
             self.graph.add_node(("factor", name), kind="factor")
         # Constraint edges live in an undirected graph over (factor, value) nodes so that
         # "which values conflict with this one" is a neighbourhood query.
-        self.conflicts: nx.Graph = nx.Graph()
+        self.conflicts: nx.Graph[tuple[str, ...]] = nx.Graph()
 
     # Constraints -------------------------------------------------------------------------
     @property

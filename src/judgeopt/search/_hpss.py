@@ -134,7 +134,8 @@ class HPSS(SearchStrategy):
         self.baseline = resolve_baseline(space, baseline)
         if graph is not None:
             graph.check(self.baseline)
-        self.k, self.g, self.rho, self.tau, self.lambda_ = k, g, float(rho), float(tau), float(lambda_)
+        self.k, self.g = k, g
+        self.rho, self.tau, self.lambda_ = float(rho), float(tau), float(lambda_)
         self.exploitation, self.exploration_term, self.heuristic = (
             bool(exploitation), bool(exploration_term), bool(heuristic))
         self.score_scale = float(score_scale)
@@ -252,10 +253,11 @@ class HPSS(SearchStrategy):
         rankings), so it never scans the whole space.
         """
         factors = self.space.factors
-        rankings = [
-            sorted(range(len(f.values)), key=lambda j, i=i: (-self._A[i][j], j))
-            for i, f in enumerate(factors)
-        ]
+        def ranking(i: int) -> list[int]:
+            adv = self._A[i]
+            return sorted(range(len(adv)), key=lambda j: (-float(adv[j]), j))
+
+        rankings = [ranking(i) for i in range(len(factors))]
 
         def total(ranks: tuple[int, ...]) -> float:
             return float(sum(self._A[i][rankings[i][r]] for i, r in enumerate(ranks)))
@@ -267,7 +269,8 @@ class HPSS(SearchStrategy):
             _, ranks = heapq.heappop(heap)
             s = Strategy(
                 self.space.names,
-                tuple(f.values[rankings[i][r]] for i, (f, r) in enumerate(zip(factors, ranks, strict=True))),
+                tuple(f.values[rankings[i][r]]
+                      for i, (f, r) in enumerate(zip(factors, ranks, strict=True))),
             )
             if not self.is_explored(s) and self.is_valid(s):
                 return s

@@ -6,7 +6,7 @@ import math
 import warnings
 from typing import Any
 
-from ._base import SearchGenerator, SearchStrategy
+from ._base import Kind, SearchGenerator, SearchStrategy
 from ._graph import FactorGraph
 from ._space import FactorSpace, Strategy
 
@@ -69,7 +69,7 @@ class TPESearch(SearchStrategy):
 
     def _run(self) -> SearchGenerator:
         import optuna
-        from optuna.distributions import CategoricalDistribution
+        from optuna.distributions import BaseDistribution, CategoricalDistribution
 
         with warnings.catch_warnings():
             # `multivariate` is flagged experimental by Optuna; that is known and accepted.
@@ -80,7 +80,8 @@ class TPESearch(SearchStrategy):
                 n_startup_trials=self.n_startup_trials,
             )
         study = optuna.create_study(direction="maximize", sampler=sampler)
-        dists = {f.name: CategoricalDistribution(list(f.values)) for f in self.space.factors}
+        dists: dict[str, BaseDistribution] = {
+            f.name: CategoricalDistribution(list(f.values)) for f in self.space.factors}
         in_a_row = 0
         while True:
             with warnings.catch_warnings():
@@ -104,7 +105,8 @@ class TPESearch(SearchStrategy):
                 in_a_row = 0
                 continue
             in_a_row = 0
-            complete = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-            kind = "random" if complete < self.n_startup_trials else "model"
+            complete = len(study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            kind: Kind = "random" if complete < self.n_startup_trials else "model"
             score = yield s, kind
             study.tell(trial, self._worst() if math.isnan(score) else score)
