@@ -30,6 +30,7 @@ from typing import Any, Literal  # noqa: E402
 from dspy.teleprompt import Teleprompter  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
+from ._io import write_text_atomic  # noqa: E402
 from .data import Record, validate_records  # noqa: E402
 from .evaluate import evaluate  # noqa: E402
 from .judge import JudgeProgram, hpss_graph  # noqa: E402
@@ -261,12 +262,6 @@ class JudgeSearch(Teleprompter):
         return {"state": d / "search_state.json", "evals": d / "evaluations.jsonl",
                 "artifacts": d / "artifacts.json"}
 
-    @staticmethod
-    def _write_json(path: Path, data: Any) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
 
     # Compile ------------------------------------------------------------------------------
     def compile(self, student: JudgeProgram, *, trainset: Sequence[Any],  # type: ignore[override]
@@ -350,7 +345,7 @@ class JudgeSearch(Teleprompter):
                 store.save()
                 with paths["evals"].open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(summary, ensure_ascii=False) + "\n")
-                self._write_json(paths["state"], search.state_dict())
+                write_text_atomic(paths["state"], json.dumps(search.state_dict()))
             if outer is not None:
                 outer.update(1)
                 best = search.best_score

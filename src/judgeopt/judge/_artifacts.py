@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judgeopt._io import write_text_atomic
 from judgeopt.data import Record
 from judgeopt.search import Strategy
 
@@ -100,10 +101,7 @@ class ArtifactStore:
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ValueError("ArtifactStore.save() needs a path (the store was made without one).")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1), encoding="utf-8")
-        os.replace(tmp, target)
+        write_text_atomic(target, json.dumps(self.to_dict(), ensure_ascii=False, indent=1))
 
 
 @dataclass

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from judgeopt._io import write_text_atomic
+
 from ._factors import artifact_key, hpss_graph
 from ._render import render_template
 from ._task import JudgeTask
@@ -130,13 +132,8 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
 
 def save_judge(program: JudgeProgram, path: str | os.PathLike[str]) -> Path:
     """Write ``program`` as one JSON file (atomically). Returns the path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     data = export_judge(program).model_dump(mode="json")
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
