@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .data import Record
-from .metrics import correlation, pairwise_accuracy
+from .metrics import correlation
 
 if TYPE_CHECKING:
     from .judge import JudgeProgram
@@ -119,11 +119,8 @@ def score_items(items: Sequence[ItemResult], *, pairwise: bool, level: str,
                 groups: Sequence[Any] | None = None) -> dict[str, float | None]:
     """Correlations (pointwise) or accuracy (pairwise) of judged items with the humans."""
     if pairwise:
-        labels = [str(i.human) for i in items]
-        preds = [str(i.score) if i.score is not None else "none" for i in items]
-        correct = sum(p == h for p, h in zip(preds, labels, strict=True))
-        if all(p in ("a", "b", "tie") for p in preds):
-            return {"accuracy": pairwise_accuracy(labels, preds)}
+        # An unparsed verdict counts as wrong.
+        correct = sum(i.score is not None and str(i.score) == str(i.human) for i in items)
         return {"accuracy": correct / len(items) if items else None}
     human = np.asarray([float(i.human) for i in items], dtype=float)  # type: ignore[arg-type]
     parsed = [float(i.score) for i in items if i.score is not None]  # type: ignore[arg-type]

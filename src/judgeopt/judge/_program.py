@@ -12,7 +12,7 @@ from typing import Any  # noqa: E402
 
 import dspy  # noqa: E402
 
-from judgeopt.data import Record  # noqa: E402
+from judgeopt.data import Record, load_records  # noqa: E402
 from judgeopt.search import Strategy, Value  # noqa: E402
 
 from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of  # noqa: E402
@@ -115,8 +115,6 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
                 out.append(Record(id=rid, group_id=d.get("group_id"), system_id=None,
                                   inputs=inputs, scores=scores, label=label))
                 continue
-        from judgeopt.data import load_records
-
         out.extend(load_records([dict(item)]))  # type: ignore[arg-type]
     return out
 

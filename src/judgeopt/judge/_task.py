@@ -75,6 +75,13 @@ use them as names."""
 # --------------------------------------------------------------------------------------
 # Placeholders
 # --------------------------------------------------------------------------------------
+def _check_score_range(v: tuple[float, float] | None) -> tuple[float, float] | None:
+    """Validator shared by tasks and aspects: ``score_range`` is ``[min, max]``, min < max."""
+    if v is not None and not v[0] < v[1]:
+        raise ValueError(f"score_range must be [min, max] with min < max; got {list(v)!r}")
+    return v
+
+
 def placeholders(template: str) -> frozenset[str]:
     """The placeholder names ``{name}`` used in ``template`` (``{{``/``}}`` are escapes)."""
     return frozenset(m.group(2) for m in _PLACEHOLDER.finditer(template) if m.group(2))
@@ -251,12 +258,7 @@ class Aspect(_Model):
             raise ValueError(f"per-scale criteria for scale(s) {empty!r} are empty")
         return {s: v[s] for s in SCALES}
 
-    @field_validator("score_range")
-    @classmethod
-    def _range_ok(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
-        if v is not None and not v[0] < v[1]:
-            raise ValueError(f"score_range must be [min, max] with min < max; got {list(v)!r}")
-        return v
+    _range_ok = field_validator("score_range")(_check_score_range)
 
     @field_validator("scale_max")
     @classmethod
@@ -498,12 +500,7 @@ class JudgeTask(_Model):
             raise ValueError(f"aspect names must be identifiers (letters, digits, _); got {bad!r}")
         return v
 
-    @field_validator("score_range")
-    @classmethod
-    def _range_ok(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
-        if v is not None and not v[0] < v[1]:
-            raise ValueError(f"score_range must be [min, max] with min < max; got {list(v)!r}")
-        return v
+    _range_ok = field_validator("score_range")(_check_score_range)
 
     @field_validator("baseline_scale")
     @classmethod
