@@ -5,7 +5,7 @@ per-surface table, and writes all results as JSON. Equivalent to running
 ``judgeopt bench-search`` once per budget.
 
 Usage:
-    python benchmarks/search_prexme.py [--budgets 35,50,71,120] [--seeds 20]
+    python benchmarks/search_prexme.py [--budgets 20,35,50,71,120] [--seeds 20]
         [--methods hpss,...] [--objective kendall] [--out benchmarks/results/search_prexme.json]
 """
 
@@ -23,13 +23,14 @@ from judgeopt.bench import load_surfaces, run_search_benchmark
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "prexme_surface" / "dev.csv"
 BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
-ALL = ("hpss,hpss-no-exploit,hpss-no-explore-term,hpss-no-heuristic,random,greedy,stepwise,tpe")
+ALL = ("auto,hpss,hpss-no-exploit,hpss-no-explore-term,hpss-no-heuristic,random,greedy,"
+       "stepwise,tpe")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--surface", default=str(DEV))
-    ap.add_argument("--budgets", default="35,50,71,120")
+    ap.add_argument("--budgets", default="20,35,50,71,120")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--methods", default=ALL)
     ap.add_argument("--objective", default="kendall")
@@ -57,6 +58,22 @@ def main() -> None:
             for m in methods
         }
         results.append(d)
+    if {"auto", "hpss", "tpe"} <= set(methods):
+        # The acceptance check of `auto`: no worse than the better of hpss and tpe at every
+        # budget, and on how many surfaces it is at least as good.
+        print(f"{'budget':>6}{'auto':>8}{'hpss':>8}{'tpe':>8}{'margin':>9}  surfaces auto <= both")
+        for d in results:
+            m = d["methods"]
+            other = min(m["hpss"]["norm_regret"], m["tpe"]["norm_regret"])
+            wins = sum(
+                m["auto"]["per_surface"][sf]["norm_regret"] <= min(
+                    m["hpss"]["per_surface"][sf]["norm_regret"],
+                    m["tpe"]["per_surface"][sf]["norm_regret"]) + 1e-12
+                for sf in d["surfaces"])
+            d["auto_margin"] = other - m["auto"]["norm_regret"]
+            print(f"{d['budget']:>6}{m['auto']['norm_regret']:>8.3f}"
+                  f"{m['hpss']['norm_regret']:>8.3f}{m['tpe']['norm_regret']:>8.3f}"
+                  f"{d['auto_margin']:>+9.3f}  {wins}/{len(d['surfaces'])}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"objective": args.objective, "results": results}, indent=1) + "\n")

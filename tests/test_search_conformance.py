@@ -6,6 +6,7 @@ import pytest
 
 from judgeopt.search import (
     HPSS,
+    AutoSearch,
     FactorGraph,
     FactorSpace,
     Greedy,
@@ -25,6 +26,20 @@ class TestHPSS(SearchConformance):
                  ) -> SearchStrategy:
             return HPSS(space, budget=budget, seed=seed, graph=graph, k=3)
         return make
+
+
+class TestAuto(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: AutoSearch(
+            space, budget=budget, seed=seed, graph=graph, k=3)
+
+
+class TestAutoNoInit(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: AutoSearch(
+            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0)
 
 
 class TestHPSSNoHeuristic(SearchConformance):

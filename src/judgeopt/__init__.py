@@ -7,7 +7,7 @@ numpy/scipy/networkx and import neither DSPy nor LiteLLM. The names below that n
     import judgeopt
     lm = judgeopt.make_lm("local")
     judge = judgeopt.JudgeProgram("topical_chat", "naturalness", lm=lm)
-    best = judgeopt.HPSS(budget=20).compile(judge, trainset=records)
+    best = judgeopt.Auto(budget=20).compile(judge, trainset=records)
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _LAZY = {
     "evaluate": "judgeopt.evaluate",
     "EvalResult": "judgeopt.evaluate",
     "load_records": "judgeopt.data",
+    "Auto": "judgeopt.teleprompt",
     "HPSS": "judgeopt.teleprompt",
     "Greedy": "judgeopt.teleprompt",
     "StepwiseGreedy": "judgeopt.teleprompt",

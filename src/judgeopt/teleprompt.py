@@ -71,7 +71,7 @@ class OptimizerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    search: str = "hpss"
+    search: str = "auto"
     budget: int = Field(71, ge=1)
     seed: int = Field(0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
@@ -182,7 +182,7 @@ class JudgeSearch(Teleprompter):
 
     def __init__(
         self,
-        search: str = "hpss",
+        search: str = "auto",
         *,
         budget: int = 71,
         seed: int = 0,
@@ -368,6 +368,15 @@ class JudgeSearch(Teleprompter):
              if Strategy.from_json(s["strategy"], graph.space) == best_trial.strategy), None)
         compiled.model_name = getattr(lm, "model", None)
         return compiled
+
+
+class Auto(JudgeSearch):
+    """judgeopt's default search (:class:`judgeopt.search.AutoSearch`: HPSS without the
+    initialisation pass, with shrunken advantages) as a DSPy teleprompter. Keyword arguments
+    as :class:`JudgeSearch`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("auto", **kwargs)
 
 
 class HPSS(JudgeSearch):

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..search import (
     HPSS,
+    AutoSearch,
     FactorSpace,
     Greedy,
     GridSearch,
@@ -26,6 +27,7 @@ from ._surface import Surface
 Factory = Callable[[FactorSpace, int, int, Strategy], SearchStrategy]
 
 METHODS: dict[str, Factory] = {
+    "auto": lambda sp, b, s, base: AutoSearch(sp, budget=b, seed=s, baseline=base),
     "hpss": lambda sp, b, s, base: HPSS(sp, budget=b, seed=s, baseline=base),
     "hpss-no-exploit": lambda sp, b, s, base: HPSS(
         sp, budget=b, seed=s, baseline=base, exploitation=False),

@@ -7,6 +7,7 @@ resumed mid-run (:meth:`SearchStrategy.state_dict` / :meth:`SearchStrategy.from_
 
 from __future__ import annotations
 
+from ._auto import AutoSearch
 from ._base import Kind, SearchStrategy, Trial
 from ._baselines import Greedy, GridSearch, RandomSearch, StepwiseGreedy
 from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph
@@ -19,6 +20,7 @@ __all__ = [
     "HPSS",
     "SEARCHES",
     "Artifact",
+    "AutoSearch",
     "ArtifactRequest",
     "Constraint",
     "Factor",

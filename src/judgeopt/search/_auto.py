@@ -1,0 +1,193 @@
+"""``auto``: judgeopt's default search, HPSS without its initialisation pass."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._base import SearchGenerator
+from ._graph import FactorGraph
+from ._hpss import _MAX_EMPTY_GENERATIONS, HPSS
+from ._space import FactorSpace, Strategy, Value
+
+
+class AutoSearch(HPSS):
+    """HPSS with a lazy start and shrunken advantages: judgeopt's default search (``auto``).
+
+    It keeps HPSS's search loop (a population of the best ``k`` strategies, ``g`` sampled
+    one-factor mutations per member and generation, the softmax over value advantages plus
+    a UCB bonus, explored samples spending their slot) and changes what the benchmark on
+    PrExMe's published surfaces showed to matter (docs/search.md has the numbers):
+
+    * **No initialisation pass.** HPSS first evaluates every one-factor change of the
+      baseline (35 of a 71 budget on PrExMe's space, 21 on the judge space), which leaves
+      small budgets nothing for the search. Here the search starts from the baseline alone,
+      and the population of each generation is the best ``k`` strategies evaluated so far.
+    * **Shrunken advantages.** A value's advantage is the sum of its gains divided by
+      ``N_ij + kappa`` instead of ``N_ij`` (a Bayesian mean with ``kappa``
+      pseudo-observations at zero), then re-centred to mean zero over the factor. Each
+      exploration of ``i: c_i -> j`` from a member ``c`` adds HPSS's gain
+      ``r_new - (r_c - A_ic_i)`` (Eq. 5). An unseen value sits at the factor's mean, and a
+      value seen once counts half as much as its one observation.
+    * **No random exploitation.** HPSS replaces a sampled neighbour by the unexplored
+      strategy with the highest summed advantage with probability ``rho``; the benchmark
+      found no budget where that helps, so ``auto`` exploits only when the neighbourhood of
+      the whole population is exhausted (HPSS's stall fallback: after
+      ``_MAX_EMPTY_GENERATIONS`` generations without a new strategy).
+    * **A stronger UCB bonus** (``lambda_ = 8``): with no initialisation pass every value
+      starts unseen, and a larger bonus spreads the early mutations over the factors.
+
+    ``M_ij`` (appearances, for the UCB bonus) starts at 1 for every value and counts every
+    evaluated strategy, the baseline included; ``t = 1 +`` the evaluations after the
+    baseline. Failed evaluations (NaN) rank last and enter the advantages as the worst finite
+    score seen.
+
+    Args:
+        space: The factor space.
+        budget: Unique evaluations, the baseline included.
+        seed: Seed of the ``numpy.random.Generator``.
+        graph: Optional constraints.
+        baseline: The starting strategy; default: every factor's first value.
+        k: Population size (5).
+        g: Mutations per member per generation (2).
+        tau: Softmax temperature (5, on scores in percent).
+        lambda_: Weight of the UCB bonus (8).
+        kappa: Shrinkage of the advantages, in pseudo-observations at zero (1).
+        score_scale: Factor applied to told scores (100: correlations in percent, the scale
+            ``tau`` and ``lambda_`` are set for).
+
+    Raises:
+        ValueError: On a hyperparameter out of range or an invalid baseline.
+
+    Example:
+        >>> space = FactorSpace({"a": [0, 1, 2], "b": [0, 1, 2]})
+        >>> search = AutoSearch(space, budget=6, seed=0)
+        >>> while (s := search.ask()) is not None:
+        ...     search.tell(s, (s["a"] + s["b"]) / 4)
+        >>> search.best_score >= 0.75
+        True
+    """
+
+    name = "auto"
+
+    def __init__(
+        self,
+        space: FactorSpace,
+        *,
+        budget: int = 71,
+        seed: int | None = None,
+        graph: FactorGraph | None = None,
+        baseline: Mapping[str, Value] | Strategy | None = None,
+        k: int = 5,
+        g: int = 2,
+        tau: float = 5.0,
+        lambda_: float = 8.0,
+        kappa: float = 1.0,
+        score_scale: float = 100.0,
+        init_fraction: float = 0.4,
+        min_init_factors: int = 2,
+    ) -> None:
+        super().__init__(space, budget=budget, seed=seed, graph=graph, baseline=baseline,
+                         k=k, g=g, rho=0.0, tau=tau, lambda_=lambda_, exploitation=True,
+                         exploration_term=True, heuristic=True, score_scale=score_scale)
+        if not (kappa >= 0 and math.isfinite(kappa)):
+            raise ValueError(f"The `kappa` of AutoSearch must be a finite float >= 0. "
+                             f"Got {kappa!r} instead.")
+        self.kappa = float(kappa)
+        if not 0.0 <= init_fraction <= 1.0:
+            raise ValueError(f"The `init_fraction` of AutoSearch must be in [0, 1]. "
+                             f"Got {init_fraction!r} instead.")
+        if isinstance(min_init_factors, bool) or not isinstance(min_init_factors, int) or (
+                min_init_factors < 1):
+            raise ValueError(f"The `min_init_factors` of AutoSearch must be an int >= 1. "
+                             f"Got {min_init_factors!r} instead.")
+        self.init_fraction = float(init_fraction)
+        self.min_init_factors = min_init_factors
+        self._G = [np.zeros(len(f.values)) for f in space.factors]  # summed gains
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget, "seed": self.seed, "baseline": self.baseline.as_dict(),
+            "k": self.k, "g": self.g, "tau": self.tau, "lambda_": self.lambda_,
+            "kappa": self.kappa, "score_scale": self.score_scale,
+            "init_fraction": self.init_fraction, "min_init_factors": self.min_init_factors,
+        }
+
+    def _update_advantage(self, i: int, j: int, parent: Strategy, r_new: float) -> None:
+        """Shrunken running mean of the gains of value ``j``, then re-centring factor ``i``."""
+        c_i = self._value_index(parent)[i]
+        self._G[i][j] += r_new - (self._r(parent) - self._A[i][c_i])
+        self._N[i][j] += 1
+        a = self._G[i] / np.maximum(self._N[i] + self.kappa, 1e-12)
+        self._A[i] = a - a.mean()
+
+    def _init_plan(self) -> list[tuple[Strategy, int, int]]:
+        """The one-factor changes of the baseline for the smallest factors that fit.
+
+        Factors are taken from the fewest values up while their changes fit in
+        ``init_fraction * budget`` evaluations; a plan that would cover fewer than
+        ``min_init_factors`` factors is dropped (the search then starts from the baseline
+        alone).
+        """
+        room = int(self.init_fraction * self.budget)
+        base_idx = self._value_index(self.baseline)
+        order = sorted(range(len(self.space.factors)),
+                       key=lambda i: (len(self.space.factors[i].values), i))
+        plan: list[tuple[Strategy, int, int]] = []
+        covered = 0
+        for i in order:
+            f = self.space.factors[i]
+            if len(f.values) < 2:
+                continue
+            if len(plan) + len(f.values) - 1 > room:
+                break
+            plan.extend((self.baseline.replace(**{f.name: v}), i, j)
+                        for j, v in enumerate(f.values) if j != base_idx[i])
+            covered += 1
+        return plan if covered >= self.min_init_factors else []
+
+    def _run(self) -> SearchGenerator:
+        yield self.baseline, "init"
+        for m in self._M:
+            m[:] = 1
+        self._count(self.baseline)
+        self._has_advantages = True
+        for s, i, j in self._init_plan():
+            if self.is_explored(s) or not self.is_valid(s):
+                continue
+            yield s, "init"
+            self._update_advantage(i, j, self.baseline, self._r(s))
+            self._count(s)
+        n_search = 0
+        empty_generations = 0
+        while True:
+            self.population = self._top_k([t.strategy for t in self._trials])
+            new = 0
+            for c in self.population:
+                for _ in range(self.g):
+                    sampled = self._sample_neighbour(c, t=n_search + 1)
+                    if sampled is None:
+                        break
+                    cand, i, j = sampled
+                    if self.is_explored(cand):
+                        continue  # An explored sample spends its slot, as in HPSS.
+                    yield cand, "explore"
+                    n_search += 1
+                    new += 1
+                    self._update_advantage(i, j, c, self._r(cand))
+                    self._count(cand)
+            if new:
+                empty_generations = 0
+                continue
+            empty_generations += 1
+            if empty_generations >= _MAX_EMPTY_GENERATIONS:
+                pick = self._stall_pick()
+                if pick is None:
+                    return  # The whole valid space has been explored.
+                yield pick
+                n_search += 1
+                self._count(pick[0])
+                empty_generations = 0
