@@ -26,7 +26,7 @@ from judgeopt.data import load_records  # noqa: E402
 from judgeopt.evaluate import evaluate  # noqa: E402
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
 from judgeopt.lm import make_lm  # noqa: E402
-from judgeopt.teleprompt import HPSS  # noqa: E402
+from judgeopt.teleprompt import JudgeSearch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "topical_chat"
@@ -66,11 +66,20 @@ def main() -> None:
     ap.add_argument("--n-test", type=int, default=120, help="test items (whole contexts)")
     ap.add_argument("--budget", type=int, default=14)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--search", default="hpss", choices=["hpss", "auto"],
+                    help="hpss (the paper's algorithm, default) or auto (judgeopt's default); "
+                         "same budget, seed and space, so the two can be compared")
     ap.add_argument("--max-tokens", type=int, default=None,
                     help="output budget of every judge call (default: the library's, by "
                          "strategy)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e_topical_chat.json"))
+    ap.add_argument("--out", default=None,
+                    help="JSON output (default: benchmarks/results/e2e_topical_chat"
+                         "[_SEARCH]_ASPECTS.json)")
     args = ap.parse_args()
+    if args.out is None:
+        tag = "" if args.search == "hpss" else f"_{args.search}"
+        args.out = str(ROOT / "benchmarks" / "results" /
+                       f"e2e_topical_chat{tag}_{args.aspects.replace(',', '_')}.json")
 
     task = load_task("topical_chat")
     valid = by_groups(load_records(DATA / "valid.jsonl"), args.n_valid, seed=0)
@@ -83,8 +92,9 @@ def main() -> None:
         t0 = time.perf_counter()
         s0 = lm.stats()
         student = JudgeProgram(task, aspect, lm=lm, max_tokens=args.max_tokens)
-        opt = HPSS(budget=args.budget, seed=args.seed, space=SPACE, params={"k": 3},
-                   checkpoint_dir=ROOT / "runs" / f"e2e_{aspect}")
+        run_dir = f"e2e_{aspect}" if args.search == "hpss" else f"e2e_{args.search}_{aspect}"
+        opt = JudgeSearch(args.search, budget=args.budget, seed=args.seed, space=SPACE,
+                          params={"k": 3}, checkpoint_dir=ROOT / "runs" / run_dir)
         best = opt.compile(student, trainset=valid)
         search_s = time.perf_counter() - t0
         s1 = lm.stats()
@@ -98,6 +108,7 @@ def main() -> None:
         s2 = lm.stats()
         row = {
             "aspect": aspect,
+            "method": args.search,
             "best_strategy": best.strategy.as_dict(),
             "valid_baseline": base_valid["spearman"],
             "valid_best": best.search_result.best_score,
