@@ -1,0 +1,122 @@
+"""Glass-box scoring: token-probability features and rating scorers over logprob backends.
+
+* Backends (:class:`LogprobBackend`) say what they can return (:class:`Capability`); asking for
+  something they lack raises :class:`CapabilityError`:
+
+  - :class:`LlamaCppBackend`: a GGUF in process, full vocabulary at every position, forced
+    decoding of a given text, generation with logprobs;
+  - :class:`LiteLLMBackend`: OpenAI-compatible servers and hosted APIs, top-k logprobs of
+    generated tokens (forced decoding only through vLLM's prompt logprobs, on request).
+
+* Features of Huang et al. (seed 003), pure numpy: :func:`sentprob`, :func:`softmax_entropy`,
+  :func:`softmax_variance`, :func:`softmax_combo`, :func:`ensemble_stats`,
+  :func:`sentprob_ref`, :func:`attention_entropy` and the top-k approximations.
+* :func:`compute_features` / :func:`correlate_features` run them over a dataset.
+* Rating scorers: :func:`greedy_rating`, :func:`expected_rating` (probability-weighted, with
+  multi-token ratings), :func:`self_consistency_rating`, and the raw helpers
+  :func:`rating_distribution`, :func:`rating_from_generation`, :func:`self_consistency`.
+
+See ``docs/glassbox.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from ._api import (  # noqa: E402
+    DEFAULT_FEATURES,
+    FEATURES,
+    PROMPT_POOL,
+    FeatureCorrelations,
+    FeatureResult,
+    FeatureSpec,
+    compute_features,
+    correlate_features,
+    make_backend,
+)
+from ._backend import (  # noqa: E402
+    BACKEND_CAPABILITIES,
+    Capability,
+    CapabilityError,
+    Generation,
+    GlassBoxError,
+    LogprobBackend,
+    ScoredText,
+)
+from ._features import (  # noqa: E402
+    attention_entropy,
+    ensemble_stats,
+    log_softmax,
+    sentprob,
+    sentprob_ref,
+    softmax_combo,
+    softmax_entropy,
+    softmax_variance,
+    token_entropies,
+    token_entropies_topk,
+    token_logprob_variances,
+    token_logprob_variances_topk,
+    topk_logprobs,
+)
+from ._litellm import LiteLLMBackend  # noqa: E402
+from ._llamacpp import LlamaCppBackend  # noqa: E402
+from ._rating import (  # noqa: E402
+    ExpectedRating,
+    RatingDistribution,
+    SelfConsistency,
+    digit_logprobs,
+    expected_rating,
+    greedy_rating,
+    rating_distribution,
+    rating_from_generation,
+    self_consistency,
+    self_consistency_rating,
+    topk_token_logprobs,
+)
+
+__all__ = [
+    "BACKEND_CAPABILITIES",
+    "DEFAULT_FEATURES",
+    "FEATURES",
+    "PROMPT_POOL",
+    "Capability",
+    "CapabilityError",
+    "ExpectedRating",
+    "FeatureCorrelations",
+    "FeatureResult",
+    "FeatureSpec",
+    "Generation",
+    "GlassBoxError",
+    "LiteLLMBackend",
+    "LlamaCppBackend",
+    "LogprobBackend",
+    "RatingDistribution",
+    "ScoredText",
+    "SelfConsistency",
+    "attention_entropy",
+    "compute_features",
+    "correlate_features",
+    "digit_logprobs",
+    "ensemble_stats",
+    "expected_rating",
+    "greedy_rating",
+    "log_softmax",
+    "make_backend",
+    "rating_distribution",
+    "rating_from_generation",
+    "self_consistency",
+    "self_consistency_rating",
+    "sentprob",
+    "sentprob_ref",
+    "softmax_combo",
+    "softmax_entropy",
+    "softmax_variance",
+    "token_entropies",
+    "token_entropies_topk",
+    "token_logprob_variances",
+    "token_logprob_variances_topk",
+    "topk_logprobs",
+    "topk_token_logprobs",
+]
