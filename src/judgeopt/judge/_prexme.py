@@ -727,14 +727,9 @@ class PrExMeProgram(dspy.Module):
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
         """The LM a call uses: ``lm``, else the program's, else DSPy's configured one."""
-        from ._program import NoLMError
+        from ._program import choose_lm
 
-        chosen = lm or self.lm or dspy.settings.lm
-        if chosen is None:
-            raise NoLMError(
-                "No language model: pass lm= to PrExMeProgram, or configure one the DSPy way, "
-                "e.g. dspy.configure(lm=judgeopt.make_lm('local')).")
-        return chosen
+        return choose_lm(lm, self.lm, "PrExMeProgram")
 
     def demo_for(self, inputs: Mapping[str, Any]) -> Record | None:
         """The demonstration a one-shot strategy shows for ``inputs`` (``None`` otherwise)."""

@@ -31,6 +31,20 @@ class NoLMError(RuntimeError):
     """No language model is configured for a judge."""
 
 
+def choose_lm(lm: dspy.BaseLM | None, own: dspy.BaseLM | None, program: str) -> dspy.BaseLM:
+    """``lm``, else the program's own LM, else DSPy's configured one.
+
+    Raises:
+        NoLMError: When none is set (the message says how to set one).
+    """
+    chosen = lm or own or dspy.settings.lm
+    if chosen is None:
+        raise NoLMError(
+            f"No language model: pass lm= to {program}, or configure one the DSPy way, "
+            "e.g. dspy.configure(lm=judgeopt.make_lm('local')).")
+    return chosen  # type: ignore[no-any-return]
+
+
 class JudgeAdapter(dspy.Adapter):
     """Formats a judge's rendered HPSS prompt and parses its verdict.
 
@@ -209,12 +223,7 @@ class JudgeProgram(dspy.Module):
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
         """The LM a call uses: ``lm``, else the program's, else DSPy's configured one."""
-        chosen = lm or self.lm or dspy.settings.lm
-        if chosen is None:
-            raise NoLMError(
-                "No language model: pass lm= to JudgeProgram, or configure one the DSPy way, "
-                "e.g. dspy.configure(lm=judgeopt.make_lm('local')).")
-        return chosen  # type: ignore[no-any-return]
+        return choose_lm(lm, self.lm, "JudgeProgram")
 
     # Judging -----------------------------------------------------------------------------
     def judge(self, inputs: Mapping[str, Any], *, sample_id: str | None = None,
