@@ -769,17 +769,11 @@ class PrExMeProgram(dspy.Module):
         demo = self.demo_for(inputs)
         the_lm = self.resolve_lm(lm)
         fields = {f: str(inputs[f]) for f in self.task.input_names}
-        try:
-            values = self.adapter(the_lm, {"max_tokens": self.max_tokens}, self.signature, [],
-                                  {**fields, PROMPT_KEY: prompt})
-        except dspy.utils.exceptions.AdapterParseError as e:  # empty output
-            values = [{"score": None, "rationale": None, "raw": str(e.lm_response or ""),
-                       "parse_error": "empty output", "parse_method": None}]
-        v = values[0]
-        return dspy.Prediction(score=v["score"], rationale=v.get("rationale"), raw=v.get("raw"),
-                               parse_error=v.get("parse_error"),
-                               parse_method=v.get("parse_method"),
-                               demo_id=demo.id if demo is not None else None)
+        from ._program import predict_with
+
+        return predict_with(self.adapter, the_lm, {"max_tokens": self.max_tokens},
+                            self.signature, {**fields, PROMPT_KEY: prompt},
+                            demo_id=demo.id if demo is not None else None)
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Judge one sample given its input fields as keyword arguments."""

@@ -31,6 +31,24 @@ class NoLMError(RuntimeError):
     """No language model is configured for a judge."""
 
 
+def predict_with(adapter: Any, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: Any,
+                 inputs: dict[str, Any], **extra: Any) -> dspy.Prediction:
+    """One judge call through ``adapter``, as a ``dspy.Prediction``.
+
+    An empty output (DSPy's ``AdapterParseError``) becomes a recorded parse failure, never an
+    exception. ``extra`` fields are added to the prediction.
+    """
+    try:
+        values = adapter(lm, lm_kwargs, signature, [], inputs)
+    except dspy.utils.exceptions.AdapterParseError as e:  # empty output
+        values = [{"score": None, "rationale": None, "raw": str(e.lm_response or ""),
+                   "parse_error": "empty output", "parse_method": None}]
+    v = values[0]
+    return dspy.Prediction(score=v["score"], rationale=v.get("rationale"), raw=v.get("raw"),
+                           parse_error=v.get("parse_error"),
+                           parse_method=v.get("parse_method"), **extra)
+
+
 def choose_lm(lm: dspy.BaseLM | None, own: dspy.BaseLM | None, program: str) -> dspy.BaseLM:
     """``lm``, else the program's own LM, else DSPy's configured one.
 
@@ -243,16 +261,8 @@ class JudgeProgram(dspy.Module):
         the_lm = self.resolve_lm(lm)
         sid = sample_id or sample_id_of(fields, self.task.input_names)
         artifacts = self.maker.prepare(self.strategy, fields, sample_id=sid, lm=the_lm)
-        try:
-            values = self.adapter(the_lm, self.lm_kwargs(), self.signature, [],
-                                  {**fields, ARTIFACTS_KEY: artifacts})
-        except dspy.utils.exceptions.AdapterParseError as e:  # empty output
-            values = [{"score": None, "rationale": None, "raw": str(e.lm_response or ""),
-                       "parse_error": "empty output", "parse_method": None}]
-        v = values[0]
-        return dspy.Prediction(score=v["score"], rationale=v.get("rationale"), raw=v.get("raw"),
-                               parse_error=v.get("parse_error"),
-                               parse_method=v.get("parse_method"))
+        return predict_with(self.adapter, the_lm, self.lm_kwargs(), self.signature,
+                            {**fields, ARTIFACTS_KEY: artifacts})
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Judge one sample given its input fields as keyword arguments."""
