@@ -60,7 +60,7 @@ from ._features import (  # noqa: E402
     token_logprob_variances_topk,
     topk_logprobs,
 )
-from ._litellm import LiteLLMBackend  # noqa: E402
+from ._litellm import LiteLLMBackend, generation_from_logprobs  # noqa: E402
 from ._llamacpp import LlamaCppBackend  # noqa: E402
 from ._rating import (  # noqa: E402
     ExpectedRating,
@@ -101,6 +101,7 @@ __all__ = [
     "digit_logprobs",
     "ensemble_stats",
     "expected_rating",
+    "generation_from_logprobs",
     "greedy_rating",
     "log_softmax",
     "make_backend",

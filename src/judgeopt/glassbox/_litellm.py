@@ -33,7 +33,7 @@ from ._backend import (
     ScoredText,
 )
 
-__all__ = ["LiteLLMBackend"]
+__all__ = ["LiteLLMBackend", "generation_from_logprobs"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,52 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(key, default)
     return getattr(obj, key, default)
+
+
+def generation_from_logprobs(
+    content: Sequence[Any], *, keep_top: bool = True, finish_reason: str = "stop"
+) -> Generation:
+    """A :class:`Generation` from the ``logprobs.content`` list of an OpenAI-shaped choice.
+
+    Each entry has ``token``, ``logprob``, optionally ``bytes`` (the token's UTF-8 bytes, used
+    for character offsets when a character is split over tokens) and ``top_logprobs`` (a list
+    of ``{token, logprob}``). Entries may be dicts or SDK objects. When two alternatives
+    decode to the same text the larger log-probability is kept.
+
+    Args:
+        content: The ``choices[i].logprobs.content`` list (one entry per generated token).
+        keep_top: Keep the per-position alternatives as ``top_logprobs``.
+        finish_reason: The choice's finish reason.
+    """
+    pieces: list[bytes] = []
+    tokens: list[str] = []
+    lps: list[float] = []
+    tops: list[dict[str, float]] = []
+    for item in content:
+        token = str(_get(item, "token", ""))
+        raw = _get(item, "bytes")
+        pieces.append(bytes(raw) if raw is not None else token.encode("utf-8"))
+        tokens.append(token)
+        lps.append(float(_get(item, "logprob")))
+        alternatives: dict[str, float] = {}
+        for alt in _get(item, "top_logprobs") or []:
+            text = str(_get(alt, "token", ""))
+            value = float(_get(alt, "logprob"))
+            alternatives[text] = max(value, alternatives.get(text, -np.inf))
+        tops.append(alternatives)
+    offsets: list[int] = []
+    consumed = b""
+    for piece in pieces:
+        offsets.append(len(consumed.decode("utf-8", errors="ignore")))
+        consumed += piece
+    return Generation(
+        text=consumed.decode("utf-8", errors="replace"),
+        tokens=tuple(tokens),
+        offsets=tuple(offsets),
+        token_logprobs=np.asarray(lps, dtype=np.float64),
+        top_logprobs=tuple(tops) if keep_top else None,
+        finish_reason=finish_reason,
+    )
 
 
 class LiteLLMBackend(LogprobBackend):
@@ -160,33 +206,9 @@ class LiteLLMBackend(LogprobBackend):
                 Capability.TOP_LOGPROBS,
                 "this request: the server's answer carried no logprobs",
             )
-        pieces: list[bytes] = []
-        tokens: list[str] = []
-        lps: list[float] = []
-        tops: list[dict[str, float]] = []
-        for item in content:
-            token = str(_get(item, "token", ""))
-            raw = _get(item, "bytes")
-            pieces.append(bytes(raw) if raw is not None else token.encode("utf-8"))
-            tokens.append(token)
-            lps.append(float(_get(item, "logprob")))
-            alternatives: dict[str, float] = {}
-            for alt in _get(item, "top_logprobs") or []:
-                text = str(_get(alt, "token", ""))
-                value = float(_get(alt, "logprob"))
-                alternatives[text] = max(value, alternatives.get(text, -np.inf))
-            tops.append(alternatives)
-        offsets: list[int] = []
-        consumed = b""
-        for piece in pieces:
-            offsets.append(len(consumed.decode("utf-8", errors="ignore")))
-            consumed += piece
-        return Generation(
-            text=consumed.decode("utf-8", errors="replace"),
-            tokens=tuple(tokens),
-            offsets=tuple(offsets),
-            token_logprobs=np.asarray(lps, dtype=np.float64),
-            top_logprobs=tuple(tops) if top_logprobs else None,
+        return generation_from_logprobs(
+            content,
+            keep_top=bool(top_logprobs),
             finish_reason=str(_get(choice, "finish_reason") or "stop"),
         )
 
