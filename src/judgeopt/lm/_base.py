@@ -116,6 +116,11 @@ class JudgeoptLMMixin:
     model: str
     model_type: str
 
+    #: Whether calls with ``logprobs=True`` return token log-probabilities: ``True``,
+    #: ``False``, or ``None`` when only a request can tell (a LiteLLM model: set it on the
+    #: instance to skip the probe of :func:`judgeopt.judge.logprob_support`).
+    supports_logprobs: bool | None = None
+
     # NOTE: DSPy 3.4's BaseLM.__call__ warns on every call that forward()-based LMs, and
     # OpenAI-style messages= dicts, are deprecated (both removed in 3.5). judgeopt pins
     # dspy==3.4.1 and uses that contract on purpose (see the module docstring): messages= is

@@ -300,6 +300,19 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         return cls(**{k: v for k, v in state.items() if k != LM_CLASS_STATE_KEY})
 
     @property
+    def supports_logprobs(self) -> bool:  # type: ignore[override]
+        """Whether calls can ask for ``logprobs`` (only with ``logits_all=True``)."""
+        return bool(self.logits_all)
+
+    @property
+    def logprobs_hint(self) -> str | None:
+        """How to get logprobs from this LM, when it has none."""
+        if self.logits_all:
+            return None
+        return ("llama.cpp keeps the logits needed for logprobs only when the model is loaded "
+                "with logits_all=True (make_lm(..., logits_all=True))")
+
+    @property
     def model_path(self) -> Path | None:
         """The GGUF file, once known (a registry model's is known after :meth:`load`)."""
         return self._path

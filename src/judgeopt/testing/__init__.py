@@ -7,7 +7,7 @@ fixture (``(space, budget, seed, graph) -> SearchStrategy``); every contract of
 
 from __future__ import annotations
 
-from ._fake_lm import ScriptedLM
+from ._fake_lm import ScriptedLM, logprob_content
 from ._search_suite import SearchConformance, toy_objective, toy_space
 
-__all__ = ["ScriptedLM", "SearchConformance", "toy_objective", "toy_space"]
+__all__ = ["ScriptedLM", "SearchConformance", "logprob_content", "toy_objective", "toy_space"]

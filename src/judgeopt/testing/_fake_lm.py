@@ -2,11 +2,42 @@
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Respond = Callable[[list[dict[str, Any]]], "str | BaseException"]
+#: ``logprobs(reply, request)`` -> the ``logprobs.content`` list of the reply, or an exception.
+Logprobs = Callable[[str, dict[str, Any]], "list[dict[str, Any]] | BaseException | None"]
+
+
+def logprob_content(tokens: Sequence[str],
+                    alternatives: Mapping[int, Mapping[str, float]] | None = None,
+                    ) -> list[dict[str, Any]]:
+    """An OpenAI-shaped ``logprobs.content`` list for a reply split into ``tokens``.
+
+    Args:
+        tokens: The reply's tokens, in order (their concatenation is the reply).
+        alternatives: Position -> ``{token: probability}`` of the top alternatives there
+            (probabilities, not logs). The generated token gets its probability from this
+            table, else 1. Positions without an entry list only the generated token.
+
+    Example:
+        >>> logprob_content(["[[", "7", "]]"], {1: {"7": 0.6, "8": 0.4}})[1]["top_logprobs"][1]
+        {'token': '8', 'logprob': -0.916290731874155, 'bytes': [56]}
+    """
+    table = alternatives or {}
+    out: list[dict[str, Any]] = []
+    for i, token in enumerate(tokens):
+        alts = dict(table.get(i, {token: 1.0}))
+        p = alts.get(token, 1.0)
+        top = [{"token": t, "logprob": math.log(q) if q > 0 else -math.inf,
+                "bytes": list(t.encode("utf-8"))}
+               for t, q in sorted(alts.items(), key=lambda kv: -kv[1])]
+        out.append({"token": token, "logprob": math.log(p) if p > 0 else -math.inf,
+                    "bytes": list(token.encode("utf-8")), "top_logprobs": top})
+    return out
 
 
 class ScriptedLM:
@@ -21,13 +52,19 @@ class ScriptedLM:
         cache: Passed to :class:`~judgeopt.lm.JudgeLM` (``False``, or a directory).
         model: The LiteLLM model string the LM reports.
         num_retries: Retries of transient failures.
+        logprobs: ``logprobs(reply, request)`` gives the ``logprobs.content`` of a reply to a
+            request with ``logprobs=True`` (see :func:`logprob_content`), ``None`` to send
+            none, or an exception to raise (a provider that refuses the parameter). Without
+            it, replies never carry logprobs (a provider that ignores the parameter).
     """
 
     def __init__(self, respond: Respond, *, cache: Any = False,
-                 model: str = "openai/scripted", num_retries: int = 0) -> None:
+                 model: str = "openai/scripted", num_retries: int = 0,
+                 logprobs: Logprobs | None = None) -> None:
         from judgeopt.lm import JudgeLM
 
         self.respond = respond
+        self.logprobs = logprobs
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.lm = JudgeLM(model, api_base="http://127.0.0.1:9/v1", api_key="test",
@@ -40,12 +77,19 @@ class ScriptedLM:
         reply = self.respond(list(request["messages"]))
         if isinstance(reply, BaseException):
             raise reply
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": reply}}
+        if request.get("logprobs") and self.logprobs is not None:
+            content = self.logprobs(reply, request)
+            if isinstance(content, BaseException):
+                raise content
+            if content is not None:
+                choice["logprobs"] = {"content": content}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request["messages"])
         return {
             "id": "scripted", "object": "chat.completion", "created": 0,
             "model": request.get("model", "scripted"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply}}],
+            "choices": [choice],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(reply.split()),
                       "total_tokens": prompt_tokens + len(reply.split())},
         }
