@@ -42,6 +42,8 @@ SPACE = {
     "autocot": ["off"],
     "metrics": ["off"],
     "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
+    # Greedy only, as when the recorded results were made (before the decoding factor).
+    "decoding": ["greedy"],
 }
 
 

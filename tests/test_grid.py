@@ -238,7 +238,8 @@ def test_grid_of_an_hpss_judge(tmp_path: Path, shared_data: Path) -> None:
     space = select_subspace(program.space, {"scale": ["3", "5"], "examples": ["0"],
                                             "criteria": ["human"], "reference": ["none"],
                                             "cot": ["none"], "autocot": ["off"],
-                                            "metrics": ["off"], "order": ["TD-ER-IC"]})
+                                            "metrics": ["off"], "order": ["TD-ER-IC"],
+                                            "decoding": ["greedy"]})
     res = run_grid(program, recs, table=tmp_path / "h.csv", space=space, dataset="tc",
                    model="m", progress=False)
     rows = read_table(tmp_path / "h.csv")

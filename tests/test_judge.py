@@ -174,7 +174,7 @@ def test_constant_judge_scores_zero(task, records) -> None:
 
 SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
          "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"]}
+         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
 
 
 def scale_loving(messages: list[dict[str, Any]]) -> str:

@@ -25,7 +25,7 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 NO_COT = {"scale": [3, 10], "examples": [0], "criteria": ["human", "none"],
           "reference": ["none"], "cot": ["none"], "autocot": ["off"], "metrics": ["off"],
-          "order": ["TD-ER-IC", "IC-TD-ER"]}
+          "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
 
 
 @pytest.fixture(scope="module")

@@ -383,8 +383,9 @@ def test_pointwise_space_is_table_1() -> None:
         "autocot": ["off", "on"],
         "metrics": ["off", "on"],
         "order": ["TD-ER-IC", "TD-IC-ER", "ER-TD-IC", "ER-IC-TD", "IC-TD-ER", "IC-ER-TD"],
+        "decoding": ["greedy", "expected", "sc5"],
     }
-    assert space.size == 12960  # Section 3.2
+    assert space.size == 12960 * 3  # Section 3.2's 12,960 prompts, times 3 decodings
     assert all(isinstance(v, int) for v in space["scale"].values)
 
 
@@ -417,7 +418,7 @@ def test_baseline_is_mt_bench(name: str) -> None:
         "order": "TD-ER-IC",
     }
     if task.mode == "pointwise":
-        expected = {"scale": POINTWISE[name][0], **expected}
+        expected = {"scale": POINTWISE[name][0], **expected, "decoding": "greedy"}
     assert base == expected
     graph = hpss_graph(task)
     assert graph.is_valid(baseline_strategy(task))

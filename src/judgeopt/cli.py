@@ -72,13 +72,22 @@ def _cmd_bench_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> Any:
+def _lm_from_args(args: argparse.Namespace, default_model: str | None = None,
+                  logprobs: bool = False) -> Any:
     from .lm import make_lm
+    from .lm._factory import parse_local_model
 
     model = args.model or default_model or "local"
     kwargs: dict[str, Any] = {}
     if getattr(args, "n_ctx", None):
         kwargs["n_ctx"] = args.n_ctx
+    try:
+        local = parse_local_model(model) is not None
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    if local and (logprobs or getattr(args, "logprobs", False)):
+        # The `expected` decoding reads logprobs; llama.cpp keeps them only with logits_all.
+        kwargs["logits_all"] = True
     try:
         return model, make_lm(model, api_base=args.api_base, **kwargs)
     except ValueError as e:
@@ -141,7 +150,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         judge = JudgeProgram.load(args.judge)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    _, lm = _lm_from_args(args, judge.model_name)
+    _, lm = _lm_from_args(args, judge.model_name, logprobs=judge.decoding.needs_logprobs)
     judge.lm = lm
     records = _load_data(args.data, args.limit)
     try:
@@ -161,7 +170,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from .judge import (
         JudgeProgram,
         baseline_strategy,
-        hpss_space,
+        hpss_strategy,
         load_task,
         render_template,
     )
@@ -186,7 +195,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             text = args.strategy
             if not text.lstrip().startswith("{"):
                 text = Path(text).read_text(encoding="utf-8")
-            strategy = Strategy.from_json(text, hpss_space(task))
+            strategy = hpss_strategy(task, Strategy.from_json(text))
         print(f"# {task.name} / {args.aspect}: {strategy}\n")
         if task.system:
             print(f"[system]\n{task.system}\n")
@@ -405,6 +414,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="judge calls in flight at once (default 1)")
         p.add_argument("--n-ctx", type=_positive_int, default=None,
                        help="context window of a local model (default 4096)")
+        p.add_argument("--logprobs", action="store_true",
+                       help="load a local model with logits_all=True, so that the `expected` "
+                            "decoding can be searched (evaluate turns it on for judges that "
+                            "need it)")
         p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     c = sub.add_parser("compile", help="search the best prompting strategy and export the judge",

@@ -35,8 +35,9 @@ from .data import Record, validate_records  # noqa: E402
 from .evaluate import evaluate  # noqa: E402
 from .judge import JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
+from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
-from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # noqa: E402
+from .search import SEARCHES, FactorGraph, SearchStrategy, Value  # noqa: E402
 
 __all__ = [
     "CompileResult",
@@ -226,6 +227,21 @@ class JudgeSearch(Teleprompter):
                     graph.forbid({name: v}, reason="outside the optimizer's space")
         return graph
 
+    def _check_decodings(self, student: JudgeProgram, graph: FactorGraph, lm: Any) -> None:
+        """Forbid the decodings the LM cannot serve; raise if the user asked for one.
+
+        A decoding is asked for explicitly when the optimizer's ``space`` lists it or the
+        student's strategy uses it.
+        """
+        if "decoding" not in graph.space:
+            return
+        explicit = [str(v) for v in self.config.space.get("decoding", [])]
+        explicit.append(str(student.strategy["decoding"]))
+        values = explicit if "decoding" in self.config.space else [
+            str(v) for v in graph.space["decoding"].values]
+        for v in check_decodings(lm, values, explicit=explicit):
+            graph.forbid({"decoding": v}, reason="the LM gives no logprobs")
+
     def _make_search(self, student: JudgeProgram, graph: FactorGraph) -> SearchStrategy:
         cls = SEARCHES[self.config.search]
         kwargs: dict[str, Any] = dict(self.config.params)
@@ -284,6 +300,10 @@ class JudgeSearch(Teleprompter):
         Raises:
             ValueError: On invalid data (a missing field, a score out of range) or config.
             NoLMError: When no LM is configured.
+            LogprobsUnavailableError: At the start, when the optimizer's ``space`` or the
+                student's strategy names a decoding that needs logprobs (``expected``) and
+                the LM gives none. Without such a request those decodings are left out of
+                the search with a logged warning (see ``docs/judge.md``, "Decoding").
         """
         task = student.task
         metric = self.config.metric or ("accuracy" if task.mode == "pairwise" else "spearman")
@@ -300,8 +320,10 @@ class JudgeSearch(Teleprompter):
                 store.set(k, v)
         base = JudgeProgram(task, student.aspect, student.strategy, trainset=train,
                             artifacts=store, example_seed=self.config.example_seed, lm=lm,
-                            max_tokens=student.max_tokens)
+                            max_tokens=student.max_tokens,
+                            decoding_params=student.decoding_params)
         graph = self._graph(student)
+        self._check_decodings(student, graph, lm)
         search = self._make_search(student, graph)
         summaries: list[dict[str, Any]] = []
         if paths and paths["state"].is_file():
@@ -363,9 +385,11 @@ class JudgeSearch(Teleprompter):
             best_strategy=best_trial.strategy.as_dict(), best_score=best_trial.score,
             trace=search.trace(), evaluation_summaries=summaries,
             seconds=time.perf_counter() - t0, **totals)
+        # NOTE: through the judge's space, so summaries of a checkpoint written before the
+        # `decoding` factor existed (strategies without it) still match.
         compiled.validation = next(
             (s for s in reversed(summaries)
-             if Strategy.from_json(s["strategy"], graph.space) == best_trial.strategy), None)
+             if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
         compiled.model_name = getattr(lm, "model", None)
         return compiled
 

@@ -4,9 +4,17 @@ examples, output parsing, artifacts, the DSPy program and its JSON export."""
 from __future__ import annotations
 
 from ._artifacts import ArtifactError, ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
+from ._decoding import (
+    DECODING_PARAMS,
+    Decoding,
+    LogprobsUnavailableError,
+    check_decodings,
+    decoding_for,
+    logprob_support,
+)
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, load_judge, save_judge
-from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space
+from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._parse import PreferenceParse, RatingParse, parse_preference, parse_rating
 from ._prexme import (
     PREXME_TASKS,
@@ -31,16 +39,19 @@ from ._render import (
 from ._task import JudgeTask, available_tasks, load_task
 
 __all__ = [
+    "DECODING_PARAMS",
     "ArtifactError",
     "ArtifactMaker",
     "ArtifactStore",
     "Artifacts",
+    "Decoding",
     "DemoRetriever",
     "ExamplePool",
     "ExportedJudge",
     "JudgeAdapter",
     "JudgeProgram",
     "JudgeTask",
+    "LogprobsUnavailableError",
     "NoLMError",
     "PREXME_TASKS",
     "PrExMeProgram",
@@ -50,16 +61,20 @@ __all__ = [
     "artifact_key",
     "available_tasks",
     "baseline_strategy",
+    "check_decodings",
     "criteria_for",
+    "decoding_for",
     "export_judge",
     "extract_score",
     "fill_template",
     "generation_prompt",
     "hpss_graph",
     "hpss_space",
+    "hpss_strategy",
     "load_judge",
     "load_prexme_task",
     "load_task",
+    "logprob_support",
     "mt_task",
     "parse_preference",
     "parse_rating",

@@ -49,13 +49,23 @@ class ExportedArtifacts(_Model):
 
 
 class Scoring(_Model):
-    """How the output becomes a score."""
+    """How the output becomes a score.
+
+    ``decoding`` repeats the strategy's ``decoding`` factor (``"greedy"`` for pairwise
+    judges and for files written before the factor existed) with its parameters: answers per
+    item (``samples``), their ``temperature`` and first ``seed``, and the ``top_logprobs``
+    asked of the LM (``expected`` only). ``JudgeProgram.load`` scores with these parameters.
+    """
 
     parser: str
     scale: int | None = None
     rating_min: int | None = None
     rating_max: int | None = None
-    decoding: Literal["greedy"] = "greedy"
+    decoding: Literal["greedy", "expected", "sc5"] = "greedy"
+    samples: int = 1
+    temperature: float = 0.0
+    top_logprobs: int | None = None
+    seed: int = 0
     max_tokens: int | None = None
 
 
@@ -106,6 +116,15 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
     pairwise = task.mode == "pairwise"
     lo, hi = (None, None) if pairwise else program.rating_bounds
     search = program.search_result.to_dict() if program.search_result is not None else None
+    decoding = program.decoding.to_dict()
+    parser = ("last [[A]]/[[B]]/[[C]] verdict" if pairwise else
+              "last [[n]] rating, then the fallbacks of docs/parsing.md")
+    if decoding["name"] == "expected":
+        parser = ("probability-weighted rating at the position of the greedy answer's last "
+                  "[[n]] rating (ratings of several tokens chained, renormalised over the "
+                  "valid ratings)")
+    elif decoding["samples"] > 1:
+        parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
     return ExportedJudge(
         format_version=FORMAT_VERSION,
         judgeopt_version=__version__,
@@ -118,10 +137,12 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         artifacts=ExportedArtifacts(texts=texts, examples=examples),
         template=template,
         scoring=Scoring(
-            parser="last [[A]]/[[B]]/[[C]] verdict" if pairwise else
-            "last [[n]] rating, then the fallbacks of docs/parsing.md",
+            parser=parser,
             scale=None if pairwise else int(program.strategy["scale"]),  # type: ignore[arg-type]
-            rating_min=lo, rating_max=hi, max_tokens=program.lm_kwargs().get("max_tokens")),
+            rating_min=lo, rating_max=hi, decoding=decoding["name"],
+            samples=decoding["samples"], temperature=decoding["temperature"],
+            top_logprobs=decoding["top_logprobs"], seed=decoding["seed"],
+            max_tokens=program.lm_kwargs().get("max_tokens")),
         model=program.model_name,
         example_seed=program.example_seed,
         validation=program.validation,
@@ -167,11 +188,19 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
                              for err in e.errors())
         raise ValueError(f"{p}: invalid exported judge: {problems}") from None
     task = JudgeTask.from_dict(data.task, source=str(p))
+    scoring = data.scoring
+    decoding = data.strategy.get("decoding", "greedy")
+    if scoring.decoding != decoding:
+        raise ValueError(f"{p}: invalid exported judge: `scoring.decoding` is "
+                         f"{scoring.decoding!r} but the strategy's decoding is {decoding!r}.")
     program = JudgeProgram(task, data.aspect, data.strategy,
                            artifacts=ArtifactStore(data=data.artifacts.texts),
                            example_seed=data.example_seed,
                            fixed_examples=data.artifacts.examples,
                            max_tokens=kwargs.pop("max_tokens", data.scoring.max_tokens),
+                           decoding_params=kwargs.pop("decoding_params", {
+                               "samples": scoring.samples, "temperature": scoring.temperature,
+                               "top_logprobs": scoring.top_logprobs, "seed": scoring.seed}),
                            **kwargs)
     program.validation = data.validation
     program.test = data.test

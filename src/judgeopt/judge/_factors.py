@@ -13,9 +13,18 @@ factor          values
 ``autocot``     ``"off"``, ``"on"`` (self-generated evaluation steps)
 ``metrics``     ``"off"``, ``"on"`` (self-generated per-sample questions)
 ``order``       the 6 orders of the components TD, ER and IC, e.g. ``"TD-ER-IC"``
+``decoding``    ``"greedy"``, ``"expected"``, ``"sc5"`` (pointwise only; see below)
 ==============  =======================================================================
 
 Pairwise tasks have no ``scale`` factor and no ``"self"`` criteria (HPSS Appendix G).
+
+``decoding`` is not one of Table 1's factors: it is how the judge's answer becomes a score
+(HPSS Appendix I adds self-consistency on top of a searched prompt), and it never changes the
+prompt. ``greedy`` parses the rating of one temperature-0 answer (the paper's setting, and the
+baseline's value); ``expected`` is the probability-weighted rating read from the rating
+token's distribution in that answer (needs log-probabilities from the LM); ``sc5`` averages
+the ratings of 5 sampled answers. Their parameters are in :mod:`judgeopt.judge._decoding`.
+Pairwise tasks have no ``decoding`` factor: their verdict is always parsed greedily.
 
 The evaluation aspect is not a factor: a search runs for one (task, aspect) pair, and the
 artifacts of :func:`hpss_graph` are made per (task, aspect). Their graph cache keys do not
@@ -28,7 +37,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
-from judgeopt.search import ArtifactRequest, Factor, FactorGraph, FactorSpace, Strategy
+from judgeopt.search import ArtifactRequest, Factor, FactorGraph, FactorSpace, Strategy, Value
 
 if TYPE_CHECKING:
     from ._task import JudgeTask
@@ -39,7 +48,9 @@ __all__ = [
     "AUTOCOT",
     "COT",
     "CRITERIA",
+    "DECODINGS",
     "EXAMPLES",
+    "FACTOR_DEFAULTS",
     "FACTOR_NAMES",
     "METRICS",
     "ORDERS",
@@ -49,6 +60,7 @@ __all__ = [
     "baseline_strategy",
     "hpss_graph",
     "hpss_space",
+    "hpss_strategy",
     "order_components",
 ]
 
@@ -84,6 +96,14 @@ ORDERS: Final[tuple[str, ...]] = (
 """Values of the ``order`` factor: the order of Task Description, Evaluation Rules and
 Input Content in the prompt (Table 1's order)."""
 
+DECODINGS: Final[tuple[str, ...]] = ("greedy", "expected", "sc5")
+"""Values of the ``decoding`` factor (pointwise only): parse one greedy answer, the
+probability-weighted expected rating, or self-consistency over 5 samples."""
+
+FACTOR_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType({"decoding": "greedy"})
+"""Values assumed for factors added after strategies were first saved: a strategy (exported
+judge, checkpoint, CLI argument) that does not name ``decoding`` decodes greedily."""
+
 FACTOR_NAMES: Final[tuple[str, ...]] = (
     "scale",
     "examples",
@@ -93,8 +113,10 @@ FACTOR_NAMES: Final[tuple[str, ...]] = (
     "autocot",
     "metrics",
     "order",
+    "decoding",
 )
-"""All factor names, in Table 1's order (pairwise spaces leave out ``scale``)."""
+"""All factor names: Table 1's order, then ``decoding`` (pairwise spaces leave out ``scale``
+and ``decoding``)."""
 
 ARTIFACTS: Final[tuple[str, ...]] = (
     "self_criteria",
@@ -126,19 +148,22 @@ _DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "autocot": "AutoCoT: self-generated evaluation steps in the rules (G-Eval).",
         "metrics": "Self-generated sample-specific questions (LLMBar 'Metrics').",
         "order": "Order of Task Description, Evaluation Rules and Input Content.",
+        "decoding": "How the answer becomes a score: greedy parse, probability-weighted "
+        "expected rating (needs logprobs), or self-consistency over 5 samples.",
     }
 )
 
 
 def hpss_space(task: JudgeTask) -> FactorSpace:
-    """The HPSS factor space of a task, factors in Table 1's order.
+    """The HPSS factor space of a task: Table 1's factors in its order, then ``decoding``.
 
     Args:
-        task: The task. Pairwise tasks get no ``scale`` factor and no ``"self"`` criteria
-            (HPSS Appendix G).
+        task: The task. Pairwise tasks get no ``scale`` factor, no ``"self"`` criteria
+            (HPSS Appendix G) and no ``decoding`` factor.
 
     Returns:
-        The factor space: 12,960 strategies for a pointwise task, 1,728 for a pairwise one.
+        The factor space: 38,880 strategies for a pointwise task (Table 1's 12,960 times 3
+        decodings), 1,728 for a pairwise one.
     """
     pointwise = task.mode == "pointwise"
     values: dict[str, tuple[str | int, ...]] = {
@@ -150,9 +175,11 @@ def hpss_space(task: JudgeTask) -> FactorSpace:
         "autocot": AUTOCOT,
         "metrics": METRICS,
         "order": ORDERS,
+        "decoding": DECODINGS,
     }
     if not pointwise:
         del values["scale"]
+        del values["decoding"]
     return FactorSpace([Factor(n, v, _DESCRIPTIONS[n]) for n, v in values.items()])
 
 
@@ -160,7 +187,8 @@ def baseline_strategy(task: JudgeTask) -> Strategy:
     """The MT-Bench prompting strategy, HPSS's starting point (Appendix J).
 
     Native scale (``task.baseline_scale``, pointwise only), 0 examples, human criteria, no
-    reference, prefix CoT, no AutoCoT, no metrics, order TD-ER-IC.
+    reference, prefix CoT, no AutoCoT, no metrics, order TD-ER-IC, greedy decoding
+    (pointwise).
 
     Args:
         task: The task.
@@ -181,7 +209,25 @@ def baseline_strategy(task: JudgeTask) -> Strategy:
         if task.baseline_scale is None:  # pragma: no cover - JudgeTask validation forbids it
             raise ValueError(f"Task `{task.name}` has no baseline_scale.")
         values["scale"] = task.baseline_scale
+        values["decoding"] = "greedy"
     return hpss_space(task).strategy(values)
+
+
+def hpss_strategy(task: JudgeTask, values: Mapping[str, Value]) -> Strategy:
+    """A strategy of :func:`hpss_space`, filling in :data:`FACTOR_DEFAULTS` it does not name.
+
+    Strategies saved before the ``decoding`` factor existed (exported judges, checkpoints,
+    strategy JSON) lack it; they decode greedily, as they did then.
+
+    Raises:
+        ValueError: On unknown factors, missing Table 1 factors or values out of range.
+    """
+    space = hpss_space(task)
+    filled = dict(values)
+    for name, default in FACTOR_DEFAULTS.items():
+        if name in space and name not in filled:
+            filled[name] = default
+    return space.strategy(filled)
 
 
 def hpss_graph(task: JudgeTask) -> FactorGraph:
@@ -200,7 +246,10 @@ def hpss_graph(task: JudgeTask) -> FactorGraph:
       (the ratings are on the strategy's scale). Selected from data, not generated.
 
     Pairwise tasks have no ``scale`` and no ``self_criteria``. No constraint is added: the
-    paper searches the full product space (every combination is a well-formed prompt).
+    paper searches the full product space (every combination is a well-formed prompt), and
+    every ``decoding`` works with every prompt (with CoT the rating is read at the end of
+    the explanation). ``decoding`` needs no artifact. Teleprompters forbid the decodings an
+    LM cannot serve (see :func:`judgeopt.judge.check_decodings`).
 
     Args:
         task: The task.

@@ -16,8 +16,15 @@ from judgeopt.data import Record, load_records  # noqa: E402
 from judgeopt.search import Strategy, Value  # noqa: E402
 
 from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of  # noqa: E402
+from ._decoding import (  # noqa: E402
+    Decoding,
+    decoding_for,
+    expected_prediction,
+    output_text,
+    samples_prediction,
+)
 from ._examples import ExamplePool  # noqa: E402
-from ._factors import baseline_strategy, hpss_space  # noqa: E402
+from ._factors import baseline_strategy, hpss_space, hpss_strategy  # noqa: E402
 from ._parse import parse_preference, parse_rating  # noqa: E402
 from ._render import render_messages  # noqa: E402
 from ._task import JudgeTask, load_task  # noqa: E402
@@ -47,6 +54,19 @@ def predict_with(adapter: Any, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signa
     return dspy.Prediction(score=v["score"], rationale=v.get("rationale"), raw=v.get("raw"),
                            parse_error=v.get("parse_error"),
                            parse_method=v.get("parse_method"), **extra)
+
+
+def _answers(adapter: JudgeAdapter, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: Any,
+             inputs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(text, logprobs)`` of each choice of one LM call on the adapter's messages.
+
+    The decodings other than greedy need the raw answers (and their logprobs), so they call
+    the LM on the adapter's messages themselves; DSPy's callbacks and history still see the
+    call (``lm(...)``, not ``lm.forward``).
+    """
+    messages = adapter.format(signature, [], inputs)
+    outputs = lm(messages=messages, **lm_kwargs)
+    return [output_text(o) for o in outputs] or [("", None)]
 
 
 def choose_lm(lm: dspy.BaseLM | None, own: dspy.BaseLM | None, program: str) -> dspy.BaseLM:
@@ -157,9 +177,12 @@ class JudgeProgram(dspy.Module):
     Call it like any DSPy module: ``judge(source=..., summary=...)`` returns a
     ``dspy.Prediction`` with ``score`` (a float rating, or ``"a"``/``"b"``/``"tie"`` for a
     pairwise task; ``None`` when the output could not be parsed), ``rationale`` (the
-    output, when the strategy asks for an explanation), ``raw`` (the output), and
-    ``parse_error``. The LM is the one given here, else the one configured the DSPy way
-    (``dspy.configure(lm=...)`` / ``dspy.context(lm=...)``).
+    output, when the strategy asks for an explanation), ``raw`` (the output), ``parse_error``
+    and ``decoding``. The strategy's ``decoding`` decides how the score is made (see
+    :mod:`judgeopt.judge._decoding`): ``expected`` adds ``distribution`` (``P(rating)``) and
+    ``greedy_score``; ``sc5`` adds ``samples`` (each sample's rating) and its ``raw`` and
+    ``rationale`` are those of the first sample. The LM is the one given here, else the one
+    configured the DSPy way (``dspy.configure(lm=...)`` / ``dspy.context(lm=...)``).
 
     Args:
         task: A :class:`JudgeTask` or the name/path of a signature TOML file.
@@ -172,6 +195,9 @@ class JudgeProgram(dspy.Module):
         max_tokens: Output token limit; default: 64 without an explanation, 256 with one
             (prefix/suffix CoT), 512 when the judge also writes its own reference (dialectic).
         fixed_examples: In-context examples as exported with a judge (used by ``load``).
+        decoding_params: Overrides of the parameters of the strategy's ``decoding`` (keys
+            of :class:`~judgeopt.judge._decoding.Decoding`: ``samples``, ``temperature``,
+            ``top_logprobs``, ``seed``); ``load`` passes the exported ones.
 
     Raises:
         ValueError: On an unknown aspect or an invalid strategy (naming factor, value and
@@ -190,6 +216,7 @@ class JudgeProgram(dspy.Module):
         lm: dspy.BaseLM | None = None,
         max_tokens: int | None = None,
         fixed_examples: Mapping[str, list[dict[str, Any]]] | None = None,
+        decoding_params: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.task = task if isinstance(task, JudgeTask) else load_task(task)
@@ -197,7 +224,9 @@ class JudgeProgram(dspy.Module):
         self.aspect = aspect
         self.space = hpss_space(self.task)
         self.strategy = (baseline_strategy(self.task) if strategy is None
-                         else self.space.strategy(dict(strategy)))
+                         else hpss_strategy(self.task, strategy))
+        self.decoding_params = dict(decoding_params or {})
+        decoding_for(self.strategy, self.decoding_params)  # validate them now
         self.store = artifacts if artifacts is not None else ArtifactStore()
         self.pool = _as_records(trainset, self.task, aspect)
         self.example_seed = example_seed
@@ -219,6 +248,11 @@ class JudgeProgram(dspy.Module):
         """``(min, max)`` rating of a pointwise judge at its strategy's scale."""
         return self.task.rating_bounds(self.aspect, int(self.strategy["scale"]))  # type: ignore[arg-type]
 
+    @property
+    def decoding(self) -> Decoding:
+        """How this judge's answers become a score (its strategy's ``decoding``)."""
+        return decoding_for(self.strategy, self.decoding_params)
+
     def lm_kwargs(self) -> dict[str, Any]:
         """Per-call LM arguments (the output budget depends on the strategy)."""
         if self.max_tokens is not None:
@@ -230,9 +264,15 @@ class JudgeProgram(dspy.Module):
         return {"max_tokens": 256 if self.strategy["cot"] != "none" else 64}
 
     def with_strategy(self, strategy: Mapping[str, Value] | Strategy) -> JudgeProgram:
-        """A copy judging with another strategy (sharing artifacts, pool and LM)."""
+        """A copy judging with another strategy (sharing artifacts, pool and LM).
+
+        ``decoding_params`` are kept while the ``decoding`` stays the same, and dropped (the
+        new decoding's defaults) when it changes.
+        """
         new = copy.copy(self)
-        new.strategy = self.space.strategy(dict(strategy))
+        new.strategy = hpss_strategy(self.task, strategy)
+        if new.strategy.get("decoding") != self.strategy.get("decoding"):
+            new.decoding_params = {}
         new.adapter = JudgeAdapter(new)
         new.search_result = None
         new.validation = None
@@ -261,8 +301,31 @@ class JudgeProgram(dspy.Module):
         the_lm = self.resolve_lm(lm)
         sid = sample_id or sample_id_of(fields, self.task.input_names)
         artifacts = self.maker.prepare(self.strategy, fields, sample_id=sid, lm=the_lm)
-        return predict_with(self.adapter, the_lm, self.lm_kwargs(), self.signature,
-                            {**fields, ARTIFACTS_KEY: artifacts})
+        inputs = {**fields, ARTIFACTS_KEY: artifacts}
+        decoding = self.decoding
+        if decoding.name == "greedy":
+            return predict_with(self.adapter, the_lm, self.lm_kwargs(), self.signature, inputs,
+                                decoding="greedy")
+        return self._decode(decoding, the_lm, inputs)
+
+    def _decode(self, decoding: Decoding, lm: dspy.BaseLM,
+                inputs: dict[str, Any]) -> dspy.Prediction:
+        """Judge with a decoding other than greedy (pointwise only)."""
+        rationale_too = self.strategy["cot"] != "none"
+        if decoding.needs_logprobs:
+            kwargs = {**self.lm_kwargs(), **decoding.call_kwargs()}
+            text, logprobs = _answers(self.adapter, lm, kwargs, self.signature, inputs)[0]
+            fields = expected_prediction(text, logprobs, bounds=self.rating_bounds,
+                                         top_logprobs=int(decoding.top_logprobs or 1))
+        else:
+            texts = []
+            for i in range(decoding.samples):
+                kwargs = {**self.lm_kwargs(), **decoding.call_kwargs(i)}
+                texts.append(_answers(self.adapter, lm, kwargs, self.signature, inputs)[0][0])
+            fields = samples_prediction(texts, bounds=self.rating_bounds)
+            text = texts[0]
+        return dspy.Prediction(rationale=text.strip() if rationale_too else None, raw=text,
+                               decoding=decoding.name, **fields)
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Judge one sample given its input fields as keyword arguments."""

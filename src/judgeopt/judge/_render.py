@@ -25,7 +25,7 @@ from typing import Final, Literal, TypeAlias
 
 from judgeopt.search import Strategy, Value
 
-from ._factors import SCALES, hpss_space, order_components
+from ._factors import SCALES, hpss_strategy, order_components
 from ._task import JudgeTask, placeholders, substitute
 
 __all__ = [
@@ -364,7 +364,7 @@ def _strategy(task: JudgeTask, strategy: Mapping[str, Value]) -> Strategy:
             f"strategy must be a Strategy or a mapping of factor values; got "
             f"{type(strategy).__name__}."
         )
-    return hpss_space(task).strategy(dict(strategy))
+    return hpss_strategy(task, strategy)
 
 
 def _scale(task: JudgeTask, s: Strategy) -> int | None:
