@@ -1,0 +1,101 @@
+"""The `decoding` factor against a real local model (llama.cpp in process, one thread).
+
+Marked slow: one tiny compile (4 items, budget 3) over greedy/expected decoding with
+Qwen2.5-Coder-0.5B, then export, load in a fresh process and score with the chosen decoding.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judgeopt.data import load_records
+from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+from judgeopt.teleprompt import HPSS
+
+pytestmark = pytest.mark.slow
+llama_cpp = pytest.importorskip("llama_cpp")
+
+MODEL = "local:qwen2.5-coder-0.5b"
+N_CTX = 2048  # the Topical-Chat prompts without CoT fit; halves the logits_all buffer
+SPACE = {"scale": [3], "examples": [0], "criteria": ["human"], "reference": ["none"],
+         "cot": ["none"], "autocot": ["off"], "metrics": ["off"],
+         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy", "expected"]}
+
+SCORE_IN_FRESH_PROCESS = """
+import json, sys
+from judgeopt.judge import JudgeProgram
+from judgeopt.lm import make_lm
+lm = make_lm(sys.argv[1], n_threads=1, n_ctx=int(sys.argv[2]), logits_all=True, cache=False)
+out = []
+for path, n in json.loads(sys.argv[3]):
+    judge = JudgeProgram.load(path, lm=lm)
+    recs = json.loads(open(sys.argv[4]).read())[:n]
+    preds = [judge(**r) for r in recs]
+    out.append({"decoding": judge.decoding.name, "scores": [p.score for p in preds],
+                "tags": [p.decoding for p in preds],
+                "distributions": [p.get("distribution") is not None for p in preds]})
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def items(shared_data: Path):
+    return load_records(shared_data / "topical_chat" / "valid.jsonl")[:4]
+
+
+def test_qwen_compile_with_decoding_export_load_fresh_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, items) -> None:
+    from judgeopt.lm import make_lm
+
+    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    try:
+        lm = make_lm(MODEL, n_threads=1, n_ctx=N_CTX, logits_all=True, cache=tmp_path / "c")
+    except Exception as e:  # noqa: BLE001 - the model packages are an optional install
+        pytest.skip(f"{MODEL} is not installed: {e}")
+    task = load_task("topical_chat")
+    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"),
+                           lm=lm)
+    best = HPSS(budget=3, space=SPACE, progress=False, params={"k": 2}).compile(
+        student, trainset=items)
+    result = best.search_result
+    assert result.evaluations == 3
+    # HPSS's initialisation tried the expected rating (no logprob problem at compile start).
+    summaries = {s["strategy"]["decoding"]: s for s in result.evaluation_summaries}
+    assert set(summaries) == {"greedy", "expected"}
+    assert summaries["expected"]["parse_failures"] <= 1, summaries["expected"]
+    chosen = best.strategy["decoding"]
+    here = [best.judge(r.inputs, sample_id=r.id) for r in items]
+    assert all(p.decoding == chosen for p in here)
+
+    best.model_name = MODEL
+    files = [(str(tmp_path / "judge.json"), len(items))]
+    best.save(files[0][0])
+    exported = json.loads(Path(files[0][0]).read_text())
+    assert exported["strategy"]["decoding"] == exported["scoring"]["decoding"] == chosen
+    expected_variant = best.with_strategy(best.strategy.replace(decoding="expected"))
+    if chosen != "expected":
+        # Also ship the expected variant, so the fresh process always exercises logprobs.
+        files.append((str(tmp_path / "expected.json"), 2))
+        expected_variant.save(files[1][0])
+    data = tmp_path / "items.json"
+    data.write_text(json.dumps([r.inputs for r in items]))
+    out = subprocess.run([sys.executable, "-c", SCORE_IN_FRESH_PROCESS, MODEL, str(N_CTX),
+                          json.dumps(files), str(data)],
+                         text=True, capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert runs[0]["decoding"] == chosen and set(runs[0]["tags"]) == {chosen}
+    # The same scores as in the compiling process (llama.cpp may differ in the last digits
+    # when a prompt prefix is evaluated in another batch split).
+    assert runs[0]["scores"] == pytest.approx([p.score for p in here], abs=0.05)
+    expected_run = runs[-1]
+    assert expected_run["decoding"] == "expected" and all(expected_run["distributions"])
+    ref = [expected_variant.judge(r.inputs, sample_id=r.id).score for r in items[:2]]
+    assert expected_run["scores"][:2] == pytest.approx(ref, abs=0.05)
+    # Probability-weighted ratings lie inside the scale.
+    assert all(1.0 <= s <= 3.0 for s in expected_run["scores"] if s is not None)
