@@ -47,7 +47,8 @@ __all__ = [
 
 # Fisher-z variance constants (c, b): Var(z) ~ c / (m - b).
 _FISHER = {"spearman": (1.06, 3), "kendall": (0.437, 4), "pearson": (1.0, 3)}
-# |r| is clipped below 1 before the Fisher transform (a perfect partial score stays finite).
+# Partial correlations this close to 1 get the bound 1; close to -1 they are clipped here
+# before the Fisher transform, which is infinite at +-1.
 _R_MAX = 0.9999
 
 
@@ -178,9 +179,12 @@ def upper_bound(estimate: float, m: int, n: int, *, metric: str, z: float,
     c, b = _FISHER[metric]
     if m <= b + 1:
         return None
+    if estimate >= _R_MAX:
+        return 1.0  # a (near-)perfect partial score can reach anything
     var = c / (m - b) - c / (n - b)
-    r = max(-_R_MAX, min(_R_MAX, float(estimate)))
-    return float(math.tanh(math.atanh(r) + z * math.sqrt(max(var, 0.0))))
+    r = max(-_R_MAX, float(estimate))
+    return max(float(estimate),
+               float(math.tanh(math.atanh(r) + z * math.sqrt(max(var, 0.0)))))
 
 
 def race_decision(estimate: float | None, m: int, n: int, threshold: float | None, *,
