@@ -340,3 +340,30 @@ def test_racing_module_imports_no_llm_stack() -> None:
             "print(sorted(m for m in ('dspy', 'litellm', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_cost_quick_runs_with_smollm2(tmp_path, monkeypatch, capsys) -> None:
+    """benchmarks/cost.py --quick (smaller still) end to end with the real SmolLM2."""
+    import importlib.util
+    import json
+
+    pytest.importorskip("llama_cpp")
+    from judgeopt.lm import ensure_local_model
+
+    try:
+        ensure_local_model("smollm2-135m")
+    except Exception as e:  # noqa: BLE001 - the model package is an optional install
+        pytest.skip(f"smollm2-135m is not installed: {e}")
+    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cost.py"
+    spec = importlib.util.spec_from_file_location("cost_benchmark", path)
+    cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cost)
+    out = tmp_path / "cost.json"
+    cost.main(["--quick", "--n-valid", "8", "--n-test", "4", "--budget", "2", "--no-progress",
+               "--out", str(out)])
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"calls_full", "calls_racing", "valid_full", "valid_racing"} <= set(printed)
+    assert 0 < printed["calls_racing"] <= printed["calls_full"] <= 2 * printed["n_valid"]
+    assert json.loads(out.read_text())["runs"]["racing"]["racing"]["enabled"]
