@@ -10,8 +10,8 @@ the JSON summary (last line), and writes the JSON with both traces.
 
 Usage:
     python benchmarks/cost.py [--model local:qwen2.5-coder-0.5b] [--aspect naturalness]
-        [--n-valid 96] [--n-test 96] [--budget 12] [--out benchmarks/results/cost.json]
-    python benchmarks/cost.py --quick     # SmolLM2, 16 items, 4 strategies: plumbing only
+        [--n-valid 120] [--n-test 120] [--budget 12] [--out benchmarks/results/cost.json]
+    python benchmarks/cost.py --quick     # SmolLM2, 12 items, 4 strategies: plumbing only
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 """
@@ -174,13 +174,14 @@ def table(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
-                    help="SmolLM2, 16 validation and 8 test items, 4 strategies (plumbing only)")
+                    help="SmolLM2, 12 validation and 9 test items, 4 strategies (plumbing only; "
+                         "about 110 calls, under 5 minutes on an idle 2-core machine)")
     ap.add_argument("--model", default=None,
                     help="make_lm model string (default local:qwen2.5-coder-0.5b; "
                          "--quick: local:smollm2-135m)")
     ap.add_argument("--aspect", default="naturalness")
-    ap.add_argument("--n-valid", type=int, default=None, help="validation items (default 96)")
-    ap.add_argument("--n-test", type=int, default=None, help="test items (default 96)")
+    ap.add_argument("--n-valid", type=int, default=None, help="validation items (default 120)")
+    ap.add_argument("--n-test", type=int, default=None, help="test items (default 120)")
     ap.add_argument("--budget", type=int, default=None, help="strategies (default 12)")
     ap.add_argument("--k", type=int, default=3, help="population size of the search")
     ap.add_argument("--search", default="hpss", choices=["hpss", "auto"])
@@ -195,8 +196,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     quick = args.quick
     model = args.model or ("local:smollm2-135m" if quick else "local:qwen2.5-coder-0.5b")
-    n_valid = args.n_valid or (16 if quick else 96)
-    n_test = args.n_test or (8 if quick else 96)
+    n_valid = args.n_valid or (12 if quick else 120)
+    n_test = args.n_test or (8 if quick else 120)
     budget = args.budget or (4 if quick else 12)
     k = min(args.k, 2) if quick else args.k
     min_items = args.min_items or (6 if quick else 20)
