@@ -33,6 +33,7 @@ _LAZY = {
     "GridSearch": "judgeopt.teleprompt",
     "JudgeSearch": "judgeopt.teleprompt",
     "load_optimizer": "judgeopt.teleprompt",
+    "RacingConfig": "judgeopt.racing",
 }
 
 __all__ = ["__version__", *_LAZY]

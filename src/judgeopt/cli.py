@@ -114,7 +114,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         preset = load_optimizer(args.optimizer)
         optimizer = JudgeSearch.from_config(
             preset, budget=args.budget, seed=args.seed, threads=args.threads,
-            checkpoint_dir=args.checkpoint or f"{args.out}.ckpt", progress=not args.no_progress)
+            checkpoint_dir=args.checkpoint or f"{args.out}.ckpt", progress=not args.no_progress,
+            racing=args.racing)
     except ValueError as e:
         raise CLIError(str(e)) from e
     train = _load_data(args.data, args.limit)
@@ -136,6 +137,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"validation {res.metric}: {res.best_score:.4f} ({res.evaluations} strategies, "
           f"{res.calls} calls, {res.prompt_tokens + res.completion_tokens} tokens, "
           f"{res.seconds:.0f} s)")
+    if res.racing is not None:
+        print(f"racing: {res.racing['dropped']} of {res.evaluations} strategies dropped early; "
+              f"{res.racing['items_judged']} of {res.racing['items_full']} judgements made")
     if judge.test is not None:
         print("test: " + json.dumps(judge.test))
     print(f"wrote {args.out}")
@@ -433,9 +437,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--test-limit", type=_positive_int, help="use the first N test records")
     c.add_argument("--optimizer", default="auto",
                    help="optimizer preset TOML or name: auto (default; judgeopt's search), "
-                        "hpss (the paper's algorithm), greedy, stepwise, random, quick")
+                        "hpss (the paper's algorithm), greedy, stepwise, random, quick, "
+                        "racing (auto with racing)")
     c.add_argument("--budget", type=_positive_int, help="override the preset's budget")
     c.add_argument("--seed", type=int, help="override the preset's seed")
+    c.add_argument("--racing", action=argparse.BooleanOptionalAction, default=None,
+                   help="race candidates: judge each on a growing prefix of the validation set "
+                        "and drop it once it cannot reach the population (default: the "
+                        "preset's [racing] setting, off in the shipped presets but 'racing')")
     c.add_argument("--checkpoint", help="checkpoint directory (default: OUT.ckpt); a re-run "
                                         "resumes from it")
     c.add_argument("--out", required=True, help="the exported judge (JSON)")

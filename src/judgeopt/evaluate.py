@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from .metrics import correlation
 if TYPE_CHECKING:
     from .judge import JudgeProgram
 
-__all__ = ["EvalResult", "ItemResult", "evaluate", "score_items"]
+__all__ = ["EvalResult", "ItemResult", "evaluate", "merge_results", "score_items"]
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,7 @@ def evaluate(
     threads: int = 1,
     progress: bool = True,
     desc: str | None = None,
+    on_item: Callable[[ItemResult], None] | None = None,
 ) -> EvalResult:
     """Judge every record and compare with the human labels.
 
@@ -159,6 +160,8 @@ def evaluate(
         threads: Judge calls in flight at once.
         progress: Show a progress bar.
         desc: Progress bar label.
+        on_item: Called with every judged item as it is collected (in the calling
+            thread), e.g. to checkpoint finished judgements.
 
     Returns:
         An :class:`EvalResult` at the task's correlation level (group level for tasks whose
@@ -189,6 +192,8 @@ def evaluate(
     if threads == 1:
         for i in order:
             results[i] = _judge_one(program, records[i], the_lm, aspect)
+            if on_item is not None:
+                on_item(results[i])  # type: ignore[arg-type]
             if bar is not None:
                 bar.update(1)
     else:
@@ -197,6 +202,8 @@ def evaluate(
                        for i in order}
             for fut in futures:
                 results[futures[fut]] = fut.result()
+                if on_item is not None:
+                    on_item(results[futures[fut]])  # type: ignore[arg-type]
                 if bar is not None:
                     bar.update(1)
     if bar is not None:
@@ -206,21 +213,48 @@ def evaluate(
     after = _stats(the_lm)
     pairwise = program.task.mode == "pairwise"
     level = "dataset" if pairwise else (program.task.correlation_level or "dataset")
-    metrics = score_items(items, pairwise=pairwise, level=level,
-                          groups=[r.group_id or r.id for r in records])
     kw: dict[str, Any] = {}
     if before is not None and after is not None:
         kw = {"calls": after.calls - before.calls,
               "cache_hits": after.cache_hits - before.cache_hits,
               "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
               "completion_tokens": after.completion_tokens - before.completion_tokens}
+    return _result(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
+
+
+def _result(items: Sequence[ItemResult], records: Sequence[Record], *, pairwise: bool,
+            level: str, seconds: float, **counters: int) -> EvalResult:
+    metrics = score_items(items, pairwise=pairwise, level=level,
+                          groups=[r.group_id or r.id for r in records])
     return EvalResult(
         n=len(items),
         parse_failures=sum(i.error is None and i.score is None for i in items),
         call_failures=sum(i.error is not None for i in items),
         level="dataset" if pairwise else level,
         seconds=seconds,
-        items=items,
+        items=list(items),
         **metrics,  # type: ignore[arg-type]
-        **kw,
+        **counters,
     )
+
+
+def merge_results(parts: Sequence[EvalResult], records: Sequence[Record], *, pairwise: bool,
+                  level: str) -> EvalResult:
+    """One :class:`EvalResult` from evaluations of disjoint parts of ``records``.
+
+    Items are put in the order of ``records`` (matched by id; every record must have been
+    judged in exactly one part); the correlations are computed over all of them and the
+    counters (calls, tokens, seconds) are summed.
+
+    Raises:
+        ValueError: When a record has no judged item.
+    """
+    by_id = {i.id: i for p in parts for i in p.items}
+    missing = [r.id for r in records if r.id not in by_id]
+    if missing:
+        raise ValueError(f"merge_results: no judged item for records {missing[:5]!r}.")
+    items = [by_id[r.id] for r in records]
+    counters = {k: sum(getattr(p, k) for p in parts)
+                for k in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")}
+    return _result(items, records, pairwise=pairwise, level=level,
+                   seconds=sum(p.seconds for p in parts), **counters)

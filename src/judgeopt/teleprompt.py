@@ -6,8 +6,13 @@ Each teleprompter is a thin loop around a search of :mod:`judgeopt.search`::
     -> evaluate(judge, valset) -> search.tell(strategy, correlation)
 
 with a checkpoint after every evaluation (search state, evaluation summaries and
-artifacts), so an interrupted compile resumes where it stopped; the LM's persistent cache
-makes finished judge calls free on a re-run.
+artifacts) and after every judged item of the candidate in progress, so an interrupted
+compile resumes where it stopped without repeating a finished judge call; the LM's
+persistent cache also makes finished judge calls free on a re-run.
+
+With racing (:mod:`judgeopt.racing`) a candidate is judged on a growing, fixed-order prefix
+of the validation set and dropped as soon as an upper confidence bound on its full-set
+score falls below the population's ``top``-th best; the search is told its partial score.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import math  # noqa: E402
 import time  # noqa: E402
 import tomllib  # noqa: E402
 from collections.abc import Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
@@ -32,12 +37,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
 from ._io import write_text_atomic  # noqa: E402
 from .data import Record, validate_records  # noqa: E402
-from .evaluate import evaluate  # noqa: E402
+from .evaluate import EvalResult, ItemResult, evaluate, merge_results  # noqa: E402
 from .judge import JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
-from .search import SEARCHES, FactorGraph, SearchStrategy, Value  # noqa: E402
+from .metrics import group_correlation  # noqa: E402
+from .racing import (  # noqa: E402
+    RacingConfig,
+    checkpoint_sizes,
+    race_decision,
+    race_order,
+    threshold,
+    unit_keys,
+)
+from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # noqa: E402
 
 __all__ = [
     "CompileResult",
@@ -68,6 +82,8 @@ class OptimizerConfig(BaseModel):
         threads: Judge calls in flight at once.
         metric: What the search maximises (default: ``spearman``; ``accuracy`` pairwise).
         example_seed: Seed of the in-context example selection.
+        racing: Early stopping of hopeless candidates (:class:`judgeopt.racing.RacingConfig`;
+            off by default: every candidate is judged on every item).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -80,6 +96,7 @@ class OptimizerConfig(BaseModel):
     threads: int = Field(1, ge=1)
     metric: Metric | None = None
     example_seed: int = Field(0, ge=0)
+    racing: RacingConfig = Field(default_factory=RacingConfig)
 
     def model_post_init(self, __context: Any) -> None:
         if self.search not in SEARCHES:
@@ -106,7 +123,7 @@ def load_optimizer(path_or_name: str | os.PathLike[str]) -> OptimizerConfig:
         path = shipped if shipped.is_file() else packaged
     if not path.is_file():
         raise ValueError(f"Optimizer preset {str(path_or_name)!r} not found (a TOML file or "
-                         "one of: hpss, greedy, stepwise, random, quick).")
+                         "one of: auto, hpss, greedy, stepwise, random, quick, racing).")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         return OptimizerConfig(**data)
@@ -136,6 +153,7 @@ class CompileResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    racing: dict[str, Any] | None = None
 
     def best_so_far(self) -> list[tuple[int, float]]:
         """``(evaluation number, best score so far)`` after each evaluation."""
@@ -157,6 +175,7 @@ class CompileResult:
             "best_so_far": [[n, None if math.isnan(v) else v] for n, v in self.best_so_far()],
             "trace": self.trace, "calls": self.calls, "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
+            "racing": self.racing,
         }
 
 
@@ -176,6 +195,8 @@ class JudgeSearch(Teleprompter):
             summaries, artifacts). ``None``: no checkpoint.
         progress: Show progress bars.
         example_seed: Seed of the in-context example selection.
+        racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
+            :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
 
     Raises:
         ValueError: On an unknown search, parameter, factor or value.
@@ -194,19 +215,35 @@ class JudgeSearch(Teleprompter):
         checkpoint_dir: str | os.PathLike[str] | None = None,
         progress: bool = True,
         example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        if racing is None or isinstance(racing, bool):
+            race = RacingConfig(enabled=bool(racing))
+        elif isinstance(racing, RacingConfig):
+            race = racing
+        else:
+            race = RacingConfig(**racing)
         self.config = OptimizerConfig(
             search=search, budget=budget, seed=seed, params=dict(params or {}),
             space={k: list(v) for k, v in (space or {}).items()}, threads=threads,
-            metric=metric, example_seed=example_seed)
+            metric=metric, example_seed=example_seed, racing=race)
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
 
     @classmethod
     def from_config(cls, config: OptimizerConfig, **overrides: Any) -> JudgeSearch:
-        """Build from a preset, with keyword overrides (e.g. ``budget=20``)."""
+        """Build from a preset, with keyword overrides (e.g. ``budget=20``).
+
+        ``racing=True`` / ``False`` switches the preset's racing on or off and keeps its other
+        racing settings.
+        """
         kw = config.model_dump()
+        race = overrides.pop("racing", None)
+        if isinstance(race, bool):
+            kw["racing"] = config.racing.model_copy(update={"enabled": race})
+        elif race is not None:
+            kw["racing"] = race
         kw.update({k: v for k, v in overrides.items() if v is not None})
         search = kw.pop("search")
         return JudgeSearch(search, **kw)
@@ -276,7 +313,86 @@ class JudgeSearch(Teleprompter):
             return None
         d = self.checkpoint_dir
         return {"state": d / "search_state.json", "evals": d / "evaluations.jsonl",
-                "artifacts": d / "artifacts.json"}
+                "artifacts": d / "artifacts.json", "pending": d / "pending.jsonl"}
+
+    # Racing -------------------------------------------------------------------------------
+    def _race_top(self) -> int:
+        """The population size racing compares with: the config's, the search's ``k``, or 1."""
+        if self.config.racing.top is not None:
+            return self.config.racing.top
+        if "k" in self.config.params:
+            return int(self.config.params["k"])
+        param = inspect.signature(SEARCHES[self.config.search]).parameters.get("k")
+        return int(param.default) if param is not None else 1
+
+    def _plan(self, val: list[Record], student: JudgeProgram, level: str) -> _Plan:
+        """The fixed item order and checkpoints of racing (one chunk of everything without)."""
+        race = self.config.racing
+        if not race.enabled:
+            return _Plan([val], [1])
+        pairwise = student.task.mode == "pairwise"
+        humans = [r.label if pairwise else r.scores[student.aspect] for r in val]
+        groups = [r.group_id or r.id for r in val] if level == "group" else None
+        _, keys, members = unit_keys(humans, groups)
+        per_unit = len(val) / len(members)
+        min_units = max(3, math.ceil(race.min_items / per_unit)) if groups else race.min_items
+        sizes = checkpoint_sizes(len(members), race.checkpoints, min_units)
+        order = race_order(keys, n_strata=sizes[0], seed=race.seed)
+        units = [[val[i] for i in members[u]] for u in order]
+        return _Plan(units, sizes)
+
+    def _judge(self, program: JudgeProgram, strategy: Strategy, number: int, plan: _Plan,
+               val: list[Record], lm: Any, *, metric: str, level: str, bar_to: float | None,
+               pending: _Pending) -> tuple[EvalResult, dict[str, Any] | None]:
+        """Judge one candidate chunk by chunk; stop early when racing drops it.
+
+        Returns the evaluation (on the items judged) and the racing record (``None``
+        without racing).
+        """
+        race = self.config.racing
+        pairwise = program.task.mode == "pairwise"
+        done = pending.resume(number, strategy)
+        parts: list[EvalResult] = []
+        if done:
+            parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0,
+                                    level=level, items=list(done.values())))
+        checks: list[dict[str, Any]] = []
+        n_items = len(val)
+        for size in plan.sizes:
+            recs = plan.records(size)
+            todo = [r for r in recs if r.id not in done]
+            if todo:
+                res = evaluate(program, todo, lm=lm, threads=self.config.threads,
+                               progress=self.progress, desc=f"strategy {number + 1}",
+                               on_item=pending.add)
+                parts.append(res)
+                done.update((i.id, i) for i in res.items)
+            if not race.enabled:
+                break
+            if size == plan.sizes[-1]:
+                checks.append({"items": len(recs), "estimate": None, "bound": None})
+                break
+            partial = merge_results(parts, recs, pairwise=pairwise, level=level)
+            value = partial.metric(metric)
+            estimate = None if math.isnan(value) else value
+            sd = _group_sd(partial.items, recs, metric) if level == "group" else None
+            decision = race_decision(estimate, size, len(plan.units), bar_to, metric=metric,
+                                     z=race.z, level=level, group_sd=sd)
+            checks.append({"items": len(recs), "estimate": estimate, "bound": decision.bound})
+            if decision.drop:
+                info = {"dropped": True, "items": len(recs), "of": n_items,
+                        "estimate": estimate, "bound": decision.bound, "threshold": bar_to,
+                        "checks": checks}
+                return partial, info
+        result = parts[0] if len(parts) == 1 and not race.enabled else merge_results(
+            parts, val, pairwise=pairwise, level=level)
+        if not race.enabled:
+            return result, None
+        checks[-1]["estimate"] = None if math.isnan(result.metric(metric)) else result.metric(
+            metric)
+        return result, {"dropped": False, "items": n_items, "of": n_items,
+                        "estimate": checks[-1]["estimate"], "bound": None,
+                        "threshold": bar_to, "checks": checks}
 
 
     # Compile ------------------------------------------------------------------------------
@@ -337,12 +453,22 @@ class JudgeSearch(Teleprompter):
             state["params"]["budget"] = self.config.budget
             search = SearchStrategy.from_state(state)
             if paths["evals"].is_file():
-                summaries = [json.loads(line) for line in
-                             paths["evals"].read_text(encoding="utf-8").splitlines() if line]
+                # A line written just before an interruption, for an evaluation the state
+                # does not hold yet, is dropped: that candidate is judged again (from the
+                # pending items, so with no repeated call).
+                summaries = [s for s in (json.loads(line) for line in
+                             paths["evals"].read_text(encoding="utf-8").splitlines() if line)
+                             if s["number"] < search.n_evaluations]
             log.info("resumed from %s: %d evaluations done", paths["state"],
                      search.n_evaluations)
         t0 = time.perf_counter()
         totals = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        level = "dataset" if task.mode == "pairwise" else (task.correlation_level or "dataset")
+        plan = self._plan(val, student, level)
+        race = self.config.racing
+        top = self._race_top()
+        dropped = {s["number"] for s in summaries if (s.get("racing") or {}).get("dropped")}
+        pending = _Pending(paths["pending"] if paths else None)
         outer = None
         if self.progress:
             from tqdm import tqdm
@@ -351,15 +477,23 @@ class JudgeSearch(Teleprompter):
                          desc=f"{self.config.search} {task.name}/{student.aspect}",
                          unit="strategy")
         while (strategy := search.ask()) is not None:
-            result = evaluate(base.with_strategy(strategy), val, lm=lm,
-                              threads=self.config.threads, progress=self.progress,
-                              desc=f"strategy {search.n_evaluations + 1}")
+            number = search.n_evaluations
+            bar_to = threshold([t.score for t in search.trials if t.number not in dropped],
+                               top) if race.enabled else None
+            result, info = self._judge(base.with_strategy(strategy), strategy, number, plan,
+                                       val, lm, metric=metric, level=level, bar_to=bar_to,
+                                       pending=pending)
             score = result.metric(metric)
+            if info is not None and info["dropped"]:
+                dropped.add(number)
+                if race.dropped_score == "bound":
+                    score = info["bound"]
             search.tell(strategy, score)
             for k in totals:
                 totals[k] += int(getattr(result, k))
-            summary = {"number": search.n_evaluations - 1, "strategy": strategy.as_dict(),
-                       **result.summary()}
+            summary = {"number": number, "strategy": strategy.as_dict(), **result.summary()}
+            if info is not None:
+                summary["racing"] = info
             summaries.append(summary)
             log.info("[%d/%d] %s -> %s=%s", search.n_evaluations, self.config.budget,
                      strategy, metric, score)
@@ -368,6 +502,7 @@ class JudgeSearch(Teleprompter):
                 with paths["evals"].open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(summary, ensure_ascii=False) + "\n")
                 write_text_atomic(paths["state"], json.dumps(search.state_dict()))
+            pending.clear()
             if outer is not None:
                 outer.update(1)
                 best = search.best_score
@@ -379,12 +514,24 @@ class JudgeSearch(Teleprompter):
         if best_trial is None:
             raise RuntimeError("The search evaluated no strategy.")
         compiled = base.with_strategy(best_trial.strategy)
+        trace = search.trace()
+        racing_summary = None
+        if race.enabled:
+            by_number = {s["number"]: s.get("racing") for s in summaries}
+            for t in trace:
+                if by_number.get(t["number"]) is not None:
+                    t["racing"] = by_number[t["number"]]
+            judged = [s["n"] for s in summaries]
+            racing_summary = {**race.model_dump(mode="json"), "top": top,
+                              "dropped": len(dropped),
+                              "items_judged": sum(judged),
+                              "items_full": len(val) * len(summaries)}
         compiled.search_result = CompileResult(
             search=self.config.search, budget=self.config.budget, seed=self.config.seed,
             metric=metric, evaluations=search.n_evaluations,
             best_strategy=best_trial.strategy.as_dict(), best_score=best_trial.score,
-            trace=search.trace(), evaluation_summaries=summaries,
-            seconds=time.perf_counter() - t0, **totals)
+            trace=trace, evaluation_summaries=summaries,
+            seconds=time.perf_counter() - t0, racing=racing_summary, **totals)
         # NOTE: through the judge's space, so summaries of a checkpoint written before the
         # `decoding` factor existed (strategies without it) still match.
         compiled.validation = next(
@@ -392,6 +539,88 @@ class JudgeSearch(Teleprompter):
              if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
         compiled.model_name = getattr(lm, "model", None)
         return compiled
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Validation units in judging order and the unit counts after which racing checks."""
+
+    units: list[list[Record]]
+    sizes: list[int]
+
+    def records(self, n_units: int) -> list[Record]:
+        """The records of the first ``n_units`` units."""
+        return [r for unit in self.units[:n_units] for r in unit]
+
+
+class _Pending:
+    """The judged items of the candidate in progress, one JSON line each (``pending.jsonl``).
+
+    The first line names the candidate (evaluation number and strategy); a resumed compile
+    reuses the items only for that same candidate, so an interruption mid-candidate repeats
+    no finished judge call even without the LM's cache. Cleared once the candidate is told.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._active = False
+
+    def resume(self, number: int, strategy: Strategy) -> dict[str, ItemResult]:
+        """Items judged earlier for this candidate; starts a fresh file otherwise."""
+        done: dict[str, ItemResult] = {}
+        if self.path is None:
+            return done
+        header = {"number": number, "strategy": strategy.as_dict()}
+        if self.path.is_file():
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+            try:
+                if lines and json.loads(lines[0]) == header:
+                    for line in lines[1:]:
+                        item = ItemResult(**json.loads(line))
+                        done[item.id] = item
+            except (ValueError, TypeError):
+                # A line cut by the interruption ends the usable part.
+                pass
+        lines = [json.dumps(header, ensure_ascii=False)] + [
+            json.dumps(asdict(item), ensure_ascii=False) for item in done.values()]
+        write_text_atomic(self.path, "\n".join(lines) + "\n")
+        self._active = True
+        return done
+
+    def add(self, item: ItemResult) -> None:
+        """Record one judged item (a failed call is not recorded: it is retried on resume)."""
+        if self.path is None or not self._active or item.error is not None:
+            return
+        # NOTE: opened per item, so an interruption leaves no open handle and at most one
+        # cut line (ignored on resume); negligible next to a judge call.
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
+
+    def clear(self) -> None:
+        """The candidate was told: forget its items."""
+        self._active = False
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: str
+              ) -> float | None:
+    """Spread of the per-group correlations of judged items (mean-imputed, as scored)."""
+    parsed = [float(i.score) for i in items if i.score is not None]  # type: ignore[arg-type]
+    if len(parsed) < 3:
+        return None
+    fill = sum(parsed) / len(parsed)
+    pred = [fill if i.score is None else float(i.score) for i in items]  # type: ignore[arg-type]
+    human = [float(i.human) for i in items]  # type: ignore[arg-type]
+    try:
+        per = list(group_correlation(human, pred, [r.group_id or r.id for r in records],
+                                     metric).per_group.values())
+    except ValueError:
+        return None
+    if len(per) < 2:
+        return None
+    mean = sum(per) / len(per)
+    return math.sqrt(sum((v - mean) ** 2 for v in per) / (len(per) - 1))
 
 
 class Auto(JudgeSearch):

@@ -1,0 +1,231 @@
+"""Cost of a compile with and without racing: calls, tokens, wall time, and the judges found.
+
+Compiles a Topical-Chat judge twice with a real local model, the same search, seed, budget,
+space and validation items: once judging every candidate on every item (full), once with
+racing (docs/judge.md, "Racing"). Each compile gets its own fresh LM cache, so the racing
+run cannot profit from the full run's judgements (and no checkpoint is reused). Both chosen
+judges are then scored on held-out test items (one shared test cache: identical test
+judgements are made once; test calls are not part of the compile cost). Prints a table and
+the JSON summary (last line), and writes the JSON with both traces.
+
+Usage:
+    python benchmarks/cost.py [--model local:qwen2.5-coder-0.5b] [--aspect naturalness]
+        [--n-valid 120] [--n-test 120] [--budget 12] [--out benchmarks/results/cost.json]
+    python benchmarks/cost.py --quick     # SmolLM2, 12 items, 4 strategies: plumbing only
+
+Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import numpy as np  # noqa: E402
+
+from judgeopt.data import Record, load_records  # noqa: E402
+from judgeopt.evaluate import evaluate  # noqa: E402
+from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task  # noqa: E402
+from judgeopt.teleprompt import JudgeSearch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "topical_chat"
+
+# The reduced HPSS space of e2e_topical_chat.py (no generated artifacts): a 2-core CPU can
+# search it in an hour or two with the 0.5B model.
+SPACE = {
+    "scale": [3, 5, 10],
+    "examples": [0, 3],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix", "suffix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
+}
+# --quick: four strategies of SmolLM2 without explanations (short outputs).
+QUICK_SPACE = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+}
+
+
+def by_groups(records: Sequence[Record], n_items: int, seed: int) -> list[Record]:
+    """Whole dialogue contexts, in a seeded random order, until ``n_items`` are reached."""
+    groups = sorted({r.group_id or r.id for r in records})
+    chosen: set[str] = set()
+    count = 0
+    for i in np.random.default_rng(seed).permutation(len(groups)):
+        if count >= n_items:
+            break
+        g = groups[int(i)]
+        chosen.add(g)
+        count += sum((r.group_id or r.id) == g for r in records)
+    return [r for r in records if (r.group_id or r.id) in chosen]
+
+
+def compile_once(lm: Any, task: JudgeTask, aspect: str, valid: list[Record], *,
+                 search: str, budget: int, seed: int, space: dict[str, list[Any]],
+                 k: int, racing: dict[str, Any] | bool, progress: bool = True
+                 ) -> dict[str, Any]:
+    """One compile on a fresh LM: the chosen judge and what the compile cost."""
+    start = baseline_strategy(task)
+    if start["cot"] not in space["cot"]:
+        start = start.replace(cot=space["cot"][0])
+    student = JudgeProgram(task, aspect, start, lm=lm)
+    opt = JudgeSearch(search, budget=budget, seed=seed, space=space, params={"k": k},
+                      racing=racing, progress=progress)
+    s0, t0 = lm.stats(), time.perf_counter()
+    best = opt.compile(student, trainset=valid)
+    seconds, s1 = time.perf_counter() - t0, lm.stats()
+    res = best.search_result
+    return {
+        "judge": best,
+        "calls": s1.calls - s0.calls,
+        "cache_hits": s1.cache_hits - s0.cache_hits,
+        "prompt_tokens": s1.prompt_tokens - s0.prompt_tokens,
+        "completion_tokens": s1.completion_tokens - s0.completion_tokens,
+        "seconds": round(seconds, 1),
+        "valid": res.best_score,
+        "strategy": best.strategy.as_dict(),
+        "evaluations": res.evaluations,
+        "racing": res.racing,
+        "trace": [{"number": t["number"], "kind": t["kind"], "score": t["score"],
+                   "items": (t.get("racing") or {}).get("items", len(valid)),
+                   "dropped": bool((t.get("racing") or {}).get("dropped"))}
+                  for t in res.trace],
+    }
+
+
+def compare(make_lm: Callable[[str], Any], task: JudgeTask, aspect: str,
+            valid: list[Record], test: list[Record], *, search: str, budget: int, seed: int,
+            space: dict[str, list[Any]], k: int, racing: dict[str, Any],
+            progress: bool = True) -> dict[str, Any]:
+    """Compile with and without racing (one fresh LM each, from ``make_lm(tag)``), then
+    score both chosen judges on ``test`` with a third LM."""
+    runs: dict[str, dict[str, Any]] = {}
+    for mode, race in (("full", False), ("racing", {**racing, "enabled": True})):
+        lm = make_lm(mode)
+        runs[mode] = compile_once(lm, task, aspect, valid, search=search, budget=budget,
+                                  seed=seed, space=space, k=k, racing=race, progress=progress)
+        del lm
+    test_lm = make_lm("test")
+    for run in runs.values():
+        ev = evaluate(run.pop("judge"), test, lm=test_lm, progress=progress, desc="test")
+        run["test"] = ev.spearman
+        run["test_summary"] = ev.summary()
+    full, race_run = runs["full"], runs["racing"]
+
+    def tokens(r: dict[str, Any]) -> int:
+        return int(r["prompt_tokens"] + r["completion_tokens"])
+
+    out: dict[str, Any] = {
+        "calls_full": full["calls"], "calls_racing": race_run["calls"],
+        "valid_full": full["valid"], "valid_racing": race_run["valid"],
+        "test_full": full["test"], "test_racing": race_run["test"],
+        "tokens_full": tokens(full), "tokens_racing": tokens(race_run),
+        "seconds_full": full["seconds"], "seconds_racing": race_run["seconds"],
+        "call_ratio": (race_run["calls"] / full["calls"]) if full["calls"] else None,
+        "test_delta": (None if full["test"] is None or race_run["test"] is None
+                       else race_run["test"] - full["test"]),
+        "same_strategy": full["strategy"] == race_run["strategy"],
+        "dropped": (race_run["racing"] or {}).get("dropped"),
+    }
+    out["target_met"] = (out["call_ratio"] is not None and out["call_ratio"] <= 0.5
+                         and out["test_delta"] is not None and abs(out["test_delta"]) <= 0.02)
+    out["runs"] = runs
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """A small text table of the two runs."""
+    def fmt(v: Any) -> str:
+        return "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+    lines = [f"{'':<8}{'calls':>7}{'tokens':>9}{'seconds':>9}{'valid':>8}{'test':>8}"
+             f"{'dropped':>9}"]
+    for mode in ("full", "racing"):
+        r = result["runs"][mode]
+        dropped = (r["racing"] or {}).get("dropped", "-")
+        lines.append(f"{mode:<8}{r['calls']:>7}{r['prompt_tokens'] + r['completion_tokens']:>9}"
+                     f"{r['seconds']:>9.1f}{fmt(r['valid']):>8}{fmt(r['test']):>8}"
+                     f"{dropped!s:>9}")
+    lines.append(f"racing/full calls: {fmt(result['call_ratio'])}; test Spearman difference: "
+                 f"{fmt(result['test_delta'])}; same strategy: {result['same_strategy']}; "
+                 f"target (<= 0.5 of the calls, |test diff| <= 0.02) met: "
+                 f"{result['target_met']}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="SmolLM2, 12 validation and 9 test items, 4 strategies (plumbing only; "
+                         "about 110 calls, under 5 minutes on an idle 2-core machine)")
+    ap.add_argument("--model", default=None,
+                    help="make_lm model string (default local:qwen2.5-coder-0.5b; "
+                         "--quick: local:smollm2-135m)")
+    ap.add_argument("--aspect", default="naturalness")
+    ap.add_argument("--n-valid", type=int, default=None, help="validation items (default 120)")
+    ap.add_argument("--n-test", type=int, default=None, help="test items (default 120)")
+    ap.add_argument("--budget", type=int, default=None, help="strategies (default 12)")
+    ap.add_argument("--k", type=int, default=3, help="population size of the search")
+    ap.add_argument("--search", default="hpss", choices=["hpss", "auto"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-items", type=int, default=None,
+                    help="racing: no drop before this many items (default 20; --quick 6)")
+    ap.add_argument("--confidence", type=float, default=0.95,
+                    help="racing: one-sided level of the bound")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--out", default=None,
+                    help="JSON output (default benchmarks/results/cost[_quick].json)")
+    args = ap.parse_args(argv)
+    quick = args.quick
+    model = args.model or ("local:smollm2-135m" if quick else "local:qwen2.5-coder-0.5b")
+    n_valid = args.n_valid or (12 if quick else 120)
+    n_test = args.n_test or (8 if quick else 120)
+    budget = args.budget or (4 if quick else 12)
+    k = min(args.k, 2) if quick else args.k
+    min_items = args.min_items or (6 if quick else 20)
+    space = QUICK_SPACE if quick else SPACE
+    out = Path(args.out or ROOT / "benchmarks" / "results" /
+               ("cost_quick.json" if quick else "cost.json"))
+
+    from judgeopt.lm import make_lm
+
+    task = load_task("topical_chat")
+    valid = by_groups(load_records(DATA / "valid.jsonl"), n_valid, seed=0)
+    test = by_groups(load_records(DATA / "test.jsonl"), n_test, seed=1)
+    racing = {"min_items": min_items, "confidence": args.confidence}
+    print(f"model {model}; {len(valid)} validation items, {len(test)} test items; "
+          f"{args.search} budget {budget}, k {k}, seed {args.seed}; racing {racing}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="judgeopt-cost-") as tmp:
+        result = compare(lambda tag: make_lm(model, cache=Path(tmp) / tag), task, args.aspect,
+                         valid, test, search=args.search, budget=budget, seed=args.seed,
+                         space=space, k=k, racing=racing, progress=not args.no_progress)
+    result.update(model=model, aspect=args.aspect, n_valid=len(valid), n_test=len(test),
+                  budget=budget, k=k, search=args.search, seed=args.seed, racing=racing,
+                  quick=quick)
+    print(table(result))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, default=str))
+
+
+if __name__ == "__main__":
+    main()
