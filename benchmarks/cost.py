@@ -50,6 +50,7 @@ SPACE = {
     "autocot": ["off"],
     "metrics": ["off"],
     "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
+    "decoding": ["greedy"],
 }
 # --quick: four strategies of SmolLM2 without explanations (short outputs).
 QUICK_SPACE = {
@@ -61,6 +62,7 @@ QUICK_SPACE = {
     "autocot": ["off"],
     "metrics": ["off"],
     "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
 }
 
 
