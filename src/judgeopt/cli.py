@@ -50,13 +50,20 @@ def _json_object(text: str) -> dict[str, object]:
 
 
 def _cmd_bench_search(args: argparse.Namespace) -> int:
-    from .bench import load_surfaces, run_search_benchmark
+    from .bench import leave_one_out_priors, load_surfaces, run_search_benchmark
 
     try:
         surfaces = load_surfaces(args.surface, group=args.group, factors=args.factors,
                                  objective=args.objective)
+        priors = None
+        if args.priors_from:
+            priors = leave_one_out_priors(surfaces, args.priors_from, match=args.priors_match,
+                                          aggregation=args.priors_aggregation)
+        elif any(m.endswith("+priors") for m in args.methods):
+            raise ValueError("The `+priors` methods need --priors-from (a group column to "
+                             "hold out, e.g. model).")
         result = run_search_benchmark(surfaces, args.methods, budget=args.budget,
-                                      seeds=args.seeds, baseline=args.baseline,
+                                      seeds=args.seeds, baseline=args.baseline, priors=priors,
                                       progress=not args.no_progress)
     except ValueError as e:
         raise CLIError(str(e)) from e
@@ -377,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from .bench import METHODS
+    from .bench import METHODS, PRIOR_METHODS
 
     b = sub.add_parser(
         "bench-search",
@@ -398,11 +405,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--baseline", type=_json_object, default=None,
                    help="starting strategy as JSON (inline or a file); default: first values")
     b.add_argument("--methods", type=_csv_list, default=["auto", "hpss", "random", "greedy"],
-                   help=f"comma-separated, from: {', '.join(METHODS)}")
+                   help=f"comma-separated, from: {', '.join([*METHODS, *PRIOR_METHODS])}")
     b.add_argument("--budget", type=_positive_int, default=71,
                    help="unique evaluations per run (default 71)")
     b.add_argument("--seeds", type=_positive_int, default=20,
                    help="seeds 0..N-1 per method and surface (default 20)")
+    b.add_argument("--priors-from", metavar="COLUMN", default=None,
+                   help="for the +priors methods: estimate each surface's priors from the "
+                        "surfaces with another value in this group column (e.g. model: "
+                        "leave-one-model-out)")
+    b.add_argument("--priors-match", metavar="COLUMNS", type=_csv_list, default=[],
+                   help="with --priors-from: only from surfaces that share these group "
+                        "columns (e.g. task)")
+    b.add_argument("--priors-aggregation", choices=["median", "mean"], default="median",
+                   help="how a value's scores are aggregated in each source (default median)")
     b.add_argument("--json", help="write the results as JSON to this file")
     b.add_argument("--per-surface", action="store_true",
                    help="also print the normalised regret of each surface")

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from ._runner import (
     METHODS,
+    PRIOR_METHODS,
     BenchResult,
     MethodResult,
+    leave_one_out_priors,
     make_search,
     run_search_benchmark,
 )
@@ -31,9 +33,11 @@ from ._surface import Surface, load_surfaces
 
 __all__ = [
     "METHODS",
+    "PRIOR_METHODS",
     "BenchResult",
     "MethodResult",
     "Surface",
+    "leave_one_out_priors",
     "load_surfaces",
     "make_search",
     "run_search_benchmark",

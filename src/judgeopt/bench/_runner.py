@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..search import (
     HPSS,
     AutoSearch,
+    FactorPriors,
     FactorSpace,
     Greedy,
     GridSearch,
@@ -25,6 +26,7 @@ from ..search import (
 from ._surface import Surface
 
 Factory = Callable[[FactorSpace, int, int, Strategy], SearchStrategy]
+PriorFactory = Callable[[FactorSpace, int, int, Strategy, FactorPriors], SearchStrategy]
 
 METHODS: dict[str, Factory] = {
     "auto": lambda sp, b, s, base: AutoSearch(sp, budget=b, seed=s, baseline=base),
@@ -43,20 +45,87 @@ METHODS: dict[str, Factory] = {
 }
 """Benchmark method name -> factory ``(space, budget, seed, baseline) -> search``."""
 
+PRIOR_METHODS: dict[str, PriorFactory] = {
+    "auto+priors": lambda sp, b, s, base, pr: AutoSearch(
+        sp, budget=b, seed=s, baseline=base, priors=pr),
+    "hpss+priors": lambda sp, b, s, base, pr: HPSS(
+        sp, budget=b, seed=s, baseline=base, priors=pr),
+}
+"""Methods that start from :class:`~judgeopt.search.FactorPriors` (one per surface):
+factory ``(space, budget, seed, baseline, priors) -> search``."""
+
+
+def _all_methods() -> list[str]:
+    return sorted([*METHODS, *PRIOR_METHODS])
+
 
 def make_search(
     method: str, space: FactorSpace, *, budget: int, seed: int,
     baseline: Mapping[str, Value] | Strategy | None = None,
+    priors: FactorPriors | None = None,
 ) -> SearchStrategy:
     """Build the search a benchmark method name stands for.
 
     Raises:
-        ValueError: On an unknown method (the message lists the allowed names).
+        ValueError: On an unknown method (the message lists the allowed names), or a
+            ``+priors`` method without ``priors``.
     """
-    if method not in METHODS:
-        raise ValueError(f"Unknown search method {method!r}. Allowed: {sorted(METHODS)!r}.")
     base = space.default() if baseline is None else space.strategy(dict(baseline))
+    if method in PRIOR_METHODS:
+        if priors is None:
+            raise ValueError(f"Method {method!r} needs `priors` (FactorPriors for the surface).")
+        return PRIOR_METHODS[method](space, budget, seed, base, priors)
+    if method not in METHODS:
+        raise ValueError(f"Unknown search method {method!r}. Allowed: {_all_methods()!r}.")
     return METHODS[method](space, budget, seed, base)
+
+
+def leave_one_out_priors(
+    surfaces: Sequence[Surface],
+    hold_out: str,
+    *,
+    match: Sequence[str] = (),
+    aggregation: Literal["median", "mean"] = "median",
+    normalise: Literal["none", "std"] = "none",
+) -> dict[str, FactorPriors]:
+    """Priors for every surface from the surfaces that differ from it in ``hold_out``.
+
+    For ``hold_out="model"`` the priors of ``LLaMA3-8B/en_de`` come from every surface of
+    the other models (leave-one-model-out); with ``match=["task"]`` only from the other
+    models' ``en_de`` surfaces.
+
+    Args:
+        surfaces: From :func:`load_surfaces` (with group columns).
+        hold_out: A group column; sources must have another value in it.
+        match: Group columns whose value a source must share with the target.
+        aggregation: See :meth:`FactorPriors.estimate`.
+        normalise: See :meth:`FactorPriors.estimate`.
+
+    Returns:
+        Surface name -> its priors.
+
+    Raises:
+        ValueError: On a column that is not a group column of the surfaces, or a surface
+            left without any source.
+    """
+    for col in (hold_out, *match):
+        missing = [s.name for s in surfaces if col not in s.group]
+        if missing:
+            raise ValueError(f"`{col}` is not a group column of surface(s) {missing!r}; "
+                             f"group columns: {sorted(surfaces[0].group) if surfaces else []!r}.")
+    out = {}
+    for target in surfaces:
+        sources = {
+            s.name: list(s.values.items()) for s in surfaces
+            if s.group[hold_out] != target.group[hold_out]
+            and all(s.group[c] == target.group[c] for c in match)
+        }
+        if not sources:
+            raise ValueError(f"No surface to estimate the priors of {target.name!r} from "
+                             f"(hold_out={hold_out!r}, match={list(match)!r}).")
+        out[target.name] = FactorPriors.estimate(sources, aggregation=aggregation,
+                                                 normalise=normalise)
+    return out
 
 
 @dataclass(frozen=True)
@@ -153,6 +222,7 @@ def run_search_benchmark(
     budget: int,
     seeds: int = 20,
     baseline: Mapping[str, Value] | None = None,
+    priors: Mapping[str, FactorPriors] | None = None,
     progress: bool = False,
 ) -> BenchResult:
     """Run every method with seeds ``0 .. seeds-1`` on every surface.
@@ -163,6 +233,8 @@ def run_search_benchmark(
         budget: Unique evaluations per run.
         seeds: Number of seeds per method and surface.
         baseline: Starting strategy for the methods that use one (HPSS, greedy, stepwise).
+        priors: Surface name -> :class:`FactorPriors`, for the ``+priors`` methods (e.g.
+            from :func:`leave_one_out_priors`).
         progress: Show a progress bar (tqdm) on stderr.
 
     Raises:
@@ -172,9 +244,14 @@ def run_search_benchmark(
         raise ValueError("No surfaces to run on.")
     if seeds < 1:
         raise ValueError(f"`seeds` must be >= 1. Got {seeds}.")
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in METHODS and m not in PRIOR_METHODS]
     if unknown:
-        raise ValueError(f"Unknown search method(s) {unknown!r}. Allowed: {sorted(METHODS)!r}.")
+        raise ValueError(f"Unknown search method(s) {unknown!r}. Allowed: {_all_methods()!r}.")
+    if any(m in PRIOR_METHODS for m in methods):
+        lacking = [s.name for s in surfaces if priors is None or s.name not in priors]
+        if lacking:
+            raise ValueError(f"The `+priors` methods need priors for every surface; none for "
+                             f"{lacking!r}.")
     if "tpe" in methods:
         import optuna
 
@@ -193,7 +270,8 @@ def run_search_benchmark(
             top, med, thr = surface.max, surface.median, surface.top1_threshold
             for seed in range(seeds):
                 search = make_search(method, surface.space, budget=budget, seed=seed,
-                                     baseline=baseline)
+                                     baseline=baseline,
+                                     priors=None if priors is None else priors.get(surface.name))
                 best, evals = run_one(surface, search)
                 found = surface(best)
                 mruns.append(RunRecord(

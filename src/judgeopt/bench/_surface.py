@@ -22,12 +22,15 @@ class Surface:
         space: The factor space (values in order of first appearance in the CSV).
         values: Strategy -> objective; missing cells already replaced by the surface's worst.
         n_missing: How many cells were missing.
+        group: The group columns and their values for this surface (e.g.
+            ``{"model": "LLaMA3-8B", "task": "en_de"}``).
     """
 
     name: str
     space: FactorSpace
     values: dict[Strategy, float] = field(repr=False)
     n_missing: int = 0
+    group: dict[str, str] = field(default_factory=dict)
 
     @property
     def max(self) -> float:
@@ -120,5 +123,6 @@ def load_surfaces(
         worst = min(finite)
         n_missing = sum(math.isnan(v) for v in table.values())
         filled = {s: (worst if math.isnan(v) else v) for s, v in table.items()}
-        out.append(Surface(name, space, filled, n_missing))
+        out.append(Surface(name, space, filled, n_missing,
+                           dict(zip(group, gkey, strict=True))))
     return out

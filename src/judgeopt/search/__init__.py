@@ -12,6 +12,7 @@ from ._base import Kind, SearchStrategy, Trial
 from ._baselines import Greedy, GridSearch, RandomSearch, StepwiseGreedy
 from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph
 from ._hpss import HPSS
+from ._priors import FactorPriors
 from ._registry import SEARCHES
 from ._space import Factor, FactorSpace, Strategy, Value
 from ._tpe import TPESearch
@@ -25,6 +26,7 @@ __all__ = [
     "Constraint",
     "Factor",
     "FactorGraph",
+    "FactorPriors",
     "FactorSpace",
     "Greedy",
     "GridSearch",

@@ -11,6 +11,7 @@ import numpy as np
 
 from ._base import Kind, SearchGenerator, SearchStrategy, rank_key
 from ._graph import FactorGraph
+from ._priors import FactorPriors
 from ._space import FactorSpace, Strategy, Value
 
 # NOTE: a generation in which every sampled neighbour was already explored evaluates
@@ -86,6 +87,16 @@ class HPSS(SearchStrategy):
         heuristic: ``False`` samples neighbours uniformly (no advantage guidance).
         score_scale: Factor applied to told scores before the advantage arithmetic (100: the
             paper's percent scale that ``tau`` and ``lambda`` are tuned for).
+        priors: Optional :class:`FactorPriors` (or their :meth:`~FactorPriors.to_dict` form)
+            estimated from earlier results. Not in the paper: with priors the initialisation
+            pass is skipped; the advantages start at the priors (rescaled to
+            ``score_scale``), each covered value counting as ``prior_weight`` observations
+            (``N_ij``; uncovered values start at 0 with ``N_ij = 0``), the search evaluates
+            the baseline and then the ``prior_start`` unexplored strategies with the highest
+            summed prior advantage, and Algorithm 2 runs from there. ``None`` (the default)
+            is the paper's algorithm, unchanged.
+        prior_weight: Observations a prior advantage counts as (1).
+        prior_start: Strategies ranked best by the priors evaluated after the baseline (1).
 
     Raises:
         ValueError: On a hyperparameter out of range or an invalid baseline.
@@ -118,6 +129,9 @@ class HPSS(SearchStrategy):
         exploration_term: bool = True,
         heuristic: bool = True,
         score_scale: float = 100.0,
+        priors: FactorPriors | Mapping[str, Any] | None = None,
+        prior_weight: float = 1.0,
+        prior_start: int = 1,
     ) -> None:
         super().__init__(space, budget=budget, seed=seed, graph=graph)
         for pname, val in (("k", k), ("g", g)):
@@ -139,9 +153,22 @@ class HPSS(SearchStrategy):
         self.exploitation, self.exploration_term, self.heuristic = (
             bool(exploitation), bool(exploration_term), bool(heuristic))
         self.score_scale = float(score_scale)
+        self.priors = (None if priors is None else priors if isinstance(priors, FactorPriors)
+                       else FactorPriors.from_dict(priors))
+        if self.priors is not None:
+            self.priors.check(space)
+        if not (isinstance(prior_weight, int | float) and not isinstance(prior_weight, bool)
+                and math.isfinite(prior_weight) and prior_weight >= 0):
+            raise ValueError(f"The `prior_weight` of {type(self).__name__} must be a finite "
+                             f"float >= 0. Got {prior_weight!r} instead.")
+        if isinstance(prior_start, bool) or not isinstance(prior_start, int) or prior_start < 0:
+            raise ValueError(f"The `prior_start` of {type(self).__name__} must be an int >= 0. "
+                             f"Got {prior_start!r} instead.")
+        self.prior_weight, self.prior_start = float(prior_weight), prior_start
         sizes = [len(f.values) for f in space.factors]
         self._A = [np.zeros(m) for m in sizes]  # advantages
-        self._N = [np.zeros(m, dtype=np.int64) for m in sizes]  # exploration counts
+        # Exploration counts; float so that a prior can count as a fractional observation.
+        self._N = [np.zeros(m) for m in sizes]
         self._M = [np.zeros(m, dtype=np.int64) for m in sizes]  # appearance counts
         self._has_advantages = False
         self.population: list[Strategy] = []
@@ -155,7 +182,15 @@ class HPSS(SearchStrategy):
             "k": self.k, "g": self.g, "rho": self.rho, "tau": self.tau, "lambda_": self.lambda_,
             "exploitation": self.exploitation, "exploration_term": self.exploration_term,
             "heuristic": self.heuristic, "score_scale": self.score_scale,
+            **self._prior_params(),
         }
+
+    def _prior_params(self) -> dict[str, Any]:
+        """The prior-related constructor arguments; empty without priors (unchanged states)."""
+        if self.priors is None:
+            return {}
+        return {"priors": self.priors.to_dict(), "prior_weight": self.prior_weight,
+                "prior_start": self.prior_start}
 
     def advantages(self) -> dict[str, dict[str, float]] | None:
         if not self._has_advantages:
@@ -308,6 +343,30 @@ class HPSS(SearchStrategy):
             self._M[i][:] = 1
         self._has_advantages = True
 
+    def _prior_advantages(self) -> None:
+        """Advantages from the priors instead of the initialisation pass.
+
+        ``A_i`` is the prior (rescaled to :attr:`score_scale`); a covered value counts as
+        ``prior_weight`` observations (``N_ij``), an uncovered one as none.
+        """
+        assert self.priors is not None  # internal invariant
+        for i, (a, known) in enumerate(self.priors.vectors(self.space, self.score_scale)):
+            self._A[i] = a.copy()
+            self._N[i] = np.where(known, self.prior_weight, 0.0)
+            self._M[i][:] = 1
+        self._has_advantages = True
+
+    def _prior_start_strategies(self) -> SearchGenerator:
+        """The start with priors: the baseline, then the ``prior_start`` unexplored strategies
+        with the highest summed prior advantage (best first). Returns nothing; call
+        :meth:`_prior_advantages` first."""
+        yield self.baseline, "init"
+        for _ in range(self.prior_start):
+            best = self._argmax_unexplored()
+            if best is None:
+                return
+            yield best, "init"
+
     def _update_advantage(self, i: int, j: int, parent: Strategy, r_new: float) -> None:
         """Eq. 5-6: running-mean update of ``A_ij``, then re-centring factor ``i``."""
         c_i = self._value_index(parent)[i]
@@ -323,16 +382,24 @@ class HPSS(SearchStrategy):
 
     # The algorithm -----------------------------------------------------------------------
     def _run(self) -> SearchGenerator:
-        # Algorithm 1: initialisation.
-        init = [self.baseline] + [
-            s for s in self.space.neighbours(self.baseline) if self.is_valid(s)
-        ]
-        for s in init:
-            yield s, "init"
-        self._init_advantages()
-        self.population = self._top_k(init)
+        if self.priors is not None:
+            # With priors the advantages are known up front: no initialisation pass.
+            self._prior_advantages()
+            yield from self._prior_start_strategies()
+            self.population = self._top_k([t.strategy for t in self._trials])
+        else:
+            # Algorithm 1: initialisation.
+            init = [self.baseline] + [
+                s for s in self.space.neighbours(self.baseline) if self.is_valid(s)
+            ]
+            for s in init:
+                yield s, "init"
+            self._init_advantages()
+            self.population = self._top_k(init)
+        yield from self._iterate()
 
-        # Algorithm 2: iterative search.
+    def _iterate(self) -> SearchGenerator:
+        """Algorithm 2: the iterative search from :attr:`population`."""
         n_search = 0
         empty_generations = 0
         while True:
