@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -29,29 +30,16 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import numpy as np  # noqa: E402
-
 from judgeopt.data import Record, load_records  # noqa: E402
 from judgeopt.evaluate import evaluate  # noqa: E402
 from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task  # noqa: E402
 from judgeopt.teleprompt import JudgeSearch  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "topical_chat"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The reduced space (no generated artifacts), the data and the sampling of whole dialogue
+# contexts are those of the end-to-end benchmark.
+from e2e_topical_chat import DATA, ROOT, SPACE, by_groups  # noqa: E402
 
-# The reduced HPSS space of e2e_topical_chat.py (no generated artifacts): a 2-core CPU can
-# search it in an hour or two with the 0.5B model.
-SPACE = {
-    "scale": [3, 5, 10],
-    "examples": [0, 3],
-    "criteria": ["none", "human"],
-    "reference": ["none"],
-    "cot": ["none", "prefix", "suffix"],
-    "autocot": ["off"],
-    "metrics": ["off"],
-    "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
-    "decoding": ["greedy"],
-}
 # --quick: four strategies of SmolLM2 without explanations (short outputs).
 QUICK_SPACE = {
     "scale": [3, 10],
@@ -64,20 +52,6 @@ QUICK_SPACE = {
     "order": ["TD-ER-IC", "IC-TD-ER"],
     "decoding": ["greedy"],
 }
-
-
-def by_groups(records: Sequence[Record], n_items: int, seed: int) -> list[Record]:
-    """Whole dialogue contexts, in a seeded random order, until ``n_items`` are reached."""
-    groups = sorted({r.group_id or r.id for r in records})
-    chosen: set[str] = set()
-    count = 0
-    for i in np.random.default_rng(seed).permutation(len(groups)):
-        if count >= n_items:
-            break
-        g = groups[int(i)]
-        chosen.add(g)
-        count += sum((r.group_id or r.id) == g for r in records)
-    return [r for r in records if (r.group_id or r.id) in chosen]
 
 
 def compile_once(lm: Any, task: JudgeTask, aspect: str, valid: list[Record], *,

@@ -16,13 +16,14 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np  # noqa: E402
 
-from judgeopt.data import load_records  # noqa: E402
+from judgeopt.data import Record, load_records  # noqa: E402
 from judgeopt.evaluate import evaluate  # noqa: E402
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
 from judgeopt.lm import make_lm  # noqa: E402
@@ -47,17 +48,21 @@ SPACE = {
 }
 
 
-def by_groups(records: list, n_items: int, seed: int) -> list:  # type: ignore[type-arg]
-    """Whole dialogue contexts, in a seeded random order, until ``n_items`` are reached."""
-    groups = sorted({r.group_id for r in records})
+def by_groups(records: Sequence[Record], n_items: int, seed: int) -> list[Record]:
+    """Whole dialogue contexts, in a seeded random order, until ``n_items`` are reached.
+
+    A record without a group is a context of its own.
+    """
+    groups = sorted({r.group_id or r.id for r in records})
     chosen: set[str] = set()
     count = 0
     for i in np.random.default_rng(seed).permutation(len(groups)):
         if count >= n_items:
             break
-        chosen.add(groups[int(i)])
-        count += sum(r.group_id == groups[int(i)] for r in records)
-    return [r for r in records if r.group_id in chosen]
+        g = groups[int(i)]
+        chosen.add(g)
+        count += sum((r.group_id or r.id) == g for r in records)
+    return [r for r in records if (r.group_id or r.id) in chosen]
 
 
 def main() -> None:
