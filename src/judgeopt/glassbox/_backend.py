@@ -175,6 +175,20 @@ class Generation:
         return max(index, 0)
 
 
+def char_offsets(pieces: list[bytes]) -> tuple[int, ...]:
+    """The character offset, in the decoded text, at which each token's bytes start.
+
+    A character split over two tokens counts once it is complete, so a token that starts
+    mid-character gets the offset of that character's end.
+    """
+    offsets: list[int] = []
+    consumed = b""
+    for piece in pieces:
+        offsets.append(len(consumed.decode("utf-8", errors="ignore")))
+        consumed += piece
+    return tuple(offsets)
+
+
 @dataclass(frozen=True, eq=False)
 class ScoredText:
     """A given response scored by forced decoding after the prompt.

@@ -31,6 +31,7 @@ from ._backend import (
     LogprobBackend,
     Messages,
     ScoredText,
+    char_offsets,
 )
 
 __all__ = ["LiteLLMBackend", "generation_from_logprobs"]
@@ -75,15 +76,10 @@ def generation_from_logprobs(
             value = float(_get(alt, "logprob"))
             alternatives[text] = max(value, alternatives.get(text, -np.inf))
         tops.append(alternatives)
-    offsets: list[int] = []
-    consumed = b""
-    for piece in pieces:
-        offsets.append(len(consumed.decode("utf-8", errors="ignore")))
-        consumed += piece
     return Generation(
-        text=consumed.decode("utf-8", errors="replace"),
+        text=b"".join(pieces).decode("utf-8", errors="replace"),
         tokens=tuple(tokens),
-        offsets=tuple(offsets),
+        offsets=char_offsets(pieces),
         token_logprobs=np.asarray(lps, dtype=np.float64),
         top_logprobs=tuple(tops) if keep_top else None,
         finish_reason=finish_reason,

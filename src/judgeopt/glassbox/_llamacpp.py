@@ -35,6 +35,7 @@ from ._backend import (
     LogprobBackend,
     Messages,
     ScoredText,
+    char_offsets,
 )
 from ._features import log_softmax, topk_logprobs
 from ._rating import topk_token_logprobs
@@ -337,15 +338,10 @@ class LlamaCppBackend(LogprobBackend):
             logits = np.stack(rows) if rows else empty
         pieces = [llama.detokenize([i]) for i in out_ids]
         text = b"".join(pieces).decode("utf-8", errors="replace")
-        offsets: list[int] = []
-        consumed = b""
-        for piece in pieces:
-            offsets.append(len(consumed.decode("utf-8", errors="ignore")))
-            consumed += piece
         return Generation(
             text=text,
             tokens=tuple(p.decode("utf-8", errors="replace") for p in pieces),
-            offsets=tuple(offsets),
+            offsets=char_offsets(pieces),
             token_logprobs=np.asarray(token_lps, dtype=np.float64),
             top_logprobs=tuple(tops) if texts is not None else None,
             logits=logits,
