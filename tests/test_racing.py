@@ -184,6 +184,22 @@ def compile_with(task, records, respond, *, racing: Any, cache: Any = False,
 RACE = {"enabled": True, "top": 1, "min_items": 20}
 
 
+def interrupt_after(respond: Any, fail_after: int) -> tuple[Any, dict[str, int]]:
+    """``respond`` that raises KeyboardInterrupt from request ``fail_after + 1`` on.
+
+    ``state["n"]`` counts the requests; setting ``state["fail_after"]`` to 0 lets all pass.
+    """
+    state = {"n": 0, "fail_after": fail_after}
+
+    def interrupting(messages: list[dict[str, Any]]) -> str:
+        state["n"] += 1
+        if state["fail_after"] and state["n"] > state["fail_after"]:
+            raise KeyboardInterrupt
+        return respond(messages)
+
+    return interrupting, state
+
+
 def test_racing_drops_noise_candidates_and_counts_calls(task, records) -> None:
     respond = make_respond(records)
     full, fake_full = compile_with(task, records, respond, racing=False)
@@ -234,13 +250,7 @@ def test_interrupted_racing_compile_resumes_with_no_repeated_call(task, records,
                                                                   fail_after) -> None:
     """No LM cache at all: only the checkpoint's pending items prevent repeated calls."""
     respond = make_respond(records)
-    state = {"n": 0, "fail_after": fail_after}
-
-    def interrupting(messages: list[dict[str, Any]]) -> str:
-        state["n"] += 1
-        if state["fail_after"] and state["n"] > state["fail_after"]:
-            raise KeyboardInterrupt
-        return respond(messages)
+    interrupting, state = interrupt_after(respond, fail_after)
 
     ckpt = tmp_path / "ckpt"
     with pytest.raises(KeyboardInterrupt):
@@ -260,13 +270,7 @@ def test_interrupted_racing_compile_resumes_with_no_repeated_call(task, records,
 
 def test_interrupted_full_compile_resumes_with_no_repeated_call(task, records, tmp_path) -> None:
     respond = make_respond(records)
-    state = {"n": 0, "fail_after": N_ITEMS + 40}
-
-    def interrupting(messages: list[dict[str, Any]]) -> str:
-        state["n"] += 1
-        if state["fail_after"] and state["n"] > state["fail_after"]:
-            raise KeyboardInterrupt
-        return respond(messages)
+    interrupting, state = interrupt_after(respond, N_ITEMS + 40)
 
     ckpt = tmp_path / "ckpt"
     with pytest.raises(KeyboardInterrupt):
