@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..search import FactorSpace, Strategy
+from ..search._csv import read_csv_rows
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,7 @@ def load_surfaces(
             a surface that does not hold every strategy of the factor space.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"Surface CSV not found: {path}")
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        for col in [*group, *factors, objective]:
-            if col not in header:
-                raise ValueError(f"Column `{col}` is not in {path.name}. Columns: {header!r}.")
-        rows = list(reader)
+    rows = read_csv_rows(path, [*group, *factors, objective], "Surface CSV")
     if not factors:
         raise ValueError("`factors` must name at least one column.")
     values: dict[str, list[str]] = {f: [] for f in factors}

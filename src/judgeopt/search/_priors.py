@@ -13,7 +13,6 @@ Pure Python and numpy; the CSV reader uses the standard library.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from ._csv import read_csv_rows
 from ._space import FactorSpace, Value, _check_value, _same_value
 
 Aggregation: TypeAlias = Literal["median", "mean"]
@@ -261,29 +261,21 @@ class FactorPriors:
                 after ``where``.
         """
         path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"Results CSV not found: {path}")
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            needed = [*group, *factors, objective, *(where or {})]
-            for col in needed:
-                if col not in header:
-                    raise ValueError(f"Column `{col}` is not in {path.name}. "
-                                     f"Columns: {header!r}.")
-            keep = {k: {str(x) for x in v} for k, v in (where or {}).items()}
-            settings: dict[str, list[Row]] = {}
-            for line, row in enumerate(reader, start=2):
-                if any(row[k] not in allowed for k, allowed in keep.items()):
-                    continue
-                cell = (row[objective] or "").strip()
-                try:
-                    score = float(cell) if cell else math.nan
-                except ValueError:
-                    raise ValueError(f"{path.name} line {line}: `{objective}` must be a number "
-                                     f"or empty. Got {cell!r}.") from None
-                name = "/".join(row[g] for g in group) if group else path.stem
-                settings.setdefault(name, []).append(({f: row[f] for f in factors}, score))
+        rows = read_csv_rows(path, [*group, *factors, objective, *(where or {})],
+                             "Results CSV")
+        keep = {k: {str(x) for x in v} for k, v in (where or {}).items()}
+        settings: dict[str, list[Row]] = {}
+        for line, row in enumerate(rows, start=2):
+            if any(row[k] not in allowed for k, allowed in keep.items()):
+                continue
+            cell = (row[objective] or "").strip()
+            try:
+                score = float(cell) if cell else math.nan
+            except ValueError:
+                raise ValueError(f"{path.name} line {line}: `{objective}` must be a number "
+                                 f"or empty. Got {cell!r}.") from None
+            name = "/".join(row[g] for g in group) if group else path.stem
+            settings.setdefault(name, []).append(({f: row[f] for f in factors}, score))
         if not settings:
             raise ValueError(f"No row of {path.name} matches `where`={dict(where or {})!r}.")
         return cls.estimate(settings, aggregation=aggregation, normalise=normalise,
