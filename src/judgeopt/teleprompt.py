@@ -373,8 +373,7 @@ class JudgeSearch(Teleprompter):
                 checks.append({"items": len(recs), "estimate": None, "bound": None})
                 break
             partial = merge_results(parts, recs, pairwise=pairwise, level=level)
-            value = partial.metric(metric)
-            estimate = None if math.isnan(value) else value
+            estimate = _finite_or_none(partial.metric(metric))
             sd = _group_sd(partial.items, recs, metric) if level == "group" else None
             decision = race_decision(estimate, size, len(plan.units), bar_to, metric=metric,
                                      z=race.z, level=level, group_sd=sd)
@@ -388,8 +387,7 @@ class JudgeSearch(Teleprompter):
             parts, val, pairwise=pairwise, level=level)
         if not race.enabled:
             return result, None
-        checks[-1]["estimate"] = None if math.isnan(result.metric(metric)) else result.metric(
-            metric)
+        checks[-1]["estimate"] = _finite_or_none(result.metric(metric))
         return result, {"dropped": False, "items": n_items, "of": n_items,
                         "estimate": checks[-1]["estimate"], "bound": None,
                         "threshold": bar_to, "checks": checks}
@@ -539,6 +537,11 @@ class JudgeSearch(Teleprompter):
              if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
         compiled.model_name = getattr(lm, "model", None)
         return compiled
+
+
+def _finite_or_none(value: float) -> float | None:
+    """A metric for the racing record: ``None`` for NaN (no correlation defined)."""
+    return None if math.isnan(value) else value
 
 
 @dataclass(frozen=True)
