@@ -100,6 +100,8 @@ def main() -> None:
         s0 = lm.stats()
         student = JudgeProgram(task, aspect, lm=lm, max_tokens=args.max_tokens)
         run_dir = f"e2e_{aspect}" if args.search == "hpss" else f"e2e_{args.search}_{aspect}"
+        if args.model != "local":  # checkpoints of another model must not be resumed
+            run_dir += "_" + "".join(c if c.isalnum() or c in "-." else "_" for c in args.model)
         opt = JudgeSearch(args.search, budget=args.budget, seed=args.seed, space=SPACE,
                           params={"k": 3}, checkpoint_dir=ROOT / "runs" / run_dir)
         best = opt.compile(student, trainset=valid)
