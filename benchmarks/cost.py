@@ -111,11 +111,17 @@ def compare(make_lm: Callable[[str], Any], task: JudgeTask, aspect: str,
 
     out: dict[str, Any] = {
         "calls_full": full["calls"], "calls_racing": race_run["calls"],
+        # Non-zero only when a run was resumed from --cache-dir (each arm starts empty).
+        "cache_hits_full": full["cache_hits"], "cache_hits_racing": race_run["cache_hits"],
         "valid_full": full["valid"], "valid_racing": race_run["valid"],
         "test_full": full["test"], "test_racing": race_run["test"],
         "tokens_full": tokens(full), "tokens_racing": tokens(race_run),
         "seconds_full": full["seconds"], "seconds_racing": race_run["seconds"],
-        "call_ratio": (race_run["calls"] / full["calls"]) if full["calls"] else None,
+        # Judge requests (calls + cache hits): equal to the calls on a fresh cache, and
+        # still the compile's cost when a killed run was resumed from --cache-dir.
+        "call_ratio": ((race_run["calls"] + race_run["cache_hits"])
+                       / (full["calls"] + full["cache_hits"])
+                       if full["calls"] + full["cache_hits"] else None),
         "test_delta": (None if full["test"] is None or race_run["test"] is None
                        else race_run["test"] - full["test"]),
         "same_strategy": full["strategy"] == race_run["strategy"],
@@ -167,6 +173,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--confidence", type=float, default=0.95,
                     help="racing: one-sided level of the bound")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--cache-dir", default=None,
+                    help="keep the three LM caches here (one per arm and the test set), so "
+                         "a killed run restarted with the same options resumes; judge "
+                         "requests answered from it are counted as cache hits, not calls "
+                         "(default: a fresh temporary directory)")
     ap.add_argument("--out", default=None,
                     help="JSON output (default benchmarks/results/cost[_quick].json)")
     args = ap.parse_args(argv)
@@ -190,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"model {model}; {len(valid)} validation items, {len(test)} test items; "
           f"{args.search} budget {budget}, k {k}, seed {args.seed}; racing {racing}", flush=True)
     with tempfile.TemporaryDirectory(prefix="judgeopt-cost-") as tmp:
-        result = compare(lambda tag: make_lm(model, cache=Path(tmp) / tag), task, args.aspect,
+        cache_root = Path(args.cache_dir) if args.cache_dir else Path(tmp)
+        result = compare(lambda tag: make_lm(model, cache=cache_root / tag), task, args.aspect,
                          valid, test, search=args.search, budget=budget, seed=args.seed,
                          space=space, k=k, racing=racing, progress=not args.no_progress)
     result.update(model=model, aspect=args.aspect, n_valid=len(valid), n_test=len(test),
