@@ -23,7 +23,10 @@ for model in "$@"; do
 done
 
 if [ "${SKIP_RUNTIME:-0}" != "1" ]; then
+    # Built for this CPU without AMX (see llama_build.sh).
+    source "$(dirname "$0")/llama_build.sh"
     "$PYTHON" -m pip install 'llama-cpp-python[server]==0.3.36'
+    ensure_working_llama "$PYTHON"
 fi
 
 for model in "$@"; do
