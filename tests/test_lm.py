@@ -245,6 +245,26 @@ def test_cache_roundtrip_persists_and_clears(tmp_path: Path) -> None:
     assert cache.clear() == 1 and len(cache) == 0
 
 
+def test_cache_stores_numpy_logprobs_as_numbers(tmp_path: Path) -> None:
+    """llama-cpp-python's logprobs are numpy float32: such responses are cached, as floats."""
+    import numpy as np
+
+    cache = LMCache(tmp_path / "c")
+    reply = _reply("[[3]]")
+    reply["choices"][0]["logprobs"] = {"content": [
+        {"token": "3", "logprob": np.float32(-0.25), "bytes": [51],
+         "top_logprobs": [{"token": "3", "logprob": np.float32(-0.25)},
+                          {"token": "2", "logprob": np.float64(-1.5)}]}]}
+    reply["extra"] = np.array([1, 2], dtype=np.int64)
+    cache.put(_key(), reply, model="local")
+    got = cache.get(_key())
+    assert got is not None
+    content = got["choices"][0]["logprobs"]["content"][0]
+    assert content["logprob"] == -0.25 and type(content["logprob"]) is float
+    assert [t["logprob"] for t in content["top_logprobs"]] == [-0.25, -1.5]
+    assert got["extra"] == [1, 2]
+
+
 def test_cache_default_dir_from_env(tmp_path: Path) -> None:
     assert LMCache().directory == tmp_path / "lm-cache"
 

@@ -69,8 +69,18 @@ def default_cache_dir() -> Path:
 
 
 def _jsonable(value: Any) -> Any:
-    """``json.dumps`` fallback for the few non-JSON request values DSPy passes."""
+    """``json.dumps`` fallback for the few non-JSON values of requests and responses.
+
+    DSPy passes pydantic classes and sets in requests; llama-cpp-python's logprobs are numpy
+    scalars (``float32``), which become plain numbers, so logprob responses are cached too.
+    """
+    import numpy as np
     import pydantic
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
 
     if isinstance(value, type) and issubclass(value, pydantic.BaseModel):
         return {"__pydantic_schema__": value.model_json_schema()}
