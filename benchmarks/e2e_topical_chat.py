@@ -7,7 +7,8 @@ Prints a table and writes JSON with the correlations, calls, tokens and wall tim
 
 Usage:
     python benchmarks/e2e_topical_chat.py [--model local] [--aspects naturalness,coherence]
-        [--n-valid 24] [--n-test 120] [--budget 14] [--out benchmarks/results/e2e_topical_chat.json]
+        [--n-valid 24] [--n-test 120] [--budget 14] [--search hpss|auto]
+        [--decoding greedy|expected] [--out benchmarks/results/e2e_topical_chat.json]
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ SPACE = {
 }
 
 
+# `--decoding expected`: the probability-weighted rating read from the rating token's
+# distribution (needs logprobs: the local model is loaded with logits_all). Without
+# explanations (cot "none"), so each call generates a few tokens; the start and test
+# baseline is the MT-Bench baseline with that CoT and decoding.
+SPACE_EXPECTED = {**SPACE, "cot": ["none"], "decoding": ["expected"]}
+
+
 def by_groups(records: Sequence[Record], n_items: int, seed: int) -> list[Record]:
     """Whole dialogue contexts, in a seeded random order, until ``n_items`` are reached.
 
@@ -79,36 +87,49 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=None,
                     help="output budget of every judge call (default: the library's, by "
                          "strategy)")
+    ap.add_argument("--decoding", default="greedy", choices=["greedy", "expected"],
+                    help="greedy: the reduced space with greedy parsing (default); expected: "
+                         "the same space without explanations, scored by the expected rating "
+                         "from logprobs")
     ap.add_argument("--out", default=None,
                     help="JSON output (default: benchmarks/results/e2e_topical_chat"
-                         "[_SEARCH]_ASPECTS.json)")
+                         "[_SEARCH][_expected][_MODEL]_ASPECTS.json)")
     args = ap.parse_args()
+    space = SPACE_EXPECTED if args.decoding == "expected" else SPACE
+    model_tag = ("" if args.model == "local" else
+                 "_" + "".join(c if c.isalnum() or c in "-." else "_" for c in args.model))
     if args.out is None:
         tag = "" if args.search == "hpss" else f"_{args.search}"
+        if args.decoding == "expected":
+            tag += "_expected" + model_tag
         args.out = str(ROOT / "benchmarks" / "results" /
                        f"e2e_topical_chat{tag}_{args.aspects.replace(',', '_')}.json")
 
     task = load_task("topical_chat")
     valid = by_groups(load_records(DATA / "valid.jsonl"), args.n_valid, seed=0)
     test = by_groups(load_records(DATA / "test.jsonl"), args.n_test, seed=1)
-    lm = make_lm(args.model)
+    lm = make_lm(args.model, **({"logits_all": True} if args.decoding == "expected"
+                                and args.model.startswith("local") else {}))
     print(f"model {args.model}; {len(valid)} validation items, {len(test)} test items; "
           f"budget {args.budget}")
     rows = []
     for aspect in args.aspects.split(","):
         t0 = time.perf_counter()
         s0 = lm.stats()
-        student = JudgeProgram(task, aspect, lm=lm, max_tokens=args.max_tokens)
+        start = baseline_strategy(task)
+        if args.decoding == "expected":
+            start = start.replace(cot="none", decoding="expected")
+        student = JudgeProgram(task, aspect, start, lm=lm, max_tokens=args.max_tokens)
         run_dir = f"e2e_{aspect}" if args.search == "hpss" else f"e2e_{args.search}_{aspect}"
-        if args.model != "local":  # checkpoints of another model must not be resumed
-            run_dir += "_" + "".join(c if c.isalnum() or c in "-." else "_" for c in args.model)
-        opt = JudgeSearch(args.search, budget=args.budget, seed=args.seed, space=SPACE,
+        if args.decoding == "expected":
+            run_dir += "_expected"
+        run_dir += model_tag  # checkpoints of another model must not be resumed
+        opt = JudgeSearch(args.search, budget=args.budget, seed=args.seed, space=space,
                           params={"k": 3}, checkpoint_dir=ROOT / "runs" / run_dir)
         best = opt.compile(student, trainset=valid)
         search_s = time.perf_counter() - t0
         s1 = lm.stats()
-        base = JudgeProgram(task, aspect, baseline_strategy(task), lm=lm,
-                            max_tokens=args.max_tokens)
+        base = JudgeProgram(task, aspect, start, lm=lm, max_tokens=args.max_tokens)
         base_valid = best.search_result.evaluation_summaries[0]
         t1 = time.perf_counter()
         test_base = evaluate(base, test, desc=f"test baseline {aspect}")
@@ -149,7 +170,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"model": args.model, "n_valid": len(valid), "n_test": len(test),
-                               "budget": args.budget, "space": SPACE, "rows": rows},
+                               "budget": args.budget, "space": space, "rows": rows},
                               indent=1) + "\n")
     print(f"wrote {out}")
 
