@@ -60,7 +60,7 @@ def _stop_process(
 
     With ``group`` (the server was started as a session leader, so its process group id is
     its pid and holds only the server and what it spawned), whatever is left of the group
-    ``grace`` seconds after the server exited is SIGKILLed too.
+    once the server exited gets SIGTERM, then SIGKILL after ``grace`` seconds.
     """
     if process.poll() is None:
         process.terminate()
@@ -78,27 +78,27 @@ def _stop_process(
         log_path.unlink(missing_ok=True)
 
 
-def _group_alive(pgid: int) -> bool:
+def _signal_group(pgid: int, sig: signal.Signals | int) -> bool:
+    """Send ``sig`` to a process group; whether any member was there to get it."""
     try:
-        os.killpg(pgid, 0)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         return False
     return True
 
 
 def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    _signal_group(pgid, signal.SIGKILL)
 
 
 def _reap_group(pgid: int, grace: float) -> None:
-    """Give the children of a stopped group leader ``grace`` seconds, then SIGKILL them."""
+    """SIGTERM what is left of a stopped leader's group, SIGKILL it after ``grace`` seconds."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
     deadline = time.monotonic() + grace
-    while _group_alive(pgid):
+    while _signal_group(pgid, 0):
         if time.monotonic() > deadline:
-            logger.warning("children of server pid %d outlived it; killing them", pgid)
+            logger.warning("children of server pid %d ignored SIGTERM; killing them", pgid)
             _kill_group(pgid)
             return
         time.sleep(0.1)
