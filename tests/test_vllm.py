@@ -20,12 +20,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import judgeopt.lm as jlm
@@ -310,3 +312,197 @@ def test_server_start_up_timeout_stops_it(
         )
     record = json.loads(fake_vllm["record"].read_text())
     assert _wait_gone(record["child"])
+
+
+# -- opt-in: a real vLLM server (JUDGEOPT_VLLM_PYTHON) --------------------------------------
+
+REAL_MODEL = "qwen2.5-coder-0.5b"
+SPACE = {
+    "scale": [3],
+    "examples": [0],
+    "criteria": ["human"],
+    "reference": ["none"],
+    "cot": ["none"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy", "expected"],
+}
+SCORE_IN_FRESH_PROCESS = """
+import json, sys
+from judgeopt.judge import JudgeProgram
+from judgeopt.lm import make_lm
+model, api_base, path, data = sys.argv[1:5]
+judge = JudgeProgram.load(path, lm=make_lm(model, api_base=api_base, cache=False))
+preds = [judge(**inputs) for inputs in json.loads(open(data).read())]
+print(json.dumps({"model_name": judge.model_name, "decoding": judge.decoding.name,
+                  "scores": [p.score for p in preds], "tags": [p.decoding for p in preds]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    if not os.environ.get("JUDGEOPT_VLLM_PYTHON"):
+        pytest.skip(
+            "opt-in: set JUDGEOPT_VLLM_PYTHON to a Python with vLLM (scripts/install_vllm.sh DIR)"
+        )
+    try:
+        return find_vllm_python().python
+    except LocalModelError as e:
+        pytest.skip(f"JUDGEOPT_VLLM_PYTHON is not usable: {e}")
+
+
+@pytest.fixture(scope="module")
+def qwen_server(vllm_python: Path) -> Any:
+    spec = jlm.LOCAL_MODELS[REAL_MODEL]
+    if any(importlib.util.find_spec(p.module) is None for p in spec.parts):
+        pytest.skip(f"{REAL_MODEL} is not installed: {spec.install}")
+    # One thread and a 1 GiB KV cache: the machine is shared (see docs/lm.md#vllm).
+    server = start_vllm_server(
+        REAL_MODEL, python=vllm_python, n_threads=1, kv_cache_gb=1, max_model_len=4096
+    )
+    yield server
+    pid = server.pid
+    server.stop()
+    assert not server.is_running() and _wait_gone(pid)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the engine processes are gone too
+
+
+@pytest.fixture(scope="module")
+def tc_items(shared_data: Path) -> list[Any]:
+    from judgeopt.data import load_records
+
+    return load_records(shared_data / "topical_chat" / "valid.jsonl")[:6]
+
+
+def _tokenize(server: Any, messages: list[dict[str, str]]) -> list[int]:
+    import urllib.request
+
+    body = {"model": server.alias, "messages": messages, "add_generation_prompt": True}
+    request = urllib.request.Request(
+        server.api_base.removesuffix("/v1") + "/tokenize",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=60) as reply:
+        return list(json.loads(reply.read())["tokens"])
+
+
+@pytest.fixture(scope="module")
+def llama_backend() -> Any:
+    pytest.importorskip("llama_cpp")
+    from judgeopt.glassbox import LlamaCppBackend
+
+    return LlamaCppBackend(REAL_MODEL, n_threads=1, n_ctx=2048)
+
+
+@pytest.mark.slow
+def test_converted_model_keeps_tokenizer_and_chat_template(
+    qwen_server: Any, llama_backend: Any, tc_items: list[Any]
+) -> None:
+    from judgeopt.judge import baseline_strategy, load_task, render_messages
+
+    assert qwen_server.model == f"openai/{REAL_MODEL}" and qwen_server.source is not None
+    assert (Path(qwen_server.model_path) / "judgeopt-conversion.json").is_file()
+    task = load_task("topical_chat")
+    conversations = [
+        [{"role": "user", "content": "Rate this reply from 1 to 3: 'hi there!'"}],
+        [
+            {"role": "system", "content": "You are a strict judge."},
+            {"role": "user", "content": "Ümlaut — “quotes”, 10/10 😀\n\n[[3]]"},
+        ],
+        render_messages(task, "naturalness", baseline_strategy(task), tc_items[0].inputs),
+    ]
+    for messages in conversations:
+        assert _tokenize(qwen_server, messages) == llama_backend.prompt_ids(messages)
+
+
+@pytest.mark.slow
+def test_compile_export_and_reload_a_judge_through_vllm(
+    qwen_server: Any, tc_items: list[Any], tmp_path: Path
+) -> None:
+    from judgeopt.judge import JudgeProgram, baseline_strategy, load_task, logprob_support
+    from judgeopt.lm import JudgeLM, make_lm
+    from judgeopt.teleprompt import HPSS
+
+    lm = make_lm(qwen_server.model, api_base=qwen_server.api_base, cache=tmp_path / "cache")
+    assert isinstance(lm, JudgeLM)
+    assert logprob_support(lm) == (True, "a probe request returned logprobs")
+    task = load_task("topical_chat")
+    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
+    best = HPSS(budget=3, space=SPACE, progress=False, params={"k": 2}, threads=3).compile(
+        student, trainset=tc_items
+    )
+    result = best.search_result
+    assert result.evaluations == 3
+    summaries = {s["strategy"]["decoding"]: s for s in result.evaluation_summaries}
+    assert set(summaries) == {"greedy", "expected"}  # expected was not dropped: logprobs work
+    assert summaries["expected"]["parse_failures"] <= 1, summaries["expected"]
+    expected_judge = best.with_strategy(best.strategy.replace(decoding="expected"))
+    pred = expected_judge(**tc_items[0].inputs)
+    assert pred.get("distribution") is not None and 1.0 <= pred.score <= 3.0
+    assert abs(sum(pred.get("distribution")["probs"].values()) - 1.0) < 1e-6
+    stats = lm.stats()
+    assert stats.calls > 0 and stats.failed == 0
+
+    here = [best(**r.inputs).score for r in tc_items]
+    best.model_name = qwen_server.model
+    path = tmp_path / "judge.json"
+    best.save(path)
+    data = tmp_path / "items.json"
+    data.write_text(json.dumps([r.inputs for r in tc_items]))
+    out = subprocess.run(
+        [sys.executable, "-c", SCORE_IN_FRESH_PROCESS, qwen_server.model, qwen_server.api_base,
+         str(path), str(data)],
+        text=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    assert run["model_name"] == qwen_server.model and run["decoding"] == best.decoding.name
+    assert set(run["tags"]) == {best.decoding.name}
+    # Uncached, one request at a time: vLLM's numbers may move in the last digits with the
+    # batch composition, so probability-weighted scores are compared to 0.05.
+    assert run["scores"] == pytest.approx(here, abs=0.05)
+
+
+@pytest.mark.slow
+def test_prompt_logprobs_agree_with_llama_cpp_forced_decoding(
+    qwen_server: Any, llama_backend: Any, tc_items: list[Any]
+) -> None:
+    from scipy.stats import pearsonr, spearmanr
+
+    from judgeopt.glassbox import LiteLLMBackend
+
+    server = LiteLLMBackend(
+        qwen_server.model, api_base=qwen_server.api_base, prompt_logprobs=True, cache=False
+    )
+    ours: list[float] = []
+    theirs: list[float] = []
+    top_ours: list[float] = []
+    top_theirs: list[float] = []
+    for record in tc_items[:3]:
+        inputs = record.inputs
+        messages = [{
+            "role": "user",
+            "content": f"Fact: {inputs['fact']}\n\nConversation:\n{inputs['context']}\n\n"
+                       "Write the next turn of the conversation.",
+        }]  # fmt: skip
+        vllm_scored = server.score(messages, inputs["response"], top_logprobs=5)
+        llama_scored = llama_backend.score(messages, inputs["response"], top_logprobs=5)
+        assert vllm_scored.prompt_tokens == llama_scored.prompt_tokens
+        assert len(vllm_scored) == len(llama_scored) > 5
+        assert "".join(vllm_scored.tokens) == "".join(llama_scored.tokens)
+        ours.extend(vllm_scored.token_logprobs)
+        theirs.extend(llama_scored.token_logprobs)
+        top_ours.extend(vllm_scored.top_logprobs[:, 0])
+        top_theirs.extend(llama_scored.top_logprobs[:, 0])
+    a, b = np.asarray(ours), np.asarray(theirs)
+    # bfloat16 weights dequantised from the GGUF vs llama.cpp's own Q4_K_M kernels: close, not
+    # equal. Aligned, the per-token logprobs agree closely; shifted by one token they do not.
+    assert pearsonr(a, b).statistic > 0.95
+    assert spearmanr(a, b).statistic > 0.9
+    assert float(np.median(np.abs(a - b))) < 0.2
+    assert pearsonr(a[1:], b[:-1]).statistic < 0.5
+    assert pearsonr(np.asarray(top_ours), np.asarray(top_theirs)).statistic > 0.9
