@@ -500,9 +500,10 @@ def test_prompt_logprobs_agree_with_llama_cpp_forced_decoding(
         top_theirs.extend(llama_scored.top_logprobs[:, 0])
     a, b = np.asarray(ours), np.asarray(theirs)
     # bfloat16 weights dequantised from the GGUF vs llama.cpp's own Q4_K_M kernels: close, not
-    # equal. Aligned, the per-token logprobs agree closely; shifted by one token they do not.
-    assert pearsonr(a, b).statistic > 0.95
-    assert spearmanr(a, b).statistic > 0.9
-    assert float(np.median(np.abs(a - b))) < 0.2
-    assert pearsonr(a[1:], b[:-1]).statistic < 0.5
-    assert pearsonr(np.asarray(top_ours), np.asarray(top_theirs)).statistic > 0.9
+    # equal (measured here: Pearson 0.999, median |difference| 0.03 nats over 50 tokens).
+    # Shifted by one token (the llama.cpp server's echo bug) they would not agree (0.12).
+    assert pearsonr(a, b).statistic > 0.98
+    assert spearmanr(a, b).statistic > 0.97
+    assert float(np.median(np.abs(a - b))) < 0.15
+    assert pearsonr(a[1:], b[:-1]).statistic < 0.6
+    assert pearsonr(np.asarray(top_ours), np.asarray(top_theirs)).statistic > 0.97
