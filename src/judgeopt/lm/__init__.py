@@ -8,6 +8,9 @@
   :class:`LMStats`) and one error tree (:class:`LMError`, see :mod:`judgeopt.lm._errors`).
 * :func:`ensure_local_model` joins and verifies the GGUF of a registry model
   (:data:`LOCAL_MODELS`); :func:`start_llama_server` serves a GGUF on loopback.
+* :func:`start_vllm_server` serves a model with vLLM from a separate Python environment
+  (``$JUDGEOPT_VLLM_PYTHON``); :func:`convert_gguf_to_hf` turns a GGUF into the Hugging Face
+  folder vLLM loads.
 
 See ``docs/lm.md``.
 """
@@ -45,6 +48,13 @@ from ._models import (  # noqa: E402
 )
 from ._server import LlamaServer, start_llama_server  # noqa: E402
 from ._stats import LMStats  # noqa: E402
+from ._vllm import (  # noqa: E402
+    VLLMEnvironment,
+    VLLMServer,
+    convert_gguf_to_hf,
+    find_vllm_python,
+    start_vllm_server,
+)
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -65,12 +75,17 @@ __all__ = [
     "LocalModelError",
     "LocalModelSpec",
     "ModelPart",
+    "VLLMEnvironment",
+    "VLLMServer",
     "cache_key",
+    "convert_gguf_to_hf",
     "default_cache_dir",
     "ensure_local_model",
+    "find_vllm_python",
     "local_model_dir",
     "make_lm",
     "resolve_endpoint",
     "start_llama_server",
+    "start_vllm_server",
     "wrap_exception",
 ]

@@ -1,10 +1,13 @@
-"""Start and stop llama-cpp-python's OpenAI-compatible server for a GGUF, on loopback only."""
+"""Start and stop model servers on loopback: llama-cpp-python's OpenAI-compatible server for a
+GGUF here, and the process handling (free port, readiness, stopping by PID) shared with
+:mod:`judgeopt.lm._vllm`."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,19 +16,22 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self, TypeVar
 
 from ._errors import LocalModelError
 from ._local import check_gguf, default_threads, effective_n_ctx
 from ._models import LOCAL_MODELS, ensure_local_model
 
-__all__ = ["LlamaServer", "start_llama_server"]
+__all__ = ["LlamaServer", "ServerProcess", "start_llama_server"]
 
 logger = logging.getLogger(__name__)
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+S = TypeVar("S", bound="ServerProcess")
 
 
 def _free_port(host: str) -> int:
@@ -44,31 +50,80 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def _stop_process(
-    process: subprocess.Popen[bytes], log_path: Path, keep_log: bool, grace: float
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    keep_log: bool,
+    grace: float,
+    group: bool = False,
 ) -> None:
+    """SIGTERM ``process``, SIGKILL it after ``grace`` seconds.
+
+    With ``group`` (the server was started as a session leader, so its process group id is
+    its pid and holds only the server and what it spawned), whatever is left of the group
+    once the server exited gets SIGTERM, then SIGKILL after ``grace`` seconds.
+    """
     if process.poll() is None:
         process.terminate()
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            logger.warning("llama.cpp server pid %d ignored SIGTERM; killing it", process.pid)
+            logger.warning("server pid %d ignored SIGTERM; killing it", process.pid)
+            if group:
+                _kill_group(process.pid)
             process.kill()
             process.wait(timeout=grace)
+    if group:
+        _reap_group(process.pid, grace)
     if not keep_log:
         log_path.unlink(missing_ok=True)
 
 
-class LlamaServer:
-    """A running ``llama_cpp.server`` process; a context manager that stops it on exit.
+def _signal_group(pgid: int, sig: signal.Signals | int) -> bool:
+    """Send ``sig`` to a process group; whether any member was there to get it."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _reap_group(pgid: int, grace: float) -> None:
+    """SIGTERM what is left of a stopped leader's group, SIGKILL it after ``grace`` seconds."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace
+    while _signal_group(pgid, 0):
+        if time.monotonic() > deadline:
+            logger.warning("children of server pid %d ignored SIGTERM; killing them", pgid)
+            _kill_group(pgid)
+            return
+        time.sleep(0.1)
+
+
+class ServerProcess:
+    """A model server process started by judgeopt; a context manager that stops it on exit.
+
+    The common part of :class:`LlamaServer` and :class:`judgeopt.lm.VLLMServer`.
 
     Attributes:
         api_base: ``http://HOST:PORT/v1``, for ``make_lm(server.model, api_base=server.api_base)``.
         model: ``"openai/ALIAS"``, the LiteLLM model string that reaches it.
         alias: The served model name.
+        host: The listen address (loopback).
         port: The TCP port.
         pid: The server's process id.
-        log_path: The file receiving the server's stdout and stderr.
+        log_path: The file receiving the server's stdout and stderr (deleted by :meth:`stop`).
+        model_path: What the server loaded.
     """
+
+    #: The engine's name, for messages.
+    engine = "model"
+    #: Seconds :meth:`stop` waits after SIGTERM before SIGKILL.
+    stop_grace = 10.0
 
     def __init__(
         self,
@@ -78,9 +133,11 @@ class LlamaServer:
         port: int,
         alias: str,
         log_path: Path,
-        model_path: Path,
+        model_path: Path | str,
+        group: bool = False,
     ) -> None:
         self._process = process
+        self._group = group
         self.host = host
         self.port = port
         self.alias = alias
@@ -90,7 +147,9 @@ class LlamaServer:
         self.api_base = f"http://{url_host}:{port}/v1"
         self.model = f"openai/{alias}"
         # Stop the process even if the caller forgets to (garbage collection, interpreter exit).
-        self._finalizer = weakref.finalize(self, _stop_process, process, log_path, False, 10.0)
+        self._finalizer = weakref.finalize(
+            self, _stop_process, process, log_path, False, self.stop_grace, group
+        )
 
     @property
     def pid(self) -> int:
@@ -99,7 +158,10 @@ class LlamaServer:
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"
-        return f"LlamaServer({self.model!r}, api_base={self.api_base!r}, pid={self.pid}, {state})"
+        return (
+            f"{type(self).__name__}({self.model!r}, api_base={self.api_base!r}, "
+            f"pid={self.pid}, {state})"
+        )
 
     def is_running(self) -> bool:
         """Whether the server process is still alive."""
@@ -109,13 +171,15 @@ class LlamaServer:
         """Return the last ``lines`` lines the server wrote (stdout and stderr together)."""
         return _tail(self.log_path, lines)
 
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop the server: SIGTERM, then SIGKILL after ``grace`` seconds. Idempotent."""
+    def stop(self, grace: float | None = None) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after ``grace`` seconds (default
+        :attr:`stop_grace`). Idempotent."""
         if self._finalizer.alive:
             self._finalizer.detach()
-            _stop_process(self._process, self.log_path, False, grace)
+            wait = self.stop_grace if grace is None else grace
+            _stop_process(self._process, self.log_path, False, wait, self._group)
 
-    def __enter__(self) -> LlamaServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -125,6 +189,22 @@ class LlamaServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class LlamaServer(ServerProcess):
+    """A running ``llama_cpp.server`` process; a context manager that stops it on exit.
+
+    Attributes:
+        api_base: ``http://HOST:PORT/v1``, for ``make_lm(server.model, api_base=server.api_base)``.
+        model: ``"openai/ALIAS"``, the LiteLLM model string that reaches it.
+        alias: The served model name.
+        port: The TCP port.
+        pid: The server's process id.
+        log_path: The file receiving the server's stdout and stderr.
+        model_path: The GGUF file.
+    """
+
+    engine = "llama.cpp"
 
 
 # Loopback only: never route the readiness probe through an HTTP proxy from the environment.
@@ -138,6 +218,108 @@ def _ready(api_base: str) -> bool:
             return bool(reply.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def check_host(host: str) -> None:
+    """Refuse a listen address other than loopback: the servers have no authentication."""
+    if host not in _LOOPBACK:
+        raise ValueError(
+            f"The `host` argument must be a loopback address, one of {sorted(_LOOPBACK)}; the "
+            f"server has no authentication. Got {host!r} instead."
+        )
+
+
+def check_alias(alias: str) -> None:
+    """A served model name must be a non-empty word without '/' (it follows ``openai/``)."""
+    if not isinstance(alias, str) or not alias or any(c.isspace() for c in alias) or "/" in alias:
+        raise ValueError(
+            "The `alias` argument must be a non-empty name without spaces or '/'. "
+            f"Got {alias!r} instead."
+        )
+
+
+def launch_server(
+    cls: type[S],
+    command: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    alias: str,
+    model_path: Path | str,
+    startup_timeout: float,
+    env: Mapping[str, str] | None = None,
+    group: bool = False,
+) -> S:
+    """Start ``command`` with its output in a temporary log and wait for ``/v1/models``.
+
+    Args:
+        cls: The :class:`ServerProcess` subclass to return.
+        command: The server's command line.
+        host: The listen address the command was given.
+        port: The port the command was given.
+        alias: The served model name the command was given.
+        model_path: What the server loads (for messages and the returned object).
+        startup_timeout: Seconds to wait for the server to answer.
+        env: The process environment (default: this process's).
+        group: Start the server as a session leader and, when stopping it, kill what is left
+            of its process group (for servers that spawn workers, like vLLM).
+
+    Returns:
+        The running server.
+
+    Raises:
+        LocalModelError: If the process exits or does not answer within ``startup_timeout``
+            (it is stopped first; the message has the tail of its log).
+    """
+    name = model_path.name if isinstance(model_path, Path) else model_path
+    tag = cls.engine.lower().replace(".", "")
+    fd, log_name = tempfile.mkstemp(prefix=f"judgeopt-{tag}-server-", suffix=".log")
+    log_path = Path(log_name)
+    logger.info("starting %s server: %s", cls.engine, " ".join(command))
+    with os.fdopen(fd, "wb") as log:
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            start_new_session=group,
+        )
+    server = cls(
+        process,
+        host=host,
+        port=port,
+        alias=alias,
+        log_path=log_path,
+        model_path=model_path,
+        group=group,
+    )
+    started = time.monotonic()
+    while True:
+        if not server.is_running():
+            tail = server.stderr_tail(40)
+            server.stop()
+            raise LocalModelError(
+                f"the {cls.engine} server for {name} exited with code {process.returncode} "
+                f"before answering on {server.api_base}. Its last output:\n{tail}"
+            )
+        if _ready(server.api_base):
+            logger.info(
+                "%s server ready at %s (pid %d) after %.1f s",
+                cls.engine,
+                server.api_base,
+                server.pid,
+                time.monotonic() - started,
+            )
+            return server
+        if time.monotonic() - started > startup_timeout:
+            tail = server.stderr_tail(40)
+            server.stop()
+            raise LocalModelError(
+                f"the {cls.engine} server for {name} did not answer on {server.api_base}/models "
+                f"within {startup_timeout:g} s. Its last output:\n{tail}"
+            )
+        time.sleep(0.2)
 
 
 def start_llama_server(
@@ -175,16 +357,8 @@ def start_llama_server(
         LocalModelError: If the model is missing, llama-cpp-python is not installed, or the
             server exits or does not answer in time (the message has its log's tail).
     """
-    if host not in _LOOPBACK:
-        raise ValueError(
-            f"The `host` argument must be a loopback address, one of {sorted(_LOOPBACK)}; the "
-            f"server has no authentication. Got {host!r} instead."
-        )
-    if not alias or any(c.isspace() for c in alias) or "/" in alias:
-        raise ValueError(
-            "The `alias` argument must be a non-empty name without spaces or '/'. "
-            f"Got {alias!r} instead."
-        )
+    check_host(host)
+    check_alias(alias)
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
         raise ValueError(f"The `n_ctx` argument must be an int >= 16. Got {n_ctx!r} instead.")
     threads = default_threads() if n_threads is None else n_threads
@@ -205,8 +379,6 @@ def start_llama_server(
         path = check_gguf(model_path)
     chosen = port if port is not None else _free_port(host)
 
-    fd, log_name = tempfile.mkstemp(prefix="judgeopt-llama-server-", suffix=".log")
-    log_path = Path(log_name)
     command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(path),
@@ -219,32 +391,12 @@ def start_llama_server(
         "--logits_all", str(logits_all),
         *extra_args,
     ]  # fmt: skip
-    logger.info("starting llama.cpp server: %s", " ".join(command))
-    with os.fdopen(fd, "wb") as log:
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-    server = LlamaServer(
-        process, host=host, port=chosen, alias=alias, log_path=log_path, model_path=path
+    return launch_server(
+        LlamaServer,
+        command,
+        host=host,
+        port=chosen,
+        alias=alias,
+        model_path=path,
+        startup_timeout=startup_timeout,
     )
-
-    deadline = time.monotonic() + startup_timeout
-    while True:
-        if not server.is_running():
-            tail = server.stderr_tail()
-            server.stop()
-            raise LocalModelError(
-                f"the llama.cpp server for {path.name} exited with code {process.returncode} "
-                f"before answering on {server.api_base}. Its last output:\n{tail}"
-            )
-        if _ready(server.api_base):
-            logger.info("llama.cpp server ready at %s (pid %d)", server.api_base, server.pid)
-            return server
-        if time.monotonic() > deadline:
-            tail = server.stderr_tail()
-            server.stop()
-            raise LocalModelError(
-                f"the llama.cpp server for {path.name} did not answer on {server.api_base}/models "
-                f"within {startup_timeout:g} s. Its last output:\n{tail}"
-            )
-        time.sleep(0.2)
