@@ -417,11 +417,12 @@ def test_capability_error_names_backend_capability_and_alternatives() -> None:
     err = CapabilityError("litellm", "openai/x", Capability.FULL_VOCABULARY, "softmax_ent")
     text = str(err)
     assert "litellm" in text and "openai/x" in text and "full_vocabulary" in text
-    assert "softmax_ent" in text and "llama.cpp" in text
-    assert err.available_in == ("llama.cpp",)
+    assert "softmax_ent" in text and "llama.cpp" in text and "TransformersBackend" in text
+    assert err.available_in == ("llama.cpp", "transformers")
     assert isinstance(err, ValueError) and isinstance(err, gb.GlassBoxError)
     attn = CapabilityError("llama.cpp", "local", Capability.ATTENTION)
-    assert attn.available_in == () and "transformers" in str(attn)
+    assert attn.available_in == ("transformers",)
+    assert "TransformersBackend" in str(attn) and "judgeopt[transformers]" in str(attn)
     server_like = FakeBackend(capabilities=frozenset({Capability.TOP_LOGPROBS}))
     with pytest.raises(CapabilityError, match="attention"):
         LogprobBackend.attentions(server_like, [], "x")
@@ -543,6 +544,20 @@ def test_make_backend_routes_model_strings() -> None:
         gb.make_backend("openai/qwen", n_threads=1)
     with pytest.raises(ValueError, match="local model name"):
         LlamaCppBackend("no-such-model")
+    with pytest.raises(ValueError, match="`backend` argument"):
+        gb.make_backend("local", backend="vllm")
+    with pytest.raises(ValueError, match="runs local models"):
+        gb.make_backend("openai/qwen", backend="llama.cpp")
+    with pytest.raises(ValueError, match="runs local models"):
+        gb.make_backend("openai/qwen", backend="transformers")
+    with pytest.raises(ValueError, match="runs in process"):
+        gb.make_backend("local", backend="litellm")
+    with pytest.raises(ValueError, match="dtype"):
+        gb.make_backend("local", dtype="bfloat16")
+    with pytest.raises(ValueError, match="dtype"):
+        gb.make_backend("openai/qwen", dtype="float32")
+    with pytest.raises(ValueError, match="api_base"):
+        gb.make_backend("local", backend="transformers", api_base="http://h")
 
 
 # ---------------------------------------------------------------------------- the dataset API
@@ -746,6 +761,13 @@ def test_cli_glassbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     payload = json.loads(out.read_text())
     assert payload["n_items"] == 5 and "correlations" in payload
     assert made[0]["model"] == "local:smollm2-135m"
+    assert made[0]["backend"] is None and made[0]["dtype"] is None
+    code = main(["glassbox", "--data", str(data), "--field", "answer", "--instruction-field",
+                 "question", "--model", "local:smollm2-135m", "--backend", "transformers",
+                 "--dtype", "bfloat16", "--features", "sentprob", "--no-progress"])
+    assert code == 0
+    assert made[1]["backend"] == "transformers" and made[1]["dtype"] == "bfloat16"
+    capsys.readouterr()
 
     monkeypatch.setattr(gb, "make_backend", lambda model, **kw: FakeBackend(
         capabilities=frozenset({Capability.TOP_LOGPROBS})))
