@@ -147,3 +147,14 @@ def test_litellm_backend_against_a_llama_cpp_server(server: object, tmp_path: Pa
     with pytest.raises(CapabilityError) as info:
         remote.score(MESSAGES, RESPONSE)
     assert info.value.capability is Capability.FORCED_DECODING
+
+
+def test_token_texts_of_long_tokens(backend: LlamaCppBackend) -> None:
+    """Tokens longer than llama-cpp-python's 32-byte detokenize buffer keep their text."""
+    dashes = "-" * 64
+    ids = backend.tokenize(dashes)
+    assert len(ids) == 1  # one SmolLM2 token
+    texts = backend.token_texts()
+    assert texts[ids[0]] == dashes
+    assert sum(len(t.encode()) > 32 for t in texts) >= 40
+    assert texts[backend.tokenize("Paris")[0]] == "Paris"

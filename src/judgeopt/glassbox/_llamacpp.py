@@ -19,6 +19,7 @@ Memory: ``n_ctx x vocabulary`` float32 logits (Qwen2.5, 151,936 entries: 2.5 GB 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 from collections.abc import Sequence
@@ -182,13 +183,31 @@ class LlamaCppBackend(LogprobBackend):
         )
         return ids
 
+    def _piece(self, token: int) -> bytes:
+        """The bytes of one token (control tokens give ``b""``).
+
+        NOTE: llama-cpp-python's ``detokenize`` reads each piece through a 32-byte buffer and
+        returns nothing for longer tokens (runs of spaces or dashes in code vocabularies);
+        this asks again with the size llama.cpp reports.
+        """
+        from llama_cpp import llama_cpp
+
+        vocab = self._get().llama._model.vocab
+        size = 32
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buffer,
+                                               size, 0, False)
+            if n >= 0:
+                return buffer.raw[:n]
+            size = -n
+
     def token_texts(self) -> tuple[str, ...]:
         """The decoded text of every vocabulary entry (cached)."""
         if self._texts is None:
             llama = self._get().llama
             self._texts = tuple(
-                llama.detokenize([i]).decode("utf-8", errors="replace")
-                for i in range(llama.n_vocab())
+                self._piece(i).decode("utf-8", errors="replace") for i in range(llama.n_vocab())
             )
         return self._texts
 
@@ -297,5 +316,5 @@ class LlamaCppBackend(LogprobBackend):
                 rng=np.random.default_rng(seed), is_eog=self._is_eog,
                 room=self.n_ctx - len(prompt), vocab_size=n_vocab, texts=texts,
                 top_logprobs=top_logprobs, full_logprobs=full_logprobs)
-        pieces = [llama.detokenize([i]) for i in decoded.ids]
+        pieces = [self._piece(i) for i in decoded.ids]
         return generation_from_decoded(decoded, pieces, prompt)
