@@ -544,20 +544,18 @@ def test_make_backend_routes_model_strings() -> None:
         gb.make_backend("openai/qwen", n_threads=1)
     with pytest.raises(ValueError, match="local model name"):
         LlamaCppBackend("no-such-model")
-    with pytest.raises(ValueError, match="`backend` argument"):
-        gb.make_backend("local", backend="vllm")
-    with pytest.raises(ValueError, match="runs local models"):
-        gb.make_backend("openai/qwen", backend="llama.cpp")
-    with pytest.raises(ValueError, match="runs local models"):
-        gb.make_backend("openai/qwen", backend="transformers")
-    with pytest.raises(ValueError, match="runs in process"):
-        gb.make_backend("local", backend="litellm")
-    with pytest.raises(ValueError, match="dtype"):
-        gb.make_backend("local", dtype="bfloat16")
-    with pytest.raises(ValueError, match="dtype"):
-        gb.make_backend("openai/qwen", dtype="float32")
-    with pytest.raises(ValueError, match="api_base"):
-        gb.make_backend("local", backend="transformers", api_base="http://h")
+    refused: list[tuple[str, dict[str, Any], str]] = [
+        ("local", {"backend": "vllm"}, "`backend` argument"),
+        ("openai/qwen", {"backend": "llama.cpp"}, "runs local models"),
+        ("openai/qwen", {"backend": "transformers"}, "runs local models"),
+        ("local", {"backend": "litellm"}, "runs in process"),
+        ("local", {"dtype": "bfloat16"}, "dtype"),
+        ("openai/qwen", {"dtype": "float32"}, "dtype"),
+        ("local", {"backend": "transformers", "api_base": "http://h"}, "api_base"),
+    ]
+    for model, kwargs, message in refused:
+        with pytest.raises(ValueError, match=message):
+            gb.make_backend(model, **kwargs)
 
 
 # ---------------------------------------------------------------------------- the dataset API

@@ -132,17 +132,6 @@ def llama() -> LlamaCppBackend:
     return b
 
 
-def _direct(logits: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """Softmax-Ent and Softmax-Var straight from raw logits, in plain numpy (float64)."""
-    x = logits.astype(np.float64)
-    x = x - x.max(axis=1, keepdims=True)
-    logp = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-    p = np.exp(logp)
-    ent = float(np.mean(-(p * logp).sum(axis=1)))
-    var = float(np.mean(((logp - logp.mean(axis=1, keepdims=True)) ** 2).mean(axis=1)))
-    return ent, var, logp
-
-
 def _plain_forward(backend: TransformersBackend, ids: list[int]) -> Any:
     """One forward pass of the raw transformers model over ``ids``: no cache, no slicing."""
     import torch
@@ -153,7 +142,7 @@ def _plain_forward(backend: TransformersBackend, ids: list[int]) -> Any:
 
 @pytest.mark.slow
 def test_softmax_features_equal_numpy_on_the_logits_of_the_same_pass(
-    backend: TransformersBackend,
+    backend: TransformersBackend, softmax_reference: Any,
 ) -> None:
     """Acceptance: Softmax-Ent / Softmax-Var equal numpy on the logits of the same pass, and
     those logits are the rows that predicted each response token."""
@@ -161,7 +150,7 @@ def test_softmax_features_equal_numpy_on_the_logits_of_the_same_pass(
     assert scored.logits is not None and scored.top_logprobs is not None
     n = len(scored.tokens)
     assert scored.logits.shape == (n, backend.vocab_size) and scored.logits.dtype == np.float32
-    ent, var, logp = _direct(scored.logits)
+    ent, var, logp = softmax_reference(scored.logits)
     assert gb.softmax_entropy(scored.logits) == pytest.approx(ent, rel=1e-9, abs=1e-12)
     assert gb.softmax_variance(scored.logits) == pytest.approx(var, rel=1e-9, abs=1e-12)
     ids = np.asarray(scored.token_ids)

@@ -15,9 +15,11 @@ Exception tree::
 from __future__ import annotations
 
 import enum
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -197,6 +199,65 @@ def char_offsets(pieces: list[bytes]) -> tuple[int, ...]:
         offsets.append(len(consumed.decode("utf-8", errors="ignore")))
         consumed += piece
     return tuple(offsets)
+
+
+class LocalModelArgs(NamedTuple):
+    """The validated model and threads of an in-process backend."""
+
+    registry_name: str | None
+    path: Path | None
+    label: str
+    n_threads: int
+
+
+def local_model_args(
+    backend_class: str,
+    model: str | os.PathLike[str],
+    *,
+    n_ctx: int,
+    n_threads: int | None,
+    folders: bool = False,
+) -> LocalModelArgs:
+    """Validate the arguments shared by the in-process backends' constructors.
+
+    Args:
+        backend_class: The class name, for the messages.
+        model: A registry name, a GGUF path or (with ``folders``) a Hugging Face folder.
+        n_ctx: The context size (an int >= 16).
+        n_threads: Threads, or ``None`` for ``$JUDGEOPT_THREADS`` (default 2).
+        folders: Whether a model folder (with ``config.json``) is accepted.
+
+    Raises:
+        ValueError: Naming the argument, the value and what is allowed.
+        LocalModelError: If a GGUF path is missing or not a GGUF.
+    """
+    from judgeopt.lm._local import check_gguf, default_threads
+    from judgeopt.lm._models import LOCAL_MODELS
+
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
+        raise ValueError(f"The `n_ctx` argument of {backend_class} must be an int >= 16. Got "
+                         f"{n_ctx!r} instead.")
+    threads = default_threads() if n_threads is None else n_threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"The `n_threads` argument of {backend_class} must be an int >= 1. "
+                         f"Got {n_threads!r} instead.")
+    if isinstance(model, str) and model in LOCAL_MODELS:
+        return LocalModelArgs(model, None, model, threads)
+    if folders and isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_dir():
+        folder = Path(model).expanduser().resolve()
+        if not (folder / "config.json").is_file():
+            raise ValueError(f"The `model` folder {str(folder)!r} has no config.json: "
+                             f"{backend_class} loads a Hugging Face model folder, a .gguf file "
+                             "or a registry model.")
+        return LocalModelArgs(None, folder, str(folder), threads)
+    if isinstance(model, os.PathLike) or (
+        isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
+    ):
+        path = check_gguf(model)
+        return LocalModelArgs(None, path, str(path), threads)
+    kinds = "the path of a .gguf file" + (" or a Hugging Face model folder" if folders else "")
+    raise ValueError(f"The `model` argument of {backend_class} must be a local model name, one "
+                     f"of {sorted(LOCAL_MODELS)}, or {kinds}. Got {model!r} instead.")
 
 
 def check_decoding_args(max_tokens: int, temperature: float, top_k: int | None) -> None:

@@ -23,7 +23,6 @@ import ctypes
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from ._backend import (
     check_fits,
     decode_tokens,
     generation_from_decoded,
+    local_model_args,
     scored_text,
 )
 from ._features import log_softmax
@@ -82,35 +82,10 @@ class LlamaCppBackend(LogprobBackend):
         n_threads: int | None = None,
         model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        from judgeopt.lm._local import check_gguf, default_threads, effective_n_ctx
-        from judgeopt.lm._models import LOCAL_MODELS
+        from judgeopt.lm._local import effective_n_ctx
 
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
-            raise ValueError(
-                f"The `n_ctx` argument of LlamaCppBackend must be an int >= 16. Got {n_ctx!r} "
-                "instead."
-            )
-        threads = default_threads() if n_threads is None else n_threads
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(
-                "The `n_threads` argument of LlamaCppBackend must be an int >= 1. "
-                f"Got {n_threads!r} instead."
-            )
-        self._registry_name: str | None = None
-        self._path: Path | None = None
-        if isinstance(model, str) and model in LOCAL_MODELS:
-            self._registry_name = model
-            label = model
-        elif isinstance(model, os.PathLike) or (
-            isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
-        ):
-            self._path = check_gguf(model)
-            label = str(self._path)
-        else:
-            raise ValueError(
-                f"The `model` argument of LlamaCppBackend must be a local model name, one of "
-                f"{sorted(LOCAL_MODELS)}, or the path of a .gguf file. Got {model!r} instead."
-            )
+        args = local_model_args("LlamaCppBackend", model, n_ctx=n_ctx, n_threads=n_threads)
+        self._registry_name, self._path, label, threads = args
         self.model = f"local:{label}"
         self.n_ctx = effective_n_ctx(n_ctx)
         self.n_threads = threads

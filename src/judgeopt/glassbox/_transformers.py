@@ -36,7 +36,6 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +53,7 @@ from ._backend import (
     check_fits,
     decode_tokens,
     generation_from_decoded,
+    local_model_args,
     scored_text,
 )
 from ._features import log_softmax
@@ -219,9 +219,6 @@ class TransformersBackend(LogprobBackend):
         n_threads: int | None = None,
         model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        from judgeopt.lm._local import check_gguf, default_threads
-        from judgeopt.lm._models import LOCAL_MODELS
-
         missing = missing_packages()
         if missing:
             raise ImportError(
@@ -235,42 +232,9 @@ class TransformersBackend(LogprobBackend):
             )
         if not isinstance(attention, bool):
             raise ValueError(f"The `attention` argument must be a bool. Got {attention!r}.")
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
-            raise ValueError(
-                f"The `n_ctx` argument of TransformersBackend must be an int >= 16. Got "
-                f"{n_ctx!r} instead."
-            )
-        threads = default_threads() if n_threads is None else n_threads
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(
-                "The `n_threads` argument of TransformersBackend must be an int >= 1. "
-                f"Got {n_threads!r} instead."
-            )
-        self._registry_name: str | None = None
-        self._path: Path | None = None
-        if isinstance(model, str) and model in LOCAL_MODELS:
-            self._registry_name = model
-            label = model
-        elif isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_dir():
-            folder = Path(model).expanduser().resolve()
-            if not (folder / "config.json").is_file():
-                raise ValueError(
-                    f"The `model` folder {str(folder)!r} has no config.json: TransformersBackend "
-                    "loads a Hugging Face model folder, a .gguf file or a registry model."
-                )
-            self._path = folder
-            label = str(folder)
-        elif isinstance(model, os.PathLike) or (
-            isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
-        ):
-            self._path = check_gguf(model)
-            label = str(self._path)
-        else:
-            raise ValueError(
-                f"The `model` argument of TransformersBackend must be a local model name, one of "
-                f"{sorted(LOCAL_MODELS)}, the path of a .gguf file or a Hugging Face model "
-                f"folder. Got {model!r} instead."
-            )
+        args = local_model_args("TransformersBackend", model, n_ctx=n_ctx,
+                                n_threads=n_threads, folders=True)
+        self._registry_name, self._path, label, threads = args
         self.model = f"local:{label}"
         self.dtype = dtype
         self.attention = attention
