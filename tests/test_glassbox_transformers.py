@@ -311,3 +311,36 @@ def test_bfloat16_weights_stay_close_to_float32(backend: TransformersBackend) ->
     assert low.token_ids == exact.token_ids
     assert np.corrcoef(low.token_logprobs, exact.token_logprobs)[0, 1] > 0.98
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=2e-2)
+
+
+@pytest.mark.slow
+def test_a_hugging_face_folder_loads_like_the_gguf(backend: TransformersBackend,
+                                                   tmp_path: Any) -> None:
+    """A model folder (here SmolLM2 saved from its dequantised GGUF) is the third input."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path / "smollm2"
+    net = backend._get()
+    config = copy.deepcopy(net.config)  # a GGUF-loaded model refuses save_pretrained
+    for key in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, key):
+            delattr(config, key)
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(net.state_dict())
+    plain.generation_config = net.generation_config
+    plain.save_pretrained(folder)
+    backend._tok.save_pretrained(folder)
+    del plain
+    local = gb.make_backend(f"local:{folder}", backend="transformers", n_threads=1)
+    try:
+        assert local.model == f"local:{folder.resolve()}"
+        assert local.prompt_ids(MESSAGES) == backend.prompt_ids(MESSAGES)
+        ours = local.score(MESSAGES, RESPONSE)
+        np.testing.assert_allclose(ours.token_logprobs,
+                                   backend.score(MESSAGES, RESPONSE).token_logprobs, atol=1e-4)
+        assert local.generate(MESSAGES, max_tokens=12).text == backend.generate(
+            MESSAGES, max_tokens=12).text
+    finally:
+        local.close()

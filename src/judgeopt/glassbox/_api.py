@@ -23,8 +23,9 @@ How each feature is obtained (formulas in :mod:`judgeopt.glassbox._features`):
   (``Softmax-Ent - SentProb-Ref``, section 3.2); the in-context illustration features score
   the response after ``user: instruction, assistant: reference, user: instruction``
   (section 3.1).
-* AttnEnt-Min / AttnEnt-Avg: from the backend's attention weights (attention-capable backends
-  only).
+* AttnEnt-Min / AttnEnt-Avg: from the backend's attention weights of the same pair
+  (:class:`TransformersBackend` only; the prompt is then in its KV cache, so only the response
+  is evaluated again).
 """
 
 from __future__ import annotations

@@ -90,10 +90,10 @@ BACKEND_CAPABILITIES: Mapping[str, tuple[frozenset[Capability], str]] = {
     ),
     "transformers": (
         frozenset(Capability),
-        "TransformersBackend, make_backend(MODEL, backend='transformers') with MODEL 'local', "
-        "'local:NAME', 'local:PATH.gguf' or 'local:HF_FOLDER'; needs "
-        "pip install 'judgeopt[transformers]'; attention weights unless built with "
-        "attention=False",
+        "TransformersBackend: make_backend(MODEL, backend='transformers') or judgeopt glassbox "
+        "--backend transformers, with MODEL 'local', 'local:NAME', 'local:PATH.gguf' or "
+        "'local:HF_FOLDER'; needs pip install 'judgeopt[transformers]'; attention weights "
+        "unless built with attention=False",
     ),
     "litellm": (
         frozenset(

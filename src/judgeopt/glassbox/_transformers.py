@@ -290,6 +290,7 @@ class TransformersBackend(LogprobBackend):
         else:
             where, extra = self._path.parent, {"gguf_file": self._path.name}
         started = time.monotonic()
+        net: Any
         try:
             tok = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
             net = AutoModelForCausalLM.from_pretrained(
@@ -505,6 +506,7 @@ class TransformersBackend(LogprobBackend):
         """
         prompt = self.prompt_ids(messages)
         target = self.tokenize(response)
+        check_fits(len(prompt) + len(target), self.n_ctx, self.model, "TransformersBackend")
         if target:
             rows, _ = self._run([*prompt, *target[:-1]], len(prompt) - 1)
         else:
@@ -528,6 +530,7 @@ class TransformersBackend(LogprobBackend):
         self.require(Capability.ATTENTION, "attention entropy")
         prompt = self.prompt_ids(messages)
         target = self.tokenize(response)
+        check_fits(len(prompt) + len(target), self.n_ctx, self.model, "TransformersBackend")
         if not target:
             return np.zeros((self.n_layers, self.n_heads, 0, len(prompt)), dtype=np.float32)
         _, weights = self._run([*prompt, *target[:-1]], len(prompt) - 1, attentions=True,
