@@ -9,13 +9,21 @@ For each dataset (Topical-Chat, SummEval subsets of whole groups):
 3. greedy vs expected rating (full vocabulary, and top-k) vs self-consistency for the
    baseline (MT-Bench) judge prompt, correlated with the judged aspect.
 
+With ``--backend transformers`` (CPU torch, ``pip install 'judgeopt[transformers]'``) the
+attention features AttnEnt-Min / AttnEnt-Avg are computed alongside the others, from the
+same item's attention weights right after its forced-decoding pass (the prompt is then in
+the KV cache, so only the response is evaluated again); ``--compare-with`` a previous run's
+JSON (e.g. the llama.cpp one) reports how the shared features agree between the backends.
+
 Prints tables and writes JSON (default ``benchmarks/results/glassbox.json``).
 
 Usage:
     python benchmarks/glassbox.py [--model local:qwen2.5-coder-0.5b] [--limit 20]
+        [--backend llama.cpp|transformers] [--dtype float32|bfloat16]
         [--datasets topical_chat,summeval] [--n-ensemble 10] [--decoding-ensemble]
-        [--sc-n 5] [--rating-scale N] [--rating-cot prefix|none] [--max-tokens 256]
-        [--n-threads 1] [--json benchmarks/results/glassbox.json]
+        [--skip-prompt-ensemble] [--sc-n 5] [--rating-scale N] [--rating-cot prefix|none]
+        [--max-tokens 256] [--n-threads 1] [--compare-with benchmarks/results/glassbox.json]
+        [--json benchmarks/results/glassbox.json]
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +44,9 @@ from scipy import stats  # noqa: E402
 
 from judgeopt.data import load_records  # noqa: E402
 from judgeopt.glassbox import (  # noqa: E402
+    Capability,
     FeatureResult,
+    attention_entropy,
     compute_features,
     correlate_features,
     make_backend,
@@ -119,11 +130,21 @@ def base_features(records: list[Any], backend: Any, spec: dict[str, Any]) -> dic
 
     vocab = backend.vocab_size
     exact: dict[str, list[float]] = {"sentprob": [], "softmax_ent": [], "softmax_var": []}
+    attention = backend.supports(Capability.ATTENTION)
+    if attention:
+        exact.update(attn_ent_min=[], attn_ent_avg=[])
     approx: dict[str, list[float]] = {}
     started = time.monotonic()
+    attention_seconds = 0.0
     for rec in records:
         msgs = [{"role": "user", "content": fill_template(spec["instruction"], rec.inputs)}]
         scored = backend.score(msgs, rec.inputs[spec["response"]], full_vocabulary=True)
+        if attention:
+            t0 = time.monotonic()
+            per_head = attention_entropy(backend.attentions(msgs, rec.inputs[spec["response"]]))
+            exact["attn_ent_min"].append(float(np.min(per_head)))
+            exact["attn_ent_avg"].append(float(np.mean(per_head)))
+            attention_seconds += time.monotonic() - t0
         exact["sentprob"].append(float(np.mean(scored.token_logprobs)))
         exact["softmax_ent"].append(float(np.mean(token_entropies(scored.logits))))
         exact["softmax_var"].append(float(np.mean(token_logprob_variances(scored.logits))))
@@ -138,7 +159,8 @@ def base_features(records: list[Any], backend: Any, spec: dict[str, Any]) -> dic
     ex = {k: np.asarray(v) for k, v in exact.items()}
     errors = {name: _err(ex[name.split("@")[0]], np.asarray(v)) for name, v in approx.items()}
     return {"exact": ex, "approx": {k: np.asarray(v) for k, v in approx.items()},
-            "topk_error": errors, "seconds": seconds}
+            "topk_error": errors, "seconds": seconds - attention_seconds,
+            "attention_seconds": attention_seconds if attention else None}
 
 
 def ratings(records: list[Any], backend: Any, dataset: str, spec: dict[str, Any],
@@ -228,17 +250,26 @@ def features_section(records: list[Any], backend: Any, spec: dict[str, Any],
                      args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     base = base_features(records, backend, spec)
-    extra = ["unt_exp_prompt", "unt_var_prompt"]
+    extra = [] if args.skip_prompt_ensemble else ["unt_exp_prompt", "unt_var_prompt"]
     if args.decoding_ensemble:
         extra += ["unt_exp_dec", "unt_var_dec"]
     if spec["reference"]:
         extra += ["sentprob_ref", "sentprob_illus", "softmax_ent_illus", "softmax_var_illus"]
     t0 = time.monotonic()
-    more = compute_features(
-        records, backend, extra, instruction_template=spec["instruction"],
-        response_field=spec["response"], reference_field=spec["reference"],
-        n_ensemble=args.n_ensemble, sample_max_tokens=args.sample_max_tokens, seed=args.seed,
-        progress=False)
+    if extra:
+        more = compute_features(
+            records, backend, extra, instruction_template=spec["instruction"],
+            response_field=spec["response"], reference_field=spec["reference"],
+            n_ensemble=args.n_ensemble, sample_max_tokens=args.sample_max_tokens,
+            seed=args.seed, progress=False)
+    else:  # nothing beyond the base pass: no model call, only the records' human scores
+        aspects = sorted({a for r in records for a in r.scores})
+        more = FeatureResult(
+            features=(), ids=tuple(r.id for r in records),
+            group_ids=tuple(r.group_id for r in records), values={},
+            human={a: np.asarray([r.scores.get(a, math.nan) for r in records], dtype=float)
+                   for a in aspects},
+            errors={}, model=backend.model, backend=backend.name, seconds=0.0, settings={})
     extra_seconds = time.monotonic() - t0
     values = dict(base["exact"])
     values["softmax_combo"] = softmax_combo(values["softmax_ent"], values["softmax_var"])
@@ -258,8 +289,10 @@ def features_section(records: list[Any], backend: Any, spec: dict[str, Any],
     if spec["level"] != "dataset":  # instruction-level features are constant within a group
         out["features_dataset_level"] = correlate_features(
             merged, methods=("spearman",), level="dataset").to_dict()
-    print(f"features: {base['seconds']:.0f} s base pass + {extra_seconds:.0f} s ensembles/"
-          f"reference ({len(records)} items)")
+    attn = base["attention_seconds"]
+    print(f"features: {base['seconds']:.0f} s base pass"
+          + (f" + {attn:.0f} s attention" if attn is not None else "")
+          + f" + {extra_seconds:.0f} s ensembles/reference ({len(records)} items)")
     print("\ntop-k approximation error vs full vocabulary (per-item feature values):")
     for name, e in base["topk_error"].items():
         print(f"  {name:<28} MAE {e['mae']:.4f}  rel {e['mean_rel_err']:.3f}  "
@@ -268,7 +301,47 @@ def features_section(records: list[Any], backend: Any, spec: dict[str, Any],
     out["feature_values"] = {k: [None if not np.isfinite(x) else float(x) for x in v]
                              for k, v in values.items()}
     out["feature_topk_error"] = base["topk_error"]
-    out["feature_seconds"] = {"base": base["seconds"], "ensembles_and_reference": extra_seconds}
+    out["feature_seconds"] = {"base": base["seconds"], "attention": base["attention_seconds"],
+                              "ensembles_and_reference": extra_seconds,
+                              "base_per_item": base["seconds"] / max(len(records), 1),
+                              "attention_per_item": (base["attention_seconds"]
+                                                     / max(len(records), 1)
+                                                     if base["attention_seconds"] is not None
+                                                     else None)}
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def compare_runs(results: dict[str, Any], other_path: str) -> dict[str, Any]:
+    """How the per-item features of this run agree with another run's (same items)."""
+    other = json.loads(Path(other_path).read_text(encoding="utf-8"))
+    out: dict[str, Any] = {"other": other_path, "other_model": other.get("model"),
+                           "other_backend": other.get("args", {}).get("backend") or "llama.cpp",
+                           "datasets": {}}
+    print(f"\nagreement with {other_path}:")
+    for name, res in results.items():
+        theirs = other.get("datasets", {}).get(name, {})
+        if "feature_values" not in res or "feature_values" not in theirs:
+            continue
+        index = {rid: i for i, rid in enumerate(theirs["ids"])}
+        shared = [(i, index[rid]) for i, rid in enumerate(res["ids"]) if rid in index]
+        rows = {}
+        for feature, ours in res["feature_values"].items():
+            if feature not in theirs["feature_values"] or "@" in feature:
+                continue
+            a = np.asarray([ours[i] for i, _ in shared], dtype=np.float64)
+            b = np.asarray([theirs["feature_values"][feature][j] for _, j in shared],
+                           dtype=np.float64)
+            rows[feature] = _err(b, a)
+            e = rows[feature]
+            print(f"  {name:<13} {feature:<18} n={e['n']:>3}  MAE {e.get('mae', math.nan):.4f}  "
+                  f"spearman {e.get('spearman_with_exact', math.nan):.3f}")
+        out["datasets"][name] = rows
     return out
 
 
@@ -295,6 +368,15 @@ def ratings_section(records: list[Any], backend: Any, dataset: str, spec: dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b")
+    parser.add_argument("--backend", default=None, choices=["llama.cpp", "transformers"],
+                        help="in-process backend (default llama.cpp); transformers adds the "
+                             "attention features")
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                        help="weights of the transformers backend (float32)")
+    parser.add_argument("--skip-prompt-ensemble", action="store_true",
+                        help="leave out the prompt-based ensemble (the most expensive part)")
+    parser.add_argument("--compare-with", default=None,
+                        help="a previous run's JSON: report how the shared features agree")
     parser.add_argument("--datasets", default="topical_chat,summeval")
     parser.add_argument("--limit", type=int, default=20, help="records per dataset (20)")
     parser.add_argument("--n-ensemble", type=int, default=10)
@@ -314,11 +396,22 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.monotonic()
-    backend = make_backend(args.model, n_threads=args.n_threads, n_ctx=args.n_ctx)
+    backend = make_backend(args.model, backend=args.backend, n_threads=args.n_threads,
+                           n_ctx=args.n_ctx, dtype=args.dtype)
+    t0 = time.monotonic()
+    vocab = backend.vocab_size  # loads the model
+    load_seconds = time.monotonic() - t0
+    load_rss = _peak_rss_mb()
+    print(f"{backend!r}: loaded in {load_seconds:.1f} s (vocabulary {vocab}, peak RSS "
+          f"{load_rss:.0f} MB)")
     results = {name: run_dataset(name, backend, args) for name in args.datasets.split(",")}
     total = time.monotonic() - started
-    print(f"\ntotal {total:.0f} s")
-    payload = {"model": args.model, "args": vars(args), "seconds": total, "datasets": results}
+    print(f"\ntotal {total:.0f} s, peak RSS {_peak_rss_mb():.0f} MB")
+    payload = {"model": args.model, "backend": backend.name, "args": vars(args),
+               "seconds": total, "load_seconds": load_seconds, "peak_rss_mb_after_load": load_rss,
+               "peak_rss_mb": _peak_rss_mb(), "datasets": results}
+    if args.compare_with:
+        payload["comparison"] = compare_runs(results, args.compare_with)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

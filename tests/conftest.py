@@ -9,6 +9,9 @@ from pathlib import Path
 # list at import time (and stalls on this network).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from collections.abc import Callable
+
+import numpy as np
 import pytest
 
 
@@ -23,3 +26,21 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data directory not found at {path}; it lives beside the project root")
     return path
+
+
+def _softmax_reference(logits: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Softmax-Ent, Softmax-Var and the log-softmax of raw logits, in plain numpy (float64)."""
+    x = logits.astype(np.float64)
+    x = x - x.max(axis=1, keepdims=True)
+    logp = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+    p = np.exp(logp)
+    ent = float(np.mean(-(p * logp).sum(axis=1)))
+    var = float(np.mean(((logp - logp.mean(axis=1, keepdims=True)) ** 2).mean(axis=1)))
+    return ent, var, logp
+
+
+@pytest.fixture(scope="session")
+def softmax_reference() -> Callable[[np.ndarray], tuple[float, float, np.ndarray]]:
+    """The glass-box softmax features computed directly in numpy, independent of judgeopt:
+    ``softmax_reference(logits) -> (Softmax-Ent, Softmax-Var, log-probabilities)``."""
+    return _softmax_reference

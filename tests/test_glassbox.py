@@ -417,11 +417,12 @@ def test_capability_error_names_backend_capability_and_alternatives() -> None:
     err = CapabilityError("litellm", "openai/x", Capability.FULL_VOCABULARY, "softmax_ent")
     text = str(err)
     assert "litellm" in text and "openai/x" in text and "full_vocabulary" in text
-    assert "softmax_ent" in text and "llama.cpp" in text
-    assert err.available_in == ("llama.cpp",)
+    assert "softmax_ent" in text and "llama.cpp" in text and "TransformersBackend" in text
+    assert err.available_in == ("llama.cpp", "transformers")
     assert isinstance(err, ValueError) and isinstance(err, gb.GlassBoxError)
     attn = CapabilityError("llama.cpp", "local", Capability.ATTENTION)
-    assert attn.available_in == () and "transformers" in str(attn)
+    assert attn.available_in == ("transformers",)
+    assert "TransformersBackend" in str(attn) and "judgeopt[transformers]" in str(attn)
     server_like = FakeBackend(capabilities=frozenset({Capability.TOP_LOGPROBS}))
     with pytest.raises(CapabilityError, match="attention"):
         LogprobBackend.attentions(server_like, [], "x")
@@ -563,6 +564,18 @@ def test_make_backend_routes_model_strings() -> None:
         gb.make_backend("openai/qwen", n_threads=1)
     with pytest.raises(ValueError, match="local model name"):
         LlamaCppBackend("no-such-model")
+    refused: list[tuple[str, dict[str, Any], str]] = [
+        ("local", {"backend": "vllm"}, "`backend` argument"),
+        ("openai/qwen", {"backend": "llama.cpp"}, "runs local models"),
+        ("openai/qwen", {"backend": "transformers"}, "runs local models"),
+        ("local", {"backend": "litellm"}, "runs in process"),
+        ("local", {"dtype": "bfloat16"}, "dtype"),
+        ("openai/qwen", {"dtype": "float32"}, "dtype"),
+        ("local", {"backend": "transformers", "api_base": "http://h"}, "api_base"),
+    ]
+    for model, kwargs, message in refused:
+        with pytest.raises(ValueError, match=message):
+            gb.make_backend(model, **kwargs)
 
 
 # ---------------------------------------------------------------------------- the dataset API
@@ -766,6 +779,13 @@ def test_cli_glassbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     payload = json.loads(out.read_text())
     assert payload["n_items"] == 5 and "correlations" in payload
     assert made[0]["model"] == "local:smollm2-135m"
+    assert made[0]["backend"] is None and made[0]["dtype"] is None
+    code = main(["glassbox", "--data", str(data), "--field", "answer", "--instruction-field",
+                 "question", "--model", "local:smollm2-135m", "--backend", "transformers",
+                 "--dtype", "bfloat16", "--features", "sentprob", "--no-progress"])
+    assert code == 0
+    assert made[1]["backend"] == "transformers" and made[1]["dtype"] == "bfloat16"
+    capsys.readouterr()
 
     monkeypatch.setattr(gb, "make_backend", lambda model, **kw: FakeBackend(
         capabilities=frozenset({Capability.TOP_LOGPROBS})))

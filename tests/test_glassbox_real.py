@@ -11,6 +11,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -43,26 +44,14 @@ def backend() -> LlamaCppBackend:
     return b
 
 
-def _direct(logits: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """Softmax-Ent and Softmax-Var straight from raw logits, in plain numpy (float64)."""
-    x = logits.astype(np.float64)
-    x = x - x.max(axis=1, keepdims=True)
-    logp = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-    p = np.exp(logp)
-    ent = float(np.mean(-(p * logp).sum(axis=1)))
-    mean = logp.mean(axis=1, keepdims=True)
-    var = float(np.mean(((logp - mean) ** 2).mean(axis=1)))
-    return ent, var, logp
-
-
 def test_softmax_features_equal_numpy_on_the_logits_of_the_same_call(
-    backend: LlamaCppBackend,
+    backend: LlamaCppBackend, softmax_reference: Any,
 ) -> None:
     """Acceptance: the full-vocabulary features equal a direct numpy computation."""
     scored = backend.score(MESSAGES, RESPONSE, full_vocabulary=True)
     assert scored.logits is not None
     assert scored.logits.shape == (len(scored.tokens), backend.vocab_size)
-    ent, var, logp = _direct(scored.logits)
+    ent, var, logp = softmax_reference(scored.logits)
     assert softmax_entropy(scored.logits) == pytest.approx(ent, rel=1e-9, abs=1e-12)
     assert softmax_variance(scored.logits) == pytest.approx(var, rel=1e-9, abs=1e-12)
     ids = np.asarray(scored.token_ids)
@@ -147,3 +136,14 @@ def test_litellm_backend_against_a_llama_cpp_server(server: object, tmp_path: Pa
     with pytest.raises(CapabilityError) as info:
         remote.score(MESSAGES, RESPONSE)
     assert info.value.capability is Capability.FORCED_DECODING
+
+
+def test_token_texts_of_long_tokens(backend: LlamaCppBackend) -> None:
+    """Tokens longer than llama-cpp-python's 32-byte detokenize buffer keep their text."""
+    dashes = "-" * 64
+    ids = backend.tokenize(dashes)
+    assert len(ids) == 1  # one SmolLM2 token
+    texts = backend.token_texts()
+    assert texts[ids[0]] == dashes
+    assert sum(len(t.encode()) > 32 for t in texts) >= 40
+    assert texts[backend.tokenize("Paris")[0]] == "Paris"

@@ -342,8 +342,9 @@ def _cmd_glassbox(args: argparse.Namespace) -> int:
     records = _load_data(args.data, args.limit)
     try:
         with glassbox.make_backend(
-            args.model or "local", api_base=args.api_base, n_threads=args.n_threads,
-            n_ctx=args.n_ctx, prompt_logprobs=args.prompt_logprobs,
+            args.model or "local", backend=args.backend, api_base=args.api_base,
+            n_threads=args.n_threads, n_ctx=args.n_ctx, dtype=args.dtype,
+            prompt_logprobs=args.prompt_logprobs,
         ) as backend:
             result = glassbox.compute_features(
                 records, backend, args.features, instruction_field=args.instruction_field,
@@ -352,7 +353,7 @@ def _cmd_glassbox(args: argparse.Namespace) -> int:
                 vocab_size=args.vocab_size, n_ensemble=args.n_ensemble, seed=args.seed,
                 progress=not args.no_progress)
         corr = glassbox.correlate_features(result, level=args.level)
-    except ValueError as e:
+    except (ValueError, ImportError) as e:
         raise CLIError(str(e)) from e
     print(corr.table())
     print(f"{len(result.ids)} items, {len(result.errors)} failed, {result.seconds:.1f} s "
@@ -587,7 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "probabilities (SentProb, Softmax-Ent/Var/combo, ensembles, reference "
                     "features; Huang et al. 2024) and correlate each feature with every "
                     "human aspect. Local models give the full vocabulary; servers only "
-                    "top-k logprobs (pass --topk for the approximation).")
+                    "top-k logprobs (pass --topk for the approximation); attention "
+                    "features need --backend transformers.")
     gb.add_argument("--data", required=True, help="labelled JSONL/CSV")
     gb.add_argument("--field", default="response", help="input field of the scored response")
     gb_instr = gb.add_mutually_exclusive_group(required=True)
@@ -602,8 +604,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated features (default sentprob,softmax_ent,"
                          "softmax_var,softmax_combo); see docs/glassbox.md")
     gb.add_argument("--model", default=None,
-                    help="'local' (default), 'local:NAME', 'local:PATH.gguf' or a LiteLLM "
-                         "model string")
+                    help="'local' (default), 'local:NAME', 'local:PATH.gguf', "
+                         "'local:HF_FOLDER' (transformers only) or a LiteLLM model string")
+    gb.add_argument("--backend", choices=["llama.cpp", "transformers", "litellm"], default=None,
+                    help="how to run the model (default: llama.cpp for local models, LiteLLM "
+                         "otherwise); 'transformers' runs a local model with CPU torch and "
+                         "gives attention weights (attn_ent_min, attn_ent_avg; needs "
+                         "pip install 'judgeopt[transformers]')")
+    gb.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                    help="weights of the transformers backend (default float32)")
     gb.add_argument("--api-base", default=None, help="endpoint of a LiteLLM model")
     gb.add_argument("--prompt-logprobs", action="store_true",
                     help="vLLM only: score given texts through its prompt logprobs")

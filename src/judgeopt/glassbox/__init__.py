@@ -5,6 +5,9 @@
 
   - :class:`LlamaCppBackend`: a GGUF in process, full vocabulary at every position, forced
     decoding of a given text, generation with logprobs;
+  - :class:`TransformersBackend`: the same models (or a Hugging Face folder) with
+    transformers on CPU torch, full vocabulary and attention weights (optional extra
+    ``judgeopt[transformers]``);
   - :class:`LiteLLMBackend`: OpenAI-compatible servers and hosted APIs, top-k logprobs of
     generated tokens (forced decoding only through vLLM's prompt logprobs, on request).
 
@@ -26,6 +29,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ._api import (  # noqa: E402
+    BACKENDS,
     DEFAULT_FEATURES,
     FEATURES,
     PROMPT_POOL,
@@ -75,8 +79,10 @@ from ._rating import (  # noqa: E402
     self_consistency_rating,
     topk_token_logprobs,
 )
+from ._transformers import TransformersBackend  # noqa: E402
 
 __all__ = [
+    "BACKENDS",
     "BACKEND_CAPABILITIES",
     "DEFAULT_FEATURES",
     "FEATURES",
@@ -95,6 +101,7 @@ __all__ = [
     "RatingDistribution",
     "ScoredText",
     "SelfConsistency",
+    "TransformersBackend",
     "attention_entropy",
     "compute_features",
     "correlate_features",

@@ -15,13 +15,17 @@ Exception tree::
 from __future__ import annotations
 
 import enum
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+from ._features import log_softmax, topk_logprobs
 
 __all__ = [
     "BACKEND_CAPABILITIES",
@@ -70,7 +74,8 @@ _DESCRIPTIONS: dict[Capability, str] = {
 
 #: Which backend (by :attr:`LogprobBackend.name`) can have which capability, for the
 #: "which backends have it" part of :class:`CapabilityError`. ``litellm`` gets prompt
-#: logprobs and forced decoding only when built with ``prompt_logprobs=True`` (vLLM).
+#: logprobs and forced decoding only when built with ``prompt_logprobs=True`` (vLLM);
+#: ``transformers`` has attention weights unless built with ``attention=False``.
 BACKEND_CAPABILITIES: Mapping[str, tuple[frozenset[Capability], str]] = {
     "llama.cpp": (
         frozenset(
@@ -82,6 +87,13 @@ BACKEND_CAPABILITIES: Mapping[str, tuple[frozenset[Capability], str]] = {
             }
         ),
         "LlamaCppBackend, model 'local', 'local:NAME' or 'local:PATH.gguf'",
+    ),
+    "transformers": (
+        frozenset(Capability),
+        "TransformersBackend: make_backend(MODEL, backend='transformers') or judgeopt glassbox "
+        "--backend transformers, with MODEL 'local', 'local:NAME', 'local:PATH.gguf' or "
+        "'local:HF_FOLDER'; needs pip install 'judgeopt[transformers]'; attention weights "
+        "unless built with attention=False",
     ),
     "litellm": (
         frozenset(
@@ -101,7 +113,7 @@ class CapabilityError(GlassBoxError, ValueError):
     """A backend was asked for something it cannot do.
 
     Attributes:
-        backend: The backend's name (``"llama.cpp"``, ``"litellm"``).
+        backend: The backend's name (``"llama.cpp"``, ``"transformers"``, ``"litellm"``).
         model: The backend's model.
         capability: The missing capability.
         available_in: Names of the backends that can have it.
@@ -123,7 +135,7 @@ class CapabilityError(GlassBoxError, ValueError):
             )
             hint = f" Backends that have it: {where}."
         else:
-            hint = " No available backend has it (a transformers backend would)."
+            hint = " No backend has it."
         super().__init__(
             f"the {backend} backend (model {model!r}) cannot give "
             f"{capability.description} [{capability.value}]{needed}.{hint}"
@@ -189,6 +201,117 @@ def char_offsets(pieces: list[bytes]) -> tuple[int, ...]:
     return tuple(offsets)
 
 
+class LocalModelArgs(NamedTuple):
+    """The validated model and threads of an in-process backend."""
+
+    registry_name: str | None
+    path: Path | None
+    label: str
+    n_threads: int
+
+
+def local_model_args(
+    backend_class: str,
+    model: str | os.PathLike[str],
+    *,
+    n_ctx: int,
+    n_threads: int | None,
+    folders: bool = False,
+) -> LocalModelArgs:
+    """Validate the arguments shared by the in-process backends' constructors.
+
+    Args:
+        backend_class: The class name, for the messages.
+        model: A registry name, a GGUF path or (with ``folders``) a Hugging Face folder.
+        n_ctx: The context size (an int >= 16).
+        n_threads: Threads, or ``None`` for ``$JUDGEOPT_THREADS`` (default 2).
+        folders: Whether a model folder (with ``config.json``) is accepted.
+
+    Raises:
+        ValueError: Naming the argument, the value and what is allowed.
+        LocalModelError: If a GGUF path is missing or not a GGUF.
+    """
+    from judgeopt.lm._local import check_gguf, default_threads
+    from judgeopt.lm._models import LOCAL_MODELS
+
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
+        raise ValueError(f"The `n_ctx` argument of {backend_class} must be an int >= 16. Got "
+                         f"{n_ctx!r} instead.")
+    threads = default_threads() if n_threads is None else n_threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"The `n_threads` argument of {backend_class} must be an int >= 1. "
+                         f"Got {n_threads!r} instead.")
+    if isinstance(model, str) and model in LOCAL_MODELS:
+        return LocalModelArgs(model, None, model, threads)
+    if folders and isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_dir():
+        folder = Path(model).expanduser().resolve()
+        if not (folder / "config.json").is_file():
+            raise ValueError(f"The `model` folder {str(folder)!r} has no config.json: "
+                             f"{backend_class} loads a Hugging Face model folder, a .gguf file "
+                             "or a registry model.")
+        return LocalModelArgs(None, folder, str(folder), threads)
+    if isinstance(model, os.PathLike) or (
+        isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
+    ):
+        path = check_gguf(model)
+        return LocalModelArgs(None, path, str(path), threads)
+    kinds = "the path of a .gguf file" + (" or a Hugging Face model folder" if folders else "")
+    raise ValueError(f"The `model` argument of {backend_class} must be a local model name, one "
+                     f"of {sorted(LOCAL_MODELS)}, or {kinds}. Got {model!r} instead.")
+
+
+def check_decoding_args(max_tokens: int, temperature: float, top_k: int | None) -> None:
+    """Validate the decoding arguments of :meth:`LogprobBackend.generate`.
+
+    Raises:
+        ValueError: Naming the argument, the value and what is allowed.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"The `max_tokens` argument must be an int >= 1. Got {max_tokens!r}.")
+    if temperature < 0:
+        raise ValueError(f"The `temperature` argument must be >= 0. Got {temperature!r}.")
+    if top_k is not None and (isinstance(top_k, bool) or top_k < 1):
+        raise ValueError(f"The `top_k` argument must be None or >= 1. Got {top_k!r}.")
+
+
+def check_fits(n_tokens: int, n_ctx: int, model: str, backend_class: str) -> None:
+    """Raise :class:`judgeopt.lm.LMContextOverflow` if ``n_tokens`` exceed ``n_ctx``.
+
+    An :class:`judgeopt.lm.LMError`, so :func:`compute_features` records the item as failed
+    instead of stopping the run.
+    """
+    if n_tokens > n_ctx:
+        from judgeopt.lm import LMContextOverflow
+
+        raise LMContextOverflow(
+            f"prompt and response have {n_tokens} tokens but the context window (n_ctx) is "
+            f"{n_ctx}: shorten the texts or use {backend_class}(..., n_ctx=...)",
+            model=model,
+            endpoint="in-process",
+            prompt_tokens=n_tokens,
+            n_ctx=n_ctx,
+        )
+
+
+def pick_token(
+    logits: FloatArray, temperature: float, top_k: int | None, rng: np.random.Generator
+) -> int:
+    """Choose the next token from a ``(V,)`` row of logits, as the in-process backends do.
+
+    Greedy (``temperature == 0``) takes the argmax; otherwise one draw from
+    ``softmax(logits / temperature)`` restricted to the ``top_k`` largest logits.
+    """
+    if temperature == 0:
+        return int(np.argmax(logits))
+    candidates = np.arange(logits.size)
+    values = logits
+    if top_k is not None and top_k < logits.size:
+        candidates = np.argpartition(logits, logits.size - top_k)[-top_k:]
+        values = logits[candidates]
+    probs = np.exp(log_softmax(values / temperature))
+    return int(candidates[rng.choice(candidates.size, p=probs / probs.sum())])
+
+
 @dataclass(frozen=True, eq=False)
 class ScoredText:
     """A given response scored by forced decoding after the prompt.
@@ -217,6 +340,128 @@ class ScoredText:
         return len(self.tokens)
 
 
+def scored_text(
+    rows: npt.NDArray[np.float32],
+    target: Sequence[int],
+    texts: Sequence[str],
+    prompt_tokens: int,
+    *,
+    full_vocabulary: bool,
+    top_logprobs: int,
+) -> ScoredText:
+    """Build the :class:`ScoredText` of a forced-decoding pass of an in-process backend.
+
+    Args:
+        rows: ``(T, V)`` raw logits of the distributions that predicted the ``T`` tokens.
+        target: The response's token ids.
+        texts: The text of every vocabulary entry.
+        prompt_tokens: Number of prompt tokens before the response.
+        full_vocabulary: Keep ``rows`` as :attr:`ScoredText.logits`.
+        top_logprobs: Also report this many top log-probabilities per position.
+    """
+    token_lps = np.empty(len(target), dtype=np.float64)
+    for start in range(0, len(target), 64):
+        lp = log_softmax(rows[start : start + 64])
+        token_lps[start : start + 64] = lp[np.arange(lp.shape[0]), target[start : start + 64]]
+    return ScoredText(
+        tokens=tuple(texts[i] for i in target),
+        token_logprobs=token_lps,
+        logits=rows if full_vocabulary else None,
+        top_logprobs=topk_logprobs(rows, top_logprobs) if top_logprobs and target else None,
+        token_ids=tuple(target),
+        prompt_tokens=prompt_tokens,
+    )
+
+
+class Decoded(NamedTuple):
+    """What :func:`decode_tokens` chose, before the tokens are turned into text."""
+
+    ids: list[int]
+    token_logprobs: FloatArray
+    top_logprobs: tuple[dict[str, float], ...] | None
+    logits: npt.NDArray[np.float32] | None
+    finish_reason: str
+
+
+def decode_tokens(
+    first: FloatArray,
+    advance: Callable[[int], FloatArray],
+    *,
+    max_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    rng: np.random.Generator,
+    is_eog: Callable[[int], bool],
+    room: int,
+    vocab_size: int,
+    texts: Sequence[str] | None = None,
+    top_logprobs: int = 0,
+    full_logprobs: bool = False,
+) -> Decoded:
+    """The decoding loop of the in-process backends, over rows of raw logits.
+
+    Args:
+        first: ``(V,)`` logits of the token after the prompt.
+        advance: Evaluates a chosen token and returns the logits of the token after it.
+        max_tokens: Completion budget.
+        temperature: 0 for greedy (see :func:`pick_token`).
+        top_k: Sample from the ``top_k`` largest logits only.
+        rng: The sampling generator.
+        is_eog: Whether a token ends the generation (it is not included).
+        room: How many tokens fit in the context after the prompt; a chosen token is
+            evaluated only while there is room for it.
+        vocab_size: ``V``, for an empty ``logits``.
+        texts: The text of every vocabulary entry (needed when ``top_logprobs``).
+        top_logprobs: Report this many alternatives per position.
+        full_logprobs: Keep every position's raw logits.
+    """
+    from ._rating import topk_token_logprobs
+
+    out_ids: list[int] = []
+    token_lps: list[float] = []
+    rows: list[npt.NDArray[np.float32]] = []
+    tops: list[dict[str, float]] = []
+    finish = "length"
+    raw = np.asarray(first, dtype=np.float64)
+    for _ in range(max_tokens):
+        lp = log_softmax(raw)
+        token = pick_token(raw, temperature, top_k, rng)
+        if is_eog(token):
+            finish = "stop"
+            break
+        out_ids.append(token)
+        token_lps.append(float(lp[token]))
+        if full_logprobs:
+            rows.append(raw.astype(np.float32))
+        if top_logprobs and texts is not None:
+            tops.append(topk_token_logprobs(lp, texts, top_logprobs))
+        if len(out_ids) == max_tokens or len(out_ids) >= room:
+            break  # no room (or no need) to evaluate the token just chosen
+        raw = np.asarray(advance(token), dtype=np.float64)
+    logits = None
+    if full_logprobs:
+        logits = np.stack(rows) if rows else np.empty((0, vocab_size), dtype=np.float32)
+    return Decoded(out_ids, np.asarray(token_lps, dtype=np.float64),
+                   tuple(tops) if top_logprobs and texts is not None else None, logits, finish)
+
+
+def generation_from_decoded(
+    decoded: Decoded, pieces: Sequence[bytes], prompt: Sequence[int]
+) -> Generation:
+    """The :class:`Generation` of :func:`decode_tokens`' tokens, whose bytes are ``pieces``."""
+    return Generation(
+        text=b"".join(pieces).decode("utf-8", errors="replace"),
+        tokens=tuple(p.decode("utf-8", errors="replace") for p in pieces),
+        offsets=char_offsets(list(pieces)),
+        token_logprobs=decoded.token_logprobs,
+        top_logprobs=decoded.top_logprobs,
+        logits=decoded.logits,
+        token_ids=tuple(decoded.ids),
+        prompt_ids=tuple(prompt),
+        finish_reason=decoded.finish_reason,
+    )
+
+
 class LogprobBackend(ABC):
     """A language model that reports token probabilities.
 
@@ -225,7 +470,8 @@ class LogprobBackend(ABC):
     raise :class:`CapabilityError`.
 
     Attributes:
-        name: Short backend name used in error messages (``"llama.cpp"``, ``"litellm"``).
+        name: Short backend name used in error messages (``"llama.cpp"``,
+            ``"transformers"``, ``"litellm"``).
         model: The model the backend runs.
         capabilities: The :class:`Capability` flags of this instance.
     """

@@ -306,13 +306,16 @@ def attention_entropy(weights: Any) -> FloatArray:
     ``-(1/T) sum_t sum_j a_tj log a_tj``. AttnEnt-Min is ``out.min()``, AttnEnt-Avg
     ``out.mean()``.
     """
-    arr = np.asarray(weights, dtype=np.float64)
+    from scipy.special import entr
+
+    arr = np.asarray(weights)
     if arr.ndim != 4:
         raise ValueError(f"`weights` must be a 4-D array (layers, heads, response tokens, "
                          f"positions). Got shape {arr.shape} instead.")
     if arr.shape[2] == 0:
         return np.full(arr.shape[:2], np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(arr > 0, arr * np.log(np.where(arr > 0, arr, 1.0)), 0.0)
-    out: FloatArray = -terms.sum(axis=3).mean(axis=2)
+    out: FloatArray = np.empty(arr.shape[:2], dtype=np.float64)
+    for layer in range(arr.shape[0]):  # one layer at a time bounds the float64 working copy
+        # entr(x) = -x log x, and 0 at x = 0 (masked positions contribute nothing).
+        out[layer] = entr(np.asarray(arr[layer], dtype=np.float64)).sum(axis=2).mean(axis=1)
     return out

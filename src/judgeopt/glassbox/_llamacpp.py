@@ -19,14 +19,13 @@ Memory: ``n_ctx x vocabulary`` float32 logits (Qwen2.5, 151,936 entries: 2.5 GB 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ._backend import (
     BACKEND_CAPABILITIES,
@@ -35,10 +34,14 @@ from ._backend import (
     LogprobBackend,
     Messages,
     ScoredText,
-    char_offsets,
+    check_decoding_args,
+    check_fits,
+    decode_tokens,
+    generation_from_decoded,
+    local_model_args,
+    scored_text,
 )
-from ._features import log_softmax, topk_logprobs
-from ._rating import topk_token_logprobs
+from ._features import log_softmax
 
 __all__ = ["LlamaCppBackend"]
 
@@ -79,35 +82,10 @@ class LlamaCppBackend(LogprobBackend):
         n_threads: int | None = None,
         model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        from judgeopt.lm._local import check_gguf, default_threads, effective_n_ctx
-        from judgeopt.lm._models import LOCAL_MODELS
+        from judgeopt.lm._local import effective_n_ctx
 
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
-            raise ValueError(
-                f"The `n_ctx` argument of LlamaCppBackend must be an int >= 16. Got {n_ctx!r} "
-                "instead."
-            )
-        threads = default_threads() if n_threads is None else n_threads
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(
-                "The `n_threads` argument of LlamaCppBackend must be an int >= 1. "
-                f"Got {n_threads!r} instead."
-            )
-        self._registry_name: str | None = None
-        self._path: Path | None = None
-        if isinstance(model, str) and model in LOCAL_MODELS:
-            self._registry_name = model
-            label = model
-        elif isinstance(model, os.PathLike) or (
-            isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
-        ):
-            self._path = check_gguf(model)
-            label = str(self._path)
-        else:
-            raise ValueError(
-                f"The `model` argument of LlamaCppBackend must be a local model name, one of "
-                f"{sorted(LOCAL_MODELS)}, or the path of a .gguf file. Got {model!r} instead."
-            )
+        args = local_model_args("LlamaCppBackend", model, n_ctx=n_ctx, n_threads=n_threads)
+        self._registry_name, self._path, label, threads = args
         self.model = f"local:{label}"
         self.n_ctx = effective_n_ctx(n_ctx)
         self.n_threads = threads
@@ -180,13 +158,31 @@ class LlamaCppBackend(LogprobBackend):
         )
         return ids
 
+    def _piece(self, token: int) -> bytes:
+        """The bytes of one token (control tokens give ``b""``).
+
+        NOTE: llama-cpp-python's ``detokenize`` reads each piece through a 32-byte buffer and
+        returns nothing for longer tokens (runs of spaces or dashes in code vocabularies);
+        this asks again with the size llama.cpp reports.
+        """
+        from llama_cpp import llama_cpp
+
+        vocab = self._get().llama._model.vocab
+        size = 32
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buffer,
+                                               size, 0, False)
+            if n >= 0:
+                return buffer.raw[:n]
+            size = -n
+
     def token_texts(self) -> tuple[str, ...]:
         """The decoded text of every vocabulary entry (cached)."""
         if self._texts is None:
             llama = self._get().llama
             self._texts = tuple(
-                llama.detokenize([i]).decode("utf-8", errors="replace")
-                for i in range(llama.n_vocab())
+                self._piece(i).decode("utf-8", errors="replace") for i in range(llama.n_vocab())
             )
         return self._texts
 
@@ -206,17 +202,7 @@ class LlamaCppBackend(LogprobBackend):
     # -- evaluation ---------------------------------------------------------------------
 
     def _check_fits(self, n_tokens: int) -> None:
-        if n_tokens > self.n_ctx:
-            from judgeopt.lm import LMContextOverflow
-
-            raise LMContextOverflow(
-                f"prompt and response have {n_tokens} tokens but the context window (n_ctx) is "
-                f"{self.n_ctx}: shorten the texts or use LlamaCppBackend(..., n_ctx=...)",
-                model=self.model,
-                endpoint="in-process",
-                prompt_tokens=n_tokens,
-                n_ctx=self.n_ctx,
-            )
+        check_fits(n_tokens, self.n_ctx, self.model, "LlamaCppBackend")
 
     def _forward(self, ids: Sequence[int]) -> Any:
         """Make ``llama.scores[:len(ids)]`` the logits of ``ids`` (caller holds the lock)."""
@@ -265,19 +251,8 @@ class LlamaCppBackend(LogprobBackend):
         with handle.lock:
             llama = self._forward([*prompt, *target])
             rows = np.array(llama.scores[len(prompt) - 1 : len(prompt) + len(target) - 1])
-        texts = self.token_texts()
-        token_lps = np.empty(len(target), dtype=np.float64)
-        for start in range(0, len(target), 64):
-            lp = log_softmax(rows[start : start + 64])
-            token_lps[start : start + 64] = lp[np.arange(lp.shape[0]), target[start : start + 64]]
-        return ScoredText(
-            tokens=tuple(texts[i] for i in target),
-            token_logprobs=token_lps,
-            logits=rows if full_vocabulary else None,
-            top_logprobs=topk_logprobs(rows, top_logprobs) if top_logprobs and target else None,
-            token_ids=tuple(target),
-            prompt_tokens=len(prompt),
-        )
+        return scored_text(rows, target, self.token_texts(), len(prompt),
+                           full_vocabulary=full_vocabulary, top_logprobs=top_logprobs)
 
     def generate(
         self,
@@ -298,69 +273,23 @@ class LlamaCppBackend(LogprobBackend):
         untempered distribution. Generation stops at an end-of-generation token (not
         included) or after ``max_tokens``.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"The `max_tokens` argument must be an int >= 1. Got {max_tokens!r}.")
-        if temperature < 0:
-            raise ValueError(f"The `temperature` argument must be >= 0. Got {temperature!r}.")
-        if top_k is not None and (isinstance(top_k, bool) or top_k < 1):
-            raise ValueError(f"The `top_k` argument must be None or >= 1. Got {top_k!r}.")
-        rng = np.random.default_rng(seed)
+        check_decoding_args(max_tokens, temperature, top_k)
         prompt = self.prompt_ids(messages)
         texts = self.token_texts() if top_logprobs else None
-        out_ids: list[int] = []
-        token_lps: list[float] = []
-        rows: list[npt.NDArray[np.float32]] = []
-        tops: list[dict[str, float]] = []
-        finish = "length"
         handle = self._get()
         with handle.lock:
             llama = self._forward(prompt)
-            for _ in range(max_tokens):
-                position = len(prompt) + len(out_ids) - 1
-                raw = np.array(llama.scores[position], dtype=np.float64)
-                lp = log_softmax(raw)
-                token = self._pick(raw, temperature, top_k, rng)
-                if self._is_eog(token):
-                    finish = "stop"
-                    break
-                out_ids.append(token)
-                token_lps.append(float(lp[token]))
-                if full_logprobs:
-                    rows.append(raw.astype(np.float32))
-                if texts is not None:
-                    tops.append(topk_token_logprobs(lp, texts, top_logprobs))
-                if len(out_ids) == max_tokens or position + 2 >= self.n_ctx:
-                    break  # no room (or no need) to evaluate the token just chosen
+            n_vocab = int(llama.n_vocab())
+
+            def advance(token: int) -> FloatArray:
                 llama.eval([token])
-        logits = None
-        if full_logprobs:
-            empty = np.empty((0, llama.n_vocab()), dtype=np.float32)
-            logits = np.stack(rows) if rows else empty
-        pieces = [llama.detokenize([i]) for i in out_ids]
-        text = b"".join(pieces).decode("utf-8", errors="replace")
-        return Generation(
-            text=text,
-            tokens=tuple(p.decode("utf-8", errors="replace") for p in pieces),
-            offsets=char_offsets(pieces),
-            token_logprobs=np.asarray(token_lps, dtype=np.float64),
-            top_logprobs=tuple(tops) if texts is not None else None,
-            logits=logits,
-            token_ids=tuple(out_ids),
-            prompt_ids=tuple(prompt),
-            finish_reason=finish,
-        )
+                return np.array(llama.scores[int(llama.n_tokens) - 1], dtype=np.float64)
 
-    @staticmethod
-    def _pick(
-        logits: FloatArray, temperature: float, top_k: int | None, rng: np.random.Generator
-    ) -> int:
-        if temperature == 0:
-            return int(np.argmax(logits))
-        candidates = np.arange(logits.size)
-        values = logits
-        if top_k is not None and top_k < logits.size:
-            candidates = np.argpartition(logits, logits.size - top_k)[-top_k:]
-            values = logits[candidates]
-        probs = np.exp(log_softmax(values / temperature))
-        return int(candidates[rng.choice(candidates.size, p=probs / probs.sum())])
-
+            decoded = decode_tokens(
+                np.array(llama.scores[len(prompt) - 1], dtype=np.float64), advance,
+                max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                rng=np.random.default_rng(seed), is_eog=self._is_eog,
+                room=self.n_ctx - len(prompt), vocab_size=n_vocab, texts=texts,
+                top_logprobs=top_logprobs, full_logprobs=full_logprobs)
+        pieces = [self._piece(i) for i in decoded.ids]
+        return generation_from_decoded(decoded, pieces, prompt)
