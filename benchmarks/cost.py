@@ -56,15 +56,15 @@ QUICK_SPACE = {
 
 def compile_once(lm: Any, task: JudgeTask, aspect: str, valid: list[Record], *,
                  search: str, budget: int, seed: int, space: dict[str, list[Any]],
-                 k: int, racing: dict[str, Any] | bool, progress: bool = True
-                 ) -> dict[str, Any]:
+                 k: int, racing: dict[str, Any] | bool, progress: bool = True,
+                 threads: int = 1) -> dict[str, Any]:
     """One compile on a fresh LM: the chosen judge and what the compile cost."""
     start = baseline_strategy(task)
     if start["cot"] not in space["cot"]:
         start = start.replace(cot=space["cot"][0])
     student = JudgeProgram(task, aspect, start, lm=lm)
     opt = JudgeSearch(search, budget=budget, seed=seed, space=space, params={"k": k},
-                      racing=racing, progress=progress)
+                      racing=racing, progress=progress, threads=threads)
     s0, t0 = lm.stats(), time.perf_counter()
     best = opt.compile(student, trainset=valid)
     seconds, s1 = time.perf_counter() - t0, lm.stats()
@@ -90,18 +90,20 @@ def compile_once(lm: Any, task: JudgeTask, aspect: str, valid: list[Record], *,
 def compare(make_lm: Callable[[str], Any], task: JudgeTask, aspect: str,
             valid: list[Record], test: list[Record], *, search: str, budget: int, seed: int,
             space: dict[str, list[Any]], k: int, racing: dict[str, Any],
-            progress: bool = True) -> dict[str, Any]:
+            progress: bool = True, threads: int = 1) -> dict[str, Any]:
     """Compile with and without racing (one fresh LM each, from ``make_lm(tag)``), then
     score both chosen judges on ``test`` with a third LM."""
     runs: dict[str, dict[str, Any]] = {}
     for mode, race in (("full", False), ("racing", {**racing, "enabled": True})):
         lm = make_lm(mode)
         runs[mode] = compile_once(lm, task, aspect, valid, search=search, budget=budget,
-                                  seed=seed, space=space, k=k, racing=race, progress=progress)
+                                  seed=seed, space=space, k=k, racing=race, progress=progress,
+                                  threads=threads)
         del lm
     test_lm = make_lm("test")
     for run in runs.values():
-        ev = evaluate(run.pop("judge"), test, lm=test_lm, progress=progress, desc="test")
+        ev = evaluate(run.pop("judge"), test, lm=test_lm, progress=progress, desc="test",
+                      threads=threads)
         run["test"] = ev.spearman
         run["test_summary"] = ev.summary()
     full, race_run = runs["full"], runs["racing"]
@@ -173,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--confidence", type=float, default=0.95,
                     help="racing: one-sided level of the bound")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="judge calls in flight (for a server model such as a vLLM server "
+                         "with --model openai/NAME and JUDGEOPT_API_BASE; the in-process "
+                         "model serialises calls)")
     ap.add_argument("--cache-dir", default=None,
                     help="keep the three LM caches here (one per arm and the test set), so "
                          "a killed run restarted with the same options resumes; judge "
@@ -204,10 +210,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         cache_root = Path(args.cache_dir) if args.cache_dir else Path(tmp)
         result = compare(lambda tag: make_lm(model, cache=cache_root / tag), task, args.aspect,
                          valid, test, search=args.search, budget=budget, seed=args.seed,
-                         space=space, k=k, racing=racing, progress=not args.no_progress)
+                         space=space, k=k, racing=racing, progress=not args.no_progress,
+                         threads=args.threads)
     result.update(model=model, aspect=args.aspect, n_valid=len(valid), n_test=len(test),
                   budget=budget, k=k, search=args.search, seed=args.seed, racing=racing,
-                  quick=quick)
+                  quick=quick, threads=args.threads)
     print(table(result))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")

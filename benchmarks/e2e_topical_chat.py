@@ -87,6 +87,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=None,
                     help="output budget of every judge call (default: the library's, by "
                          "strategy)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="judge calls in flight (for a server model; the in-process model "
+                         "serialises calls)")
     ap.add_argument("--decoding", default="greedy", choices=["greedy", "expected"],
                     help="greedy: the reduced space with greedy parsing (default); expected: "
                          "the same space without explanations, scored by the expected rating "
@@ -125,15 +128,16 @@ def main() -> None:
             run_dir += "_expected"
         run_dir += model_tag  # checkpoints of another model must not be resumed
         opt = JudgeSearch(args.search, budget=args.budget, seed=args.seed, space=space,
-                          params={"k": 3}, checkpoint_dir=ROOT / "runs" / run_dir)
+                          params={"k": 3}, checkpoint_dir=ROOT / "runs" / run_dir,
+                          threads=args.threads)
         best = opt.compile(student, trainset=valid)
         search_s = time.perf_counter() - t0
         s1 = lm.stats()
         base = JudgeProgram(task, aspect, start, lm=lm, max_tokens=args.max_tokens)
         base_valid = best.search_result.evaluation_summaries[0]
         t1 = time.perf_counter()
-        test_base = evaluate(base, test, desc=f"test baseline {aspect}")
-        test_best = evaluate(best, test, desc=f"test best {aspect}")
+        test_base = evaluate(base, test, desc=f"test baseline {aspect}", threads=args.threads)
+        test_best = evaluate(best, test, desc=f"test best {aspect}", threads=args.threads)
         test_s = time.perf_counter() - t1
         s2 = lm.stats()
         row = {
