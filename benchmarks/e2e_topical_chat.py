@@ -127,6 +127,8 @@ def main() -> None:
         if args.decoding == "expected":
             run_dir += "_expected"
         run_dir += model_tag  # checkpoints of another model must not be resumed
+        if args.seed != 0:
+            run_dir += f"_seed{args.seed}"
         opt = JudgeSearch(args.search, budget=args.budget, seed=args.seed, space=space,
                           params={"k": 3}, checkpoint_dir=ROOT / "runs" / run_dir,
                           threads=args.threads)
