@@ -42,6 +42,28 @@ def test_init_covers_the_smallest_factors_that_fit() -> None:
     assert search.ask() is not None
 
 
+def test_init_counts_only_the_valid_changes_of_a_restricted_space() -> None:
+    """A restricted space (values forbidden by the graph, as JudgeSearch's ``space=`` does)
+    sizes each factor by its valid changes: forbidden values neither take room nor count as
+    a covered factor."""
+    from judgeopt.search import FactorGraph
+
+    # Sizes 2 and 2 of which one value each is forbidden, then 3, 3 and 4 allowed values.
+    space = FactorSpace({"dead1": [0, 1], "dead2": [0, 1], "a": [0, 1, 2],
+                         "b": [0, 1, 2], "c": [0, 1, 2, 3]})
+    graph = FactorGraph(space)
+    graph.forbid({"dead1": 1}, reason="outside the space")
+    graph.forbid({"dead2": 1}, reason="outside the space")
+    base = space.default()
+    # budget 14: room for 5 changes: a (2) and b (2) fit, c (3) not.
+    search = AutoSearch(space, budget=14, seed=0, graph=graph)
+    asked = drive(search, 5, _sum_objective)
+    assert asked == [base, base.replace(a=1), base.replace(a=2), base.replace(b=1),
+                     base.replace(b=2)]
+    assert [t.kind for t in search.trials] == ["init"] * 5
+    assert all(search.is_valid(s) for s in asked)
+
+
 def test_init_dropped_when_it_would_cover_one_factor() -> None:
     # budget 20: room for 8 changes covers bp only, fewer than min_init_factors=2.
     search = AutoSearch(prexme_like_space(), budget=20, seed=0)

@@ -161,27 +161,25 @@ class AutoSearch(HPSS):
         self._has_advantages = True
 
     def _init_plan(self) -> list[tuple[Strategy, int, int]]:
-        """The one-factor changes of the baseline for the smallest factors that fit.
+        """The valid one-factor changes of the baseline for the smallest factors that fit.
 
-        Factors are taken from the fewest values up while their changes fit in
-        ``init_fraction * budget`` evaluations; a plan that would cover fewer than
+        A factor's size here is its number of *valid* changes of the baseline (the graph's
+        constraints, such as a restricted space, leave some values out). Factors with at
+        least one valid change are taken from the fewest changes up while their changes fit
+        in ``init_fraction * budget`` evaluations; a plan that would cover fewer than
         ``min_init_factors`` factors is dropped (the search then starts from the baseline
         alone).
         """
         room = int(self.init_fraction * self.budget)
-        base_idx = self._value_index(self.baseline)
-        order = sorted(range(len(self.space.factors)),
-                       key=lambda i: (len(self.space.factors[i].values), i))
+        changes: dict[int, list[tuple[Strategy, int, int]]] = {}
+        for option in self._neighbours_of(self.baseline)[0]:
+            changes.setdefault(option[1], []).append(option)
         plan: list[tuple[Strategy, int, int]] = []
         covered = 0
-        for i in order:
-            f = self.space.factors[i]
-            if len(f.values) < 2:
-                continue
-            if len(plan) + len(f.values) - 1 > room:
+        for i in sorted(changes, key=lambda i: (len(changes[i]), i)):
+            if len(plan) + len(changes[i]) > room:
                 break
-            plan.extend((self.baseline.replace(**{f.name: v}), i, j)
-                        for j, v in enumerate(f.values) if j != base_idx[i])
+            plan.extend(changes[i])
             covered += 1
         return plan if covered >= self.min_init_factors else []
 
