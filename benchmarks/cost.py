@@ -38,7 +38,7 @@ from judgeopt.teleprompt import JudgeSearch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The reduced space (no generated artifacts), the data and the sampling of whole dialogue
 # contexts are those of the end-to-end benchmark.
-from e2e_topical_chat import DATA, ROOT, SPACE, by_groups  # noqa: E402
+from e2e_topical_chat import DATA, ROOT, SPACE, SPACE_EXPECTED, by_groups  # noqa: E402
 
 # --quick: four strategies of SmolLM2 without explanations (short outputs).
 QUICK_SPACE = {
@@ -60,8 +60,9 @@ def compile_once(lm: Any, task: JudgeTask, aspect: str, valid: list[Record], *,
                  threads: int = 1) -> dict[str, Any]:
     """One compile on a fresh LM: the chosen judge and what the compile cost."""
     start = baseline_strategy(task)
-    if start["cot"] not in space["cot"]:
-        start = start.replace(cot=space["cot"][0])
+    for factor in ("cot", "decoding"):  # the baseline, moved into a space that lacks its value
+        if start[factor] not in space[factor]:
+            start = start.replace(**{factor: space[factor][0]})
     student = JudgeProgram(task, aspect, start, lm=lm)
     opt = JudgeSearch(search, budget=budget, seed=seed, space=space, params={"k": k},
                       racing=racing, progress=progress, threads=threads)
@@ -179,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="judge calls in flight (for a server model such as a vLLM server "
                          "with --model openai/NAME and JUDGEOPT_API_BASE; the in-process "
                          "model serialises calls)")
+    ap.add_argument("--decoding", default="greedy", choices=["greedy", "expected"],
+                    help="greedy: the end-to-end benchmark's reduced space (default); "
+                         "expected: the same space without explanations, scored by the "
+                         "expected rating (needs logprobs: a server model, or a local model "
+                         "loaded with logits_all)")
     ap.add_argument("--cache-dir", default=None,
                     help="keep the three LM caches here (one per arm and the test set), so "
                          "a killed run restarted with the same options resumes; judge "
@@ -194,9 +200,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     budget = args.budget or (4 if quick else 12)
     k = min(args.k, 2) if quick else args.k
     min_items = args.min_items or (6 if quick else 20)
-    space = QUICK_SPACE if quick else SPACE
+    space = QUICK_SPACE if quick else SPACE_EXPECTED if args.decoding == "expected" else SPACE
     out = Path(args.out or ROOT / "benchmarks" / "results" /
-               ("cost_quick.json" if quick else "cost.json"))
+               ("cost_quick.json" if quick else
+                "cost_expected.json" if args.decoding == "expected" else "cost.json"))
+    lm_kwargs = ({"logits_all": True}
+                 if args.decoding == "expected" and model.startswith("local") else {})
 
     from judgeopt.lm import make_lm
 
@@ -208,13 +217,14 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"{args.search} budget {budget}, k {k}, seed {args.seed}; racing {racing}", flush=True)
     with tempfile.TemporaryDirectory(prefix="judgeopt-cost-") as tmp:
         cache_root = Path(args.cache_dir) if args.cache_dir else Path(tmp)
-        result = compare(lambda tag: make_lm(model, cache=cache_root / tag), task, args.aspect,
+        result = compare(lambda tag: make_lm(model, cache=cache_root / tag, **lm_kwargs),
+                         task, args.aspect,
                          valid, test, search=args.search, budget=budget, seed=args.seed,
                          space=space, k=k, racing=racing, progress=not args.no_progress,
                          threads=args.threads)
     result.update(model=model, aspect=args.aspect, n_valid=len(valid), n_test=len(test),
                   budget=budget, k=k, search=args.search, seed=args.seed, racing=racing,
-                  quick=quick, threads=args.threads)
+                  quick=quick, threads=args.threads, decoding=args.decoding)
     print(table(result))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
