@@ -17,7 +17,7 @@ import threading
 import time
 import typing
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -520,14 +520,15 @@ def write_router_config(
 
 
 class _CallTrace:
-    """What one RouterLM call went through: its attempts and who answered."""
+    """What one RouterLM call went through: its attempts, its last failure, who answered."""
 
-    __slots__ = ("answered_by", "attempts", "last_failed")
+    __slots__ = ("answered_by", "attempts", "last_error", "last_exc")
 
     def __init__(self) -> None:
         self.attempts = 0
         self.answered_by: RouterDeployment | None = None
-        self.last_failed: RouterDeployment | None = None
+        self.last_exc: BaseException | None = None
+        self.last_error: LMError | None = None
 
 
 class _Observer:
@@ -535,10 +536,12 @@ class _Observer:
     bound; shared by a RouterLM, its copies and its Router."""
 
     def __init__(self, stats: StatsRecorder, slots: threading.BoundedSemaphore,
-                 deployments: Mapping[str, RouterDeployment]) -> None:
+                 deployments: Mapping[str, RouterDeployment],
+                 describe: Callable[[RouterDeployment, int], str]) -> None:
         self.stats = stats
         self.slots = slots
         self.deployments = dict(deployments)
+        self.describe = describe
         self._chosen = threading.local()
         self._calls: dict[str, _CallTrace] = {}
         self._lock = threading.Lock()
@@ -570,12 +573,16 @@ class _Observer:
                 deployment = self._chosen.value
                 if deployment is None:
                     raise  # no deployment was available: no request was sent
-                error = wrap_exception(exc, model=deployment.model, endpoint=deployment.api_base)
-                self._count(trace, deployment)
+                attempts = self._count(trace, deployment)
+                # NOTE: classified here, while the exception still has its cause chain (the
+                # Router re-raises it inside an `except`, which replaces its __context__).
+                error = wrap_exception(exc, model=deployment.model,
+                                       endpoint=self.describe(deployment, attempts),
+                                       timeout=_number(kwargs.get("timeout")))
                 self.stats.record_failure(error.kind, time.monotonic() - started,
                                           deployment=deployment.id)
                 if trace is not None:
-                    trace.last_failed = deployment
+                    trace.last_exc, trace.last_error = exc, error
                 raise
             deployment = self._chosen.value
             self._count(trace, deployment)
@@ -585,12 +592,19 @@ class _Observer:
                 trace.answered_by = deployment
             return response
 
-    def _count(self, trace: _CallTrace | None, deployment: RouterDeployment | None) -> None:
+    def _count(self, trace: _CallTrace | None, deployment: RouterDeployment | None) -> int:
+        """Count an attempt of a call (a retry unless it is the first); return its number."""
         if trace is None:
-            return
+            return 1
         if trace.attempts:
             self.stats.record_retry()
         trace.attempts += 1
+        return trace.attempts
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
 
 
 def _make_router(config: RouterConfig, observer: _Observer, settings: Mapping[str, Any]) -> Any:
@@ -708,7 +722,7 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
         self._response_cache = resolve_cache(cache)
         by_id = {d.id: d for d in config.deployments}
         self._observer = _Observer(self._stats, threading.BoundedSemaphore(self.max_concurrency),
-                                   by_id)
+                                   by_id, self._describe)
         self._router = _make_router(config, self._observer, settings)
         self._identity = "|".join(sorted({d.cache_identity for d in group}))
 
@@ -771,7 +785,15 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
         self._check_truncation(response)
         return response
 
+    def _describe(self, deployment: RouterDeployment, attempt: int) -> str:
+        """The endpoint of a failed attempt, as error messages show it."""
+        return (f"{deployment.api_base or 'the provider default'} (deployment "
+                f"{deployment.id!r} of router {self.config.source}, model group "
+                f"{deployment.model_name!r}, attempt {attempt})")
+
     def _wrap(self, exc: BaseException, trace: _CallTrace, timeout: Any) -> LMError:
+        if trace.last_exc is exc and trace.last_error is not None:
+            return trace.last_error  # the last attempt's failure, classified when it happened
         where = f"router {self.config.source} (model group {self.model_name!r})"
         if type(exc).__name__ in ("RouterRateLimitError", "RouterRateLimitErrorBasic"):
             match = _RETRY_AFTER.search(str(exc))
@@ -783,13 +805,7 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
                 model=self.model, endpoint=where,
                 retry_after=float(match.group(1)) if match else None,
             )
-        failed = trace.last_failed
-        endpoint = where if failed is None else (
-            f"{failed.api_base or 'the provider default'} (deployment {failed.id!r} of {where}, "
-            f"after {trace.attempts} attempt(s))")
-        return wrap_exception(exc, model=failed.model if failed else self.model,
-                              endpoint=endpoint,
-                              timeout=timeout if isinstance(timeout, (int, float)) else None)
+        return wrap_exception(exc, model=self.model, endpoint=where, timeout=_number(timeout))
 
     def dump_state(self) -> dict[str, Any]:
         """Return what rebuilds this LM: the config file, the group and the settings."""
