@@ -1,0 +1,252 @@
+"""Judge-call throughput with concurrency: judgeopt's evaluate against raw LiteLLM calls.
+
+Starts two llama.cpp servers of one model (1 CPU thread each) with
+``judgeopt.lm.start_servers`` (the code of ``judgeopt serve``), and measures completed calls
+per second at several concurrency levels C for two targets:
+
+* ``router``: both servers behind a ``litellm.Router`` (one target);
+* ``single``: the first server alone.
+
+and two arms on the same items, the same rendered judge messages and the same decoding
+parameters:
+
+* ``raw``: C threads calling ``litellm.Router.completion`` (router) or ``litellm.completion``
+  (single) on the pre-rendered messages, no cache;
+* ``judgeopt``: ``evaluate(JudgeProgram, records, threads=C)`` through a ``RouterLM``
+  (router) or a ``JudgeLM`` (single), each cell with a fresh, empty response cache (so its
+  writes are part of the measured cost; nothing is ever read back from it).
+
+A llama.cpp server reuses the key/value state of the prompt prefix it saw last, which would
+favour the second arm on the same prompts. Each cell (round, target, level) therefore
+judges its own items (distinct from every other cell's), both arms in the same submission
+order, and the arm that goes first alternates from cell to cell and round to round.
+
+Prints a table and writes ``benchmarks/results/throughput.json`` (per-cell rows included).
+
+Usage:
+    python benchmarks/throughput.py                  # Qwen2.5-Coder-0.5B, levels 1,2,4,8
+    python benchmarks/throughput.py --quick          # SmolLM2-135M: plumbing only
+    python benchmarks/throughput.py --levels 1,2,4 --rounds 3 --items 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from judgeopt.data import Record, load_records  # noqa: E402
+from judgeopt.evaluate import evaluate  # noqa: E402
+from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
+from judgeopt.judge._program import ARTIFACTS_KEY  # noqa: E402
+from judgeopt.lm import ServerGroup, make_lm, start_servers  # noqa: E402
+from judgeopt.lm._litellm import NO_KEY  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "benchmarks" / "results" / "throughput.json"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="qwen2.5-coder-0.5b", help="registry model or GGUF")
+    p.add_argument("--quick", action="store_true", help="SmolLM2, 2 rounds of 6 items")
+    p.add_argument("--levels", default="1,2,4,8", help="concurrency levels (1,2,4,8)")
+    p.add_argument("--targets", default="router,single", help="router,single")
+    p.add_argument("--rounds", type=int, default=2, help="rounds per cell (2)")
+    p.add_argument("--items", type=int, default=10, help="items per cell and arm (10)")
+    p.add_argument("--task", default="sfres", help="signature task (sfres: short prompts)")
+    p.add_argument("--aspect", default="naturalness")
+    p.add_argument("--max-tokens", type=int, default=8, help="judge output budget (8)")
+    p.add_argument("--server-threads", type=int, default=1, help="CPU threads per server (1)")
+    p.add_argument("--seed", type=int, default=0, help="item shuffle seed")
+    p.add_argument("--out", default=str(OUT))
+    args = p.parse_args(argv)
+    if args.quick:
+        args.model, args.items = "smollm2-135m", 6
+    args.levels = [int(x) for x in args.levels.split(",")]
+    args.targets = args.targets.split(",")
+    unknown = set(args.targets) - {"router", "single"}
+    if unknown:
+        p.error(f"unknown targets {sorted(unknown)}; allowed: router, single")
+    return args
+
+
+def judge_program(task_name: str, aspect: str, lm: Any, max_tokens: int) -> JudgeProgram:
+    """The judge both arms run: the MT-Bench baseline without explanation (short answers)."""
+    task = load_task(task_name)
+    strategy = {**baseline_strategy(task).as_dict(), "cot": "none"}
+    return JudgeProgram(task, aspect, strategy, lm=lm, max_tokens=max_tokens)
+
+
+def rendered(judge: JudgeProgram, records: Sequence[Record]) -> list[list[dict[str, Any]]]:
+    """The messages judgeopt sends for each record, in evaluate's submission order."""
+    out = []
+    for r in submission_order(records):
+        fields = {f: str(r.inputs[f]) for f in judge.task.input_names}
+        artifacts = judge.maker.prepare(judge.strategy, fields, sample_id=r.id, lm=judge.lm)
+        out.append(judge.adapter.format(judge.signature, [],
+                                        {**fields, ARTIFACTS_KEY: artifacts}))
+    return out
+
+
+def submission_order(records: Sequence[Record]) -> list[Record]:
+    """evaluate's order (by group, then position), so both arms submit alike."""
+    order = sorted(range(len(records)), key=lambda i: (records[i].group_id or "", i))
+    return [records[i] for i in order]
+
+
+def run_raw(call: Callable[[list[dict[str, Any]]], Any], messages: list[list[dict[str, Any]]],
+            threads: int) -> tuple[int, float]:
+    """Completed calls and seconds of ``threads`` threads calling ``call`` on each message."""
+
+    def one(m: list[dict[str, Any]]) -> bool:
+        try:
+            response = call(m)
+        except Exception as exc:  # noqa: BLE001 - a failed call is counted, not fatal
+            print(f"  raw call failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return False
+        return bool(response.choices)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        done = sum(pool.map(one, messages))
+    return done, time.perf_counter() - started
+
+
+def run_cell(group: ServerGroup, target: str, level: int, records: list[Record],
+             args: argparse.Namespace, arm_order: Sequence[str]) -> dict[str, Any]:
+    import litellm
+
+    server = group.servers[0]
+    with tempfile.TemporaryDirectory(prefix="judgeopt-throughput-") as cache_dir:
+        if target == "router":
+            lm = make_lm(group.spec, cache=cache_dir)
+            config = lm.config
+            router = litellm.Router(model_list=[dict(e) for e in config.model_list],
+                                    **dict(config.router_settings))
+            model_name = config.model_name
+
+            def raw_call(m: list[dict[str, Any]]) -> Any:
+                return router.completion(model=model_name, messages=m, **params)
+        else:
+            lm = make_lm(server.model, api_base=server.api_base, cache=cache_dir)
+
+            def raw_call(m: list[dict[str, Any]]) -> Any:
+                return litellm.completion(model=server.model, api_base=server.api_base,
+                                          api_key=NO_KEY, messages=m, num_retries=0,
+                                          max_retries=0, **params)
+
+        judge = judge_program(args.task, args.aspect, lm, args.max_tokens)
+        params = {k: v for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
+                  if k not in ("rollout_id", "cache")}
+        messages = rendered(judge, records)
+        row: dict[str, Any] = {"target": target, "level": level, "items": len(records),
+                               "arm_order": list(arm_order), "params": params}
+        for arm in arm_order:
+            if arm == "raw":
+                done, seconds = run_raw(raw_call, messages, level)
+            else:
+                lm.reset_stats()
+                started = time.perf_counter()
+                res = evaluate(judge, records, threads=level, progress=False)
+                seconds = time.perf_counter() - started
+                done = res.n - res.call_failures
+                stats = lm.stats()
+                row["judgeopt_stats"] = stats.to_dict()
+                sent = [h["messages"] for h in lm.history[-len(records):]]
+                # The two arms send the same messages (any order).
+                row["same_messages"] = sorted(map(json.dumps, sent)) == sorted(
+                    map(json.dumps, messages))
+            row[arm] = {"completed": done, "seconds": seconds, "rate": done / seconds}
+        row["ratio"] = row["judgeopt"]["rate"] / row["raw"]["rate"]
+    return row
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    keys = sorted({(r["target"], r["level"]) for r in rows}, key=lambda k: (k[0] != "router",
+                                                                          k[1]))
+    for target, level in keys:
+        cells = [r for r in rows if r["target"] == target and r["level"] == level]
+        raw_done = sum(r["raw"]["completed"] for r in cells)
+        raw_s = sum(r["raw"]["seconds"] for r in cells)
+        j_done = sum(r["judgeopt"]["completed"] for r in cells)
+        j_s = sum(r["judgeopt"]["seconds"] for r in cells)
+        ratios = [r["ratio"] for r in cells]
+        out.append({"target": target, "level": level, "cells": len(cells),
+                    "calls_per_arm": raw_done, "raw_rate": raw_done / raw_s,
+                    "judgeopt_rate": j_done / j_s, "ratio": (j_done / j_s) / (raw_done / raw_s),
+                    "cell_ratio_min": min(ratios), "cell_ratio_max": max(ratios)})
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    task = load_task(args.task)
+    pool = [r for r in load_records(DATA / args.task / "full.jsonl")
+            if args.aspect in r.scores]
+    random.Random(args.seed).shuffle(pool)
+    cells = args.rounds * len(args.targets) * len(args.levels)
+    if cells * args.items > len(pool):
+        raise SystemExit(f"{cells} cells x {args.items} items need more than the {len(pool)} "
+                         f"records of {args.task}")
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp, start_servers(
+            args.model, replicas=2, n_threads=args.server_threads, n_ctx=2048,
+            config_path=Path(tmp) / "servers.yaml", logits_all=False) as group:
+        print(f"{len(group.servers)} llama.cpp servers of {args.model} ({args.server_threads} "
+              f"thread each), task {task.name}/{args.aspect}, {args.items} items per cell and "
+              f"arm, levels {args.levels}, {args.rounds} rounds", flush=True)
+        cell = 0
+        for rnd in range(args.rounds):
+            for target in args.targets:
+                for level in args.levels:
+                    items = pool[cell * args.items:(cell + 1) * args.items]
+                    order = ("raw", "judgeopt") if (rnd + cell) % 2 == 0 else ("judgeopt", "raw")
+                    row = run_cell(group, target, level, items, args, order)
+                    row["round"] = rnd
+                    rows.append(row)
+                    print(f"  round {rnd} {target:>6} C={level}: raw {row['raw']['rate']:.3f}/s "
+                          f"judgeopt {row['judgeopt']['rate']:.3f}/s ratio {row['ratio']:.3f} "
+                          f"(first: {order[0]}; same messages: {row['same_messages']})",
+                          flush=True)
+                    cell += 1
+    seconds = time.perf_counter() - t0
+    summary = summarise(rows)
+    print()
+    print(f"{'target':<8}{'C':>3}{'calls':>7}{'raw calls/s':>13}{'judgeopt/s':>12}"
+          f"{'ratio':>8}{'cell ratios':>16}")
+    for s in summary:
+        print(f"{s['target']:<8}{s['level']:>3}{s['calls_per_arm']:>7}{s['raw_rate']:>13.3f}"
+              f"{s['judgeopt_rate']:>12.3f}{s['ratio']:>8.3f}"
+              f"{s['cell_ratio_min']:>8.3f}-{s['cell_ratio_max']:.3f}")
+    load_after = os.getloadavg()
+    print(f"\n{seconds / 60:.1f} minutes; load average {load_before[0]:.1f} before, "
+          f"{load_after[0]:.1f} after (2 cores, shared machine)")
+    result = {"model": args.model, "task": args.task, "aspect": args.aspect,
+              "server_threads": args.server_threads, "max_tokens": args.max_tokens,
+              "levels": args.levels, "rounds": args.rounds, "items_per_cell": args.items,
+              "seconds": seconds, "load_average_before": load_before,
+              "load_average_after": load_after, "summary": summary, "cells": rows}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
