@@ -9,8 +9,9 @@ the api_key in particular is neither hashed nor stored.
 Values are plain JSON (never pickles), so reading a cache file can run no code. sqlite's WAL
 mode and a busy timeout make the file safe to share between threads and processes; each
 operation opens its own short-lived connection, while one idle connection per cache object
-stays open so that closing them does not checkpoint the WAL each time. A cache failure (locked for too long, a
-corrupt file, an unserialisable parameter) is logged and the call goes to the backend.
+stays open so that closing them does not checkpoint the WAL each time. A cache failure
+(locked for too long, a corrupt file, an unserialisable parameter) is logged and the call goes
+to the backend.
 """
 
 from __future__ import annotations

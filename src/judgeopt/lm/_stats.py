@@ -11,8 +11,26 @@ from typing import Any
 __all__ = ["DeploymentStats", "LMStats", "StatsRecorder"]
 
 
+class _Totals:
+    """``total_tokens`` and ``failed`` of a frozen counters dataclass."""
+
+    failures: Mapping[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def failed(self) -> int:
+        """Failed backend requests, all kinds together."""
+        return sum(self.failures.values())
+
+
 @dataclass(frozen=True)
-class DeploymentStats:
+class DeploymentStats(_Totals):
     """The share of one deployment (one server of a :class:`judgeopt.lm.RouterLM`) in an LM's
     accounting.
 
@@ -30,11 +48,6 @@ class DeploymentStats:
     completion_tokens: int = 0
     seconds: float = 0.0
 
-    @property
-    def failed(self) -> int:
-        """Failed requests, all kinds together."""
-        return sum(self.failures.values())
-
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of the counters."""
         return {
@@ -47,7 +60,7 @@ class DeploymentStats:
 
 
 @dataclass(frozen=True)
-class LMStats:
+class LMStats(_Totals):
     """A snapshot of one LM's accounting since it was built or last reset.
 
     Attributes:
@@ -73,16 +86,6 @@ class LMStats:
     completion_tokens: int = 0
     seconds: float = 0.0
     deployments: Mapping[str, DeploymentStats] = field(default_factory=dict)
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def failed(self) -> int:
-        """Failed backend requests, all kinds together."""
-        return sum(self.failures.values())
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of the snapshot (with ``total_tokens``)."""
