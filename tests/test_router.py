@@ -585,6 +585,8 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[FakeProcessServer]:
     def start(model: str, *, port: int | None, alias: str, **_: Any) -> FakeProcessServer:
         if model == "fails-second" and len(started) == 1:
             raise LocalModelError("the second server did not start")
+        if model == "slow" and len(started) == 1:
+            time.sleep(30)  # interrupted by the test's signal
         started.append(FakeProcessServer(f"S{len(started) + 1}", port, alias))
         return started[-1]
 
@@ -634,18 +636,69 @@ def test_cli_serve_stops_every_server_on_sigterm(tmp_path: Path, fake_engine: li
     from judgeopt.cli import main
 
     path = tmp_path / "servers.yaml"
-    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM))
-    timer.start()
-    try:
-        status = main(["serve", "--model", "m", "--replicas", "2", "--engine", "fake",
-                       "--out", str(path), "--routing-strategy", "simple-shuffle"])
-    finally:
-        timer.cancel()
+
+    def terminate_when_served() -> None:
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_when_served, daemon=True)
+    killer.start()
+    status = main(["serve", "--model", "m", "--replicas", "2", "--engine", "fake",
+                   "--out", str(path), "--routing-strategy", "simple-shuffle"])
+    killer.join()
     out = capsys.readouterr().out
     assert status == 0 and len(fake_engine) == 2 and all(s.stopped for s in fake_engine)
     assert f"judgeopt compile --router {path} --threads 2" in out and "SIGTERM: stopping" in out
     assert load_router_config(path).router_settings["routing_strategy"] == "simple-shuffle"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_cli_evaluate_through_a_router(tmp_path: Path, servers: Callable[..., FakeServer],
+                                      shared_data: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from judgeopt.cli import main
+
+    monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "cache"))
+    a = servers("A", reply=rating_reply)
+    b = servers("B", reply=rating_reply)
+    config = write_config(tmp_path / "servers.yaml",
+                          [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")])
+    judge_path = tmp_path / "judge.json"
+    JudgeProgram(load_task("topical_chat"), "naturalness").save(judge_path)
+    data = shared_data / "topical_chat" / "valid.jsonl"
+    status = main(["evaluate", str(judge_path), "--router", str(config), "--threads", "3",
+                   "--data", str(data), "--limit", "9", "--no-progress"])
+    summary = json.loads(capsys.readouterr().out)
+    assert status == 0 and summary["n"] == 9 and summary["calls"] == 9
+    assert summary["call_failures"] == 0 and len(a.requests) + len(b.requests) == 9
+    assert main(["evaluate", str(judge_path), "--router", str(config), "--api-base",
+                 a.api_base, "--data", str(data)]) == 2
+    assert "--api-base does not apply with --router" in capsys.readouterr().err
+
+
+def test_cli_serve_interrupted_during_start_up_stops_the_started_servers(
+        tmp_path: Path, fake_engine: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from judgeopt.cli import main
+
+    def interrupt_during_second_start() -> None:
+        deadline = time.monotonic() + 60
+        while not fake_engine and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    killer = threading.Thread(target=interrupt_during_second_start, daemon=True)
+    killer.start()
+    status = main(["serve", "--model", "slow", "--replicas", "2", "--engine", "fake",
+                   "--out", str(tmp_path / "s.yaml")])
+    killer.join()
+    assert status == 130 and len(fake_engine) == 1 and fake_engine[0].stopped
+    assert "SIGINT during start-up" in capsys.readouterr().err
+    assert not (tmp_path / "s.yaml").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_cli_router_option_builds_the_model_string(tmp_path: Path) -> None:

@@ -408,53 +408,54 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {sig: signal.signal(sig, stop_now) for sig in handled}
+    group = None
     try:
-        try:
-            group = start_servers(
-                model, replicas=args.replicas, engine=args.engine, config_path=args.out,
-                n_threads=args.threads, n_ctx=args.n_ctx, ports=args.ports, alias=args.alias,
-                logits_all=args.logits_all, model_name=args.model_name,
-                router_settings=settings)
-        except _Stopped as e:
-            print(f"judgeopt serve: {e} during start-up; the servers started so far are "
-                  "stopped", file=sys.stderr)
+        group = start_servers(
+            model, replicas=args.replicas, engine=args.engine, config_path=args.out,
+            n_threads=args.threads, n_ctx=args.n_ctx, ports=args.ports, alias=args.alias,
+            logits_all=args.logits_all, model_name=args.model_name, router_settings=settings)
+        threads = f", {args.threads} thread(s) each" if args.threads else ""
+        print(f"judgeopt serve: {len(group.servers)} {args.engine} server(s) of {model} on "
+              f"127.0.0.1{threads}", flush=True)
+        for server in group.servers:
+            print(f"  {server.api_base}  pid {server.pid}", flush=True)
+        print(f"wrote {group.config_path} (model group {group.model_name!r}, "
+              f"routing {settings.get('routing_strategy')})")
+        print("use it with:")
+        print(f"  judgeopt compile --router {group.config_path} --threads "
+              f"{len(group.servers)} --task ... --aspect ... --data ... --out judge.json")
+        print(f"  judgeopt evaluate judge.json --router {group.config_path} --threads "
+              f"{len(group.servers)} --data ...")
+        print(f"  make_lm({group.spec!r})  # Python")
+        print("SIGINT (Ctrl-C) or SIGTERM stops every server.", flush=True)
+        reported: set[int] = set()
+        while True:
+            time.sleep(1.0)
+            for server in group.dead():
+                if server.pid not in reported:
+                    reported.add(server.pid)
+                    print(f"judgeopt serve: the server at {server.api_base} (pid "
+                          f"{server.pid}) exited; the router sends requests to the others",
+                          file=sys.stderr, flush=True)
+    except _Stopped as e:
+        if group is None:
+            # start_servers stopped the servers it had started.
+            print(f"judgeopt serve: {e} during start-up; no server is left running",
+                  file=sys.stderr)
             return 130
-        except ValueError as e:
-            raise CLIError(str(e)) from e
-        try:
-            threads = f", {args.threads} thread(s) each" if args.threads else ""
-            print(f"judgeopt serve: {len(group.servers)} {args.engine} server(s) of {model} on "
-                  f"127.0.0.1{threads}", flush=True)
-            for server in group.servers:
-                print(f"  {server.api_base}  pid {server.pid}", flush=True)
-            print(f"wrote {group.config_path} (model group {group.model_name!r}, "
-                  f"routing {settings.get('routing_strategy')})")
-            print("use it with:")
-            print(f"  judgeopt compile --router {group.config_path} --threads "
-                  f"{len(group.servers)} --task ... --aspect ... --data ... --out judge.json")
-            print(f"  judgeopt evaluate judge.json --router {group.config_path} --threads "
-                  f"{len(group.servers)} --data ...")
-            print(f"  make_lm({group.spec!r})  # Python")
-            print("SIGINT (Ctrl-C) or SIGTERM stops every server.", flush=True)
-            reported: set[int] = set()
-            while True:
-                time.sleep(1.0)
-                for server in group.dead():
-                    if server.pid not in reported:
-                        reported.add(server.pid)
-                        print(f"judgeopt serve: the server at {server.api_base} (pid "
-                              f"{server.pid}) exited; the router sends requests to the "
-                              "others", file=sys.stderr, flush=True)
-        except _Stopped as e:
-            print(f"judgeopt serve: {e}: stopping {len(group.servers)} server(s) (pids "
-                  f"{', '.join(str(p) for p in group.pids)})", flush=True)
-        finally:
-            for sig in handled:  # a second Ctrl-C must not interrupt the stopping
-                signal.signal(sig, signal.SIG_IGN)
-            group.stop()
+        print(f"judgeopt serve: {e}: stopping {len(group.servers)} server(s) (pids "
+              f"{', '.join(str(p) for p in group.pids)})", flush=True)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig in handled:  # a second Ctrl-C must not interrupt the stopping
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            if group is not None:
+                group.stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return 0
 
 
