@@ -29,7 +29,7 @@ import yaml
 
 from judgeopt.data import load_records
 from judgeopt.evaluate import evaluate
-from judgeopt.judge import JudgeProgram, load_task, logprob_support
+from judgeopt.judge import JudgeProgram, baseline_strategy, load_task, logprob_support
 from judgeopt.lm import (
     LMBadRequest,
     LMCache,
@@ -732,15 +732,17 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_two_smollm2_servers_behind_the_router(tmp_path: Path, shared_data: Path) -> None:
-    records = load_records(shared_data / "topical_chat" / "valid.jsonl")[:10]
-    task = load_task("topical_chat")
-    group = start_servers("smollm2-135m", replicas=2, n_threads=THREADS, n_ctx=2048,
+    # SFRES: short prompts; no explanation and 8 output tokens keep each call short.
+    records = load_records(shared_data / "sfres" / "valid.jsonl")[:10]
+    task = load_task("sfres")
+    group = start_servers("smollm2-135m", replicas=2, n_threads=THREADS, n_ctx=1024,
                           config_path=tmp_path / "servers.yaml", logits_all=False)
     pids = group.pids
     try:
         assert len(set(pids)) == 2 and all(_alive(p) for p in pids)
-        lm = make_lm(group.spec, cache=False, max_tokens=24)
-        judge = JudgeProgram(task, "naturalness", lm=lm)
+        lm = make_lm(group.spec, cache=False)
+        strategy = {**baseline_strategy(task).as_dict(), "cot": "none"}
+        judge = JudgeProgram(task, "naturalness", strategy, lm=lm, max_tokens=8)
         res = evaluate(judge, records[:6], threads=2, progress=False)
         stats = lm.stats()
         assert res.call_failures == 0 and res.calls == stats.calls == 6
@@ -757,8 +759,10 @@ def test_two_smollm2_servers_behind_the_router(tmp_path: Path, shared_data: Path
         stats = lm.stats()
         survivor = stats.deployments[f"llama.cpp-2:{group.servers[1].port}"]
         assert survivor.calls == 4 and survivor.failed == 0
-        assert stats.calls == 4 + stats.failed and stats.failed <= 1
-        assert set(stats.failures) <= {"connection"}
+        # The dead replica fails (connection refused) at most once per thread in flight,
+        # then sits out its cooldown.
+        assert stats.calls == 4 + stats.failed and stats.failed <= 2
+        assert stats.retries == stats.failed and set(stats.failures) <= {"connection"}
     finally:
         group.stop()
     time.sleep(0.2)
