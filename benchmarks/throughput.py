@@ -19,27 +19,38 @@ parameters:
 A llama.cpp server reuses the key/value state of the prompt prefix it saw last, which would
 favour the second arm on the same prompts. Each cell (round, target, level) therefore
 judges its own items (distinct from every other cell's), both arms in the same submission
-order, and the arm that goes first alternates from cell to cell and round to round.
+order, each arm after the same untimed warm-up call (so both start from the same server
+state, with warm clients), and the arm that goes first alternates from cell to cell and
+round to round.
 
-Prints a table and writes ``benchmarks/results/throughput.json`` (per-cell rows included).
+``--overhead`` replaces the llama.cpp servers with two scripted OpenAI-compatible servers
+(``judgeopt.testing.ScriptedServer``, in a child process) that answer at once: the rates are
+then the clients' own cost per call, without the noise of model inference on a shared machine.
+
+Prints a table and writes ``benchmarks/results/throughput.json`` (``throughput_overhead.json``
+with ``--overhead``; per-cell rows included).
 
 Usage:
     python benchmarks/throughput.py                  # Qwen2.5-Coder-0.5B, levels 1,2,4,8
     python benchmarks/throughput.py --quick          # SmolLM2-135M: plumbing only
+    python benchmarks/throughput.py --overhead       # client cost per call, instant servers
     python benchmarks/throughput.py --levels 1,2,4 --rounds 3 --items 12
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +60,21 @@ from judgeopt.data import Record, load_records  # noqa: E402
 from judgeopt.evaluate import evaluate  # noqa: E402
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
 from judgeopt.judge._program import ARTIFACTS_KEY  # noqa: E402
-from judgeopt.lm import ServerGroup, make_lm, start_servers  # noqa: E402
+from judgeopt.lm import make_lm, start_servers, write_router_config  # noqa: E402
 from judgeopt.lm._litellm import NO_KEY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "benchmarks" / "results" / "throughput.json"
+WARM_UP = [{"role": "user", "content": "Reply with one digit: 7"}]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="qwen2.5-coder-0.5b", help="registry model or GGUF")
     p.add_argument("--quick", action="store_true", help="SmolLM2, 2 rounds of 6 items")
+    p.add_argument("--overhead", action="store_true",
+                   help="scripted instant servers instead of llama.cpp: the clients' own cost")
     p.add_argument("--levels", default="1,2,4,8", help="concurrency levels (1,2,4,8)")
     p.add_argument("--targets", default="router,single", help="router,single")
     p.add_argument("--rounds", type=int, default=2, help="rounds per cell (2)")
@@ -70,10 +84,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=8, help="judge output budget (8)")
     p.add_argument("--server-threads", type=int, default=1, help="CPU threads per server (1)")
     p.add_argument("--seed", type=int, default=0, help="item shuffle seed")
-    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--out", default=None, help=f"JSON output (default {OUT})")
     args = p.parse_args(argv)
     if args.quick:
         args.model, args.items = "smollm2-135m", 6
+    if args.out is None:
+        args.out = str(OUT.with_name("throughput_overhead.json") if args.overhead else OUT)
     args.levels = [int(x) for x in args.levels.split(",")]
     args.targets = args.targets.split(",")
     unknown = set(args.targets) - {"router", "single"}
@@ -124,14 +140,62 @@ def run_raw(call: Callable[[list[dict[str, Any]]], Any], messages: list[list[dic
     return done, time.perf_counter() - started
 
 
-def run_cell(group: ServerGroup, target: str, level: int, records: list[Record],
+@dataclass(frozen=True)
+class Backend:
+    """Where the two arms send their calls: a router config and its first server."""
+
+    spec: str  # "router:FILE" over both servers
+    model: str  # the first server alone: its LiteLLM model string ...
+    api_base: str  # ... and endpoint
+    description: str
+
+
+@contextlib.contextmanager
+def llama_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
+    """Two llama.cpp servers started as `judgeopt serve` starts them."""
+    with start_servers(args.model, replicas=2, n_threads=args.server_threads, n_ctx=2048,
+                       config_path=tmp / "servers.yaml", logits_all=False) as group:
+        first = group.servers[0]
+        yield Backend(group.spec, first.model, first.api_base,
+                      f"2 llama.cpp servers of {args.model} ({args.server_threads} thread each)")
+
+
+_SCRIPTED_CHILD = """
+import sys, time
+from judgeopt.testing import ScriptedServer
+servers = [ScriptedServer(name, reply=lambda body: "Rating: [[3]]") for name in ("A", "B")]
+print(" ".join(s.api_base for s in servers), flush=True)
+sys.stdin.read()  # until the parent closes the pipe
+"""
+
+
+@contextlib.contextmanager
+def scripted_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
+    """Two instant scripted servers in a child process (not competing for this GIL)."""
+    child = subprocess.Popen([sys.executable, "-c", _SCRIPTED_CHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        bases = child.stdout.readline().split()
+        path = write_router_config(
+            tmp / "servers.yaml",
+            [{"model": "openai/scripted", "api_base": b, "model_id": "scripted"} for b in bases],
+            router_settings={"routing_strategy": "least-busy", "num_retries": 2})
+        yield Backend(f"router:{path}", "openai/scripted", bases[0],
+                      "2 scripted servers answering at once (client cost only)")
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()
+        child.wait(timeout=10)
+
+
+def run_cell(backend: Backend, target: str, level: int, records: list[Record],
              args: argparse.Namespace, arm_order: Sequence[str]) -> dict[str, Any]:
     import litellm
 
-    server = group.servers[0]
     with tempfile.TemporaryDirectory(prefix="judgeopt-throughput-") as cache_dir:
         if target == "router":
-            lm = make_lm(group.spec, cache=cache_dir)
+            lm = make_lm(backend.spec, cache=cache_dir)
             config = lm.config
             router = litellm.Router(model_list=[dict(e) for e in config.model_list],
                                     **dict(config.router_settings))
@@ -140,10 +204,10 @@ def run_cell(group: ServerGroup, target: str, level: int, records: list[Record],
             def raw_call(m: list[dict[str, Any]]) -> Any:
                 return router.completion(model=model_name, messages=m, **params)
         else:
-            lm = make_lm(server.model, api_base=server.api_base, cache=cache_dir)
+            lm = make_lm(backend.model, api_base=backend.api_base, cache=cache_dir)
 
             def raw_call(m: list[dict[str, Any]]) -> Any:
-                return litellm.completion(model=server.model, api_base=server.api_base,
+                return litellm.completion(model=backend.model, api_base=backend.api_base,
                                           api_key=NO_KEY, messages=m, num_retries=0,
                                           max_retries=0, **params)
 
@@ -154,9 +218,15 @@ def run_cell(group: ServerGroup, target: str, level: int, records: list[Record],
         row: dict[str, Any] = {"target": target, "level": level, "items": len(records),
                                "arm_order": list(arm_order), "params": params}
         for arm in arm_order:
+            # One untimed call first: each arm's clients and connections are warm, and each
+            # starts with the servers' prompt cache holding the same short prompt.
             if arm == "raw":
+                for _ in range(2 if target == "router" else 1):
+                    raw_call(WARM_UP)
                 done, seconds = run_raw(raw_call, messages, level)
             else:
+                for _ in range(2 if target == "router" else 1):
+                    lm.forward(messages=WARM_UP, cache=False, **params)
                 lm.reset_stats()
                 started = time.perf_counter()
                 res = evaluate(judge, records, threads=level, progress=False)
@@ -187,7 +257,9 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"target": target, "level": level, "cells": len(cells),
                     "calls_per_arm": raw_done, "raw_rate": raw_done / raw_s,
                     "judgeopt_rate": j_done / j_s, "ratio": (j_done / j_s) / (raw_done / raw_s),
-                    "cell_ratio_min": min(ratios), "cell_ratio_max": max(ratios)})
+                    "cell_ratio_min": min(ratios), "cell_ratio_max": max(ratios),
+                    "raw_ms_per_call": 1000 * raw_s / raw_done,
+                    "judgeopt_ms_per_call": 1000 * j_s / j_done})
     return out
 
 
@@ -204,19 +276,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp, start_servers(
-            args.model, replicas=2, n_threads=args.server_threads, n_ctx=2048,
-            config_path=Path(tmp) / "servers.yaml", logits_all=False) as group:
-        print(f"{len(group.servers)} llama.cpp servers of {args.model} ({args.server_threads} "
-              f"thread each), task {task.name}/{args.aspect}, {args.items} items per cell and "
-              f"arm, levels {args.levels}, {args.rounds} rounds", flush=True)
+    make_backend = scripted_backend if args.overhead else llama_backend
+    with tempfile.TemporaryDirectory() as tmp, make_backend(args, Path(tmp)) as backend:
+        print(f"{backend.description}, task {task.name}/{args.aspect}, {args.items} items per "
+              f"cell and arm, levels {args.levels}, {args.rounds} rounds", flush=True)
         cell = 0
         for rnd in range(args.rounds):
             for target in args.targets:
                 for level in args.levels:
                     items = pool[cell * args.items:(cell + 1) * args.items]
                     order = ("raw", "judgeopt") if (rnd + cell) % 2 == 0 else ("judgeopt", "raw")
-                    row = run_cell(group, target, level, items, args, order)
+                    row = run_cell(backend, target, level, items, args, order)
                     row["round"] = rnd
                     rows.append(row)
                     print(f"  round {rnd} {target:>6} C={level}: raw {row['raw']['rate']:.3f}/s "
@@ -228,15 +298,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(rows)
     print()
     print(f"{'target':<8}{'C':>3}{'calls':>7}{'raw calls/s':>13}{'judgeopt/s':>12}"
-          f"{'ratio':>8}{'cell ratios':>16}")
+          f"{'ratio':>8}{'cell ratios':>16}{'ms/call raw':>13}{'judgeopt':>10}")
     for s in summary:
         print(f"{s['target']:<8}{s['level']:>3}{s['calls_per_arm']:>7}{s['raw_rate']:>13.3f}"
               f"{s['judgeopt_rate']:>12.3f}{s['ratio']:>8.3f}"
-              f"{s['cell_ratio_min']:>8.3f}-{s['cell_ratio_max']:.3f}")
+              f"{s['cell_ratio_min']:>8.3f}-{s['cell_ratio_max']:.3f}"
+              f"{s['raw_ms_per_call']:>13.1f}{s['judgeopt_ms_per_call']:>10.1f}")
+    for target in args.targets:
+        cells = [r for r in rows if r["target"] == target]
+        rates = {arm: sum(r[arm]["completed"] for r in cells) / sum(r[arm]["seconds"]
+                                                                   for r in cells)
+                 for arm in ("raw", "judgeopt")}
+        print(f"{target}: all levels together, judgeopt/raw = "
+              f"{rates['judgeopt'] / rates['raw']:.3f}")
     load_after = os.getloadavg()
     print(f"\n{seconds / 60:.1f} minutes; load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after (2 cores, shared machine)")
-    result = {"model": args.model, "task": args.task, "aspect": args.aspect,
+    result = {"model": "scripted (--overhead)" if args.overhead else args.model,
+              "task": args.task, "aspect": args.aspect,
               "server_threads": args.server_threads, "max_tokens": args.max_tokens,
               "levels": args.levels, "rounds": args.rounds, "items_per_cell": args.items,
               "seconds": seconds, "load_average_before": load_before,

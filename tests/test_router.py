@@ -1,10 +1,10 @@
 """RouterLM (a LiteLLM Router over several servers), its config file, and `judgeopt serve`.
 
-The unit tests run the real ``litellm.Router`` against scripted OpenAI-compatible HTTP servers
-on 127.0.0.1 (``FakeServer``): the HTTP status and the reply of each request are scripted, so
-retries, fallbacks, cooldowns and the accounting are checked through LiteLLM's real code
-path. The ``slow`` tests start real llama.cpp servers of SmolLM2 (1 thread each) through the
-code ``judgeopt serve`` uses.
+The unit tests run the real ``litellm.Router`` against scripted OpenAI-compatible HTTP
+servers on 127.0.0.1 (``judgeopt.testing.ScriptedServer``): the HTTP status and the reply of
+each request are scripted, so retries, fallbacks, cooldowns and the accounting are checked
+through LiteLLM's real code path. The ``slow`` tests start real llama.cpp servers of SmolLM2
+(1 thread each) through the code ``judgeopt serve`` uses.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -45,105 +44,20 @@ from judgeopt.lm import (
 )
 from judgeopt.lm import _serve as serve_mod
 from judgeopt.lm._router import parse_router_model
+from judgeopt.testing import Activity, ScriptedServer
 
 THREADS = 1  # llama.cpp threads per server in the slow tests (shared 2-core machines)
 
 
-# -- a scripted OpenAI-compatible server ------------------------------------------------------
-
-
-class Activity:
-    """Requests in flight across several fake servers (to check the concurrency bound)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.active = 0
-        self.peak = 0
-
-    def enter(self) -> None:
-        with self.lock:
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-
-    def leave(self) -> None:
-        with self.lock:
-            self.active -= 1
-
-
-class FakeServer:
-    """An OpenAI-compatible chat-completions server on 127.0.0.1 with scripted replies.
-
-    Args:
-        name: Put into every reply ("[[3]] from NAME"), to tell who answered.
-        statuses: HTTP statuses of the first requests (then 200).
-        reply: ``reply(body) -> text`` of a 200 answer.
-        delay: Seconds each request takes.
-        activity: Shared in-flight counter.
-    """
-
-    def __init__(self, name: str, *, statuses: tuple[int, ...] = (),
-                 reply: Callable[[dict[str, Any]], str] | None = None, delay: float = 0.0,
-                 activity: Activity | None = None) -> None:
-        self.name = name
-        self.statuses = list(statuses)
-        self.reply = reply or (lambda body: f"Rating: [[3]] from {name}")
-        self.delay = delay
-        self.activity = activity or Activity()
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                outer.activity.enter()
-                try:
-                    with outer._lock:
-                        outer.requests.append(body)
-                        status = outer.statuses.pop(0) if outer.statuses else 200
-                    time.sleep(outer.delay)
-                    if status == 200:
-                        text = outer.reply(body)
-                        payload = {
-                            "id": "fake", "object": "chat.completion", "created": 0,
-                            "model": body["model"],
-                            "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": text}}],
-                            "usage": {"prompt_tokens": 10, "completion_tokens": 2,
-                                      "total_tokens": 12},
-                        }
-                    else:
-                        payload = {"error": {"message": f"scripted {status}",
-                                             "type": "server_error"}}
-                    data = json.dumps(payload).encode()
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                finally:
-                    outer.activity.leave()
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self._httpd.server_address[1]
-        self.api_base = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+# -- scripted servers --------------------------------------------------------------------------
 
 
 @pytest.fixture
-def servers() -> Iterator[Callable[..., FakeServer]]:
-    made: list[FakeServer] = []
+def servers() -> Iterator[Callable[..., ScriptedServer]]:
+    made: list[ScriptedServer] = []
 
-    def make(name: str, **kwargs: Any) -> FakeServer:
-        made.append(FakeServer(name, **kwargs))
+    def make(name: str, **kwargs: Any) -> ScriptedServer:
+        made.append(ScriptedServer(name, **kwargs))
         return made[-1]
 
     yield make
@@ -340,7 +254,7 @@ def router_lm(tmp_path: Path, entries: list[dict[str, Any]], *, cache: Any = Fal
 
 
 def test_a_failed_attempt_is_retried_on_another_deployment_and_counted(
-        tmp_path: Path, servers: Callable[..., FakeServer]) -> None:
+        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A", statuses=(500,))
     b = servers("B")
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
@@ -359,7 +273,7 @@ def test_a_failed_attempt_is_retried_on_another_deployment_and_counted(
 
 
 def test_no_double_retries_one_budget_the_routers(tmp_path: Path,
-                                                  servers: Callable[..., FakeServer]) -> None:
+                                                  servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A", statuses=(503,) * 10)
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A")], num_retries=1)
     with pytest.raises(LMServerError) as info:
@@ -372,7 +286,7 @@ def test_no_double_retries_one_budget_the_routers(tmp_path: Path,
     assert info.value.__cause__ is not None
 
 
-def test_bad_request_is_not_retried(tmp_path: Path, servers: Callable[..., FakeServer]) -> None:
+def test_bad_request_is_not_retried(tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A", statuses=(400,))
     b = servers("B", statuses=(400,))
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
@@ -383,8 +297,8 @@ def test_bad_request_is_not_retried(tmp_path: Path, servers: Callable[..., FakeS
     assert lm.stats().calls == 1 and dict(lm.stats().failures) == {"bad_request": 1}
 
 
-def test_a_dead_server_fails_over_and_is_cooled_down(tmp_path: Path,
-                                                     servers: Callable[..., FakeServer]) -> None:
+def test_a_dead_server_fails_over_and_is_cooled_down(
+        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
     b = servers("B")
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     lm = router_lm(tmp_path, [deployment(dead, id="dead"), deployment(b.api_base, id="B")],
@@ -401,7 +315,7 @@ def test_a_dead_server_fails_over_and_is_cooled_down(tmp_path: Path,
 
 
 def test_all_deployments_cooling_down_is_a_clear_server_error(
-        tmp_path: Path, servers: Callable[..., FakeServer]) -> None:
+        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A", statuses=(500,) * 20)
     b = servers("B", statuses=(500,) * 20)
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
@@ -416,7 +330,7 @@ def test_all_deployments_cooling_down_is_a_clear_server_error(
 
 
 def test_fallback_group_answers_but_is_not_cached(tmp_path: Path,
-                                                  servers: Callable[..., FakeServer]) -> None:
+                                                  servers: Callable[..., ScriptedServer]) -> None:
     backup = servers("backup")
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     lm = router_lm(tmp_path, [deployment(dead, id="dead"),
@@ -444,7 +358,7 @@ def test_connection_refused_everywhere_is_a_connection_error(tmp_path: Path) -> 
 
 
 def test_max_concurrency_bounds_requests_in_flight(tmp_path: Path,
-                                                   servers: Callable[..., FakeServer]) -> None:
+                                                   servers: Callable[..., ScriptedServer]) -> None:
     activity = Activity()
     a = servers("A", delay=0.3, activity=activity)
     b = servers("B", delay=0.3, activity=activity)
@@ -464,7 +378,7 @@ def test_max_concurrency_bounds_requests_in_flight(tmp_path: Path,
 
 
 def test_replicas_of_one_model_share_cache_entries(tmp_path: Path,
-                                                   servers: Callable[..., FakeServer]) -> None:
+                                                   servers: Callable[..., ScriptedServer]) -> None:
     a, b, c = servers("A"), servers("B"), servers("C")
     cache = tmp_path / "cache"
     first = router_lm(tmp_path, [deployment(a.api_base), deployment(b.api_base)], cache=cache)
@@ -480,7 +394,7 @@ def test_replicas_of_one_model_share_cache_entries(tmp_path: Path,
 
 
 def test_without_a_model_id_each_endpoint_is_its_own_model(
-        tmp_path: Path, servers: Callable[..., FakeServer]) -> None:
+        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
     a, b = servers("A"), servers("B")
     cache = tmp_path / "cache"
     one = router_lm(tmp_path, [deployment(a.api_base, model_id=None)], cache=cache)
@@ -499,7 +413,7 @@ def test_without_a_model_id_each_endpoint_is_its_own_model(
 
 
 def test_dspy_predict_history_copies_and_state(tmp_path: Path,
-                                               servers: Callable[..., FakeServer]) -> None:
+                                               servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A", reply=lambda body: "[[ ## answer ## ]]\nfour\n\n[[ ## completed ## ]]")
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A")])
     with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
@@ -515,7 +429,7 @@ def test_dspy_predict_history_copies_and_state(tmp_path: Path,
 
 
 def test_logprob_support_from_file_or_probe(tmp_path: Path,
-                                            servers: Callable[..., FakeServer]) -> None:
+                                            servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A")
     flagged = router_lm(tmp_path, [deployment(a.api_base)],
                         judgeopt={"supports_logprobs": False})
@@ -535,7 +449,7 @@ def rating_reply(body: dict[str, Any]) -> str:
 
 
 def test_evaluate_with_threads_through_the_router_keeps_accounting_exact(
-        tmp_path: Path, servers: Callable[..., FakeServer], shared_data: Path) -> None:
+        tmp_path: Path, servers: Callable[..., ScriptedServer], shared_data: Path) -> None:
     a = servers("A", reply=rating_reply, delay=0.02)
     b = servers("B", reply=rating_reply, delay=0.02)
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
@@ -560,10 +474,10 @@ def test_evaluate_with_threads_through_the_router_keeps_accounting_exact(
 
 
 class FakeProcessServer:
-    """A FakeServer with the server interface `start_servers` expects."""
+    """A ScriptedServer with the server interface `start_servers` expects."""
 
     def __init__(self, name: str, port: int | None, alias: str) -> None:
-        self._fake = FakeServer(name)
+        self._fake = ScriptedServer(name)
         self.api_base, self.port = self._fake.api_base, self._fake.port
         self.alias, self.model = alias, f"openai/{alias}"
         self.pid = 100000 + self.port
@@ -656,7 +570,7 @@ def test_cli_serve_stops_every_server_on_sigterm(tmp_path: Path, fake_engine: li
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_cli_evaluate_through_a_router(tmp_path: Path, servers: Callable[..., FakeServer],
+def test_cli_evaluate_through_a_router(tmp_path: Path, servers: Callable[..., ScriptedServer],
                                       shared_data: Path, capsys: pytest.CaptureFixture[str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from judgeopt.cli import main
