@@ -19,9 +19,10 @@ parameters:
 A llama.cpp server reuses the key/value state of the prompt prefix it saw last, which would
 favour the second arm on the same prompts. Each cell (round, target, level) therefore
 judges its own items (distinct from every other cell's), both arms in the same submission
-order, each arm after the same untimed warm-up call (so both start from the same server
-state, with warm clients), and the arm that goes first alternates from cell to cell and
-round to round.
+order, each arm after one short untimed prompt to every server (so both start from the same
+server state), and the arm that goes first alternates from cell to cell and round to round.
+Each arm's clients are built and warmed up once per run; judgeopt's LM has one fresh cache
+for the run, so every timed call is a miss and a write.
 
 ``--overhead`` replaces the llama.cpp servers with two scripted OpenAI-compatible servers
 (``judgeopt.testing.ScriptedServer``, in a child process) that answer at once: the rates are
@@ -189,57 +190,91 @@ def scripted_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
         child.wait(timeout=10)
 
 
-def run_cell(backend: Backend, target: str, level: int, records: list[Record],
-             args: argparse.Namespace, arm_order: Sequence[str]) -> dict[str, Any]:
+@dataclass
+class Arms:
+    """Both arms of one target, built once per run (LiteLLM registers a Router's routing
+    callbacks globally, so a Router per cell would pile them up)."""
+
+    target: str
+    lm: Any  # judgeopt's LM: a RouterLM or a JudgeLM, with one fresh cache for the run
+    raw_call: Callable[..., Any]  # raw LiteLLM: raw_call(messages, **params) -> response
+    servers: list[tuple[str, str]]  # (model, api_base) of every server of the backend
+
+
+def build_arms(backend: Backend, target: str, cache_dir: Path) -> Arms:
     import litellm
 
-    with tempfile.TemporaryDirectory(prefix="judgeopt-throughput-") as cache_dir:
-        if target == "router":
-            lm = make_lm(backend.spec, cache=cache_dir)
-            config = lm.config
-            router = litellm.Router(model_list=[dict(e) for e in config.model_list],
-                                    **dict(config.router_settings))
-            model_name = config.model_name
+    if target == "router":
+        lm = make_lm(backend.spec, cache=cache_dir / target)
+        config = lm.config
+        router = litellm.Router(model_list=[dict(e) for e in config.model_list],
+                                **dict(config.router_settings))
 
-            def raw_call(m: list[dict[str, Any]]) -> Any:
-                return router.completion(model=model_name, messages=m, **params)
+        def raw_call(m: list[dict[str, Any]], **params: Any) -> Any:
+            return router.completion(model=config.model_name, messages=m, **params)
+
+        servers = [(d.model, d.api_base) for d in config.deployments]
+    else:
+        lm = make_lm(backend.model, api_base=backend.api_base, cache=cache_dir / target)
+
+        def raw_call(m: list[dict[str, Any]], **params: Any) -> Any:
+            return litellm.completion(model=backend.model, api_base=backend.api_base,
+                                      api_key=NO_KEY, messages=m, num_retries=0, max_retries=0,
+                                      **params)
+
+        servers = [(backend.model, backend.api_base)]
+    for _ in range(2):  # warm both clients (connections, LiteLLM's lazy set-up), untimed
+        raw_call(WARM_UP, max_tokens=1)
+        lm.forward(messages=WARM_UP, max_tokens=1, cache=False)
+    return Arms(target, lm, raw_call, servers)
+
+
+def reset_servers(servers: Sequence[tuple[str, str | None]]) -> None:
+    """One short prompt to each server, so every arm starts from the same server state (a
+    llama.cpp server reuses the prompt prefix it saw last)."""
+    import litellm
+
+    for model, api_base in servers:
+        litellm.completion(model=model, api_base=api_base, api_key=NO_KEY, messages=WARM_UP,
+                           max_tokens=1, num_retries=0, max_retries=0)
+
+
+def run_cell(arms: Arms, level: int, records: list[Record], args: argparse.Namespace,
+             arm_order: Sequence[str]) -> dict[str, Any]:
+    lm = arms.lm
+    judge = judge_program(args.task, args.aspect, lm, args.max_tokens)
+    params = {k: v for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
+              if k not in ("rollout_id", "cache")}
+    messages = rendered(judge, records)
+    row: dict[str, Any] = {"target": arms.target, "level": level, "items": len(records),
+                           "arm_order": list(arm_order), "params": params}
+    answered: list[str] = []  # the deployment that answered each raw call
+
+    def raw(m: list[dict[str, Any]]) -> Any:
+        response = arms.raw_call(m, **params)
+        answered.append(str((getattr(response, "_hidden_params", None) or {}).get("model_id")))
+        return response
+
+    for arm in arm_order:
+        reset_servers(arms.servers)
+        if arm == "raw":
+            done, seconds = run_raw(raw, messages, level)
+            row["raw_deployments"] = {k: answered.count(k) for k in sorted(set(answered))}
         else:
-            lm = make_lm(backend.model, api_base=backend.api_base, cache=cache_dir)
-
-            def raw_call(m: list[dict[str, Any]]) -> Any:
-                return litellm.completion(model=backend.model, api_base=backend.api_base,
-                                          api_key=NO_KEY, messages=m, num_retries=0,
-                                          max_retries=0, **params)
-
-        judge = judge_program(args.task, args.aspect, lm, args.max_tokens)
-        params = {k: v for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
-                  if k not in ("rollout_id", "cache")}
-        messages = rendered(judge, records)
-        row: dict[str, Any] = {"target": target, "level": level, "items": len(records),
-                               "arm_order": list(arm_order), "params": params}
-        for arm in arm_order:
-            # One untimed call first: each arm's clients and connections are warm, and each
-            # starts with the servers' prompt cache holding the same short prompt.
-            if arm == "raw":
-                for _ in range(2 if target == "router" else 1):
-                    raw_call(WARM_UP)
-                done, seconds = run_raw(raw_call, messages, level)
-            else:
-                for _ in range(2 if target == "router" else 1):
-                    lm.forward(messages=WARM_UP, cache=False, **params)
-                lm.reset_stats()
-                started = time.perf_counter()
-                res = evaluate(judge, records, threads=level, progress=False)
-                seconds = time.perf_counter() - started
-                done = res.n - res.call_failures
-                stats = lm.stats()
-                row["judgeopt_stats"] = stats.to_dict()
-                sent = [h["messages"] for h in lm.history[-len(records):]]
-                # The two arms send the same messages (any order).
-                row["same_messages"] = sorted(map(json.dumps, sent)) == sorted(
-                    map(json.dumps, messages))
-            row[arm] = {"completed": done, "seconds": seconds, "rate": done / seconds}
-        row["ratio"] = row["judgeopt"]["rate"] / row["raw"]["rate"]
+            lm.reset_stats()
+            started = time.perf_counter()
+            res = evaluate(judge, records, threads=level, progress=False)
+            seconds = time.perf_counter() - started
+            done = res.n - res.call_failures
+            stats = lm.stats()
+            row["judgeopt_stats"] = stats.to_dict()
+            row["judgeopt_deployments"] = {k: v.calls for k, v in stats.deployments.items()}
+            sent = [h["messages"] for h in lm.history[-len(records):]]
+            # The two arms send the same messages (any order).
+            row["same_messages"] = sorted(map(json.dumps, sent)) == sorted(
+                map(json.dumps, messages))
+        row[arm] = {"completed": done, "seconds": seconds, "rate": done / seconds}
+    row["ratio"] = row["judgeopt"]["rate"] / row["raw"]["rate"]
     return row
 
 
@@ -280,13 +315,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, make_backend(args, Path(tmp)) as backend:
         print(f"{backend.description}, task {task.name}/{args.aspect}, {args.items} items per "
               f"cell and arm, levels {args.levels}, {args.rounds} rounds", flush=True)
+        arms = {t: build_arms(backend, t, Path(tmp)) for t in args.targets}
         cell = 0
         for rnd in range(args.rounds):
             for target in args.targets:
                 for level in args.levels:
                     items = pool[cell * args.items:(cell + 1) * args.items]
                     order = ("raw", "judgeopt") if (rnd + cell) % 2 == 0 else ("judgeopt", "raw")
-                    row = run_cell(backend, target, level, items, args, order)
+                    row = run_cell(arms[target], level, items, args, order)
                     row["round"] = rnd
                     rows.append(row)
                     print(f"  round {rnd} {target:>6} C={level}: raw {row['raw']['rate']:.3f}/s "
