@@ -45,6 +45,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -136,8 +137,11 @@ def run_raw(call: Callable[[list[dict[str, Any]]], Any], messages: list[list[dic
         return bool(response.choices)
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=threads) as pool:
+    pool = ThreadPoolExecutor(max_workers=threads)
+    try:
         done = sum(pool.map(one, messages))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     return done, time.perf_counter() - started
 
 
@@ -224,8 +228,8 @@ def build_arms(backend: Backend, target: str, cache_dir: Path) -> Arms:
 
         servers = [(backend.model, backend.api_base)]
     for _ in range(2):  # warm both clients (connections, LiteLLM's lazy set-up), untimed
-        raw_call(WARM_UP, max_tokens=1)
-        lm.forward(messages=WARM_UP, max_tokens=1, cache=False)
+        raw_call(WARM_UP, max_tokens=4)
+        lm.forward(messages=WARM_UP, max_tokens=4, cache=False)
     return Arms(target, lm, raw_call, servers)
 
 
@@ -298,8 +302,14 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the servers are stopped on the way out.
+    signal.signal(signal.SIGTERM, _interrupt)
     task = load_task(args.task)
     pool = [r for r in load_records(DATA / args.task / "full.jsonl")
             if args.aspect in r.scores]
