@@ -520,13 +520,12 @@ def write_router_config(
 
 
 class _CallTrace:
-    """What one RouterLM call went through: its attempts, its last failure, who answered."""
+    """What one RouterLM call went through: its attempts and its last failure."""
 
-    __slots__ = ("answered_by", "attempts", "last_error", "last_exc")
+    __slots__ = ("attempts", "last_error", "last_exc")
 
     def __init__(self) -> None:
         self.attempts = 0
-        self.answered_by: RouterDeployment | None = None
         self.last_exc: BaseException | None = None
         self.last_error: LMError | None = None
 
@@ -573,7 +572,7 @@ class _Observer:
                 deployment = self._chosen.value
                 if deployment is None:
                     raise  # no deployment was available: no request was sent
-                attempts = self._count(trace, deployment)
+                attempts = self._count(trace)
                 # NOTE: classified here, while the exception still has its cause chain (the
                 # Router re-raises it inside an `except`, which replaces its __context__).
                 error = wrap_exception(exc, model=deployment.model,
@@ -585,14 +584,12 @@ class _Observer:
                     trace.last_exc, trace.last_error = exc, error
                 raise
             deployment = self._chosen.value
-            self._count(trace, deployment)
+            self._count(trace)
             self.stats.record_call(time.monotonic() - started, usage_of(response),
                                    deployment=deployment.id if deployment else None)
-            if trace is not None:
-                trace.answered_by = deployment
             return response
 
-    def _count(self, trace: _CallTrace | None, deployment: RouterDeployment | None) -> int:
+    def _count(self, trace: _CallTrace | None) -> int:
         """Count an attempt of a call (a retry unless it is the first); return its number."""
         if trace is None:
             return 1
