@@ -49,6 +49,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +78,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="SmolLM2, 2 rounds of 6 items")
     p.add_argument("--overhead", action="store_true",
                    help="scripted instant servers instead of llama.cpp: the clients' own cost")
+    p.add_argument("--paired", action="store_true",
+                   help="run both arms at once against the same servers (robust to the "
+                        "background load of a shared machine) instead of one after the other")
     p.add_argument("--levels", default="1,2,4,8", help="concurrency levels (1,2,4,8)")
     p.add_argument("--targets", default="router,single", help="router,single")
     p.add_argument("--rounds", type=int, default=2, help="rounds per cell (2)")
@@ -91,7 +95,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.model, args.items = "smollm2-135m", 6
     if args.out is None:
-        args.out = str(OUT.with_name("throughput_overhead.json") if args.overhead else OUT)
+        name = "throughput_overhead" if args.overhead else "throughput"
+        args.out = str(OUT.with_name(name + ("_paired" if args.paired else "") + ".json"))
     args.levels = [int(x) for x in args.levels.split(",")]
     args.targets = args.targets.split(",")
     unknown = set(args.targets) - {"router", "single"}
@@ -282,6 +287,64 @@ def run_cell(arms: Arms, level: int, records: list[Record], args: argparse.Names
     return row
 
 
+def run_cell_paired(arms: Arms, level: int, records: list[Record], args: argparse.Namespace
+                    ) -> dict[str, Any]:
+    """Both arms at once, ``level`` threads each, against the same servers.
+
+    Both see the same background load at every moment. The raw arm takes the items in
+    judgeopt's order rotated by half, so the two never ask for the same prompt at the same
+    time (a server would answer the second from its prompt cache). Each arm's rate counts
+    its calls completed before the first of the two finished, over that time.
+    """
+    lm = arms.lm
+    judge = judge_program(args.task, args.aspect, lm, args.max_tokens)
+    params = {k: v for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
+              if k not in ("rollout_id", "cache")}
+    messages = rendered(judge, records)
+    half = len(messages) // 2
+    raw_messages = messages[half:] + messages[:half]
+    reset_servers(arms.servers)
+    done_at: dict[str, list[float]] = {"raw": [], "judgeopt": []}
+    start = threading.Barrier(3)
+
+    def raw_arm() -> None:
+        def one(m: list[dict[str, Any]]) -> None:
+            try:
+                if arms.raw_call(m, **params).choices:
+                    done_at["raw"].append(time.perf_counter())
+            except Exception as exc:  # noqa: BLE001 - a failed call is not completed
+                print(f"  raw call failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+        start.wait()
+        with ThreadPoolExecutor(max_workers=level) as pool:
+            list(pool.map(one, raw_messages))
+
+    def judgeopt_arm() -> None:
+        start.wait()
+        evaluate(judge, records, threads=level, progress=False,
+                 on_item=lambda item: done_at["judgeopt"].append(time.perf_counter())
+                 if item.error is None else None)
+
+    lm.reset_stats()
+    workers = [threading.Thread(target=raw_arm), threading.Thread(target=judgeopt_arm)]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    end = min(max(done_at["raw"], default=t0), max(done_at["judgeopt"], default=t0))
+    row: dict[str, Any] = {"target": arms.target, "level": level, "items": len(records),
+                           "arm_order": ["paired"], "params": params, "same_messages": True,
+                           "judgeopt_stats": lm.stats().to_dict()}
+    for arm, times in done_at.items():
+        done = sum(t <= end for t in times)
+        row[arm] = {"completed": done, "seconds": end - t0, "rate": done / (end - t0),
+                    "all_completed": len(times)}
+    row["ratio"] = row["judgeopt"]["rate"] / row["raw"]["rate"]
+    return row
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["target"], r["level"]) for r in rows}, key=lambda k: (k[0] != "router",
@@ -332,13 +395,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for level in args.levels:
                     items = pool[cell * args.items:(cell + 1) * args.items]
                     order = ("raw", "judgeopt") if (rnd + cell) % 2 == 0 else ("judgeopt", "raw")
-                    row = run_cell(arms[target], level, items, args, order)
+                    if args.paired:
+                        row = run_cell_paired(arms[target], level, items, args)
+                    else:
+                        row = run_cell(arms[target], level, items, args, order)
                     row["round"] = rnd
                     rows.append(row)
                     print(f"  round {rnd} {target:>6} C={level}: raw {row['raw']['rate']:.3f}/s "
                           f"judgeopt {row['judgeopt']['rate']:.3f}/s ratio {row['ratio']:.3f} "
-                          f"(first: {order[0]}; same messages: {row['same_messages']})",
-                          flush=True)
+                          f"(arms: {'at once' if args.paired else order[0] + ' first'}; "
+                          f"same messages: {row['same_messages']})", flush=True)
                     cell += 1
     seconds = time.perf_counter() - t0
     summary = summarise(rows)
@@ -361,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{seconds / 60:.1f} minutes; load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after (2 cores, shared machine)")
     result = {"model": "scripted (--overhead)" if args.overhead else args.model,
+              "design": "paired (both arms at once)" if args.paired
+              else "alternating (one arm after the other)",
               "task": args.task, "aspect": args.aspect,
               "server_threads": args.server_threads, "max_tokens": args.max_tokens,
               "levels": args.levels, "rounds": args.rounds, "items_per_cell": args.items,
