@@ -78,6 +78,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="SmolLM2, 2 rounds of 6 items")
     p.add_argument("--overhead", action="store_true",
                    help="scripted instant servers instead of llama.cpp: the clients' own cost")
+    p.add_argument("--delay", type=float, default=0.0,
+                   help="with --overhead: seconds each scripted request takes (0)")
+    p.add_argument("--slots", type=int, default=0,
+                   help="with --overhead: requests a scripted server processes at once (0: no "
+                        "limit; 1 emulates a llama.cpp server)")
     p.add_argument("--paired", action="store_true",
                    help="run both arms at once against the same servers (robust to the "
                         "background load of a shared machine) instead of one after the other")
@@ -95,7 +100,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.model, args.items = "smollm2-135m", 6
     if args.out is None:
-        name = "throughput_overhead" if args.overhead else "throughput"
+        name = "throughput"
+        if args.overhead:
+            name += "_emulated" if args.delay else "_overhead"
         args.out = str(OUT.with_name(name + ("_paired" if args.paired else "") + ".json"))
     args.levels = [int(x) for x in args.levels.split(",")]
     args.targets = args.targets.split(",")
@@ -173,7 +180,9 @@ def llama_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
 _SCRIPTED_CHILD = """
 import sys, time
 from judgeopt.testing import ScriptedServer
-servers = [ScriptedServer(name, reply=lambda body: "Rating: [[3]]") for name in ("A", "B")]
+delay, slots = float(sys.argv[1]), int(sys.argv[2]) or None
+servers = [ScriptedServer(name, reply=lambda body: "Rating: [[3]]", delay=delay, slots=slots)
+           for name in ("A", "B")]
 print(" ".join(s.api_base for s in servers), flush=True)
 sys.stdin.read()  # until the parent closes the pipe
 """
@@ -182,8 +191,9 @@ sys.stdin.read()  # until the parent closes the pipe
 @contextlib.contextmanager
 def scripted_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
     """Two instant scripted servers in a child process (not competing for this GIL)."""
-    child = subprocess.Popen([sys.executable, "-c", _SCRIPTED_CHILD], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", _SCRIPTED_CHILD, str(args.delay),
+                              str(args.slots)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
     try:
         assert child.stdout is not None
         bases = child.stdout.readline().split()
@@ -191,8 +201,9 @@ def scripted_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
             tmp / "servers.yaml",
             [{"model": "openai/scripted", "api_base": b, "model_id": "scripted"} for b in bases],
             router_settings={"routing_strategy": "least-busy", "num_retries": 2})
-        yield Backend(f"router:{path}", "openai/scripted", bases[0],
-                      "2 scripted servers answering at once (client cost only)")
+        what = ("answering at once (client cost only)" if not args.delay else
+                f"taking {args.delay:g} s per request, {args.slots or 'unlimited'} at a time")
+        yield Backend(f"router:{path}", "openai/scripted", bases[0], f"2 scripted servers {what}")
     finally:
         if child.stdin is not None:
             child.stdin.close()

@@ -46,6 +46,8 @@ class ScriptedServer:
             with an OpenAI-style error body.
         reply: ``reply(request_body) -> text`` of a 200 answer.
         delay: Seconds each request takes.
+        slots: Requests processed at once (the others wait their turn, like the one slot
+            of a llama.cpp server); ``None``: no limit.
         activity: A shared in-flight counter.
 
     Attributes:
@@ -56,11 +58,12 @@ class ScriptedServer:
 
     def __init__(self, name: str = "scripted", *, statuses: tuple[int, ...] = (),
                  reply: Callable[[dict[str, Any]], str] | None = None, delay: float = 0.0,
-                 activity: Activity | None = None) -> None:
+                 slots: int | None = None, activity: Activity | None = None) -> None:
         self.name = name
         self.statuses = list(statuses)
         self.reply = reply or (lambda body: f"Rating: [[3]] from {name}")
         self.delay = delay
+        self._slots = threading.Semaphore(slots) if slots else None
         self.activity = activity or Activity()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -72,6 +75,12 @@ class ScriptedServer:
         self._thread.start()
 
     def _answer(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        if self._slots is None:
+            return self._process(body)
+        with self._slots:
+            return self._process(body)
+
+    def _process(self, body: dict[str, Any]) -> tuple[int, bytes]:
         self.activity.enter()
         try:
             with self._lock:
