@@ -565,7 +565,7 @@ def test_cli_serve_stops_every_server_on_sigterm(tmp_path: Path, fake_engine: li
     killer.join()
     out = capsys.readouterr().out
     assert status == 0 and len(fake_engine) == 2 and all(s.stopped for s in fake_engine)
-    assert f"judgeopt compile --router {path} --threads 2" in out and "SIGTERM: stopping" in out
+    assert f"judgeopt compile --router {path} --threads 4" in out and "SIGTERM: stopping" in out
     assert load_router_config(path).router_settings["routing_strategy"] == "simple-shuffle"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 

@@ -414,18 +414,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             model, replicas=args.replicas, engine=args.engine, config_path=args.out,
             n_threads=args.threads, n_ctx=args.n_ctx, ports=args.ports, alias=args.alias,
             logits_all=args.logits_all, model_name=args.model_name, router_settings=settings)
-        threads = f", {args.threads} thread(s) each" if args.threads else ""
+        each = f", {args.threads} thread(s) each" if args.threads else ""
         print(f"judgeopt serve: {len(group.servers)} {args.engine} server(s) of {model} on "
-              f"127.0.0.1{threads}", flush=True)
+              f"127.0.0.1{each}", flush=True)
         for server in group.servers:
             print(f"  {server.api_base}  pid {server.pid}", flush=True)
         print(f"wrote {group.config_path} (model group {group.model_name!r}, "
               f"routing {settings.get('routing_strategy')})")
+        # About two calls in flight per replica keep every one busy (docs/lm.md, Concurrency).
+        threads = 2 * len(group.servers)
         print("use it with:")
-        print(f"  judgeopt compile --router {group.config_path} --threads "
-              f"{len(group.servers)} --task ... --aspect ... --data ... --out judge.json")
+        print(f"  judgeopt compile --router {group.config_path} --threads {threads} "
+              "--task ... --aspect ... --data ... --out judge.json")
         print(f"  judgeopt evaluate judge.json --router {group.config_path} --threads "
-              f"{len(group.servers)} --data ...")
+              f"{threads} --data ...")
         print(f"  make_lm({group.spec!r})  # Python")
         print("SIGINT (Ctrl-C) or SIGTERM stops every server.", flush=True)
         reported: set[int] = set()
