@@ -545,21 +545,27 @@ def test_start_servers_argument_errors(tmp_path: Path) -> None:
         start_servers("m", replicas=0)
 
 
+def signal_when(ready: Callable[[], bool], sig: int) -> threading.Thread:
+    """Send ``sig`` to this process 0.3 s after ``ready()`` turns true (waiting 60 s at most)."""
+
+    def wait_and_signal() -> None:
+        deadline = time.monotonic() + 60
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), sig)
+
+    thread = threading.Thread(target=wait_and_signal, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_cli_serve_stops_every_server_on_sigterm(tmp_path: Path, fake_engine: list[Any],
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from judgeopt.cli import main
 
     path = tmp_path / "servers.yaml"
-
-    def terminate_when_served() -> None:
-        deadline = time.monotonic() + 60
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    killer = threading.Thread(target=terminate_when_served, daemon=True)
-    killer.start()
+    killer = signal_when(path.exists, signal.SIGTERM)  # once the servers are up
     status = main(["serve", "--model", "m", "--replicas", "2", "--engine", "fake",
                    "--out", str(path), "--routing-strategy", "simple-shuffle"])
     killer.join()
@@ -597,15 +603,7 @@ def test_cli_serve_interrupted_during_start_up_stops_the_started_servers(
         tmp_path: Path, fake_engine: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
     from judgeopt.cli import main
 
-    def interrupt_during_second_start() -> None:
-        deadline = time.monotonic() + 60
-        while not fake_engine and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    killer = threading.Thread(target=interrupt_during_second_start, daemon=True)
-    killer.start()
+    killer = signal_when(lambda: bool(fake_engine), signal.SIGINT)  # during the 2nd start
     status = main(["serve", "--model", "slow", "--replicas", "2", "--engine", "fake",
                    "--out", str(tmp_path / "s.yaml")])
     killer.join()
