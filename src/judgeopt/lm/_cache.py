@@ -177,7 +177,7 @@ class LMCache:
     def _keep_open(self) -> None:
         # NOTE: when the last connection to a WAL database closes, sqlite checkpoints the WAL
         # into the database, deletes it and syncs, which made every get/put cost about 15 ms
-        # (measured: benchmarks/throughput.py's profile, docs/benchmarks.md section 8). One
+        # (measured: benchmarks/throughput.py's profile, docs/benchmarks.md section 9). One
         # idle connection held open for the object's life keeps the WAL, so the per-operation
         # connections open and close cheaply; sqlite still checkpoints every 1000 pages.
         try:
