@@ -35,6 +35,7 @@ Usage:
     python benchmarks/throughput.py                  # Qwen2.5-Coder-0.5B, levels 1,2,4,8
     python benchmarks/throughput.py --quick          # SmolLM2-135M: plumbing only
     python benchmarks/throughput.py --overhead       # client cost per call, instant servers
+    python benchmarks/throughput.py --overhead --latency --items 150   # per-call medians
     python benchmarks/throughput.py --levels 1,2,4 --rounds 3 --items 12
 """
 
@@ -83,6 +84,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--slots", type=int, default=0,
                    help="with --overhead: requests a scripted server processes at once (0: no "
                         "limit; 1 emulates a llama.cpp server)")
+    p.add_argument("--latency", action="store_true",
+                   help="per-call latency of both clients, alternating call by call "
+                        "(medians; meant for --overhead)")
     p.add_argument("--paired", action="store_true",
                    help="run both arms at once against the same servers (robust to the "
                         "background load of a shared machine) instead of one after the other")
@@ -103,6 +107,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         name = "throughput"
         if args.overhead:
             name += "_emulated" if args.delay else "_overhead"
+        if args.latency:
+            name += "_latency"
         args.out = str(OUT.with_name(name + ("_paired" if args.paired else "") + ".json"))
     args.levels = [int(x) for x in args.levels.split(",")]
     args.targets = args.targets.split(",")
@@ -356,6 +362,35 @@ def run_cell_paired(arms: Arms, level: int, records: list[Record], args: argpars
     return row
 
 
+def client_latency(arms: Arms, records: list[Record], args: argparse.Namespace
+                   ) -> dict[str, Any]:
+    """Per-call latency of the two clients, one call of each in turn (``--latency``).
+
+    Calls alternate raw, judgeopt, raw, judgeopt... on consecutive items, so a burst of
+    background load hits both alike; medians and quartiles ignore the bursts. judgeopt's
+    call is ``JudgeProgram.judge`` (render, DSPy's call path, the LM, parse, cache write).
+    """
+    judge = judge_program(args.task, args.aspect, arms.lm, args.max_tokens)
+    params = {k: v for k, v in {**arms.lm.kwargs, **judge.lm_kwargs()}.items()
+              if k not in ("rollout_id", "cache")}
+    times: dict[str, list[float]] = {"raw": [], "judgeopt": []}
+    for record, messages in zip(submission_order(records), rendered(judge, records),
+                                strict=True):
+        started = time.perf_counter()
+        arms.raw_call(messages, **params)
+        times["raw"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        judge.judge(record.inputs, sample_id=record.id)
+        times["judgeopt"].append(time.perf_counter() - started)
+    out: dict[str, Any] = {"target": arms.target, "calls": len(records)}
+    for arm, values in times.items():
+        ordered = sorted(values)
+        out[arm] = {f"p{q}_ms": 1000 * ordered[int(q / 100 * (len(ordered) - 1))]
+                    for q in (25, 50, 75)}
+    out["median_extra_ms"] = out["judgeopt"]["p50_ms"] - out["raw"]["p50_ms"]
+    return out
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["target"], r["level"]) for r in rows}, key=lambda k: (k[0] != "router",
@@ -376,6 +411,33 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _report_latency(args: argparse.Namespace, arms: dict[str, Arms], pool: list[Record],
+                    t0: float, load_before: tuple[float, float, float]) -> int:
+    n = args.items * args.rounds
+    results = [client_latency(arms[t], pool[i * n:(i + 1) * n], args)
+               for i, t in enumerate(args.targets)]
+    print(f"\n{'target':<8}{'calls':>7}{'raw p25/p50/p75 ms':>22}{'judgeopt p25/p50/p75':>24}"
+          f"{'extra p50':>11}")
+    for r in results:
+        raw, jo = r["raw"], r["judgeopt"]
+        print(f"{r['target']:<8}{r['calls']:>7}"
+              f"{raw['p25_ms']:>8.1f}{raw['p50_ms']:>7.1f}{raw['p75_ms']:>7.1f}"
+              f"{jo['p25_ms']:>10.1f}{jo['p50_ms']:>7.1f}{jo['p75_ms']:>7.1f}"
+              f"{r['median_extra_ms']:>11.1f}")
+    load_after = os.getloadavg()
+    print(f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"backend": "scripted" if args.overhead else args.model,
+                               "delay": args.delay, "task": args.task,
+                               "seconds": time.perf_counter() - t0,
+                               "load_average_before": load_before,
+                               "load_average_after": load_after, "latency": results},
+                              indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -388,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pool = [r for r in load_records(DATA / args.task / "full.jsonl")
             if args.aspect in r.scores]
     random.Random(args.seed).shuffle(pool)
-    cells = args.rounds * len(args.targets) * len(args.levels)
+    cells = args.rounds * len(args.targets) * (1 if args.latency else len(args.levels))
     if cells * args.items > len(pool):
         raise SystemExit(f"{cells} cells x {args.items} items need more than the {len(pool)} "
                          f"records of {args.task}")
@@ -400,6 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{backend.description}, task {task.name}/{args.aspect}, {args.items} items per "
               f"cell and arm, levels {args.levels}, {args.rounds} rounds", flush=True)
         arms = {t: build_arms(backend, t, Path(tmp)) for t in args.targets}
+        if args.latency:
+            return _report_latency(args, arms, pool, t0, load_before)
         cell = 0
         for rnd in range(args.rounds):
             for target in args.targets:
