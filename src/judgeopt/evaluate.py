@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -160,8 +161,8 @@ def evaluate(
         threads: Judge calls in flight at once.
         progress: Show a progress bar.
         desc: Progress bar label.
-        on_item: Called with every judged item as it is collected (in the calling
-            thread), e.g. to checkpoint finished judgements.
+        on_item: Called with every judged item as it finishes (in the calling thread, in
+            completion order), e.g. to checkpoint finished judgements.
 
     Returns:
         An :class:`EvalResult` at the task's correlation level (group level for tasks whose
@@ -197,15 +198,28 @@ def evaluate(
             if bar is not None:
                 bar.update(1)
     else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            futures = {pool.submit(_judge_one, program, records[i], the_lm, aspect): i
-                       for i in order}
-            for fut in futures:
-                results[futures[fut]] = fut.result()
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judgeopt-judge")
+        try:
+            # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
+            # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
+            futures = {pool.submit(contextvars.copy_context().run, _judge_one, program,
+                                   records[i], the_lm, aspect): i for i in order}
+            # Collected as they finish: the bar and on_item follow real completion (a slow
+            # item holds nothing up); results keep the input order.
+            for fut in as_completed(futures):
+                item = results[futures[fut]] = fut.result()
                 if on_item is not None:
-                    on_item(results[futures[fut]])  # type: ignore[arg-type]
+                    on_item(item)
                 if bar is not None:
                     bar.update(1)
+        except BaseException:
+            # Interrupted (Ctrl-C, a failing on_item): drop the queued calls instead of
+            # running them all before re-raising; calls in flight finish in the background.
+            pool.shutdown(wait=False, cancel_futures=True)
+            if bar is not None:
+                bar.close()
+            raise
+        pool.shutdown(wait=True)
     if bar is not None:
         bar.close()
     items = [r for r in results if r is not None]

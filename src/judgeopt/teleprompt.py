@@ -535,7 +535,8 @@ class JudgeSearch(Teleprompter):
         compiled.validation = next(
             (s for s in reversed(summaries)
              if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
-        compiled.model_name = getattr(lm, "model", None)
+        # A RouterLM's `spec` ("router:FILE#GROUP") rebuilds it; its `model` is one server's.
+        compiled.model_name = getattr(lm, "spec", None) or getattr(lm, "model", None)
         return compiled
 
 

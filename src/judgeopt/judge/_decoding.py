@@ -208,22 +208,29 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 def _litellm_refuses(lm: Any) -> str | None:
-    """Why LiteLLM says the provider takes no ``logprobs`` parameter, or ``None``."""
-    model = getattr(lm, "model", None)
-    if not isinstance(model, str) or getattr(lm, "api_base", None):
-        # NOTE: behind an api_base the server decides (vLLM and llama.cpp servers give
-        # logprobs whatever LiteLLM's table says about the model name): only the probe knows.
-        return None
-    try:
-        import litellm
+    """Why LiteLLM says the provider takes no ``logprobs`` parameter, or ``None``.
 
-        model_name, provider, _, _ = litellm.get_llm_provider(model)
-        params = litellm.get_supported_openai_params(model=model_name,
-                                                     custom_llm_provider=provider)
-    except Exception:  # noqa: BLE001 - an unknown model: leave it to the probe
-        return None
-    if params is not None and "logprobs" not in params:
-        return f"LiteLLM lists no `logprobs` parameter for {provider} model {model_name!r}"
+    An LM over several deployments (a ``RouterLM``) lists them in ``endpoints``; one that
+    refuses is enough, since the Router may send any request to it.
+    """
+    endpoints = getattr(lm, "endpoints", None) or [
+        (getattr(lm, "model", None), getattr(lm, "api_base", None))]
+    for model, api_base in endpoints:
+        if not isinstance(model, str) or api_base:
+            # NOTE: behind an api_base the server decides (vLLM and llama.cpp servers give
+            # logprobs whatever LiteLLM's table says about the model name): only the probe
+            # knows.
+            continue
+        try:
+            import litellm
+
+            model_name, provider, _, _ = litellm.get_llm_provider(model)
+            params = litellm.get_supported_openai_params(model=model_name,
+                                                         custom_llm_provider=provider)
+        except Exception:  # noqa: BLE001 - an unknown model: leave it to the probe
+            continue
+        if params is not None and "logprobs" not in params:
+            return f"LiteLLM lists no `logprobs` parameter for {provider} model {model_name!r}"
     return None
 
 

@@ -2,12 +2,15 @@
 
 * :func:`make_lm` turns a model string into an LM: ``"local"`` / ``"local:NAME"`` /
   ``"local:PATH.gguf"`` run a GGUF in process (:class:`LlamaCppLM`); anything else is a
-  LiteLLM model string (:class:`JudgeLM`: hosted APIs, vLLM, llama.cpp servers).
+  LiteLLM model string (:class:`JudgeLM`: hosted APIs, vLLM, llama.cpp servers);
+  ``"router:FILE"`` is a LiteLLM Router over several servers (:class:`RouterLM`, configured
+  by :func:`load_router_config`; ``judgeopt serve`` starts servers and writes the file).
 * Both LMs share a persistent response cache (:class:`LMCache`, keyed by model, endpoint,
   messages and decoding parameters), thread-safe accounting (:meth:`stats` ->
   :class:`LMStats`) and one error tree (:class:`LMError`, see :mod:`judgeopt.lm._errors`).
 * :func:`ensure_local_model` joins and verifies the GGUF of a registry model
-  (:data:`LOCAL_MODELS`); :func:`start_llama_server` serves a GGUF on loopback.
+  (:data:`LOCAL_MODELS`); :func:`start_llama_server` serves a GGUF on loopback;
+  :func:`start_servers` starts several replicas and writes their router config.
 * :func:`start_vllm_server` serves a model with vLLM from a separate Python environment
   (``$JUDGEOPT_VLLM_PYTHON``); :func:`convert_gguf_to_hf` turns a GGUF into the Hugging Face
   folder vLLM loads.
@@ -46,8 +49,17 @@ from ._models import (  # noqa: E402
     ensure_local_model,
     local_model_dir,
 )
+from ._router import (  # noqa: E402
+    RouterConfig,
+    RouterConfigError,
+    RouterDeployment,
+    RouterLM,
+    load_router_config,
+    write_router_config,
+)
+from ._serve import ServerGroup, start_servers  # noqa: E402
 from ._server import LlamaServer, start_llama_server  # noqa: E402
-from ._stats import LMStats  # noqa: E402
+from ._stats import DeploymentStats, LMStats  # noqa: E402
 from ._vllm import (  # noqa: E402
     VLLMEnvironment,
     VLLMServer,
@@ -59,6 +71,7 @@ from ._vllm import (  # noqa: E402
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODELS",
+    "DeploymentStats",
     "JudgeLM",
     "LMAuthError",
     "LMBadRequest",
@@ -75,6 +88,11 @@ __all__ = [
     "LocalModelError",
     "LocalModelSpec",
     "ModelPart",
+    "RouterConfig",
+    "RouterConfigError",
+    "RouterDeployment",
+    "RouterLM",
+    "ServerGroup",
     "VLLMEnvironment",
     "VLLMServer",
     "cache_key",
@@ -82,10 +100,13 @@ __all__ = [
     "default_cache_dir",
     "ensure_local_model",
     "find_vllm_python",
+    "load_router_config",
     "local_model_dir",
     "make_lm",
     "resolve_endpoint",
     "start_llama_server",
+    "start_servers",
     "start_vllm_server",
     "wrap_exception",
+    "write_router_config",
 ]

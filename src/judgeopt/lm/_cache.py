@@ -8,8 +8,10 @@ the api_key in particular is neither hashed nor stored.
 
 Values are plain JSON (never pickles), so reading a cache file can run no code. sqlite's WAL
 mode and a busy timeout make the file safe to share between threads and processes; each
-operation opens its own short-lived connection. A cache failure (locked for too long, a
-corrupt file, an unserialisable parameter) is logged and the call goes to the backend.
+operation opens its own short-lived connection, while one idle connection per cache object
+stays open so that closing them does not checkpoint the WAL each time. A cache failure
+(locked for too long, a corrupt file, an unserialisable parameter) is logged and the call goes
+to the backend.
 """
 
 from __future__ import annotations
@@ -180,6 +182,35 @@ class LMCache:
         with closing(self._connect()) as conn, conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(_SCHEMA)
+        self._keep_open()
+
+    def _keep_open(self) -> None:
+        # NOTE: when the last connection to a WAL database closes, sqlite checkpoints the WAL
+        # into the database, deletes it and syncs, which made every get/put cost about 15 ms
+        # (measured: benchmarks/throughput.py's profile, docs/benchmarks.md section 9). One
+        # idle connection held open for the object's life keeps the WAL, so the per-operation
+        # connections open and close cheaply; sqlite still checkpoints every 1000 pages.
+        try:
+            keeper = sqlite3.connect(self.path, timeout=self.busy_timeout,
+                                     check_same_thread=False)
+            keeper.execute("SELECT 1 FROM responses LIMIT 1").fetchall()  # opens the WAL
+            self._keeper: sqlite3.Connection | None = keeper
+        except sqlite3.Error as exc:  # the cache still works, only slower
+            logger.warning("LM cache %s: could not keep a connection open: %s", self.path, exc)
+            self._keeper = None
+
+    def close(self) -> None:
+        """Close the connection this cache keeps open (it is reopened when unpickled)."""
+        keeper, self._keeper = getattr(self, "_keeper", None), None
+        if keeper is not None:
+            keeper.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_keeper"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._keep_open()
 
     def __repr__(self) -> str:
         return f"LMCache({str(self.directory)!r})"

@@ -13,6 +13,7 @@ from ._cache import LMCache  # noqa: E402
 from ._litellm import JudgeLM  # noqa: E402
 from ._local import LlamaCppLM  # noqa: E402
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS  # noqa: E402
+from ._router import RouterLM, parse_router_model  # noqa: E402
 
 __all__ = ["make_lm", "parse_local_model"]
 
@@ -66,6 +67,8 @@ def make_lm(
     * ``"local:NAME"``: a registry model (``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``,
       ``smollm2-135m``);
     * ``"local:PATH.gguf"``: any GGUF file, run in process;
+    * ``"router:FILE"`` / ``"router:FILE#GROUP"``: a LiteLLM Router over the servers of a
+      config file (``judgeopt serve`` writes one), through :class:`RouterLM`;
     * anything else: a LiteLLM model string (``"openai/gpt-4o-mini"``, or ``"openai/NAME"``
       with ``api_base`` for a vLLM / llama.cpp server), sent through :class:`JudgeLM`.
 
@@ -76,19 +79,23 @@ def make_lm(
         temperature: Default sampling temperature.
         max_tokens: Default completion budget.
         cache: ``True`` (default directory), ``False``, a directory, or an :class:`LMCache`.
-        max_concurrency: LiteLLM only: requests in flight at once (default 8).
-        timeout: LiteLLM only: per-request timeout in seconds (default 120).
-        num_retries: LiteLLM only: retries of transient failures (default 3).
+        max_concurrency: LiteLLM and router: requests in flight at once (default 8; a
+            router: the file's ``judgeopt.max_concurrency``, else 8 per deployment).
+        timeout: LiteLLM and router: per-request timeout in seconds (default 120; a
+            router: ``router_settings.timeout``).
+        num_retries: LiteLLM and router: retries of transient failures (default 3; a
+            router: ``router_settings.num_retries``, retried by the Router).
         n_threads: Local only: CPU threads (default ``$JUDGEOPT_THREADS`` or 2).
         n_ctx: Local only: context window in tokens (default 4096).
         logits_all: Local only: keep every position's logits, needed for ``logprobs``.
         **kwargs: Further default decoding parameters (``seed``, ``top_p``, ``stop``...).
 
     Returns:
-        A :class:`LlamaCppLM` or a :class:`JudgeLM`.
+        A :class:`LlamaCppLM`, a :class:`RouterLM` or a :class:`JudgeLM`.
 
     Raises:
-        ValueError: If the model string is malformed, or an option does not apply to it.
+        ValueError: If the model string is malformed, or an option does not apply to it
+            (:class:`RouterConfigError`, a ``ValueError``, for an invalid router file).
         LocalModelError: If a local GGUF path does not exist or is not a GGUF file, or a
             registry model's packages are not installed.
 
@@ -134,6 +141,17 @@ def make_lm(
         raise ValueError(
             f"{given} only apply to local models ('local', 'local:...'), not to {model!r}."
         )
+    routed = parse_router_model(model)
+    if routed is not None:
+        endpoint = sorted(k for k, v in {"api_base": api_base, "api_key": api_key}.items()
+                          if v is not None)
+        if endpoint:
+            raise ValueError(f"{endpoint} do not apply to the router {model!r}: its endpoints "
+                             "and keys come from its config file.")
+        path, group = routed
+        return RouterLM(path, model_name=group, temperature=temperature,
+                        max_tokens=max_tokens, cache=cache, max_concurrency=max_concurrency,
+                        timeout=timeout, num_retries=num_retries, **kwargs)
     remote_kwargs: dict[str, Any] = {}
     if max_concurrency is not None:
         remote_kwargs["max_concurrency"] = max_concurrency

@@ -94,6 +94,16 @@ def default_threads() -> int:
     return value
 
 
+def gguf_identity(model: str | os.PathLike[str]) -> str:
+    """Return what a GGUF is, for cache keys: ``gguf-sha256:<hash>`` for a registry model
+    (its verified hash), ``gguf:<path>:<size>:<mtime_ns>`` for another file."""
+    if isinstance(model, str) and model in LOCAL_MODELS:
+        return f"gguf-sha256:{LOCAL_MODELS[model].sha256}"
+    path = Path(model).expanduser().resolve()
+    stat = path.stat()
+    return f"gguf:{path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
 def check_gguf(path: str | os.PathLike[str]) -> Path:
     """Check that ``path`` is an existing GGUF file (by its magic bytes) and return it resolved.
 
@@ -338,12 +348,9 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
 
     def _cache_identity(self) -> tuple[str, str | None]:
         if self._identity is None:
-            if self._registry_name is not None:
-                self._identity = f"gguf-sha256:{LOCAL_MODELS[self._registry_name].sha256}"
-            else:
-                assert self._path is not None
-                stat = self._path.stat()
-                self._identity = f"gguf:{self._path}:{stat.st_size}:{stat.st_mtime_ns}"
+            model = self._registry_name if self._registry_name is not None else self._path
+            assert model is not None
+            self._identity = gguf_identity(model)
         return self._identity, IN_PROCESS
 
     def _llama_params(self, params: Mapping[str, Any]) -> dict[str, Any]:

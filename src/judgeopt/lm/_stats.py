@@ -8,11 +8,59 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["LMStats", "StatsRecorder"]
+__all__ = ["DeploymentStats", "LMStats", "StatsRecorder"]
+
+
+class _Totals:
+    """``total_tokens`` and ``failed`` of a frozen counters dataclass."""
+
+    failures: Mapping[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def failed(self) -> int:
+        """Failed backend requests, all kinds together."""
+        return sum(self.failures.values())
 
 
 @dataclass(frozen=True)
-class LMStats:
+class DeploymentStats(_Totals):
+    """The share of one deployment (one server of a :class:`judgeopt.lm.RouterLM`) in an LM's
+    accounting.
+
+    Attributes:
+        calls: Requests sent to this deployment, retries included.
+        failures: Failed requests by error kind.
+        prompt_tokens: Prompt tokens it reported.
+        completion_tokens: Completion tokens it reported.
+        seconds: Wall-clock seconds inside its requests, summed over threads.
+    """
+
+    calls: int = 0
+    failures: Mapping[str, int] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict of the counters."""
+        return {
+            "calls": self.calls,
+            "failures": dict(self.failures),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True)
+class LMStats(_Totals):
     """A snapshot of one LM's accounting since it was built or last reset.
 
     Attributes:
@@ -25,6 +73,9 @@ class LMStats:
         prompt_tokens: Prompt tokens reported by the backend (cache hits add none).
         completion_tokens: Completion tokens reported by the backend.
         seconds: Wall-clock seconds spent inside backend requests, summed over threads.
+        deployments: Per-deployment counters (:class:`DeploymentStats`) by deployment id, for
+            LMs that spread requests over several servers (:class:`judgeopt.lm.RouterLM`);
+            empty for the others.
     """
 
     calls: int = 0
@@ -34,16 +85,7 @@ class LMStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def failed(self) -> int:
-        """Failed backend requests, all kinds together."""
-        return sum(self.failures.values())
+    deployments: Mapping[str, DeploymentStats] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of the snapshot (with ``total_tokens``)."""
@@ -56,7 +98,30 @@ class LMStats:
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
             "seconds": self.seconds,
+            "deployments": {k: v.to_dict() for k, v in self.deployments.items()},
         }
+
+
+class _DeploymentCounters:
+    """Mutable per-deployment counters (guarded by the recorder's lock)."""
+
+    __slots__ = ("calls", "completion_tokens", "failures", "prompt_tokens", "seconds")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failures: dict[str, int] = {}
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.seconds = 0.0
+
+    def freeze(self) -> DeploymentStats:
+        return DeploymentStats(
+            calls=self.calls,
+            failures=MappingProxyType(dict(self.failures)),
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            seconds=self.seconds,
+        )
 
 
 class StatsRecorder:
@@ -74,22 +139,52 @@ class StatsRecorder:
         self._prompt_tokens = 0
         self._completion_tokens = 0
         self._seconds = 0.0
+        self._deployments: dict[str, _DeploymentCounters] = {}
 
-    def record_call(self, seconds: float, usage: Mapping[str, Any] | None = None) -> None:
-        """Count one successful backend request with its duration and token usage."""
+    def _deployment(self, name: str) -> _DeploymentCounters:
+        counters = self._deployments.get(name)
+        if counters is None:
+            counters = self._deployments[name] = _DeploymentCounters()
+        return counters
+
+    def record_call(
+        self,
+        seconds: float,
+        usage: Mapping[str, Any] | None = None,
+        *,
+        deployment: str | None = None,
+    ) -> None:
+        """Count one successful backend request with its duration and token usage.
+
+        Args:
+            seconds: Wall-clock duration of the request.
+            usage: The response's ``usage`` block.
+            deployment: The deployment that answered, for per-deployment counters.
+        """
         prompt, completion = _tokens(usage)
         with self._lock:
             self._calls += 1
             self._seconds += seconds
             self._prompt_tokens += prompt
             self._completion_tokens += completion
+            if deployment is not None:
+                counters = self._deployment(deployment)
+                counters.calls += 1
+                counters.seconds += seconds
+                counters.prompt_tokens += prompt
+                counters.completion_tokens += completion
 
-    def record_failure(self, kind: str, seconds: float) -> None:
-        """Count one failed backend request of error kind ``kind``."""
+    def record_failure(self, kind: str, seconds: float, *, deployment: str | None = None) -> None:
+        """Count one failed backend request of error kind ``kind`` (of ``deployment``)."""
         with self._lock:
             self._calls += 1
             self._seconds += seconds
             self._failures[kind] = self._failures.get(kind, 0) + 1
+            if deployment is not None:
+                counters = self._deployment(deployment)
+                counters.calls += 1
+                counters.seconds += seconds
+                counters.failures[kind] = counters.failures.get(kind, 0) + 1
 
     def record_retry(self) -> None:
         """Count one retry of a failed backend request."""
@@ -112,6 +207,9 @@ class StatsRecorder:
                 prompt_tokens=self._prompt_tokens,
                 completion_tokens=self._completion_tokens,
                 seconds=self._seconds,
+                deployments=MappingProxyType(
+                    {name: c.freeze() for name, c in sorted(self._deployments.items())}
+                ),
             )
 
     def reset(self) -> None:
