@@ -540,12 +540,45 @@ def test_start_servers_stops_the_started_ones_when_one_fails(tmp_path: Path,
 
 
 def test_start_servers_argument_errors(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"`engine` argument must be one of \['llama.cpp'\]"):
-        start_servers("m", engine="vllm")
+    with pytest.raises(ValueError,
+                       match=r"`engine` argument must be one of \['llama.cpp', 'vllm'\]"):
+        start_servers("m", engine="sglang")
     with pytest.raises(ValueError, match="one port per replica"):
         start_servers("m", replicas=2, ports=[8081])
     with pytest.raises(ValueError, match="`replicas` argument must be an int >= 1"):
         start_servers("m", replicas=0)
+
+
+def test_vllm_engine_without_a_vllm_environment_says_how_to_get_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JUDGEOPT_VLLM_PYTHON", raising=False)
+    path = tmp_path / "s.yaml"
+    with pytest.raises(LocalModelError, match=r"JUDGEOPT_VLLM_PYTHON.*install_vllm\.sh"):
+        start_servers("qwen2.5-coder-0.5b", replicas=2, engine="vllm", config_path=path)
+    assert not path.exists()
+
+
+def test_vllm_engine_model_ids(tmp_path: Path) -> None:
+    from judgeopt.lm._local import gguf_identity
+
+    vllm = serve_mod.ENGINES["vllm"]
+    assert vllm.model_id("qwen2.5-coder-0.5b") == "vllm:" + gguf_identity("qwen2.5-coder-0.5b")
+    # Not the llama.cpp servers' id: the two engines' answers differ, so they share no entry.
+    assert vllm.model_id("qwen2.5-coder-0.5b") != (
+        serve_mod.ENGINES["llama.cpp"].model_id("qwen2.5-coder-0.5b"))
+    folder = tmp_path / "hf-model"
+    folder.mkdir()
+    assert vllm.model_id(str(folder)) == f"vllm:folder:{folder.resolve()}"
+    assert vllm.model_id("Qwen/Qwen2.5-0.5B-Instruct") == "vllm:hub:Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_cli_serve_lists_both_engines(capsys: pytest.CaptureFixture[str]) -> None:
+    from judgeopt.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "{llama.cpp,vllm}" in out and "JUDGEOPT_VLLM_PYTHON" in out
 
 
 def signal_when(ready: Callable[[], bool], sig: int) -> threading.Thread:

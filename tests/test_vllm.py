@@ -507,3 +507,33 @@ def test_prompt_logprobs_agree_with_llama_cpp_forced_decoding(
     assert float(np.median(np.abs(a - b))) < 0.15
     assert pearsonr(a[1:], b[:-1]).statistic < 0.6
     assert pearsonr(np.asarray(top_ours), np.asarray(top_theirs)).statistic > 0.97
+
+
+@pytest.mark.slow
+def test_serve_vllm_engine_behind_a_router(
+    vllm_python: Path, tc_items: list[Any], tmp_path: Path
+) -> None:
+    """`judgeopt serve --engine vllm`'s code: a vLLM replica, its router config, judge calls
+    through the RouterLM, and every server process gone after the stop."""
+    from judgeopt.evaluate import evaluate
+    from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+    from judgeopt.lm import RouterLM, load_router_config, make_lm, start_servers
+
+    config_path = tmp_path / "servers.yaml"
+    with start_servers(REAL_MODEL, replicas=1, engine="vllm", config_path=config_path,
+                       n_threads=1, n_ctx=4096) as group:
+        pids = group.pids
+        config = load_router_config(config_path)
+        assert [d.api_base for d in config.deployments] == [s.api_base for s in group.servers]
+        assert config.deployments[0].model_id.startswith("vllm:gguf-sha256:")
+        lm = make_lm(group.spec, cache=tmp_path / "cache")
+        assert isinstance(lm, RouterLM)
+        task = load_task("topical_chat")
+        strategy = baseline_strategy(task).replace(cot="none", decoding="expected")
+        judge = JudgeProgram(task, "naturalness", strategy, lm=lm)
+        result = evaluate(judge, tc_items[:4], lm=lm, threads=2, progress=False)
+        assert result.parse_failures == 0 and result.call_failures == 0
+        assert all(1.0 <= i.score <= 3.0 for i in result.items)
+        stats = lm.stats()
+        assert stats.calls == 4 and stats.failed == 0
+    assert all(_wait_gone(pid) for pid in pids)

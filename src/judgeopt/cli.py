@@ -738,7 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .lm._serve import ENGINES
 
     sv = sub.add_parser(
-        "serve", help="start local llama.cpp servers on 127.0.0.1 and write a router config",
+        "serve", help="start local llama.cpp or vLLM servers on 127.0.0.1 and write a "
+                      "router config",
         description=(
             "Start REPLICAS inference servers of one model on 127.0.0.1 (free ports unless "
             "--ports), write a LiteLLM Router config listing them as one model group (--out), "
@@ -747,17 +748,19 @@ def build_parser() -> argparse.ArgumentParser:
             "`judgeopt compile --router FILE --threads N ...`."))
     sv.add_argument("--model", required=True,
                     help="a registry model (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, "
-                         "smollm2-135m; 'local:NAME' works too) or a .gguf file")
+                         "smollm2-135m; 'local:NAME' works too) or a .gguf file; with "
+                         "--engine vllm also a Hugging Face model folder or hub id")
     sv.add_argument("--replicas", type=_positive_int, default=2, help="servers to start (2)")
     sv.add_argument("--threads", type=_positive_int, default=None,
                     help="CPU threads per server (default $JUDGEOPT_THREADS or 2; replicas x "
                          "threads should not exceed the cores)")
     sv.add_argument("--n-ctx", type=_positive_int, default=4096,
-                    help="context window per server (4096)")
+                    help="context window per server (4096; vLLM's --max-model-len)")
     sv.add_argument("--ports", type=lambda t: [_positive_int(x) for x in _csv_list(t)],
                     default=None, help="comma-separated port per replica (default: free ports)")
     sv.add_argument("--engine", choices=sorted(ENGINES), default="llama.cpp",
-                    help="inference runtime (llama.cpp)")
+                    help="inference runtime: llama.cpp (default) or vllm (needs a vLLM "
+                         "environment: $JUDGEOPT_VLLM_PYTHON, see scripts/install_vllm.sh)")
     sv.add_argument("--out", default="servers.yaml",
                     help="the router config to write (servers.yaml)")
     sv.add_argument("--alias", default=None,

@@ -1,8 +1,8 @@
 """Start several local inference servers on loopback and write the router config for them.
 
-This is ``judgeopt serve``: N replicas of one model (llama.cpp servers now; the engine table
-takes another runtime with the same server interface), one router config file listing them
-as one model group, and a clean stop of every server by its PID.
+This is ``judgeopt serve``: N replicas of one model (llama.cpp or vLLM servers, see
+:data:`ENGINES`), one router config file listing them as one model group, and a clean stop
+of every server by its PID.
 """
 
 from __future__ import annotations
@@ -71,10 +71,31 @@ def _start_llama(model: str, *, port: int | None, alias: str, n_ctx: int,
                               logits_all=logits_all)
 
 
-#: Engines by ``--engine`` name. NOTE: a vLLM entry plugs in here with its starter and a
-#: model id of its own (e.g. ``"vllm:" + checkpoint``).
+def _vllm_model_id(model: str) -> str:
+    """``vllm:`` and what the replicas load: a GGUF's identity (registry models and GGUF
+    files, converted once), a model folder's resolved path, or a hub id."""
+    path = Path(model).expanduser()
+    if model in LOCAL_MODELS or model.endswith(".gguf") or path.is_file():
+        return f"vllm:{gguf_identity(model)}"
+    if path.is_dir():
+        return f"vllm:folder:{path.resolve()}"
+    return f"vllm:hub:{model}"
+
+
+def _start_vllm(model: str, *, port: int | None, alias: str, n_ctx: int,
+                n_threads: int | None, logits_all: bool) -> Server:
+    # vLLM always returns logprobs when asked: ``logits_all`` has no counterpart there.
+    from ._vllm import start_vllm_server
+
+    return start_vllm_server(model, port=port, alias=alias, max_model_len=n_ctx,
+                             n_threads=n_threads)
+
+
+#: Engines by ``--engine`` name: llama.cpp servers (llama-cpp-python, in this environment)
+#: and vLLM (its own environment, ``$JUDGEOPT_VLLM_PYTHON``; see :func:`start_vllm_server`).
 ENGINES: dict[str, Engine] = {
     "llama.cpp": Engine("llama.cpp", _start_llama, _llama_model_id),
+    "vllm": Engine("vllm", _start_vllm, _vllm_model_id),
 }
 
 #: Router settings written for local replicas: spread requests by the fewest in flight,
@@ -173,15 +194,18 @@ def start_servers(
     already started are stopped before the error is raised.
 
     Args:
-        model: A registry name (``qwen2.5-coder-0.5b``...) or a GGUF path.
+        model: A registry name (``qwen2.5-coder-0.5b``...) or a GGUF path; with
+            ``engine="vllm"`` also a Hugging Face model folder or hub id (GGUFs are converted
+            once, see :func:`judgeopt.lm.convert_gguf_to_hf`).
         replicas: How many servers.
-        engine: A key of :data:`ENGINES` (``"llama.cpp"``).
+        engine: A key of :data:`ENGINES`: ``"llama.cpp"`` or ``"vllm"`` (needs a vLLM
+            environment, ``$JUDGEOPT_VLLM_PYTHON``; ``n_ctx`` is its ``--max-model-len``).
         config_path: Where the router config (YAML) is written.
         n_threads: CPU threads per server (default ``$JUDGEOPT_THREADS`` or 2).
         n_ctx: Context window per server.
         ports: One port per replica; ``None`` picks free ports.
         alias: The served model name (default: the registry name or the file stem).
-        logits_all: Keep the logits needed for ``logprobs`` (llama.cpp).
+        logits_all: Keep the logits needed for ``logprobs`` (llama.cpp; vLLM ignores it).
         model_name: The model group of the config.
         router_settings: ``litellm.Router`` settings written to the config (default
             :data:`DEFAULT_SERVE_SETTINGS`).
