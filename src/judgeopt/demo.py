@@ -2,7 +2,7 @@
 
 With the embedded default model (Qwen2.5-Coder-1.5B-Instruct in process) it searches the
 ``quick`` preset's strategies on a small validation subset, then scores the best judge and the
-MT-Bench baseline prompt on held-out test items. About 10-15 minutes on 2 CPU cores.
+MT-Bench baseline prompt on held-out test items. About 17 minutes on 2 idle CPU cores.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None, n_valid: int 
     base_valid = next((s for s in judge.search_result.evaluation_summaries
                        if s["number"] == 0), None)
     rows = []
-    for name, prog in (("MT-Bench baseline", baseline), ("HPSS best", judge)):
+    for name, prog in (("MT-Bench baseline", baseline), ("best found", judge)):
         res = evaluate(prog, test, progress=progress, desc=f"test: {name}")
         rows.append((name, prog.strategy, res))
     judge.test = rows[1][2].summary()
