@@ -558,6 +558,14 @@ def test_vllm_engine_without_a_vllm_environment_says_how_to_get_one(
     assert not path.exists()
 
 
+def test_default_alias_keeps_dotted_names() -> None:
+    assert serve_mod.default_alias("qwen2.5-coder-0.5b") == "qwen2.5-coder-0.5b"
+    assert serve_mod.default_alias("/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf") == (
+        "qwen2.5-coder-0.5b-instruct-q4_k_m")
+    assert serve_mod.default_alias("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen2.5-0.5B-Instruct"
+    assert serve_mod.default_alias("/models/Qwen2.5-0.5B-Instruct/") == "Qwen2.5-0.5B-Instruct"
+
+
 def test_vllm_engine_model_ids(tmp_path: Path) -> None:
     from judgeopt.lm._local import gguf_identity
 

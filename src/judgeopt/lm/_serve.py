@@ -111,8 +111,15 @@ DEFAULT_SERVE_SETTINGS: Mapping[str, Any] = {
 
 
 def default_alias(model: str) -> str:
-    """The served model name for a registry name or a GGUF path (its file stem)."""
-    name = model if model in LOCAL_MODELS else Path(model).stem
+    """The served model name: a registry name as is, a GGUF path's file stem, or the last
+    part of a model folder or hub id (``Qwen/Qwen2.5-0.5B-Instruct`` ->
+    ``Qwen2.5-0.5B-Instruct``)."""
+    if model in LOCAL_MODELS:
+        name = model
+    elif model.lower().endswith(".gguf"):
+        name = Path(model).stem
+    else:
+        name = Path(model.rstrip("/")).name
     alias = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
     return alias or "local"
 
