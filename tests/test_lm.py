@@ -18,6 +18,7 @@ import copy  # noqa: E402
 import hashlib  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import logging  # noqa: E402
 import pickle  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -1062,3 +1063,17 @@ def test_qwen_05b_join_verify_and_chat(tmp_path: Path) -> None:
 def _release_models() -> Iterator[None]:
     yield
     _local._handles.clear()
+
+
+def test_truncation_log_names_the_request_limit(caplog: pytest.LogCaptureFixture) -> None:
+    # DSPy's own check names the LM's default max_tokens (1024), not the judge call's limit.
+    lm = make_lm("openai/some-model", api_base="http://127.0.0.1:9/v1", cache=False)
+    cut = {"choices": [{"finish_reason": "length", "message": {"content": "Let me th"}}]}
+    done = {"choices": [{"finish_reason": "stop", "message": {"content": "[[3]]"}}]}
+    with caplog.at_level(logging.WARNING, logger="judgeopt.lm"):
+        lm._check_truncation(done, 64)
+        assert not caplog.records
+        lm._check_truncation(cut, 64)
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert "max_tokens=64" in message and "1024" not in message

@@ -243,7 +243,7 @@ class JudgeLM(JudgeoptLMMixin, dspy.LM):
                     cause = exc
                 else:
                     self._stats.record_call(time.monotonic() - started, usage_of(response))
-                    self._check_truncation(response)
+                    self._check_truncation(response, request.get("max_tokens"))
                     return response
             assert error is not None and cause is not None
             if not error.retryable or attempt >= self.num_retries:

@@ -779,7 +779,7 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
             raise error from exc
         finally:
             self._observer.close(token)
-        self._check_truncation(response)
+        self._check_truncation(response, request.get("max_tokens"))
         return response
 
     def _describe(self, deployment: RouterDeployment, attempt: int) -> str:
