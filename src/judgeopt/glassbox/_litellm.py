@@ -167,7 +167,7 @@ class LiteLLMBackend(LogprobBackend):
         # One-token probe requests end with finish_reason="length" by design: a copy of the
         # LM whose truncation warning is silenced (it shares cache, stats and slots).
         self._probe = lm.copy()
-        self._probe._check_truncation = lambda results: None
+        self._probe._check_truncation = lambda *_a, **_k: None
 
     def __repr__(self) -> str:
         api_base = getattr(self.lm, "api_base", None)
