@@ -763,8 +763,11 @@ def test_llama_lm_maps_params_caches_and_counts(
         "type": "json_object",
         "schema": {"type": "object"},
     }
-    with pytest.raises(LMBadRequest, match="logits_all=True"):
-        lm.forward(messages=MESSAGES, logprobs=True)
+    # Greedy logprobs come from the decoding loop; sampling with logprobs needs logits_all.
+    with pytest.raises(LMBadRequest, match=r"temperature=0\.8.*logits_all=True"):
+        lm.forward(messages=MESSAGES, logprobs=True, temperature=0.8)
+    with pytest.raises(LMBadRequest, match=r"\['response_format'\].*logits_all=True"):
+        lm.forward(messages=MESSAGES, logprobs=True, response_format={"type": "json_object"})
     with pytest.raises(LMBadRequest, match="cannot honour.*'mirostat'"):
         lm.forward(messages=MESSAGES, mirostat=2)
 

@@ -25,6 +25,7 @@ from ._errors import (
     LocalModelError,
     overflow_from_llama,
 )  # noqa: E402
+from ._llama_decode import greedy_with_logprobs  # noqa: E402
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model  # noqa: E402
 from ._stats import StatsRecorder  # noqa: E402
 
@@ -186,8 +187,10 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         n_ctx: Context window in tokens (rounded up to a multiple of 256, as llama.cpp does).
         n_threads: CPU threads; ``None`` reads ``$JUDGEOPT_THREADS`` (default 2).
         seed: Default sampling seed (matters only when ``temperature > 0``).
-        logits_all: Keep the logits of every position, which llama.cpp needs to return
-            ``logprobs`` (memory: ``n_ctx`` x vocabulary floats).
+        logits_all: Keep the logits of every position (memory: ``n_ctx`` x vocabulary
+            floats). Not needed for greedy ``logprobs`` (the expected rating): those come
+            from a decoding loop that computes only the rows it reads. Needed for sampling
+            with logprobs, and shared with the glass-box backend, which scores given text.
         cache: ``True`` (default directory), ``False``, a directory, or an :class:`LMCache`.
         model_dir: Where registry models are joined; ``None`` uses ``$JUDGEOPT_MODEL_DIR``
             or ``~/.cache/judgeopt/models``.
@@ -311,16 +314,19 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
 
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
-        """Whether calls can ask for ``logprobs`` (only with ``logits_all=True``)."""
-        return bool(self.logits_all)
+        """Whether calls can ask for ``logprobs``: always.
+
+        Without ``logits_all`` a greedy request with ``logprobs`` runs a decoding loop that
+        computes the logits of the last prompt position and of each generated token only
+        (:mod:`judgeopt.lm._llama_decode`): the same values as the ``logits_all`` path at
+        about the cost of a plain greedy call. Sampling with logprobs needs ``logits_all``.
+        """
+        return True
 
     @property
     def logprobs_hint(self) -> str | None:
-        """How to get logprobs from this LM, when it has none."""
-        if self.logits_all:
-            return None
-        return ("llama.cpp keeps the logits needed for logprobs only when the model is loaded "
-                "with logits_all=True (make_lm(..., logits_all=True))")
+        """How to get logprobs from this LM, when it has none (it always has)."""
+        return None
 
     @property
     def model_path(self) -> Path | None:
@@ -366,15 +372,22 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         if params.get("max_completion_tokens") is not None and "max_tokens" not in out:
             out["max_tokens"] = params["max_completion_tokens"]
         if out.get("logprobs"):
-            if not self.logits_all:
-                raise LMBadRequest(
-                    "logprobs need the logits of every position: build the LM with "
-                    "LlamaCppLM(..., logits_all=True) (or make_lm(..., logits_all=True)).",
-                    model=self.model,
-                    endpoint=IN_PROCESS,
-                )
             # llama.cpp returns chat logprobs only when top_logprobs is set.
             out["top_logprobs"] = max(1, int(out.get("top_logprobs") or 1))
+            if not self.logits_all:
+                unsupported = sorted(
+                    k for k in ("response_format", "tools", "tool_choice", "logit_bias")
+                    if out.get(k) is not None)
+                if float(out.get("temperature") or 0.0) > 0 or unsupported:
+                    what = (f"the parameter(s) {unsupported}" if unsupported
+                            else f"temperature={out.get('temperature')!r}")
+                    raise LMBadRequest(
+                        "logprobs without logits_all come from a greedy decoding loop "
+                        f"(temperature 0, plain text), which cannot honour {what}; load the "
+                        "model with LlamaCppLM(..., logits_all=True) for that.",
+                        model=self.model,
+                        endpoint=IN_PROCESS,
+                    )
         elif "top_logprobs" in out:
             del out["top_logprobs"]
         response_format = out.get("response_format")
@@ -399,7 +412,19 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             with handle.lock:
                 started = time.monotonic()
                 try:
-                    out = handle.llama.create_chat_completion(messages=messages, **call_params)
+                    if call_params.get("logprobs") and not self.logits_all:
+                        out = greedy_with_logprobs(
+                            handle.llama,
+                            messages,
+                            max_tokens=call_params.get("max_tokens"),
+                            top_logprobs=int(call_params["top_logprobs"]),
+                            stop=call_params.get("stop"),
+                            model=self.model,
+                        )
+                    else:
+                        out = handle.llama.create_chat_completion(
+                            messages=messages, **call_params
+                        )
                 except ValueError as exc:
                     elapsed = time.monotonic() - started
                     overflow = overflow_from_llama(

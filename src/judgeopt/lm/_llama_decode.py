@@ -1,0 +1,236 @@
+"""Greedy chat completions with token logprobs from a llama.cpp model loaded *without*
+``logits_all``.
+
+llama.cpp computes the output projection (hidden state x vocabulary) only for the positions a
+batch asks for. With ``logits_all=True`` that is every prompt position: for a 700-token judge
+prompt and Qwen's 151,936-token vocabulary about 160 GFLOP spent on rows nobody reads, a
+``n_ctx x vocabulary`` float32 buffer (2.5 GB at ``n_ctx=4096``), and llama-cpp-python then
+normalises every row of the prompt and sorts the whole vocabulary in Python for every generated
+token. The expected rating needs the distribution only at the generated positions.
+
+:func:`greedy_with_logprobs` therefore evaluates the prompt with the logits of its *last*
+position only (reusing the longest prefix shared with the previous call, as llama-cpp-python's
+own ``generate`` does), then runs a greedy decoding loop that evaluates one token at a time and
+reads that token's full-vocabulary logits. The response is the OpenAI chat-completion shape that
+``Llama.create_chat_completion(logprobs=True, top_logprobs=K)`` returns on a ``logits_all``
+model, with the same values: the same prompt tokens (the model's own chat handler builds them),
+argmax decoding of the raw logits (what llama.cpp's greedy sampler does with the default,
+neutral penalties), log-probabilities by llama-cpp-python's own float32 ``logits_to_logprobs``,
+and the top-``K`` entries built the way llama-cpp-python builds them (descending, keyed by the
+token's text, the chosen token added). ``tests/test_local_logprobs.py`` checks the equality
+against the ``logits_all`` path on real models.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["chat_prompt", "greedy_with_logprobs"]
+
+
+class _Captured(Exception):
+    """Raised by :class:`_PromptProbe` to hand back the prompt a chat handler built."""
+
+    def __init__(self, prompt: list[int], stop: list[str]) -> None:
+        super().__init__("prompt captured")
+        self.prompt = prompt
+        self.stop = stop
+
+
+class _PromptProbe:
+    """Stands in for the ``Llama`` a chat handler receives: every attribute is the real
+    model's, but ``create_completion`` returns the prompt tokens and stop strings instead of
+    generating. So the prompt is built by the model's own chat handler (GGUF template, a
+    registered format or a user's ``chat_handler``), exactly as ``create_chat_completion`` does.
+    """
+
+    def __init__(self, llama: Any) -> None:
+        self._llama = llama
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+    def create_completion(self, *, prompt: Any, stop: Any = None, **_: Any) -> Any:
+        if isinstance(prompt, str):
+            prompt = self._llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+        raise _Captured([int(t) for t in prompt], [s for s in stops if s])
+
+
+def chat_prompt(llama: Any, messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str]]:
+    """The prompt token ids and stop strings ``create_chat_completion`` would use.
+
+    Args:
+        llama: A loaded ``llama_cpp.Llama``.
+        messages: OpenAI-style chat messages.
+
+    Raises:
+        ValueError: If the model's chat handler does not build a text prompt (a handler that
+            generates by other means, such as a multimodal one).
+    """
+    from llama_cpp import llama_chat_format
+
+    handler = (
+        llama.chat_handler
+        or llama._chat_handlers.get(llama.chat_format)
+        or llama_chat_format.get_chat_completion_handler(llama.chat_format)
+    )
+    try:
+        handler(llama=_PromptProbe(llama), messages=[dict(m) for m in messages],
+                temperature=0.0, max_tokens=1)
+    except _Captured as captured:
+        return captured.prompt, captured.stop
+    raise ValueError(
+        f"the chat handler of {llama.chat_format!r} does not build a token prompt; logprobs "
+        "without logits_all need one (load the model with logits_all=True instead)")
+
+
+def _prefill(llama: Any, prompt: Sequence[int]) -> None:
+    """Evaluate ``prompt`` so that llama.cpp holds the logits of its last position.
+
+    The longest prefix shared with the tokens evaluated last is kept in the KV cache; when
+    the whole prompt is already there, its last token is evaluated again (its logits were
+    not kept). These are the rules of llama-cpp-python's ``Llama.generate``: llama.cpp's
+    logits depend slightly on how a prompt was split into evaluated batches (up to a few
+    tenths in log-probability on the quantised models here), so the decoding loop splits
+    exactly as the ``create_chat_completion`` path would after the same calls.
+    """
+    done = int(llama.n_tokens)
+    known = np.asarray(llama.input_ids[:done], dtype=np.int64)
+    target = np.asarray(prompt, dtype=np.int64)
+    upto = min(done, target.size)
+    differ = np.flatnonzero(known[:upto] != target[:upto])
+    common = int(differ[0]) if differ.size else upto
+    if common == target.size == done and not getattr(llama, "_requires_eval", True):
+        # Exactly this prompt was evaluated last and its logits are live (the rule of
+        # llama-cpp-python's own generate, so both paths split the work the same way).
+        return
+    common = min(common, target.size - 1)
+    # NOTE: Llama.eval drops the KV cells from n_tokens on, so moving n_tokens back is
+    # enough to keep only the shared prefix.
+    llama.n_tokens = common
+    llama.eval(list(prompt[common:]))
+
+
+def _last_logits(llama: Any) -> np.ndarray:
+    """A float32 copy of the logits of the last evaluated position."""
+    pointer = llama._ctx.get_logits_ith(-1)
+    row = np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),))
+    return np.array(row, dtype=np.single)
+
+
+def _top_entries(llama: Any, logprobs: np.ndarray, k: int, chosen: int,
+                 chosen_text: str, texts: dict[int, str]) -> list[dict[str, Any]]:
+    """The ``top_logprobs`` list of one position, built as llama-cpp-python builds it."""
+    n = logprobs.size
+    k = min(k, n)
+    top = np.argpartition(logprobs, n - k)[n - k:]
+    # Descending by logprob, ties by the larger id first (llama-cpp-python sorts
+    # (logprob, id) pairs in reverse).
+    top = top[np.lexsort((-top, -logprobs[top]))]
+    entries: dict[str, float] = {}
+    for i in top:
+        text = texts.get(int(i))
+        if text is None:
+            text = texts[int(i)] = llama.detokenize([int(i)]).decode("utf-8", errors="ignore")
+        entries[text] = float(logprobs[i])
+    entries[chosen_text] = float(logprobs[chosen])
+    return [{"token": t, "logprob": lp, "bytes": None} for t, lp in entries.items()]
+
+
+def greedy_with_logprobs(
+    llama: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int | None,
+    top_logprobs: int,
+    stop: Sequence[str] | str | None = None,
+    model: str = "local",
+) -> dict[str, Any]:
+    """Decode greedily and return a chat completion with ``top_logprobs`` at every token.
+
+    The caller holds the model's lock. Only the last position's logits are computed for the
+    prompt, and one row per generated token.
+
+    Args:
+        llama: A loaded ``llama_cpp.Llama`` (``logits_all`` may be False).
+        messages: The chat messages.
+        max_tokens: Completion budget (``None``: up to the context window).
+        top_logprobs: Alternatives reported per position (>= 1).
+        stop: Extra stop strings (the chat format's own are added).
+        model: The ``model`` field of the response.
+
+    Returns:
+        An OpenAI-shaped chat completion (``choices[0].message.content``,
+        ``choices[0].logprobs.content[i].top_logprobs``, ``usage``).
+
+    Raises:
+        ValueError: If the prompt and budget do not fit the context window (the message
+            names both), or the chat handler builds no token prompt.
+    """
+    from llama_cpp import llama_cpp
+
+    prompt, format_stops = chat_prompt(llama, messages)
+    stops = list(format_stops)
+    if stop:
+        stops = ([stop] if isinstance(stop, str) else list(stop)) + stops
+    n_ctx = int(llama.n_ctx())
+    if len(prompt) >= n_ctx:
+        raise ValueError(
+            f"Requested tokens ({len(prompt)}) exceed context window of {n_ctx}")
+    budget = n_ctx - len(prompt) if max_tokens is None or max_tokens <= 0 else int(max_tokens)
+    budget = min(budget, n_ctx - len(prompt))
+    vocab = llama._model.vocab
+    texts: dict[int, str] = {}
+    _prefill(llama, prompt)
+    tokens: list[int] = []
+    content: list[dict[str, Any]] = []
+    finish = "length"
+    text = ""
+    while len(tokens) < budget:
+        logprobs = llama.logits_to_logprobs(_last_logits(llama))
+        token = int(np.argmax(logprobs))
+        if bool(llama_cpp.llama_vocab_is_eog(vocab, token)):
+            finish = "stop"
+            break
+        token_text = llama.detokenize([token], prev_tokens=prompt + tokens).decode(
+            "utf-8", errors="ignore")
+        tokens.append(token)
+        content.append({"token": token_text, "logprob": float(logprobs[token]), "bytes": None,
+                        "top_logprobs": _top_entries(llama, logprobs, top_logprobs, token,
+                                                     token_text, texts)})
+        text = llama.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
+        hit = [s for s in stops if s in text]
+        if hit:
+            text = text[: text.index(hit[0])]
+            finish = "stop"
+            # Logprobs only for the tokens that start inside the returned text.
+            kept, start = [], 0
+            for entry in content:
+                if start >= len(text):
+                    break
+                kept.append(entry)
+                start += len(entry["token"])
+            content = kept
+            break
+        if len(tokens) < budget:
+            llama.eval([token])
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": {"content": content, "refusal": None},
+            "finish_reason": finish,
+        }],
+        "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
+                  "total_tokens": len(prompt) + len(tokens)},
+    }
