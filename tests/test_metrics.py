@@ -476,3 +476,45 @@ def test_selfeval_llama2_mt_bench_known_mismatch(shared_data: Path) -> None:
     assert abs(got["pearson"]) == pytest.approx(0.2004, abs=1e-4)
     assert abs(got["kendall"]) == pytest.approx(0.2110, abs=1e-4)
     assert abs(got["spearman"]) == pytest.approx(0.3071, abs=1e-4)
+
+
+# Paired bootstrap of a difference ------------------------------------------------------------
+def test_paired_bootstrap_difference_is_paired_and_seeded() -> None:
+    from judgeopt.metrics import bootstrap_ci, group_correlation, paired_bootstrap
+
+    rng = np.random.default_rng(3)
+    h = rng.standard_normal(150)
+    shared = rng.standard_normal(150)
+    a = h + shared + 0.3 * rng.standard_normal(150)
+    b = h + shared + 0.6 * rng.standard_normal(150)
+    r = paired_bootstrap(h, a, b, seed=1)
+    assert r == paired_bootstrap(h, a, b, seed=1)
+    assert r.delta == pytest.approx(r.a - r.b) and r.low < r.delta < r.high
+    assert r.a == pytest.approx(correlation(h, a)) and r.n == 150
+    # Paired: much narrower than the two judges' own intervals combined.
+    ia, ib = bootstrap_ci(h, a, seed=1), bootstrap_ci(h, b, seed=1)
+    assert r.high - r.low < 0.5 * ((ia.high - ia.low) + (ib.high - ib.low))
+    assert r.p_not_positive < 0.05
+    # Group level: resamples whole groups; delta is exactly the difference of group means.
+    groups = np.repeat(np.arange(15), 10)
+    g = paired_bootstrap(h, a, b, groups=groups, seed=1)
+    assert g.delta == pytest.approx(group_correlation(h, a, groups).value
+                                    - group_correlation(h, b, groups).value)
+    assert g.n == 15
+    # A constant judge cannot rank: 0 (as the evaluation scores it).
+    c = paired_bootstrap(h, np.ones(150), b, seed=0)
+    assert c.a == 0.0 and c.high < 0
+    with pytest.raises(ValueError, match="human scores are constant"):
+        paired_bootstrap(np.ones(10), a[:10], b[:10])
+    with pytest.raises(ValueError, match="confidence"):
+        paired_bootstrap(h, a, b, confidence=1.0)
+
+
+def test_paired_bootstrap_mean() -> None:
+    from judgeopt.metrics import paired_bootstrap_mean
+
+    a = [1, 1, 1, 0] * 25
+    b = [1, 0, 1, 0] * 25
+    r = paired_bootstrap_mean(a, b, seed=0)
+    assert r.delta == pytest.approx(0.25) and r.a == 0.75 and r.b == 0.5
+    assert 0.1 < r.low < 0.25 < r.high < 0.4 and r.p_not_positive == 0.0

@@ -11,6 +11,8 @@ How well does a judge agree with humans?
 * :func:`permutation_test`: PERM-INPUTS test of "judge A beats judge B"
   (Deutsch, Dror & Roth 2021).
 * :func:`bootstrap_ci`: percentile bootstrap interval over items or groups.
+* :func:`paired_bootstrap`: interval of the difference of two judges' correlations
+  on the same items (paired resampling of items or groups).
 
 See ``docs/metrics.md`` for the formulas and the choices made.
 """
@@ -34,8 +36,11 @@ from judgeopt.metrics._pairwise import (
 )
 from judgeopt.metrics._significance import (
     BootstrapResult,
+    PairedBootstrapResult,
     PermutationResult,
     bootstrap_ci,
+    paired_bootstrap,
+    paired_bootstrap_mean,
     permutation_test,
 )
 from judgeopt.metrics._validation import METHODS
@@ -45,6 +50,7 @@ __all__ = [
     "PAIRWISE_LABELS",
     "BootstrapResult",
     "GroupCorrelation",
+    "PairedBootstrapResult",
     "PairwiseAgreement",
     "PermutationResult",
     "TieCalibration",
@@ -55,6 +61,8 @@ __all__ = [
     "pairwise_accuracy",
     "pairwise_agreement",
     "pairwise_agreement_details",
+    "paired_bootstrap",
+    "paired_bootstrap_mean",
     "permutation_test",
     "tie_calibrated_accuracy",
 ]

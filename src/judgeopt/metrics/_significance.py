@@ -6,6 +6,9 @@
   humans than another.
 * :func:`bootstrap_ci` is a percentile bootstrap over items, or over whole groups
   for group-level correlations.
+* :func:`paired_bootstrap` is the same bootstrap for the *difference* of two
+  judges' correlations with the humans on the same items (both judges see the
+  same resampled items or groups), e.g. a compiled judge against a baseline.
 
 Randomness only comes from the ``seed`` argument (an ``int``, ``None`` or a
 :class:`numpy.random.Generator`); global random state is never touched.
@@ -32,7 +35,15 @@ from judgeopt.metrics._validation import (
     validate_pair,
 )
 
-__all__ = ["BootstrapResult", "PermutationResult", "bootstrap_ci", "permutation_test"]
+__all__ = [
+    "BootstrapResult",
+    "PairedBootstrapResult",
+    "PermutationResult",
+    "bootstrap_ci",
+    "paired_bootstrap",
+    "paired_bootstrap_mean",
+    "permutation_test",
+]
 
 # Number of (resample, item) cells materialised at once; resamples are processed
 # in chunks below this budget so memory stays bounded for large datasets.
@@ -269,3 +280,201 @@ def bootstrap_ci(
         n_resamples=n_resamples,
         n_degenerate=int(n_resamples - valid.size),
     )
+
+
+@dataclass(frozen=True)
+class PairedBootstrapResult:
+    """Result of :func:`paired_bootstrap`.
+
+    Attributes:
+        a: ``corr(human, a)`` on the original data.
+        b: ``corr(human, b)`` on the original data.
+        delta: ``a - b``.
+        low: Lower percentile bound of ``delta``.
+        high: Upper percentile bound of ``delta``.
+        confidence: Nominal two-sided coverage, e.g. 0.95.
+        p_not_positive: Share of the valid resamples with ``delta <= 0`` (a one-sided
+            bootstrap p-value of "a correlates better than b").
+        n: Items (dataset level) or groups (group level) resampled.
+        n_resamples: Number of resamples requested.
+        n_degenerate: Resamples skipped because the humans were constant (or, at
+            group level, no drawn group had a defined correlation for a judge).
+    """
+
+    a: float
+    b: float
+    delta: float
+    low: float
+    high: float
+    confidence: float
+    p_not_positive: float
+    n: int
+    n_resamples: int
+    n_degenerate: int = 0
+
+    def to_dict(self) -> dict[str, float | int]:
+        """Plain-data form."""
+        return {"a": self.a, "b": self.b, "delta": self.delta, "low": self.low,
+                "high": self.high, "confidence": self.confidence,
+                "p_not_positive": self.p_not_positive, "n": self.n,
+                "n_resamples": self.n_resamples, "n_degenerate": self.n_degenerate}
+
+
+def _constant_is_zero(values: FloatArray, human_ok: npt.NDArray[np.bool_]) -> FloatArray:
+    """A judge constant on a resample cannot rank: 0 where the humans vary."""
+    out = values.copy()
+    out[np.isnan(out) & human_ok] = 0.0
+    return out
+
+
+def paired_bootstrap(
+    human: Scores,
+    a: Scores,
+    b: Scores,
+    method: str = "spearman",
+    groups: Groups | None = None,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int | np.random.Generator | None = None,
+) -> PairedBootstrapResult:
+    """Percentile bootstrap interval of ``corr(human, a) - corr(human, b)``.
+
+    The two judges are scored on the same items, so every resample draws one set
+    of items (or, with ``groups``, of whole groups) and recomputes both
+    correlations on it: the interval reflects the paired design, which is much
+    narrower than two independent intervals when the judges' errors are
+    correlated.
+
+    Conventions (those of :func:`judgeopt.evaluate.score_items`): at dataset
+    level a judge that is constant on a resample gets correlation 0 (it cannot
+    rank anything); a resample whose human scores are constant is skipped. At
+    group level each judge's value is the mean of its defined per-group
+    correlations among the drawn groups (a group where that judge, or the humans,
+    are constant is left out of that judge's mean, as :func:`group_correlation`
+    does), so the observed ``delta`` is exactly the difference of the two
+    group-level correlations.
+
+    Args:
+        human: Human scores, one per item.
+        a: First judge's scores (e.g. the compiled judge).
+        b: Second judge's scores (e.g. the baseline), on the same items.
+        method: ``"spearman"`` (default), ``"kendall"`` or ``"pearson"``.
+        groups: Optional group id per item, for the group-level correlation.
+        n_resamples: Number of bootstrap resamples.
+        confidence: Two-sided coverage of the interval, strictly between 0 and 1.
+        seed: Seed or :class:`numpy.random.Generator` for reproducibility.
+
+    Returns:
+        A :class:`PairedBootstrapResult`.
+
+    Raises:
+        ValueError: On invalid input (lengths differ, NaN, fewer than 3 items,
+            constant human scores), an unknown method, a non-positive
+            ``n_resamples``, ``confidence`` outside ``(0, 1)``, or when every
+            resample is degenerate.
+
+    Example:
+        >>> human = [1, 2, 3, 4, 5, 6, 7, 8]
+        >>> r = paired_bootstrap(human, [1, 2, 3, 4, 5, 6, 8, 7], [2, 1, 4, 3, 6, 5, 8, 7],
+        ...                      seed=0)
+        >>> round(r.delta, 3), r.low <= r.delta <= r.high
+        (0.071, True)
+    """
+    checked = check_method(method)
+    n_resamples = check_n_resamples(n_resamples)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+    h, pa = validate_pair(human, a, ("human", "a"), allow_constant=True)
+    _, pb = validate_pair(human, b, ("human", "b"), allow_constant=True)
+    if np.ptp(h) == 0:
+        raise ValueError("the human scores are constant: no correlation is defined")
+    rng = np.random.default_rng(seed)
+    pieces: list[FloatArray] = []
+    if groups is None:
+        n = int(h.size)
+        ha, hb = rowwise_correlation(h[None, :], np.stack([pa, pb]), checked)
+        value_a = 0.0 if np.isnan(ha) else float(ha)
+        value_b = 0.0 if np.isnan(hb) else float(hb)
+        for size in _chunks(n_resamples, 3 * n):
+            idx = rng.integers(0, n, size=(size, n))
+            hh = h[idx]
+            human_ok = np.ptp(hh, axis=1) > 0
+            ca = _constant_is_zero(rowwise_correlation(hh, pa[idx], checked), human_ok)
+            cb = _constant_is_zero(rowwise_correlation(hh, pb[idx], checked), human_ok)
+            pieces.append(ca - cb)
+    else:
+        parts = list(group_indices(validate_groups(groups, h.size)).values())
+        n = len(parts)
+        per_a = np.array([rowwise_correlation(h[None, i], pa[None, i], checked)[0]
+                          for i in parts])
+        per_b = np.array([rowwise_correlation(h[None, i], pb[None, i], checked)[0]
+                          for i in parts])
+        if np.isnan(per_a).all() or np.isnan(per_b).all():
+            raise ValueError(
+                "every group was skipped for one judge (fewer than 2 items or a constant "
+                "side); a group-level correlation is undefined")
+        value_a = float(np.nanmean(per_a))
+        value_b = float(np.nanmean(per_b))
+        for size in _chunks(n_resamples, 2 * n):
+            draw = rng.integers(0, n, size=(size, n))
+            pieces.append(_row_means(per_a[draw].T) - _row_means(per_b[draw].T))
+    values = np.concatenate(pieces)
+    valid = values[~np.isnan(values)]
+    if valid.size == 0:
+        raise ValueError(f"all {n_resamples} bootstrap resamples were degenerate")
+    alpha = 1.0 - confidence
+    low, high = np.quantile(valid, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return PairedBootstrapResult(
+        a=value_a,
+        b=value_b,
+        delta=value_a - value_b,
+        low=float(low),
+        high=float(high),
+        confidence=float(confidence),
+        p_not_positive=float(np.mean(valid <= 0.0)),
+        n=n,
+        n_resamples=n_resamples,
+        n_degenerate=int(n_resamples - valid.size),
+    )
+
+
+def paired_bootstrap_mean(
+    a: Scores,
+    b: Scores,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int | np.random.Generator | None = None,
+) -> PairedBootstrapResult:
+    """Percentile bootstrap interval of ``mean(a) - mean(b)`` over paired items.
+
+    For per-item quantities such as the 0/1 correctness of two pairwise judges (whose
+    difference of means is the difference of their accuracies).
+
+    Args:
+        a: First judge's per-item values.
+        b: Second judge's per-item values, on the same items.
+        n_resamples: Number of bootstrap resamples.
+        confidence: Two-sided coverage, strictly between 0 and 1.
+        seed: Seed or :class:`numpy.random.Generator`.
+
+    Raises:
+        ValueError: On lengths that differ, NaN, fewer than 3 items, a non-positive
+            ``n_resamples`` or ``confidence`` outside ``(0, 1)``.
+    """
+    n_resamples = check_n_resamples(n_resamples)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+    va, vb = validate_pair(a, b, ("a", "b"), allow_constant=True)
+    d = va - vb
+    rng = np.random.default_rng(seed)
+    pieces: list[FloatArray] = []
+    for size in _chunks(n_resamples, d.size):
+        idx = rng.integers(0, d.size, size=(size, d.size))
+        pieces.append(d[idx].mean(axis=1))
+    means = np.concatenate(pieces)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return PairedBootstrapResult(
+        a=float(va.mean()), b=float(vb.mean()), delta=float(d.mean()), low=float(low),
+        high=float(high), confidence=float(confidence),
+        p_not_positive=float(np.mean(means <= 0.0)), n=int(d.size), n_resamples=n_resamples)
