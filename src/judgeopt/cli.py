@@ -94,22 +94,16 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
     return str(args.model or default_model or "local")
 
 
-def _lm_from_args(args: argparse.Namespace, default_model: str | None = None,
-                  logprobs: bool = False) -> Any:
+def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> Any:
     from .lm import make_lm
-    from .lm._factory import parse_local_model
 
     model = _model_string(args, default_model)
     kwargs: dict[str, Any] = {}
     if getattr(args, "n_ctx", None):
         kwargs["n_ctx"] = args.n_ctx
-    try:
-        local = parse_local_model(model) is not None
-    except ValueError as e:
-        raise CLIError(str(e)) from e
-    if local and (logprobs or getattr(args, "logprobs", False)):
-        # The `expected` decoding reads logprobs; llama.cpp keeps them only with logits_all.
-        kwargs["logits_all"] = True
+    if getattr(args, "logprobs", False):
+        print("judgeopt: --logprobs is no longer needed (the embedded model gives the "
+              "expected rating's logprobs without logits_all) and is ignored", file=sys.stderr)
     try:
         return model, make_lm(model, api_base=args.api_base, **kwargs)
     except ValueError as e:
@@ -176,7 +170,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         judge = JudgeProgram.load(args.judge)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    _, lm = _lm_from_args(args, judge.model_name, logprobs=judge.decoding.needs_logprobs)
+    _, lm = _lm_from_args(args, judge.model_name)
     judge.lm = lm
     records = _load_data(args.data, args.limit)
     try:
@@ -535,10 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "server, about the servers' total parallel slots)")
         p.add_argument("--n-ctx", type=_positive_int, default=None,
                        help="context window of a local model (default 4096)")
-        p.add_argument("--logprobs", action="store_true",
-                       help="load a local model with logits_all=True, so that the `expected` "
-                            "decoding can be searched (evaluate turns it on for judges that "
-                            "need it)")
+        # NOTE: kept (hidden, ignored) so that older scripts still run.
+        p.add_argument("--logprobs", action="store_true", help=argparse.SUPPRESS)
         p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     c = sub.add_parser("compile", help="search the best prompting strategy and export the judge",
