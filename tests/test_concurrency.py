@@ -162,9 +162,9 @@ def test_compile_with_threads_matches_one_thread(task, shared_data: Path, racing
     results = []
     for threads in (1, 4):
         fake = ScriptedLM(respond)
-        best = HPSS(budget=5, space=SPACE, progress=False, params={"k": 2}, racing=racing,
-                    threads=threads).compile(JudgeProgram(task, ASPECT, lm=fake.lm),
-                                             trainset=records)
+        opt = HPSS(budget=5, space=SPACE, progress=False, params={"k": 2}, racing=racing,
+                   threads=threads, selection="best")
+        best = opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records)
         res = best.search_result
         assert res.calls == len(fake.requests) == fake.lm.stats().calls
         assert res.calls == sum(s["n"] for s in res.evaluation_summaries)

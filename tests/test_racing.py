@@ -176,8 +176,10 @@ def make_respond(records) -> Any:
 def compile_with(task, records, respond, *, racing: Any, cache: Any = False,
                  ckpt: Path | None = None, budget: int = 6) -> tuple[Any, ScriptedLM]:
     fake = ScriptedLM(respond, cache=cache)
+    # selection="best": these tests count the search's calls (the confirmation stage of the
+    # default rule is tested in test_selection.py).
     opt = HPSS(budget=budget, space=SPACE, progress=False, params={"k": 2}, racing=racing,
-               checkpoint_dir=ckpt)
+               checkpoint_dir=ckpt, selection="best")
     return opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records), fake
 
 

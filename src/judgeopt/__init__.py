@@ -18,7 +18,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
+    "load_judge": "judgeopt.judge._ensemble",
     "JudgeProgram": "judgeopt.judge",
+    "JudgeEnsemble": "judgeopt.judge",
     "JudgeTask": "judgeopt.judge",
     "load_task": "judgeopt.judge",
     "make_lm": "judgeopt.lm",
@@ -34,6 +36,7 @@ _LAZY = {
     "JudgeSearch": "judgeopt.teleprompt",
     "load_optimizer": "judgeopt.teleprompt",
     "RacingConfig": "judgeopt.racing",
+    "SelectionConfig": "judgeopt.selection",
 }
 
 __all__ = ["__version__", *_LAZY]

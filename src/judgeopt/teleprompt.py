@@ -37,8 +37,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
 from ._io import write_text_atomic  # noqa: E402
 from .data import Record, validate_records  # noqa: E402
-from .evaluate import EvalResult, ItemResult, evaluate, merge_results  # noqa: E402
-from .judge import JudgeProgram, hpss_graph  # noqa: E402
+from .evaluate import (  # noqa: E402
+    EvalResult,
+    ItemResult,
+    compare,
+    correct,
+    evaluate,
+    item_predictions,
+    merge_results,
+)
+from .judge import JudgeEnsemble, JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
@@ -52,6 +60,7 @@ from .racing import (  # noqa: E402
     unit_keys,
 )
 from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # noqa: E402
+from .selection import SelectionConfig, choose, confirmation_split  # noqa: E402
 
 __all__ = [
     "CompileResult",
@@ -84,6 +93,11 @@ class OptimizerConfig(BaseModel):
         example_seed: Seed of the in-context example selection.
         racing: Early stopping of hopeless candidates (:class:`judgeopt.racing.RacingConfig`;
             off by default: every candidate is judged on every item).
+        selection: How the compiled judge is chosen (:class:`judgeopt.selection.
+            SelectionConfig`; default: search on half the scoring set, confirm the best
+            strategies against the baseline on the other half).
+        ensemble: Also build a prompt ensemble of this many of the best strategies
+            (:class:`judgeopt.judge.JudgeEnsemble`; 0 or 1: none).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -97,6 +111,8 @@ class OptimizerConfig(BaseModel):
     metric: Metric | None = None
     example_seed: int = Field(0, ge=0)
     racing: RacingConfig = Field(default_factory=RacingConfig)
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    ensemble: int = Field(0, ge=0)
 
     def model_post_init(self, __context: Any) -> None:
         if self.search not in SEARCHES:
@@ -197,6 +213,11 @@ class JudgeSearch(Teleprompter):
         example_seed: Seed of the in-context example selection.
         racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
             :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
+        selection: ``"confirm"`` (default) or ``"best"`` (the rule, other settings default),
+            or a :class:`judgeopt.selection.SelectionConfig` (or its fields as a mapping):
+            how the compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
+        ensemble: Also build a prompt ensemble of this many of the best strategies
+            (``compiled.ensemble``; 0 or 1: none).
 
     Raises:
         ValueError: On an unknown search, parameter, factor or value.
@@ -216,6 +237,8 @@ class JudgeSearch(Teleprompter):
         progress: bool = True,
         example_seed: int = 0,
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
     ) -> None:
         super().__init__()
         if racing is None or isinstance(racing, bool):
@@ -227,16 +250,19 @@ class JudgeSearch(Teleprompter):
         self.config = OptimizerConfig(
             search=search, budget=budget, seed=seed, params=dict(params or {}),
             space={k: list(v) for k, v in (space or {}).items()}, threads=threads,
-            metric=metric, example_seed=example_seed, racing=race)
+            metric=metric, example_seed=example_seed, racing=race,
+            selection=_selection_config(selection), ensemble=ensemble)
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
+        self._split_note: str | None = None
 
     @classmethod
     def from_config(cls, config: OptimizerConfig, **overrides: Any) -> JudgeSearch:
         """Build from a preset, with keyword overrides (e.g. ``budget=20``).
 
         ``racing=True`` / ``False`` switches the preset's racing on or off and keeps its other
-        racing settings.
+        racing settings; ``selection="best"`` / ``"confirm"`` changes the preset's selection
+        rule and keeps its other selection settings.
         """
         kw = config.model_dump()
         race = overrides.pop("racing", None)
@@ -244,6 +270,11 @@ class JudgeSearch(Teleprompter):
             kw["racing"] = config.racing.model_copy(update={"enabled": race})
         elif race is not None:
             kw["racing"] = race
+        rule = overrides.pop("selection", None)
+        if isinstance(rule, str):
+            kw["selection"] = config.selection.model_copy(update={"rule": rule})
+        elif rule is not None:
+            kw["selection"] = rule
         kw.update({k: v for k, v in overrides.items() if v is not None})
         search = kw.pop("search")
         return JudgeSearch(search, **kw)
@@ -313,7 +344,8 @@ class JudgeSearch(Teleprompter):
             return None
         d = self.checkpoint_dir
         return {"state": d / "search_state.json", "evals": d / "evaluations.jsonl",
-                "artifacts": d / "artifacts.json", "pending": d / "pending.jsonl"}
+                "artifacts": d / "artifacts.json", "pending": d / "pending.jsonl",
+                "items": d / "items.jsonl"}
 
     # Racing -------------------------------------------------------------------------------
     def _race_top(self) -> int:
@@ -343,7 +375,8 @@ class JudgeSearch(Teleprompter):
 
     def _judge(self, program: JudgeProgram, strategy: Strategy, number: int, plan: _Plan,
                val: list[Record], lm: Any, *, metric: str, level: str, bar_to: float | None,
-               pending: _Pending) -> tuple[EvalResult, dict[str, Any] | None]:
+               pending: _Pending, store: _ItemStore
+               ) -> tuple[EvalResult, dict[str, Any] | None]:
         """Judge one candidate chunk by chunk; stop early when racing drops it.
 
         Returns the evaluation (on the items judged) and the racing record (``None``
@@ -364,7 +397,8 @@ class JudgeSearch(Teleprompter):
             if todo:
                 res = evaluate(program, todo, lm=lm, threads=self.config.threads,
                                progress=self.progress, desc=f"strategy {number + 1}",
-                               on_item=pending.add)
+                               on_item=lambda item: (pending.add(item),
+                                                     store.add(program.strategy, item)))
                 parts.append(res)
                 done.update((i.id, i) for i in res.items)
             if not race.enabled:
@@ -462,11 +496,15 @@ class JudgeSearch(Teleprompter):
         t0 = time.perf_counter()
         totals = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         level = "dataset" if task.mode == "pairwise" else (task.correlation_level or "dataset")
-        plan = self._plan(val, student, level)
+        search_val, confirm_val = self._split(val, student, level)
+        plan = self._plan(search_val, student, level)
         race = self.config.racing
         top = self._race_top()
         dropped = {s["number"] for s in summaries if (s.get("racing") or {}).get("dropped")}
         pending = _Pending(paths["pending"] if paths else None)
+        # Every judged item of every strategy (search, confirmation, comparison), so that no
+        # judgement is made twice, with or without the LM's cache.
+        judged = _ItemStore(paths["items"] if paths else None)
         outer = None
         if self.progress:
             from tqdm import tqdm
@@ -479,8 +517,9 @@ class JudgeSearch(Teleprompter):
             bar_to = threshold([t.score for t in search.trials if t.number not in dropped],
                                top) if race.enabled else None
             result, info = self._judge(base.with_strategy(strategy), strategy, number, plan,
-                                       val, lm, metric=metric, level=level, bar_to=bar_to,
-                                       pending=pending)
+                                       search_val, lm, metric=metric, level=level,
+                                       bar_to=bar_to,
+                                       pending=pending, store=judged)
             score = result.metric(metric)
             if info is not None and info["dropped"]:
                 dropped.add(number)
@@ -511,7 +550,9 @@ class JudgeSearch(Teleprompter):
         best_trial = search.best_trial
         if best_trial is None:
             raise RuntimeError("The search evaluated no strategy.")
-        compiled = base.with_strategy(best_trial.strategy)
+        selected = self._select(search, base, student, search_val, confirm_val, lm,
+                                metric=metric, level=level, store=judged)
+        compiled = selected.judge
         trace = search.trace()
         racing_summary = None
         if race.enabled:
@@ -519,11 +560,11 @@ class JudgeSearch(Teleprompter):
             for t in trace:
                 if by_number.get(t["number"]) is not None:
                     t["racing"] = by_number[t["number"]]
-            judged = [s["n"] for s in summaries]
+            n_judged = [s["n"] for s in summaries]
             racing_summary = {**race.model_dump(mode="json"), "top": top,
                               "dropped": len(dropped),
-                              "items_judged": sum(judged),
-                              "items_full": len(val) * len(summaries)}
+                              "items_judged": sum(n_judged),
+                              "items_full": len(search_val) * len(summaries)}
         compiled.search_result = CompileResult(
             search=self.config.search, budget=self.config.budget, seed=self.config.seed,
             metric=metric, evaluations=search.n_evaluations,
@@ -537,7 +578,296 @@ class JudgeSearch(Teleprompter):
              if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
         # A RouterLM's `spec` ("router:FILE#GROUP") rebuilds it; its `model` is one server's.
         compiled.model_name = getattr(lm, "spec", None) or getattr(lm, "model", None)
+        compiled.selection = selected.record
+        compiled.comparisons = selected.comparisons
+        compiled.ensemble = selected.ensemble
+        if selected.ensemble is not None:
+            selected.ensemble.model_name = compiled.model_name
+            selected.ensemble.validation = compiled.validation
+        for line in selected.record.get("messages", []):
+            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line)
         return compiled
+
+    # Selection ----------------------------------------------------------------------------
+    def _split(self, val: list[Record], student: JudgeProgram, level: str
+               ) -> tuple[list[Record], list[Record] | None]:
+        """The search part and the confirmation part (``None``: rule ``best``)."""
+        sel = self.config.selection
+        if sel.rule != "confirm":
+            return val, None
+        pairwise = student.task.mode == "pairwise"
+        humans = [r.label if pairwise else r.scores[student.aspect] for r in val]
+        grouped = any(r.group_id for r in val)
+        groups = [r.group_id or r.id for r in val] if grouped else None
+        n_units = len(set(groups)) if groups else len(val)
+        too_few = (f"{len(val)} scoring items ({n_units} units) are too few to hold out "
+                   f"{sel.confirm_fraction:.0%} for confirmation (at least "
+                   f"{sel.min_confirm_items} confirmation items are needed)")
+        if n_units < 2 or len(val) * sel.confirm_fraction < sel.min_confirm_items:
+            self._split_note = too_few
+            return val, None
+        search_idx, confirm_idx = confirmation_split(humans, groups,
+                                                     fraction=sel.confirm_fraction,
+                                                     seed=sel.seed)
+        confirm = [val[i] for i in confirm_idx]
+        if len(confirm) < sel.min_confirm_items or len(search_idx) < 3 or (
+                level == "group" and len({r.group_id or r.id for r in confirm}) < 3):
+            self._split_note = too_few
+            return val, None
+        self._split_note = None
+        return [val[i] for i in search_idx], confirm
+
+    def _finalists(self, search: SearchStrategy, base: JudgeProgram, n: int) -> list[Any]:
+        """The ``n`` best distinct trials other than the baseline, by search score."""
+        trials = [t for t in search.trials
+                  if t.score is not None and math.isfinite(t.score)]
+        trials.sort(key=lambda t: (-t.score, t.number))
+        out, seen = [], {json.dumps(base.strategy.as_dict(), sort_keys=True, default=str)}
+        for t in trials:
+            key = json.dumps(base.with_strategy(t.strategy).strategy.as_dict(), sort_keys=True,
+                             default=str)
+            if key not in seen:
+                seen.add(key)
+                out.append(t)
+            if len(out) == n:
+                break
+        return out
+
+    def _select(self, search: SearchStrategy, base: JudgeProgram, student: JudgeProgram,
+                search_val: list[Record], confirm_val: list[Record] | None, lm: Any, *,
+                metric: str, level: str, store: _ItemStore) -> _Selected:
+        """Choose the compiled judge (``docs/judge.md``, "Choosing the judge")."""
+        sel = self.config.selection
+        baseline = base.with_strategy(student.strategy)
+        best_trial = search.best_trial
+        assert best_trial is not None
+        stats0 = _lm_stats(lm)
+        t0 = time.perf_counter()
+        n_members = self.config.ensemble if self.config.ensemble >= 2 else 0
+        record: dict[str, Any] = {"rule": sel.rule, **sel.model_dump(mode="json"),
+                                  "search_items": len(search_val), "messages": []}
+        comparisons: dict[str, dict[str, Any]] = {}
+        if confirm_val is None:
+            # Rule "best" (asked for, or too few items to confirm): the best search score.
+            record["rule"] = "best"
+            record["confirm_items"] = 0
+            if sel.rule == "confirm":
+                record["messages"].append(
+                    f"selection: {self._split_note}; the judge with the best validation score "
+                    "is returned, which is biased upward (winner's curse)")
+            chosen = base.with_strategy(best_trial.strategy)
+            finalists = [best_trial] if n_members == 0 else self._finalists(
+                search, base, n_members)
+            if not finalists:
+                finalists = [best_trial]
+            judged_on, split = search_val, "validation"
+            note = ("the items the search chose the judge on: the gain is biased upward; "
+                    "evaluate on held-out test items for an unbiased estimate")
+        else:
+            finalists = self._finalists(search, base, max(sel.finalists, n_members))
+            record["confirm_items"] = len(confirm_val)
+            judged_on, split = confirm_val, "confirmation"
+            note = ("the confirmation items also chose among the finalists: the gain is "
+                    "somewhat optimistic; evaluate on held-out test items for an unbiased "
+                    "estimate")
+            chosen = baseline
+        pairwise = base.task.mode == "pairwise"
+        results: dict[str, EvalResult] = {}
+
+        def judged(program: JudgeProgram, desc: str) -> EvalResult:
+            key = json.dumps(program.strategy.as_dict(), sort_keys=True, default=str)
+            if key not in results:
+                results[key] = self._evaluate_stored(program, judged_on, lm, store, desc=desc,
+                                                     level=level)
+            return results[key]
+
+        base_res = judged(baseline, f"{split}: baseline")
+        fin_progs = [base.with_strategy(t.strategy) for t in finalists]
+        fin_res = [judged(p, f"{split}: finalist {i + 1}") for i, p in enumerate(fin_progs)]
+        humans = [r.label if pairwise else r.scores[base.aspect] for r in judged_on]
+        groups = [r.group_id or r.id for r in judged_on] if level == "group" else None
+
+        def vector(res: EvalResult) -> list[float]:
+            items = _in_order(res, judged_on)
+            return correct(items) if pairwise else item_predictions(items)
+
+        if confirm_val is not None and fin_progs:
+            confirm_n = min(sel.finalists, len(fin_progs))
+            try:
+                result = choose(humans, vector(base_res),
+                                [vector(r) for r in fin_res[:confirm_n]],
+                                search_scores=[t.score for t in finalists[:confirm_n]],
+                                keys=[t.number for t in finalists[:confirm_n]],
+                                method=metric, groups=groups, confidence=sel.confidence,
+                                n_resamples=sel.n_resamples, seed=sel.seed)
+            except ValueError as e:
+                record["messages"].append(f"selection: the confirmation failed ({e}); the "
+                                          "baseline is kept")
+                result = None
+            if result is not None:
+                record.update(result.to_dict())
+                for f, t in zip(record["finalists"], finalists, strict=False):
+                    f["strategy"] = base.with_strategy(t.strategy).strategy.as_dict()
+                record["messages"].append(f"selection: {result.reason}")
+                if result.chosen is not None:
+                    chosen = fin_progs[result.chosen]
+        elif confirm_val is not None:
+            record["messages"].append("selection: the search found no strategy other than "
+                                      "the baseline with a score; the baseline is kept")
+        chosen_res = judged(chosen, f"{split}: chosen")
+        comparison = compare(chosen_res, base_res, judged_on, metric=metric,
+                             n_resamples=sel.n_resamples, seed=sel.seed, note=note)
+        comparisons[split] = comparison.to_dict()
+        ensemble = None
+        if n_members:
+            ensemble = self._ensemble(fin_progs[:n_members], fin_res[:n_members], judged_on,
+                                      base_res, metric=metric, split=split, note=note,
+                                      record=record, pairwise=pairwise)
+        stats1 = _lm_stats(lm)
+        record["cost"] = {k: stats1[k] - stats0[k] for k in stats0}
+        record["cost"]["seconds"] = round(time.perf_counter() - t0, 3)
+        compiled = chosen.with_strategy(chosen.strategy)
+        warn = comparison.gain is not None and comparison.gain < 0
+        if warn:
+            record["messages"].append(
+                f"selection: the returned judge scores {comparison.gain:+.3f} against the "
+                f"baseline on the {split} items")
+        return _Selected(compiled, record, comparisons, ensemble,
+                         warn or record["rule"] != sel.rule)
+
+    def _ensemble(self, members: list[JudgeProgram], results: list[EvalResult],
+                  records: list[Record], base_res: EvalResult, *, metric: str, split: str,
+                  note: str, record: dict[str, Any], pairwise: bool) -> JudgeEnsemble | None:
+        """The ensemble of ``members``, normalised on ``records`` and compared there."""
+        if pairwise:
+            record["messages"].append("ensemble: a pairwise judge has no ratings to average; "
+                                      "no ensemble is built")
+            return None
+        keep, means, sds = [], [], []
+        for prog, res in zip(members, results, strict=True):
+            parsed = [float(i.score) for i in res.items if i.score is not None]  # type: ignore[arg-type]
+            if len(parsed) < 2:
+                continue
+            mean = sum(parsed) / len(parsed)
+            sd = math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
+            if sd > 0:
+                keep.append((prog, res))
+                means.append(mean)
+                sds.append(sd)
+        if len(keep) < 2:
+            record["messages"].append(
+                f"ensemble: fewer than 2 of the {len(members)} best strategies gave varying "
+                "ratings; no ensemble is built")
+            return None
+        ens = JudgeEnsemble([p for p, _ in keep], means, sds)
+        items = []
+        for i, r in enumerate(records):
+            ratings = []
+            for _, res in keep:
+                item = _in_order(res, records)[i]
+                ratings.append(None if item.score is None else float(item.score))  # type: ignore[arg-type]
+            score, _ = ens.combine(ratings)
+            items.append(ItemResult(r.id, r.scores.get(ens.aspect), score,
+                                    parse_error=None if score is not None else "no member parsed"))
+        ens_res = merge_results([EvalResult(n=len(items), parse_failures=0, call_failures=0,
+                                            level=base_res.level, items=items)], records,
+                                pairwise=False, level=base_res.level)
+        ens.comparisons = {split: compare(ens_res, base_res, records, metric=metric,
+                                          labels=("baseline", "ensemble"),
+                                          n_resamples=self.config.selection.n_resamples,
+                                          seed=self.config.selection.seed,
+                                          note=note).to_dict()}
+        ens.selection = {"members": [p.strategy.as_dict() for p, _ in keep],
+                         "normalised_on": split, "items": len(records)}
+        return ens
+
+    def _evaluate_stored(self, program: JudgeProgram, records: list[Record], lm: Any,
+                         store: _ItemStore, *, desc: str, level: str) -> EvalResult:
+        """Evaluate ``program`` on ``records``, reusing and recording items in ``store``."""
+        pairwise = program.task.mode == "pairwise"
+        done = store.items(program.strategy)
+        todo = [r for r in records if r.id not in done]
+        parts = []
+        if len(done):
+            parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0,
+                                    level=level, items=[done[r.id] for r in records
+                                                        if r.id in done]))
+        if todo:
+            parts.append(evaluate(program, todo, lm=lm, threads=self.config.threads,
+                                  progress=self.progress, desc=desc,
+                                  on_item=lambda item: store.add(program.strategy, item)))
+        return merge_results(parts, records, pairwise=pairwise, level=level)
+
+
+def _selection_config(value: str | SelectionConfig | Mapping[str, Any] | None
+                      ) -> SelectionConfig:
+    if value is None:
+        return SelectionConfig()
+    if isinstance(value, SelectionConfig):
+        return value
+    if isinstance(value, str):
+        return SelectionConfig(rule=value)  # type: ignore[arg-type]
+    return SelectionConfig(**value)
+
+
+def _lm_stats(lm: Any) -> dict[str, int]:
+    fn = getattr(lm, "stats", None)
+    st = fn() if callable(fn) else None
+    keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+    return {k: int(getattr(st, k, 0) or 0) for k in keys}
+
+
+def _in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
+    by_id = {i.id: i for i in res.items}
+    return [by_id[r.id] for r in records]
+
+
+@dataclass(frozen=True)
+class _Selected:
+    judge: JudgeProgram
+    record: dict[str, Any]
+    comparisons: dict[str, dict[str, Any]]
+    ensemble: JudgeEnsemble | None
+    warn: bool
+
+
+class _ItemStore:
+    """Judged items per strategy (``items.jsonl``), so a resumed compile repeats no call.
+
+    A failed call is not stored: it is tried again on resume.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._items: dict[str, dict[str, ItemResult]] = {}
+        if path is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    item = ItemResult(**row["item"])
+                except (ValueError, TypeError, KeyError):
+                    continue  # a line cut by an interruption
+                self._items.setdefault(row["strategy"], {})[item.id] = item
+
+    @staticmethod
+    def _key(strategy: Strategy) -> str:
+        return json.dumps(strategy.as_dict(), sort_keys=True, default=str)
+
+    def items(self, strategy: Strategy) -> dict[str, ItemResult]:
+        """The stored items of ``strategy`` by id."""
+        return dict(self._items.get(self._key(strategy), {}))
+
+    def add(self, strategy: Strategy, item: ItemResult) -> None:
+        """Store one judged item (not a failed call)."""
+        if item.error is not None:
+            return
+        key = self._key(strategy)
+        self._items.setdefault(key, {})[item.id] = item
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"strategy": key, "item": asdict(item)},
+                                    ensure_ascii=False) + "\n")
 
 
 def _finite_or_none(value: float) -> float | None:

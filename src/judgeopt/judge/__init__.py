@@ -12,6 +12,7 @@ from ._decoding import (
     decoding_for,
     logprob_support,
 )
+from ._ensemble import JudgeEnsemble, load_any_judge
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, load_judge, save_judge
 from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
@@ -49,6 +50,7 @@ __all__ = [
     "ExamplePool",
     "ExportedJudge",
     "JudgeAdapter",
+    "JudgeEnsemble",
     "JudgeProgram",
     "JudgeTask",
     "LogprobsUnavailableError",
@@ -71,6 +73,7 @@ __all__ = [
     "hpss_graph",
     "hpss_space",
     "hpss_strategy",
+    "load_any_judge",
     "load_judge",
     "load_prexme_task",
     "load_task",

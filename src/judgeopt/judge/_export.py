@@ -26,9 +26,20 @@ from ._task import JudgeTask
 if TYPE_CHECKING:
     from ._program import JudgeProgram
 
-__all__ = ["FORMAT_VERSION", "ExportedJudge", "export_judge", "load_judge", "save_judge"]
+__all__ = [
+    "ENSEMBLE_FORMAT",
+    "FORMAT_VERSION",
+    "ExportedJudge",
+    "export_judge",
+    "judge_from_dict",
+    "load_judge",
+    "read_judge_file",
+    "save_judge",
+]
 
 FORMAT_VERSION = 1
+#: The ``format`` field of an exported ensemble (:class:`judgeopt.judge.JudgeEnsemble`).
+ENSEMBLE_FORMAT = "judgeopt-ensemble"
 
 
 class _Model(BaseModel):
@@ -88,6 +99,8 @@ class ExportedJudge(_Model):
     validation: dict[str, Any] | None = None
     test: dict[str, Any] | None = None
     search: dict[str, Any] | None = None
+    selection: dict[str, Any] | None = None
+    comparisons: dict[str, dict[str, Any]] | None = None
 
 
 def export_judge(program: JudgeProgram) -> ExportedJudge:
@@ -148,6 +161,8 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         validation=program.validation,
         test=program.test,
         search=search,
+        selection=getattr(program, "selection", None),
+        comparisons=getattr(program, "comparisons", None),
     )
 
 
@@ -168,9 +183,20 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
         ValueError: On a missing file, malformed JSON, an unsupported ``format_version`` or
             an invalid field (naming it).
     """
-    from ._artifacts import ArtifactStore
-    from ._program import JudgeProgram
+    p = Path(path)
+    raw = read_judge_file(p)
+    if raw.get("format") == ENSEMBLE_FORMAT:
+        raise ValueError(f"{p} is a judge ensemble: load it with judgeopt.load_judge() or "
+                         "judgeopt.JudgeEnsemble.load().")
+    return judge_from_dict(raw, source=str(p), **kwargs)
 
+
+def read_judge_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object of an exported judge or ensemble file.
+
+    Raises:
+        ValueError: On a missing file, malformed JSON or a non-object.
+    """
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"Judge file not found: {p}")
@@ -178,6 +204,19 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{p}: not valid JSON: {e}") from e
+    if not isinstance(raw, dict):
+        raise ValueError(f"{p}: an exported judge is a JSON object; got {type(raw).__name__}.")
+    return raw
+
+
+def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
+                    **kwargs: Any) -> JudgeProgram:
+    """Validate the exported form of one judge and rebuild the program (see
+    :func:`load_judge`; ``source`` names the origin in error messages)."""
+    from ._artifacts import ArtifactStore
+    from ._program import JudgeProgram
+
+    p = source
     if isinstance(raw, dict) and raw.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{p}: format_version {raw.get('format_version')!r} is not supported "
                          f"(this judgeopt reads {FORMAT_VERSION}).")
@@ -204,6 +243,8 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
                            **kwargs)
     program.validation = data.validation
     program.test = data.test
+    program.selection = data.selection
+    program.comparisons = data.comparisons
     program.model_name = data.model
     program.exported_search = data.search  # type: ignore[attr-defined]
     return program

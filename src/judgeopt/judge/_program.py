@@ -240,6 +240,13 @@ class JudgeProgram(dspy.Module):
         self.search_result: Any = None
         self.validation: dict[str, Any] | None = None
         self.test: dict[str, Any] | None = None
+        #: How the compile chose this judge (:mod:`judgeopt.selection`), when it did.
+        self.selection: dict[str, Any] | None = None
+        #: Split name -> this judge against the baseline (:class:`judgeopt.evaluate.Comparison`
+        #: as a dict): ``confirmation``, ``validation``, ``test``.
+        self.comparisons: dict[str, dict[str, Any]] | None = None
+        #: The prompt ensemble a compile built beside this judge (``ensemble=M``), if any.
+        self.ensemble: Any = None
         self.model_name: str | None = None
 
     # Derived -----------------------------------------------------------------------------
@@ -277,6 +284,9 @@ class JudgeProgram(dspy.Module):
         new.search_result = None
         new.validation = None
         new.test = None
+        new.selection = None
+        new.comparisons = None
+        new.ensemble = None
         return new
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:

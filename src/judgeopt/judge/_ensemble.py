@@ -1,0 +1,224 @@
+"""A prompt ensemble: several judges of one task and aspect, their ratings averaged.
+
+Beyond the HPSS paper. Each member is a :class:`JudgeProgram` (one prompting strategy, its
+own artifacts and decoding). A member's rating ``r`` is z-normalised with the mean and
+standard deviation of that member's ratings on validation items (``z = (r - mean) / sd``), so
+that a 1-3 judge and a 1-10 judge weigh the same; the ensemble's score is the mean ``z`` of the
+members whose rating parsed, reported on the first member's scale (``mean_1 + sd_1 * z``) so
+it reads like a rating. An item on which no member parsed is an unparsed item
+(``score=None``), counted like any other.
+
+The compile builds one with ``--ensemble M`` (the ``M`` best strategies of the search); its
+exported JSON holds every member's own export (``docs/judge.md``, "Prompt ensembles").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from judgeopt._io import write_text_atomic
+
+from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, judge_from_dict
+from ._program import JudgeProgram
+
+__all__ = ["JudgeEnsemble", "load_any_judge"]
+
+
+class JudgeEnsemble(dspy.Module):
+    """The mean of several judges' z-normalised ratings, as one DSPy module.
+
+    Call it like a :class:`JudgeProgram`: ``ensemble(**fields)`` returns a
+    ``dspy.Prediction`` with ``score`` (``None`` when no member's rating parsed),
+    ``member_scores`` (each member's rating or ``None``), ``z`` (the mean z-score),
+    ``parse_error`` and ``raw`` (the first member's output).
+
+    Args:
+        members: Judges of one pointwise task and aspect (at least two).
+        means: Each member's mean rating on validation items.
+        sds: Each member's standard deviation there (> 0).
+        lm: The LM for every member (default: each member's own, else DSPy's configured).
+
+    Raises:
+        ValueError: On fewer than two members, members of different tasks or aspects, a
+            pairwise task, mismatched lengths or a non-positive standard deviation.
+    """
+
+    def __init__(self, members: Sequence[JudgeProgram], means: Sequence[float],
+                 sds: Sequence[float], *, lm: dspy.BaseLM | None = None) -> None:
+        super().__init__()
+        if len(members) < 2:
+            raise ValueError(f"A JudgeEnsemble needs at least 2 members; got {len(members)}.")
+        if not len(members) == len(means) == len(sds):
+            raise ValueError(f"JudgeEnsemble: {len(members)} members but {len(means)} means "
+                             f"and {len(sds)} standard deviations.")
+        first = members[0]
+        if first.task.mode != "pointwise":
+            raise ValueError("A JudgeEnsemble averages ratings: it needs a pointwise task; "
+                             f"{first.task.name!r} is {first.task.mode}.")
+        for i, m in enumerate(members):
+            if m.task.name != first.task.name or m.aspect != first.aspect:
+                raise ValueError(f"Member {i} judges {m.task.name}/{m.aspect}, member 0 "
+                                 f"{first.task.name}/{first.aspect}: one task and aspect only.")
+        for i, (mu, sd) in enumerate(zip(means, sds, strict=True)):
+            if not math.isfinite(mu) or not (math.isfinite(sd) and sd > 0):
+                raise ValueError(f"Member {i}: the normalisation needs a finite mean and a "
+                                 f"standard deviation > 0; got mean={mu!r}, sd={sd!r}.")
+        self.members = list(members)
+        self.means = [float(x) for x in means]
+        self.sds = [float(x) for x in sds]
+        self.lm = lm
+        self.task = first.task
+        self.aspect = first.aspect
+        self.validation: dict[str, Any] | None = None
+        self.test: dict[str, Any] | None = None
+        self.selection: dict[str, Any] | None = None
+        self.comparisons: dict[str, dict[str, Any]] | None = None
+        self.model_name: str | None = first.model_name
+
+    @property
+    def strategy(self) -> list[Any]:
+        """The members' strategies."""
+        return [m.strategy for m in self.members]
+
+    def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
+        """The LM a call uses: ``lm``, else the ensemble's, else the first member's rule."""
+        return self.members[0].resolve_lm(lm or self.lm)
+
+    def combine(self, ratings: Sequence[float | None]) -> tuple[float | None, float | None]:
+        """``(score, mean z)`` of the members' ratings (``None`` for an unparsed one)."""
+        zs = [(r - mu) / sd for r, mu, sd in zip(ratings, self.means, self.sds, strict=True)
+              if r is not None]
+        if not zs:
+            return None, None
+        z = sum(zs) / len(zs)
+        return self.means[0] + self.sds[0] * z, z
+
+    def judge(self, inputs: Mapping[str, Any], *, sample_id: str | None = None,
+              lm: dspy.BaseLM | None = None) -> dspy.Prediction:
+        """Judge one sample with every member and combine (see the class docstring).
+
+        Raises:
+            ValueError: On a missing input field. LM errors of a member propagate (as for a
+                single judge, :func:`judgeopt.evaluate.evaluate` records them).
+        """
+        use = lm or self.lm
+        preds = [m.judge(inputs, sample_id=sample_id, lm=use) for m in self.members]
+        ratings = [None if p.score is None else float(p.score) for p in preds]
+        score, z = self.combine(ratings)
+        error = None
+        if score is None:
+            error = "no member's rating parsed: " + "; ".join(
+                f"member {i}: {p.parse_error}" for i, p in enumerate(preds))
+        return dspy.Prediction(score=score, z=z, member_scores=ratings, raw=preds[0].raw,
+                               rationale=preds[0].get("rationale"), parse_error=error,
+                               decoding="ensemble")
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        """Judge one sample given its input fields as keyword arguments."""
+        sample_id = inputs.pop("sample_id", None)
+        return self.judge(inputs, sample_id=sample_id)
+
+    # Export ------------------------------------------------------------------------------
+    def export(self) -> dict[str, Any]:
+        """The exported form (a JSON object)."""
+        from judgeopt import __version__
+
+        return {
+            "format": ENSEMBLE_FORMAT,
+            "format_version": FORMAT_VERSION,
+            "judgeopt_version": __version__,
+            "task_name": self.task.name,
+            "aspect": self.aspect,
+            "combine": ("mean of the members' z-scores (rating - mean) / sd over the members "
+                        "whose rating parsed, reported as mean_1 + sd_1 * z"),
+            "members": [{"mean": mu, "sd": sd,
+                         "judge": export_judge(m).model_dump(mode="json")}
+                        for m, mu, sd in zip(self.members, self.means, self.sds, strict=True)],
+            "model": self.model_name,
+            "validation": self.validation,
+            "test": self.test,
+            "selection": self.selection,
+            "comparisons": self.comparisons,
+        }
+
+    def save(self, path: str | os.PathLike[str], **_: Any) -> None:  # type: ignore[override]
+        """Write the ensemble as one JSON file; never pickles."""
+        write_text_atomic(path, json.dumps(self.export(), indent=2, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *, source: str = "<dict>",
+                  **kwargs: Any) -> JudgeEnsemble:
+        """Rebuild from :meth:`export` output.
+
+        Raises:
+            ValueError: On a malformed file (naming the field).
+        """
+        if raw.get("format") != ENSEMBLE_FORMAT:
+            raise ValueError(f"{source}: not a judge ensemble (`format` is "
+                             f"{raw.get('format')!r}, expected {ENSEMBLE_FORMAT!r}).")
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{source}: format_version {raw.get('format_version')!r} is not "
+                             f"supported (this judgeopt reads {FORMAT_VERSION}).")
+        entries = raw.get("members")
+        if not isinstance(entries, list) or len(entries) < 2:
+            raise ValueError(f"{source}: `members` must be a list of at least 2 members.")
+        members, means, sds = [], [], []
+        lm = kwargs.pop("lm", None)
+        for i, e in enumerate(entries):
+            if not isinstance(e, Mapping) or not {"mean", "sd", "judge"} <= set(e):
+                raise ValueError(f"{source}: `members[{i}]` needs `mean`, `sd` and `judge`.")
+            members.append(judge_from_dict(dict(e["judge"]), source=f"{source} members[{i}]",
+                                           lm=lm, **kwargs))
+            means.append(float(e["mean"]))
+            sds.append(float(e["sd"]))
+        ens = cls(members, means, sds, lm=lm)
+        for name in ("validation", "test", "selection", "comparisons"):
+            setattr(ens, name, raw.get(name))
+        ens.model_name = raw.get("model")
+        return ens
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeEnsemble:  # type: ignore[override]
+        """Rebuild an ensemble from its JSON file (validated; no pickle).
+
+        Args:
+            path: The exported ensemble.
+            **kwargs: Passed to every member's constructor (e.g. ``lm=``).
+        """
+        from ._export import read_judge_file
+
+        return cls.from_dict(read_judge_file(path), source=str(path), **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"JudgeEnsemble({self.task.name}/{self.aspect}: "
+                f"{len(self.members)} members)")
+
+
+def load_any_judge(path: str | os.PathLike[str],
+                   **kwargs: Any) -> JudgeProgram | JudgeEnsemble:
+    """Load an exported judge or ensemble, whichever the file holds.
+
+    Args:
+        path: The JSON file.
+        **kwargs: Passed to the judge's (every member's) constructor (e.g. ``lm=``).
+
+    Raises:
+        ValueError: On a missing or invalid file.
+    """
+    from ._export import read_judge_file
+
+    raw = read_judge_file(Path(path))
+    if raw.get("format") == ENSEMBLE_FORMAT:
+        return JudgeEnsemble.from_dict(raw, source=str(path), **kwargs)
+    return judge_from_dict(raw, source=str(path), **kwargs)
+
+
+#: ``judgeopt.load_judge``: a judge or an ensemble, whichever the file holds.
+load_judge = load_any_judge

@@ -1,0 +1,278 @@
+"""Selection that survives noise: the split, the rule, its simulation, and the compile.
+
+The compile tests use a scripted LM (judgeopt.testing.ScriptedLM) whose ratings follow the
+human scores for some strategies and are noise for others; they check the control flow and
+the bookkeeping of the confirmation stage, never that a judge works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from judgeopt.data import load_records
+from judgeopt.judge import JudgeEnsemble, JudgeProgram, baseline_strategy, load_task
+from judgeopt.judge._ensemble import load_any_judge
+from judgeopt.selection import (
+    SelectionConfig,
+    choose,
+    confirmation_split,
+    simulate_selection,
+)
+from judgeopt.teleprompt import HPSS, OptimizerConfig
+from judgeopt.testing import ScriptedLM
+
+ASPECT = "naturalness"
+
+
+# The split ----------------------------------------------------------------------------------
+def test_split_is_seeded_disjoint_and_keeps_groups_whole() -> None:
+    rng = np.random.default_rng(0)
+    humans = list(rng.integers(1, 6, size=60).astype(float))
+    groups = [f"g{i // 4}" for i in range(60)]
+    a = confirmation_split(humans, groups, fraction=0.5, seed=3)
+    assert a == confirmation_split(humans, groups, fraction=0.5, seed=3)
+    assert a != confirmation_split(humans, groups, fraction=0.5, seed=4)
+    search, confirm = a
+    assert sorted(search + confirm) == list(range(60)) and not set(search) & set(confirm)
+    for part in (search, confirm):
+        assert search == sorted(search) and confirm == sorted(confirm)
+    assert {groups[i] for i in search}.isdisjoint({groups[i] for i in confirm})
+    assert len({groups[i] for i in confirm}) in (7, 8)  # 15 groups, half of them
+    s, c = confirmation_split(humans, None, fraction=0.3, seed=0)
+    assert len(c) == 18 and len(s) == 42
+    # Stratified: both parts span the human scores.
+    assert abs(np.mean([humans[i] for i in s]) - np.mean([humans[i] for i in c])) < 0.35
+    with pytest.raises(ValueError, match="fraction"):
+        confirmation_split(humans, None, fraction=1.0, seed=0)
+    with pytest.raises(ValueError, match="part empty"):
+        confirmation_split([1.0], None, fraction=0.5, seed=0)
+
+
+# The rule -----------------------------------------------------------------------------------
+def _judges(n: int, rhos: list[float], seed: int = 0) -> tuple[np.ndarray, list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal(n)
+    shared = rng.standard_normal(n)
+    out = []
+    for rho in rhos:
+        e = 0.7 * shared + math.sqrt(1 - 0.49) * rng.standard_normal(n)
+        out.append(rho * h + math.sqrt(1 - rho ** 2) * e)
+    return h, out
+
+
+def test_choose_confirms_a_clearly_better_finalist() -> None:
+    h, (base, weak, strong) = _judges(120, [0.2, 0.1, 0.7])
+    r = choose(h, base, [weak, strong], keys=["weak", "strong"], search_scores=[0.5, 0.4])
+    assert r.chosen == 1 and r.finalists[1].confirmed and not r.finalists[0].confirmed
+    f = r.finalists[1]
+    assert f.gain.low <= f.lower_bound <= f.gain.delta <= f.gain.high
+    assert f.confirm_score == pytest.approx(f.gain.a) and r.baseline_score == f.gain.b
+    assert "'strong' confirmed" in r.reason
+    d = r.to_dict()
+    assert d["chosen"] == 1 and d["finalists"][1]["gain_ci"][0] > 0
+    json.dumps(d)
+
+
+def test_choose_keeps_the_baseline_and_says_why() -> None:
+    h, (base, a, b) = _judges(60, [0.5, 0.45, 0.3], seed=1)
+    r = choose(h, base, [a, b], keys=[7, 9])
+    assert r.chosen is None
+    assert "no finalist beat the baseline" in r.reason and "baseline is kept" in r.reason
+    # A lower confidence accepts more readily, never a negative point estimate.
+    loose = choose(h, base, [a, b], confidence=0.5)
+    assert all(f.confirmed == (f.gain.delta > 0) for f in loose.finalists)
+
+
+def test_choose_on_accuracy_and_bad_input() -> None:
+    base = [1, 0, 1, 0, 1, 0, 1, 0] * 6
+    better = [1, 1, 1, 0, 1, 1, 1, 1] * 6
+    r = choose([0] * 48, base, [better], method="accuracy")
+    assert r.chosen == 0 and r.finalists[0].gain.delta == pytest.approx(0.375)
+    with pytest.raises(ValueError, match="at least one finalist"):
+        choose([1, 2, 3], [1, 2, 3], [])
+    with pytest.raises(ValueError, match="confidence"):
+        choose([1, 2, 3], [1, 2, 3], [[3, 2, 1]], confidence=0.3)
+
+
+def test_simulation_the_rule_rarely_returns_a_worse_judge() -> None:
+    """No candidate is better than the baseline: keeping the best validation score returns
+    a truly worse judge most of the time, the confirmation rule rarely."""
+    out = simulate_selection(n_valid=100, budget=12, gain_mean=-0.08, gain_sd=1e-4,
+                             n_runs=60, n_resamples=300, seed=5)
+    assert out["best"]["p_worse"] >= 0.5
+    assert out["confirm"]["p_worse"] <= 0.25
+    assert out["confirm"]["mean_true_gain"] > out["best"]["mean_true_gain"]
+    assert out["best"]["mean_claimed_gain"] > 0 > out["best"]["mean_true_gain"]
+    # Some candidates truly better: the rule still finds gains.
+    good = simulate_selection(n_valid=100, budget=12, gain_mean=0.05, gain_sd=0.05,
+                              n_runs=40, n_resamples=300, seed=6)
+    assert good["confirm"]["mean_true_gain"] > 0.03 and good["confirm"]["p_worse"] < 0.1
+
+
+def test_selection_config_validation() -> None:
+    with pytest.raises(ValueError, match="confirm_fraction"):
+        SelectionConfig(confirm_fraction=1.2)
+    with pytest.raises(ValueError, match="rule"):
+        SelectionConfig(rule="median")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="extra"):
+        OptimizerConfig(selection={"rules": "best"})  # type: ignore[arg-type]
+    cfg = HPSS(selection="best").config.selection
+    assert cfg.rule == "best" and cfg.finalists == 3
+    assert HPSS(selection={"confidence": 0.9}).config.selection.confidence == 0.9
+
+
+# The compile --------------------------------------------------------------------------------
+SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
+         "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
+         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task("topical_chat")
+
+
+@pytest.fixture(scope="module")
+def records(shared_data: Path):
+    return load_records(shared_data / "topical_chat" / "valid.jsonl")[:96]
+
+
+def respond_with(records, good: str) -> Any:
+    """``good="scale10"``: scale-10 prompts rate by the human score, others hash noise.
+    ``good="baseline"``: the baseline's prompt rates by the human score plus noise; every
+    other prompt is hash noise."""
+    from judgeopt.judge import render_messages
+
+    task = load_task("topical_chat")
+    human = {r.inputs["response"]: r.scores[ASPECT] for r in records}
+    base = {render_messages(task, ASPECT, baseline_strategy(task), r.inputs)[-1]["content"]
+            for r in records}
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1]["content"])
+        response = text.split("## The Start of the Response")[-1].split("## The End")[0].strip()
+        m = re.search(r"scale of (\d+) to (\d+)", text)
+        hi = int(m.group(2)) if m else 3
+        h = int(hashlib.sha256(text.encode()).hexdigest(), 16)
+        informative = (hi == 10) if good == "scale10" else text in base
+        if informative and response in human:
+            value = human[response] + (0.6 * ((h % 7) - 3) / 3 if good == "baseline" else 0)
+            value = min(3.0, max(1.0, value))
+            return f"Rating: [[{round(1 + (value - 1) * (hi - 1) / 2)}]]"
+        return f"Rating: [[{1 + h % hi}]]"
+
+    return respond
+
+
+def compile_with(task, records, respond, **kw: Any) -> tuple[JudgeProgram, ScriptedLM]:
+    fake = ScriptedLM(respond)
+    opt = HPSS(budget=kw.pop("budget", 8), space=SPACE, progress=False, params={"k": 2}, **kw)
+    return opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records), fake
+
+
+def test_compile_confirms_a_better_strategy(task, records) -> None:
+    judge, fake = compile_with(task, records, respond_with(records, "scale10"))
+    sel, res = judge.selection, judge.search_result
+    assert sel["rule"] == "confirm" and sel["search_items"] + sel["confirm_items"] == 96
+    # The search saw only the search part.
+    assert all(s["n"] == sel["search_items"] for s in res.evaluation_summaries)
+    assert judge.strategy["scale"] == 10 and sel["chosen"] is not None
+    chosen = sel["finalists"][sel["chosen"]]
+    assert chosen["confirmed"] and chosen["lower_bound"] > 0
+    assert chosen["strategy"] == judge.strategy.as_dict()
+    comp = judge.comparisons["confirmation"]
+    assert comp["n"] == sel["confirm_items"] and comp["gain"] > 0 and comp["gain_ci"][0] > 0
+    assert comp["chosen"]["score"] == pytest.approx(chosen["confirm_score"])
+    # Calls: the search, then baseline + finalists on the confirmation items, no repeats.
+    n_final = len(sel["finalists"])
+    assert len(fake.requests) == res.calls + (1 + n_final) * sel["confirm_items"]
+    assert sel["cost"]["calls"] == (1 + n_final) * sel["confirm_items"]
+    # Exported and loaded with the selection record.
+    data = judge.export()
+    assert data["selection"]["chosen"] == sel["chosen"] and "confirmation" in data["comparisons"]
+
+
+def test_compile_keeps_the_baseline_when_nothing_is_confirmed(task, records, caplog) -> None:
+    judge, _ = compile_with(task, records, respond_with(records, "baseline"))
+    sel = judge.selection
+    assert judge.strategy == baseline_strategy(task)
+    assert sel["chosen"] is None and "baseline is kept" in sel["reason"]
+    assert judge.comparisons["confirmation"]["gain"] == 0.0
+    assert any("baseline is kept" in m for m in sel["messages"])
+
+
+def test_too_few_items_fall_back_to_best_and_say_so(task, records) -> None:
+    judge, fake = compile_with(task, records[:24], respond_with(records, "scale10"), budget=4)
+    sel = judge.selection
+    assert sel["rule"] == "best" and sel["confirm_items"] == 0
+    assert "too few" in sel["messages"][0] and "winner's curse" in sel["messages"][0]
+    comp = judge.comparisons["validation"]
+    assert comp["n"] == 24 and "biased upward" in comp["note"]
+    # The comparison reuses the search's judgements: no call beyond the search.
+    assert len(fake.requests) == judge.search_result.calls
+    best, fake2 = compile_with(task, records[:24], respond_with(records, "scale10"), budget=4,
+                               selection="best")
+    assert best.selection["rule"] == "best" and best.selection["messages"] == []
+    assert best.strategy == judge.strategy and len(fake2.requests) == len(fake.requests)
+
+
+def test_interrupted_confirmation_resumes_with_no_repeated_call(task, records,
+                                                                tmp_path: Path) -> None:
+    respond = respond_with(records, "scale10")
+    ref, fake_ref = compile_with(task, records, respond)
+    calls = {"n": 0}
+
+    def interrupting(messages: list[dict[str, Any]]) -> str:
+        calls["n"] += 1
+        if calls["n"] == fake_ref.lm.stats().calls - 30:  # inside the confirmation stage
+            raise KeyboardInterrupt
+        return respond(messages)
+
+    ckpt = tmp_path / "ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        compile_with(task, records, interrupting, checkpoint_dir=ckpt)
+    first = calls["n"] - 1
+    resumed, fake2 = compile_with(task, records, interrupting, checkpoint_dir=ckpt)
+    assert first + len(fake2.requests) == len(fake_ref.requests)
+    assert resumed.strategy == ref.strategy
+    assert resumed.selection["finalists"] == ref.selection["finalists"]
+
+
+def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
+    respond = respond_with(records, "scale10")
+    judge, fake = compile_with(task, records, respond, ensemble=2)
+    ens = judge.ensemble
+    assert isinstance(ens, JudgeEnsemble) and len(ens.members) == 2
+    assert ens.members[0].strategy.as_dict() == judge.selection["finalists"][0]["strategy"]
+    comp = ens.comparisons["confirmation"]
+    assert comp["chosen"]["label"] == "ensemble" and comp["n"] == judge.selection["confirm_items"]
+    # No call beyond the search and the confirmation (members are finalists).
+    assert len(fake.requests) == judge.search_result.calls + judge.selection["cost"]["calls"]
+    # A prediction is the mean z of the members, on the first member's scale.
+    r = records[0]
+    pred = ens(**r.inputs)
+    scores = [m(**r.inputs).score for m in ens.members]
+    assert pred.member_scores == scores
+    z = sum((s - mu) / sd for s, mu, sd in zip(scores, ens.means, ens.sds, strict=True)) / 2
+    assert pred.score == pytest.approx(ens.means[0] + ens.sds[0] * z)
+    path = tmp_path / "ens.json"
+    ens.save(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "judgeopt-ensemble" and len(data["members"]) == 2
+    loaded = load_any_judge(path, lm=fake.lm)
+    assert isinstance(loaded, JudgeEnsemble) and loaded(**r.inputs).score == pred.score
+    assert loaded.comparisons == ens.comparisons
+    with pytest.raises(ValueError, match="is a judge ensemble"):
+        JudgeProgram.load(path)
+    with pytest.raises(ValueError, match="at least 2 members"):
+        JudgeEnsemble(ens.members[:1], [1.0], [1.0])
+    with pytest.raises(ValueError, match="standard deviation > 0"):
+        JudgeEnsemble(ens.members, [1.0, 2.0], [1.0, 0.0])
