@@ -276,3 +276,62 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
         JudgeEnsemble(ens.members[:1], [1.0], [1.0])
     with pytest.raises(ValueError, match="standard deviation > 0"):
         JudgeEnsemble(ens.members, [1.0, 2.0], [1.0, 0.0])
+
+
+# The CLI ------------------------------------------------------------------------------------
+def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
+        shared_data: Path, records, tmp_path: Path, monkeypatch, capsys) -> None:
+    import judgeopt.lm
+    from judgeopt.cli import main
+
+    fakes: list[ScriptedLM] = []
+
+    def fake_make_lm(model: str, **kw: Any) -> Any:
+        fakes.append(ScriptedLM(respond_with(records + test_records, "scale10")))
+        return fakes[-1].lm
+
+    test_records = load_records(shared_data / "topical_chat" / "test.jsonl")[:40]
+    monkeypatch.setattr(judgeopt.lm, "make_lm", fake_make_lm)
+    valid = str(shared_data / "topical_chat" / "valid.jsonl")
+    test = str(shared_data / "topical_chat" / "test.jsonl")
+    out = tmp_path / "judge.json"
+    space = tmp_path / "preset.toml"
+    space.write_text("search = 'hpss'\nbudget = 6\n[params]\nk = 2\n[space]\n" + "\n".join(
+        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    rc = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", valid,
+               "--limit", "96", "--test-data", test, "--test-limit", "40", "--optimizer",
+               str(space), "--ensemble", "2", "--model", "scripted", "--out", str(out),
+               "--no-progress"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "selection: finalist" in printed and "confirmed" in printed
+    assert "confirmation (47 items" in printed and "test (40 items" in printed
+    assert "95% interval" in printed and "ensemble of 2 strategies" in printed
+    ens = json.loads(out.read_text())
+    single = json.loads((tmp_path / "judge.single.json").read_text())
+    assert ens["format"] == "judgeopt-ensemble" and len(ens["members"]) == 2
+    assert set(ens["comparisons"]) == {"confirmation", "test"}
+    assert set(single["comparisons"]) == {"confirmation", "test"}
+    t = single["comparisons"]["test"]
+    assert t["n"] == 40 and t["baseline"]["label"] == "baseline" and t["gain"] > 0
+    assert t["gain_ci"][0] <= t["gain"] <= t["gain_ci"][1]
+    assert single["selection"]["rule"] == "confirm" and single["test"]["n"] == 40
+    # evaluate --baseline / --compare, on an ensemble file too.
+    summary = tmp_path / "cmp.json"
+    assert main(["evaluate", str(tmp_path / "judge.single.json"), "--data", test, "--limit",
+                 "40", "--baseline", "--json", str(summary), "--no-progress"]) == 0
+    cmp = json.loads(summary.read_text())
+    assert cmp["comparison"]["gain"] == pytest.approx(t["gain"])
+    assert "(better)" in capsys.readouterr().out
+    assert main(["evaluate", str(out), "--data", test, "--limit", "40", "--compare",
+                 str(tmp_path / "judge.single.json"), "--json", str(summary),
+                 "--no-progress"]) == 0
+    cmp = json.loads(summary.read_text())
+    assert cmp["comparison"]["chosen"]["label"] == "judge.json"
+    assert cmp["comparison"]["baseline"]["label"] == "judge.single.json"
+    assert cmp["judge"]["spearman"] == pytest.approx(ens["test"]["spearman"])
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(out), "--data", test, "--baseline", "--compare", str(out)])
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0
+    assert "member 2" in capsys.readouterr().out

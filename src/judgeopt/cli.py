@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,7 +121,7 @@ def _load_data(path: str, limit: int | None) -> list[Any]:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate
+    from .evaluate import evaluate_against
     from .judge import JudgeProgram, load_task
     from .teleprompt import JudgeSearch, load_optimizer
 
@@ -131,7 +132,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         optimizer = JudgeSearch.from_config(
             preset, budget=args.budget, seed=args.seed, threads=args.threads,
             checkpoint_dir=args.checkpoint or f"{args.out}.ckpt", progress=not args.no_progress,
-            racing=args.racing)
+            racing=args.racing, selection=args.selection, ensemble=args.ensemble)
     except ValueError as e:
         raise CLIError(str(e)) from e
     train = _load_data(args.data, args.limit)
@@ -143,46 +144,125 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CLIError(str(e)) from e
     judge.model_name = model
+    ensemble = judge.ensemble
+    if ensemble is not None:
+        ensemble.model_name = model
+    comparisons = dict(judge.comparisons or {})
     if args.test_data:
         test = _load_data(args.test_data, args.test_limit)
-        judge.test = evaluate(judge, test, threads=args.threads,
-                              progress=not args.no_progress, desc="test").summary()
-    judge.save(args.out)
+        baseline = judge.with_strategy(student.strategy)
+        res, _, comp = evaluate_against(judge, baseline, test, threads=args.threads,
+                                        progress=not args.no_progress, desc="test")
+        judge.test = res.summary()
+        comparisons["test"] = comp.to_dict()
+        judge.comparisons = comparisons
+        if ensemble is not None:
+            eres, _, ecomp = evaluate_against(ensemble, baseline, test,
+                                              labels=("baseline", "ensemble"),
+                                              threads=args.threads,
+                                              progress=not args.no_progress, desc="test")
+            ensemble.test = eres.summary()
+            ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
+    out = Path(args.out)
+    if ensemble is not None:
+        single = out.with_name(out.stem + ".single.json")
+        judge.save(single)
+        ensemble.save(out)
+    else:
+        judge.save(out)
+    _print_compile_summary(judge, ensemble)
+    if ensemble is not None:
+        print(f"wrote {out} (the ensemble of {len(ensemble.members)} strategies) and {single} "
+              "(the chosen single judge)")
+    else:
+        print(f"wrote {out}")
+    return 0
+
+
+def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
+    from .evaluate import Comparison
+
+    for split, data in (comparisons or {}).items():
+        comp = Comparison(**{**data, "gain_ci": tuple(data["gain_ci"])})
+        for line in comp.lines(split):
+            print(line)
+
+
+def _print_compile_summary(judge: Any, ensemble: Any) -> None:
     res = judge.search_result
-    print(f"best strategy: {judge.strategy}")
-    print(f"validation {res.metric}: {res.best_score:.4f} ({res.evaluations} strategies, "
-          f"{res.calls} calls, {res.prompt_tokens + res.completion_tokens} tokens, "
+    sel = judge.selection or {}
+    part = (f"on {sel['search_items']} search items" if sel.get("rule") == "confirm"
+            else f"on {sel.get('search_items', '?')} validation items")
+    best = "nan" if res.best_score is None or math.isnan(res.best_score) else \
+        f"{res.best_score:.4f}"
+    print(f"search: {res.search}, {res.evaluations} strategies {part}; best {res.metric} "
+          f"{best} ({res.calls} calls, {res.prompt_tokens + res.completion_tokens} tokens, "
           f"{res.seconds:.0f} s)")
     if res.racing is not None:
         print(f"racing: {res.racing['dropped']} of {res.evaluations} strategies dropped early; "
               f"{res.racing['items_judged']} of {res.racing['items_full']} judgements made")
-    if judge.test is not None:
-        print("test: " + json.dumps(judge.test))
-    print(f"wrote {args.out}")
-    return 0
+    for message in sel.get("messages", []):
+        print(message)
+    cost = sel.get("cost")
+    if cost and sel.get("rule") == "confirm":
+        print(f"confirmation: {sel['confirm_items']} items, {cost['calls']} calls, "
+              f"{cost['seconds']:.0f} s")
+    print(f"chosen strategy: {judge.strategy}")
+    _print_comparisons(judge.comparisons)
+    if ensemble is not None:
+        print(f"ensemble of {len(ensemble.members)} strategies:")
+        _print_comparisons(ensemble.comparisons)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate
-    from .judge import JudgeProgram
+    from .evaluate import evaluate, evaluate_against
+    from .judge import JudgeProgram, baseline_strategy, load_any_judge
 
     try:
-        judge = JudgeProgram.load(args.judge)
+        judge = load_any_judge(args.judge)
     except ValueError as e:
         raise CLIError(str(e)) from e
     _, lm = _lm_from_args(args, judge.model_name)
     judge.lm = lm
+    other: Any = None
+    labels = ("baseline", Path(args.judge).name)
+    if args.baseline:
+        other = JudgeProgram(judge.task, judge.aspect, baseline_strategy(judge.task), lm=lm)
+    elif args.compare:
+        try:
+            other = load_any_judge(args.compare)
+        except ValueError as e:
+            raise CLIError(f"--compare: {e}") from e
+        if (other.task.name, other.aspect) != (judge.task.name, judge.aspect):
+            raise CLIError(f"--compare: {args.compare} judges {other.task.name}/{other.aspect}, "
+                           f"{args.judge} judges {judge.task.name}/{judge.aspect}")
+        # The other judge runs on its own model unless --model/--router names one for both.
+        if args.model or getattr(args, "router", None) or other.model_name == judge.model_name:
+            other.lm = lm
+        else:
+            _, other.lm = _lm_from_args(args, other.model_name)
+        labels = (Path(args.compare).name, Path(args.judge).name)
     records = _load_data(args.data, args.limit)
     try:
-        result = evaluate(judge, records, threads=args.threads, progress=not args.no_progress)
+        if other is None:
+            result = evaluate(judge, records, threads=args.threads,
+                              progress=not args.no_progress)
+            payload: dict[str, Any] = result.summary()
+            print(json.dumps(payload, indent=2))
+        else:
+            result, ref, comp = evaluate_against(judge, other, records, labels=labels,
+                                                 threads=args.threads,
+                                                 progress=not args.no_progress)
+            payload = {"judge": result.summary(), "other": ref.summary(),
+                       "comparison": comp.to_dict()}
+            for line in comp.lines(f"{Path(args.data).name}"):
+                print(line)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    summary = result.summary()
-    print(json.dumps(summary, indent=2))
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
@@ -198,12 +278,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     try:
         if args.judge:
-            judge = JudgeProgram.load(args.judge)
-            data = judge.export()
-            print(f"# {data['task_name']} / {data['aspect']}: {judge.strategy}\n")
-            if judge.task.system:
-                print(f"[system]\n{judge.task.system}\n")
-            print(f"[user]\n{data['template']}")
+            from .judge import JudgeEnsemble, load_any_judge
+
+            loaded = load_any_judge(args.judge)
+            members = loaded.members if isinstance(loaded, JudgeEnsemble) else [loaded]
+            for i, judge in enumerate(members):
+                data = judge.export()
+                if len(members) > 1:
+                    print(f"## member {i + 1} of {len(members)}")
+                print(f"# {data['task_name']} / {data['aspect']}: {judge.strategy}\n")
+                if judge.task.system:
+                    print(f"[system]\n{judge.task.system}\n")
+                print(f"[user]\n{data['template']}\n")
             return 0
         if not (args.task and args.aspect):
             raise CLIError("give a judge file, or --task and --aspect")
@@ -556,6 +642,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "preset's [racing] setting, off in the shipped presets but 'racing')")
     c.add_argument("--checkpoint", help="checkpoint directory (default: OUT.ckpt); a re-run "
                                         "resumes from it")
+    c.add_argument("--selection", choices=("confirm", "best"), default=None,
+                   help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
+                        "searches on half the scoring set and keeps a strategy only if its "
+                        "gain over the baseline is confirmed on the other half; 'best' keeps "
+                        "the best validation score (biased upward)")
+    c.add_argument("--ensemble", type=_positive_int, default=None, metavar="M",
+                   help="export the mean of the M best strategies' z-normalised ratings as "
+                        "one judge (OUT; the chosen single judge goes to OUT stem + "
+                        ".single.json)")
     c.add_argument("--out", required=True, help="the exported judge (JSON)")
     add_model(c)
     c.set_defaults(func=_cmd_compile)
@@ -565,6 +660,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
     e.add_argument("--limit", type=_positive_int, help="use the first N records")
     e.add_argument("--json", help="also write the summary to this file")
+    against = e.add_mutually_exclusive_group()
+    against.add_argument("--baseline", action="store_true",
+                         help="also evaluate the task's MT-Bench baseline prompt on the same "
+                              "items and report the paired gain with its bootstrap interval")
+    against.add_argument("--compare", metavar="OTHER.json",
+                         help="also evaluate another exported judge (or ensemble) on the same "
+                              "items and report the paired difference with its interval")
     add_model(e)
     e.set_defaults(func=_cmd_evaluate)
 

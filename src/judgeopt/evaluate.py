@@ -25,6 +25,7 @@ __all__ = [
     "ItemResult",
     "compare",
     "evaluate",
+    "evaluate_against",
     "item_predictions",
     "merge_results",
     "score_items",
@@ -344,13 +345,15 @@ class Comparison:
             return f"{d['parse_failures']} unparsed, {d['call_failures']} failed calls"
 
         unit = "groups" if self.level == "group" else "items"
+        width = max(10, len(self.baseline["label"]), len(self.chosen["label"]))
         out = [f"{split} ({self.n} items{'' if unit == 'items' else f', {self.n_units} groups'}"
                f", {self.metric}{', group level' if self.level == 'group' else ''}):",
-               f"  {self.baseline['label']:<10} {score(self.baseline):>7}   "
+               f"  {self.baseline['label']:<{width}} {score(self.baseline):>7}   "
                f"({fails(self.baseline)})",
-               f"  {self.chosen['label']:<10} {score(self.chosen):>7}   ({fails(self.chosen)})"]
+               f"  {self.chosen['label']:<{width}} {score(self.chosen):>7}   "
+               f"({fails(self.chosen)})"]
         if self.gain is None:
-            out.append("  gain       n/a (a score is undefined)")
+            out.append(f"  {'gain':<{width}} n/a (a score is undefined)")
         else:
             lo, hi = self.gain_ci
             ci = ("" if lo is None or hi is None
@@ -360,7 +363,7 @@ class Comparison:
             if lo is not None and hi is not None:
                 verdict = ("  (better)" if lo > 0 else "  (worse)" if hi < 0
                            else "  (within noise)")
-            out.append(f"  gain       {self.gain:+.3f}{ci}{verdict}")
+            out.append(f"  {'gain':<{width}} {self.gain:+.3f}{ci}{verdict}")
         if self.note:
             out.append(f"  note: {self.note}")
         return out
@@ -443,3 +446,41 @@ def compare(
 def correct(items: Sequence[ItemResult]) -> list[float]:
     """1.0 where a pairwise verdict equals the human label, else 0.0 (unparsed: wrong)."""
     return [float(i.score is not None and str(i.score) == str(i.human)) for i in items]
+
+
+def evaluate_against(
+    program: Any,
+    reference: Any,
+    records: Sequence[Record],
+    *,
+    labels: tuple[str, str] = ("baseline", "chosen"),
+    lm: Any = None,
+    threads: int = 1,
+    progress: bool = True,
+    desc: str = "",
+    note: str | None = None,
+    seed: int = 0,
+) -> tuple[EvalResult, EvalResult, Comparison]:
+    """Evaluate ``program`` and ``reference`` on the same records and compare them.
+
+    Args:
+        program: The judge whose gain is reported (a judge or an ensemble).
+        reference: The judge it is compared with (e.g. the MT-Bench baseline).
+        records: Labelled records.
+        labels: Names of ``reference`` and ``program`` in the report.
+        lm: The LM for both (default: each one's own, else DSPy's configured one).
+        threads: Judge calls in flight at once.
+        progress: Show progress bars.
+        desc: Prefix of the progress bars' labels.
+        note: A caveat for the report.
+        seed: Bootstrap seed.
+
+    Returns:
+        ``(program's result, reference's result, comparison)``.
+    """
+    prefix = f"{desc}: " if desc else ""
+    ref = evaluate(reference, records, lm=lm, threads=threads, progress=progress,
+                   desc=f"{prefix}{labels[0]}")
+    res = evaluate(program, records, lm=lm, threads=threads, progress=progress,
+                   desc=f"{prefix}{labels[1]}")
+    return res, ref, compare(res, ref, records, labels=labels, seed=seed, note=note)

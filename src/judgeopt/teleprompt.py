@@ -697,7 +697,7 @@ class JudgeSearch(Teleprompter):
                 result = choose(humans, vector(base_res),
                                 [vector(r) for r in fin_res[:confirm_n]],
                                 search_scores=[t.score for t in finalists[:confirm_n]],
-                                keys=[t.number for t in finalists[:confirm_n]],
+                                keys=[f"#{t.number}" for t in finalists[:confirm_n]],
                                 method=metric, groups=groups, confidence=sel.confidence,
                                 n_resamples=sel.n_resamples, seed=sel.seed)
             except ValueError as e:
