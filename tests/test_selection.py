@@ -42,8 +42,7 @@ def test_split_is_seeded_disjoint_and_keeps_groups_whole() -> None:
     assert a != confirmation_split(humans, groups, fraction=0.5, seed=4)
     search, confirm = a
     assert sorted(search + confirm) == list(range(60)) and not set(search) & set(confirm)
-    for part in (search, confirm):
-        assert search == sorted(search) and confirm == sorted(confirm)
+    assert search == sorted(search) and confirm == sorted(confirm)
     assert {groups[i] for i in search}.isdisjoint({groups[i] for i in confirm})
     assert len({groups[i] for i in confirm}) in (7, 8)  # 15 groups, half of them
     s, c = confirmation_split(humans, None, fraction=0.3, seed=0)

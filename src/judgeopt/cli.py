@@ -268,7 +268,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from .judge import (
-        JudgeProgram,
         baseline_strategy,
         hpss_strategy,
         load_task,
