@@ -334,3 +334,48 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
     assert "member 2" in capsys.readouterr().out
+
+
+def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: Path,
+                                                   monkeypatch) -> None:
+    """benchmarks/e2e.py end to end with a scripted LM in place of the local model: the
+    split, the compile, the test comparisons, the JSON schema and the resume."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
+    spec = importlib.util.spec_from_file_location("e2e_benchmark", path)
+    e2e = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(e2e)
+    full = load_records(shared_data / "topical_chat" / "full.jsonl")
+    fakes: list[ScriptedLM] = []
+
+    def fake_make_lm(model: str, **kw: Any) -> Any:
+        fakes.append(ScriptedLM(respond_with(full, "scale10")))
+        return fakes[-1].lm
+
+    monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
+    preset = tmp_path / "preset.toml"
+    preset.write_text("search = 'hpss'\n[params]\nk = 2\n[space]\n" + "\n".join(
+        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    out = tmp_path / "e2e.json"
+    args = ["--pairs", "topical_chat:naturalness", "--budget", "5", "--n-valid", "60",
+            "--n-test", "30", "--ensemble", "2", "--optimizer", str(preset), "--out-dir",
+            str(tmp_path / "run"), "--json", str(out), "--no-progress"]
+    assert e2e.main(args) == 0
+    data = json.loads(out.read_text())
+    (row,) = data["pairs"]
+    for key in ("task", "aspect", "model", "n_valid", "n_test", "baseline", "chosen",
+                "ensemble", "gain", "gain_ci"):
+        assert key in row
+    assert row["n_valid"] >= 60 and row["n_test"] >= 30 and row["n_valid"] % 6 == 0
+    assert row["gain"] == pytest.approx(row["chosen"] - row["baseline"])
+    assert row["gain_ci"][0] <= row["gain"] <= row["gain_ci"][1]
+    assert row["chosen_strategy"]["scale"] == 10 and row["ensemble"] is not None
+    assert data["mean_relative_gain"] == pytest.approx(row["gain"] / abs(row["baseline"]))
+    assert (tmp_path / "run" / "topical_chat_naturalness" / "ensemble.json").is_file()
+    # Validation and test are disjoint whole groups.
+    valid, test = e2e.split_groups(full, 60, 30, 0)
+    assert not {r.group_id for r in valid} & {r.group_id for r in test}
+    # A second run with the same settings keeps the finished pair: no judge call.
+    assert e2e.main(args) == 0
+    assert len(fakes[-1].requests) == 0

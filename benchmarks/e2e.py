@@ -1,0 +1,280 @@
+"""End to end: does a compiled judge beat the MT-Bench baseline on held-out items?
+
+For every task-aspect pair: whole groups of the dataset's full file are split, seeded, into a
+validation set (at least ``--n-valid`` items) and a disjoint test set (at least ``--n-test``
+items). ``judgeopt``'s default compile (the default search, the default selection rule: search
+on half the validation items, confirm the finalists against the baseline on the other half)
+runs with ``--budget`` strategies and an ensemble of the ``--ensemble`` best; then the MT-Bench
+baseline, the chosen judge and the ensemble are scored on the test items. Per pair: the test
+correlations, each gain over the baseline with its paired bootstrap interval (whole groups are
+resampled for a group-level correlation), the confirmation results (what the compile saw), the
+chosen strategy, calls and seconds.
+
+Every pair checkpoints its compile (``OUT_DIR/<task>_<aspect>/ckpt``) and judge calls are
+cached (``OUT_DIR/lm-cache``): an interrupted run resumes where it stopped, across sessions.
+The JSON is rewritten after each pair::
+
+    {"pairs": [{"task", "aspect", "model", "n_valid", "n_test", "baseline", "chosen",
+                "ensemble", "gain", "gain_ci": [lo, hi], ...}], "mean_relative_gain": ..}
+
+Usage:
+    python benchmarks/e2e.py [--pairs topical_chat:naturalness,topical_chat:coherence,
+        summeval:coherence,sfres:naturalness] [--model local] [--budget 20] [--n-valid 100]
+        [--n-test 200] [--ensemble 3] [--out-dir runs/e2e]
+        [--json benchmarks/results/e2e.json]
+
+Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import numpy as np  # noqa: E402
+
+from judgeopt.data import Record, load_records  # noqa: E402
+from judgeopt.evaluate import compare, evaluate  # noqa: E402
+from judgeopt.judge import JudgeProgram, load_task  # noqa: E402
+from judgeopt.lm import make_lm  # noqa: E402
+from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("JUDGEOPT_DATA", ROOT.parent / "shared" / "data"))
+DEFAULT_PAIRS = ("topical_chat:naturalness,topical_chat:coherence,summeval:coherence,"
+                 "sfres:naturalness")
+# SummEval has 16 summaries of each of 100 articles; 8 per article (seeded) give twice as
+# many articles for the same number of items, which a group-level correlation needs.
+PER_GROUP = {"summeval": 8}
+
+log = logging.getLogger("e2e")
+
+
+def split_groups(records: Sequence[Record], n_valid: int, n_test: int, seed: int,
+                 per_group: int | None = None) -> tuple[list[Record], list[Record]]:
+    """Disjoint validation and test sets of whole groups, in a seeded random order.
+
+    With ``per_group``, each group keeps that many members (seeded) first.
+    """
+    rng = np.random.default_rng(seed)
+    members: dict[str, list[Record]] = {}
+    for r in records:
+        members.setdefault(r.group_id or r.id, []).append(r)
+    if per_group is not None:
+        for g, rs in members.items():
+            if len(rs) > per_group:
+                keep = sorted(int(i) for i in rng.choice(len(rs), size=per_group, replace=False))
+                members[g] = [rs[i] for i in keep]
+    groups = sorted(members)
+    valid: list[Record] = []
+    test: list[Record] = []
+    for i in rng.permutation(len(groups)):
+        rs = members[groups[int(i)]]
+        if len(valid) < n_valid:
+            valid.extend(rs)
+        elif len(test) < n_test:
+            test.extend(rs)
+        else:
+            break
+    if len(valid) < n_valid or len(test) < n_test:
+        raise ValueError(f"not enough items: {len(records)} records give {len(valid)} "
+                         f"validation and {len(test)} test items")
+    return valid, test
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n_valid: int,
+             n_test: int, ensemble: int, seed: int, out_dir: Path, optimizer: str,
+             progress: bool) -> dict[str, Any]:
+    task = load_task(task_name)
+    full = DATA / task_name / "full.jsonl"
+    records = load_records(full)
+    valid, test = split_groups(records, n_valid, n_test, seed,
+                               per_group=PER_GROUP.get(task_name))
+    pair_dir = out_dir / f"{task_name}_{aspect}"
+    pair_dir.mkdir(parents=True, exist_ok=True)
+    log.info("%s/%s: %d validation, %d test items", task_name, aspect, len(valid), len(test))
+    preset = load_optimizer(optimizer)
+    opt = JudgeSearch.from_config(preset, budget=budget, seed=seed,
+                                  checkpoint_dir=pair_dir / "ckpt", progress=progress,
+                                  ensemble=ensemble)
+    student = JudgeProgram(task, aspect, lm=lm)
+    s0, t0 = lm.stats(), time.perf_counter()
+    judge = opt.compile(student, trainset=valid)
+    compile_seconds = time.perf_counter() - t0
+    s1 = lm.stats()
+    judge.model_name = model
+    baseline = judge.with_strategy(student.strategy)
+    ens = judge.ensemble
+    results = {"baseline": evaluate(baseline, test, progress=progress, desc="test: baseline"),
+               "chosen": evaluate(judge, test, progress=progress, desc="test: chosen")}
+    if ens is not None:
+        results["ensemble"] = evaluate(ens, test, progress=progress, desc="test: ensemble")
+    s2 = lm.stats()
+    comps = {name: compare(res, results["baseline"], test, labels=("baseline", name), seed=seed)
+             for name, res in results.items() if name != "baseline"}
+    if "ensemble" in results:
+        comps["ensemble_vs_chosen"] = compare(results["ensemble"], results["chosen"], test,
+                                              labels=("chosen", "ensemble"), seed=seed)
+    metric = "spearman"
+    scores = {name: _num(res.metric(metric)) for name, res in results.items()}
+    chosen_c = comps["chosen"]
+    ens_c = comps.get("ensemble")
+    judge.test = results["chosen"].summary()
+    judge.comparisons = {**(judge.comparisons or {}), "test": chosen_c.to_dict()}
+    judge.save(pair_dir / "judge.json")
+    if ens is not None:
+        ens.model_name = model
+        ens.test = results["ensemble"].summary()
+        ens.comparisons = {**(ens.comparisons or {}), "test": comps["ensemble"].to_dict()}
+        ens.save(pair_dir / "ensemble.json")
+    res = judge.search_result
+    sel = judge.selection or {}
+    row: dict[str, Any] = {
+        "task": task_name, "aspect": aspect, "model": model,
+        "level": results["baseline"].level,
+        "n_valid": len(valid), "n_test": len(test),
+        "n_valid_groups": len({r.group_id or r.id for r in valid}),
+        "n_test_groups": len({r.group_id or r.id for r in test}),
+        "baseline": scores["baseline"], "chosen": scores["chosen"],
+        "ensemble": scores.get("ensemble"),
+        "gain": _num(chosen_c.gain), "gain_ci": list(chosen_c.gain_ci),
+        "ensemble_gain": _num(ens_c.gain) if ens_c else None,
+        "ensemble_gain_ci": list(ens_c.gain_ci) if ens_c else None,
+        "ensemble_minus_chosen": (_num(comps["ensemble_vs_chosen"].gain)
+                                  if "ensemble_vs_chosen" in comps else None),
+        "ensemble_minus_chosen_ci": (list(comps["ensemble_vs_chosen"].gain_ci)
+                                     if "ensemble_vs_chosen" in comps else None),
+        "relative_gain": (_num(chosen_c.gain) / abs(scores["baseline"])
+                          if scores["baseline"] and chosen_c.gain is not None else None),
+        "significantly_worse": bool(chosen_c.gain_ci[1] is not None
+                                    and chosen_c.gain_ci[1] < 0),
+        "chosen_is_baseline": judge.strategy == student.strategy,
+        "chosen_strategy": judge.strategy.as_dict(),
+        "ensemble_members": ([m.strategy.as_dict() for m in ens.members] if ens else None),
+        "confirmation": (judge.comparisons or {}).get("confirmation"),
+        "ensemble_confirmation": ((ens.comparisons or {}).get("confirmation") if ens else None),
+        "selection": {k: sel.get(k) for k in ("rule", "search_items", "confirm_items",
+                                              "chosen", "reason", "finalists")},
+        "test_results": {name: r.summary() for name, r in results.items()},
+        "search": {"search": res.search, "budget": res.budget, "evaluations": res.evaluations,
+                   "best_search_score": _num(res.best_score), "calls": res.calls,
+                   "trace": [{"number": t["number"], "score": t["score"],
+                              "strategy": t["strategy"]} for t in res.trace]},
+        "calls": {"compile": s1.calls - s0.calls, "test": s2.calls - s1.calls},
+        "seconds": {"compile": round(compile_seconds, 1),
+                    "test": round(sum(r.seconds for r in results.values()), 1)},
+    }
+    (pair_dir / "result.json").write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
+    return row
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    rel = [r["relative_gain"] for r in rows if r["relative_gain"] is not None]
+    gains = [r["gain"] for r in rows if r["gain"] is not None]
+    ens_rel = [r["ensemble_gain"] / abs(r["baseline"]) for r in rows
+               if r.get("ensemble_gain") is not None and r["baseline"]]
+    return {
+        "mean_relative_gain": float(np.mean(rel)) if rel else None,
+        "mean_gain": float(np.mean(gains)) if gains else None,
+        "mean_relative_gain_ensemble": float(np.mean(ens_rel)) if ens_rel else None,
+        "pairs_significantly_worse": sum(r["significantly_worse"] for r in rows),
+        "pairs_significantly_better": sum(
+            r["gain_ci"][0] is not None and r["gain_ci"][0] > 0 for r in rows),
+        "n_pairs": len(rows),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    def f(x: Any) -> str:
+        return "n/a" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
+
+    lines = ["| pair | level | n valid / test | baseline | chosen | gain [95% CI] | ensemble "
+             "| ensemble gain [95% CI] | chosen = baseline |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ci = r["gain_ci"]
+        eci = r["ensemble_gain_ci"] or [None, None]
+        lines.append(
+            f"| {r['task']}/{r['aspect']} | {r['level']} | {r['n_valid']} / {r['n_test']} | "
+            f"{f(r['baseline'])} | {f(r['chosen'])} | {f(r['gain'])} [{f(ci[0])}, {f(ci[1])}] "
+            f"| {f(r['ensemble'])} | {f(r['ensemble_gain'])} [{f(eci[0])}, {f(eci[1])}] | "
+            f"{'yes' if r['chosen_is_baseline'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pairs", default=DEFAULT_PAIRS,
+                   help="comma-separated task:aspect pairs (default: %(default)s)")
+    p.add_argument("--model", default="local")
+    p.add_argument("--budget", type=int, default=20)
+    p.add_argument("--n-valid", type=int, default=100)
+    p.add_argument("--n-test", type=int, default=200)
+    p.add_argument("--ensemble", type=int, default=3)
+    p.add_argument("--optimizer", default="auto", help="optimizer preset (auto)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-dir", default="runs/e2e")
+    p.add_argument("--json", default="benchmarks/results/e2e.json")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
+                        force=True)
+    for name in ("e2e", "judgeopt"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lm = make_lm(args.model, cache=out_dir / "lm-cache")
+    pairs = [tuple(x.split(":")) for x in args.pairs.split(",") if x]
+    out = Path(args.json)
+    rows: list[dict[str, Any]] = []
+    if out.is_file():
+        # Pairs finished by an earlier run of the same settings are kept.
+        old = json.loads(out.read_text(encoding="utf-8"))
+        if old.get("settings", {}) == _settings(args):
+            rows = [r for r in old.get("pairs", []) if (r["task"], r["aspect"]) in pairs]
+    done = {(r["task"], r["aspect"]) for r in rows}
+    for task_name, aspect in pairs:
+        if (task_name, aspect) in done:
+            log.info("%s/%s: done earlier", task_name, aspect)
+            continue
+        t0 = time.perf_counter()
+        row = run_pair(task_name, aspect, model=args.model, lm=lm, budget=args.budget,
+                       n_valid=args.n_valid, n_test=args.n_test, ensemble=args.ensemble,
+                       seed=args.seed, out_dir=out_dir, optimizer=args.optimizer,
+                       progress=not args.no_progress)
+        rows.append(row)
+        log.info("%s/%s done in %.0f s: baseline %s, chosen %s, ensemble %s", task_name, aspect,
+                 time.perf_counter() - t0, row["baseline"], row["chosen"], row["ensemble"])
+        rows.sort(key=lambda r: pairs.index((r["task"], r["aspect"])))
+        result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(table(rows), flush=True)
+    result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
+    print(table(rows))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {"model": args.model, "budget": args.budget, "n_valid": args.n_valid,
+            "n_test": args.n_test, "ensemble": args.ensemble, "optimizer": args.optimizer,
+            "seed": args.seed}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
