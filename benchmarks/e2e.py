@@ -29,6 +29,7 @@ Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
@@ -36,6 +37,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np  # noqa: E402
 
 from judgeopt.data import Record, load_records  # noqa: E402
-from judgeopt.evaluate import compare, evaluate  # noqa: E402
+from judgeopt.evaluate import EvalResult, ItemResult, compare, evaluate, merge_results  # noqa: E402
 from judgeopt.judge import JudgeProgram, load_task  # noqa: E402
 from judgeopt.lm import make_lm  # noqa: E402
 from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
@@ -92,6 +94,54 @@ def split_groups(records: Sequence[Record], n_valid: int, n_test: int, seed: int
     return valid, test
 
 
+def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: str,
+                    progress: bool) -> EvalResult:
+    """Evaluate ``program`` on ``records``, keeping every judged item in ``path`` (JSONL), so
+    that a resumed run (even in a fresh checkout without the LM cache) repeats no call."""
+    done: dict[str, ItemResult] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                item = ItemResult(**json.loads(line))
+            except (ValueError, TypeError):
+                continue
+            if item.error is None:
+                done[item.id] = item
+    level = program.task.correlation_level or "dataset"
+    parts = []
+    if done:
+        parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0, level=level,
+                                items=[done[r.id] for r in records if r.id in done]))
+    todo = [r for r in records if r.id not in done]
+    if todo:
+        with path.open("a", encoding="utf-8") as fh:
+            def keep(item: ItemResult) -> None:
+                if item.error is None:
+                    fh.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
+                    fh.flush()
+
+            parts.append(evaluate(program, todo, progress=progress, desc=desc, on_item=keep))
+    return merge_results(parts, records, pairwise=False, level=level)
+
+
+def _ensemble_result(ens: Any, members: list[EvalResult], records: list[Record]) -> EvalResult:
+    """The ensemble's evaluation from its members' judged items (as ``ens.judge`` combines)."""
+    by_member = [{i.id: i for i in m.items} for m in members]
+    items = []
+    for r in records:
+        ratings = [None if bm[r.id].score is None else float(bm[r.id].score)  # type: ignore[arg-type]
+                   for bm in by_member]
+        score, _ = ens.combine(ratings)
+        items.append(ItemResult(r.id, r.scores.get(ens.aspect), score,
+                                parse_error=None if score is not None else "no member parsed"))
+    level = members[0].level
+    res = merge_results([EvalResult(n=len(items), parse_failures=0, call_failures=0,
+                                    level=level, items=items)], records, pairwise=False,
+                        level=level)
+    return EvalResult(**{**res.__dict__, "seconds": sum(m.seconds for m in members),
+                         "calls": sum(m.calls for m in members)})
+
+
 def _num(x: Any) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -119,10 +169,18 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
     judge.model_name = model
     baseline = judge.with_strategy(student.strategy)
     ens = judge.ensemble
-    results = {"baseline": evaluate(baseline, test, progress=progress, desc="test: baseline"),
-               "chosen": evaluate(judge, test, progress=progress, desc="test: chosen")}
+    # NOTE: the judged test items are kept per strategy (file name: the strategy's hash), so
+    # a resumed run repeats no call; the ensemble's members are judged as single judges.
+    def stored(program: Any, name: str) -> EvalResult:
+        key = hashlib.sha256(json.dumps(program.strategy.as_dict(), sort_keys=True,
+                                        default=str).encode()).hexdigest()[:16]
+        return evaluate_stored(program, test, pair_dir / f"test_{key}.jsonl",
+                               desc=f"test: {name}", progress=progress)
+
+    results = {"baseline": stored(baseline, "baseline"), "chosen": stored(judge, "chosen")}
     if ens is not None:
-        results["ensemble"] = evaluate(ens, test, progress=progress, desc="test: ensemble")
+        members = [stored(m, f"ensemble member {i + 1}") for i, m in enumerate(ens.members)]
+        results["ensemble"] = _ensemble_result(ens, members, test)
     s2 = lm.stats()
     comps = {name: compare(res, results["baseline"], test, labels=("baseline", name), seed=seed)
              for name, res in results.items() if name != "baseline"}
