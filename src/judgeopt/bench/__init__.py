@@ -20,6 +20,7 @@ The benchmark reports the mean of each over surfaces x seeds.
 
 from __future__ import annotations
 
+from ._cv import CVMethodResult, CVResult, RunCache, cross_validate_searches
 from ._runner import (
     METHODS,
     PRIOR_METHODS,
@@ -34,9 +35,13 @@ from ._surface import Surface, load_surfaces
 __all__ = [
     "METHODS",
     "PRIOR_METHODS",
+    "RunCache",
     "BenchResult",
+    "CVMethodResult",
+    "CVResult",
     "MethodResult",
     "Surface",
+    "cross_validate_searches",
     "leave_one_out_priors",
     "load_surfaces",
     "make_search",
