@@ -161,3 +161,36 @@ def test_beats_hpss_and_tpe_on_the_published_surfaces(shared_data: Path) -> None
     auto = res.methods["auto"].norm_regret
     assert auto < res.methods["hpss"].norm_regret
     assert auto < res.methods["tpe"].norm_regret
+
+
+def test_portfolio_arm_proposes_from_the_good_region_and_is_credited() -> None:
+    space = prexme_like_space()
+    search = AutoSearch(space, budget=71, seed=0)
+    drive(search, None, _sum_objective)
+    kinds = [t.kind for t in search.trials]
+    assert "model" in kinds
+    local, glob = search.arms["local"], search.arms["global"]
+    assert glob[1] == kinds.count("model")
+    assert local[1] == kinds.count("explore") + kinds.count("exploit")
+    assert 0 <= glob[0] <= glob[1] and 0 <= local[0] <= local[1]
+    off = AutoSearch(space, budget=71, seed=0, portfolio=False)
+    drive(off, None, _sum_objective)
+    assert "model" not in [t.kind for t in off.trials]
+    assert off.get_params()["portfolio"] is False
+
+
+def test_parzen_proposal_prefers_the_good_values_and_is_seeded() -> None:
+    from judgeopt.search._density import parzen_proposal
+
+    space = FactorSpace({"a": list(range(6)), "b": list(range(6))})
+    evaluated = [(s, float(s["a"] == 5) + 0.01 * s["b"]) for s in space.strategies()
+                 if (s["a"] + s["b"]) % 3 == 0]
+    done = {s for s, _ in evaluated}
+    picks = [parzen_proposal(space, evaluated, lambda x: x not in done,
+                             np.random.default_rng(seed)) for seed in range(20)]
+    assert all(p is not None and p not in done for p in picks)
+    assert sum(p["a"] == 5 for p in picks if p is not None) >= 15
+    again = parzen_proposal(space, evaluated, lambda x: x not in done, np.random.default_rng(3))
+    assert again == picks[3]
+    assert parzen_proposal(space, [], lambda x: True, np.random.default_rng(0)) is None
+    assert parzen_proposal(space, evaluated, lambda x: False, np.random.default_rng(0)) is None

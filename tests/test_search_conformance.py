@@ -87,3 +87,19 @@ class TestTPE(SearchConformance):
         pytest.importorskip("optuna")
         return lambda space, budget, seed, graph: TPESearch(
             space, budget=budget, seed=seed, graph=graph, n_startup_trials=5)
+
+
+class TestAutoNoPortfolio(SearchConformance):
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: AutoSearch(
+            space, budget=budget, seed=seed, graph=graph, portfolio=False)
+
+
+class TestAutoPortfolioEarly(SearchConformance):
+    """The portfolio arm from the first proposal (no start), so the suite exercises it."""
+
+    @pytest.fixture
+    def make_search(self):
+        return lambda space, budget, seed, graph: AutoSearch(
+            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0, k=1)

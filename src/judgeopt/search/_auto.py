@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._base import SearchGenerator
+from ._density import parzen_proposal
 from ._graph import FactorGraph
 from ._hpss import _MAX_EMPTY_GENERATIONS, HPSS
 from ._priors import FactorPriors
@@ -104,6 +105,7 @@ class AutoSearch(HPSS):
         priors: FactorPriors | Mapping[str, Any] | None = None,
         prior_weight: float = 4.0,
         prior_start: int = 0,
+        portfolio: bool = True,
     ) -> None:
         super().__init__(space, budget=budget, seed=seed, graph=graph, baseline=baseline,
                          k=k, g=g, rho=0.0, tau=tau, lambda_=lambda_, exploitation=True,
@@ -122,6 +124,9 @@ class AutoSearch(HPSS):
                              f"Got {min_init_factors!r} instead.")
         self.init_fraction = float(init_fraction)
         self.min_init_factors = min_init_factors
+        self.portfolio = bool(portfolio)
+        # Per arm: [proposals that entered the top k, proposals].
+        self.arms: dict[str, list[int]] = {"local": [0, 0], "global": [0, 0]}
         self._G = [np.zeros(len(f.values)) for f in space.factors]  # summed gains
         self._P: list[np.ndarray] | None = None  # prior advantages (with priors)
         self._W: list[np.ndarray] | None = None  # their pseudo-observations
@@ -132,7 +137,7 @@ class AutoSearch(HPSS):
             "k": self.k, "g": self.g, "tau": self.tau, "lambda_": self.lambda_,
             "kappa": self.kappa, "score_scale": self.score_scale,
             "init_fraction": self.init_fraction, "min_init_factors": self.min_init_factors,
-            **self._prior_params(),
+            "portfolio": self.portfolio, **self._prior_params(),
         }
 
     def _update_advantage(self, i: int, j: int, parent: Strategy, r_new: float) -> None:
@@ -184,6 +189,53 @@ class AutoSearch(HPSS):
         return plan if covered >= self.min_init_factors else []
 
     def _run(self) -> SearchGenerator:
+        if not self.portfolio:
+            yield from self._local_run()
+            return
+        local = self._local_run()
+        try:
+            pending = next(local)
+        except StopIteration:
+            return
+        while True:
+            s, kind = pending
+
+            def free(x: Strategy, held: Strategy = s) -> bool:
+                # The local arm's pending proposal is held back for the local arm.
+                return x != held and not self.is_explored(x) and self.is_valid(x)
+
+            while kind != "init" and self._rate("global") > self._rate("local"):
+                pick = parzen_proposal(
+                    self.space, [(t.strategy, self._r(t.strategy)) for t in self._trials],
+                    free, self.rng)
+                if pick is None:
+                    break
+                score = yield pick, "model"
+                self._credit("global", score)
+                self._count(pick)
+            score = yield s, kind
+            if kind != "init":
+                self._credit("local", score)
+            try:
+                pending = local.send(score)
+            except StopIteration:
+                return
+
+    def _rate(self, arm: str) -> float:
+        """Laplace estimate of an arm's chance to place a proposal in the top ``k``."""
+        wins, n = self.arms[arm]
+        return (wins + 1) / (n + 2)
+
+    def _credit(self, arm: str, score: float) -> None:
+        """Count a proposal of ``arm`` (just told ``score``) and whether it entered the top k."""
+        self.arms[arm][1] += 1
+        if math.isnan(score):
+            return
+        better = sum(1 for t in self._trials[:-1] if not t.failed and t.score >= score)
+        if better < self.k:
+            self.arms[arm][0] += 1
+
+    def _local_run(self) -> SearchGenerator:
         for m in self._M:
             m[:] = 1
         if self.priors is not None:
