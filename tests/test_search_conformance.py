@@ -102,4 +102,5 @@ class TestAutoPortfolioEarly(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: AutoSearch(
-            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0, k=1)
+            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0, k=1,
+            portfolio=True)

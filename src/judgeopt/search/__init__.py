@@ -7,7 +7,7 @@ resumed mid-run (:meth:`SearchStrategy.state_dict` / :meth:`SearchStrategy.from_
 
 from __future__ import annotations
 
-from ._auto import AutoSearch
+from ._auto import BUDGET_DEFAULTS, AutoSearch
 from ._base import Kind, SearchStrategy, Trial
 from ._baselines import Greedy, GridSearch, RandomSearch, StepwiseGreedy
 from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph
@@ -18,6 +18,7 @@ from ._space import Factor, FactorSpace, Strategy, Value
 from ._tpe import TPESearch
 
 __all__ = [
+    "BUDGET_DEFAULTS",
     "HPSS",
     "SEARCHES",
     "Artifact",

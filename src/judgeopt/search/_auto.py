@@ -1,4 +1,4 @@
-"""``auto``: judgeopt's default search, HPSS without its initialisation pass."""
+"""``auto``: judgeopt's default search, a budget-aware HPSS with an optional Parzen arm."""
 
 from __future__ import annotations
 
@@ -14,6 +14,25 @@ from ._graph import FactorGraph
 from ._hpss import _MAX_EMPTY_GENERATIONS, HPSS
 from ._priors import FactorPriors
 from ._space import FactorSpace, Strategy, Value
+
+BUDGET_DEFAULTS: dict[int, dict[str, Any]] = {
+    20: {"lambda_": 4.0, "kappa": 1.0, "init_fraction": 0.4, "portfolio": False},
+    35: {"lambda_": 8.0, "kappa": 1.0, "init_fraction": 0.4, "portfolio": False},
+    50: {"lambda_": 4.0, "kappa": 0.0, "init_fraction": 0.4, "portfolio": True},
+    71: {"lambda_": 4.0, "kappa": 0.0, "init_fraction": 0.4, "portfolio": True},
+    120: {"lambda_": 8.0, "kappa": 0.0, "init_fraction": 0.4, "portfolio": False},
+}
+"""The default constants of :class:`AutoSearch` per budget: for each budget of the nested
+cross-validation (``benchmarks/search_cv.py``, docs/benchmarks.md), the configuration with the
+lowest mean regret on PrExMe's 9 dev surfaces. A budget uses the row of the largest listed
+budget not above it (the first row below 20)."""
+
+
+def defaults_for_budget(budget: int) -> dict[str, Any]:
+    """The :data:`BUDGET_DEFAULTS` row that applies to ``budget``."""
+    rows = sorted(BUDGET_DEFAULTS)
+    key = max([b for b in rows if b <= budget], default=rows[0])
+    return dict(BUDGET_DEFAULTS[key])
 
 
 class AutoSearch(HPSS):
@@ -41,6 +60,18 @@ class AutoSearch(HPSS):
       ``_MAX_EMPTY_GENERATIONS`` generations without a new strategy).
     * **A stronger UCB bonus** (``lambda_ = 8``): with no initialisation pass every value
       starts unseen, and a larger bonus spreads the early mutations over the factors.
+    * **A portfolio arm** (``portfolio=True``): besides the population's one-factor
+      mutations (the *local* arm), proposals can come from a multivariate Parzen estimator
+      over everything evaluated (the *global* arm, Optuna's TPE rebuilt in numpy:
+      :func:`~judgeopt.search._density.parzen_proposal`). Each arm's rate of proposals that
+      enter the top ``k`` is estimated with Laplace's rule, ``(wins + 1) / (proposals + 2)``;
+      before each local proposal the global arm proposes while its rate is higher. The
+      global picks do not update the advantages, but they join the population when good.
+
+    ``lambda_``, ``kappa``, ``init_fraction`` and ``portfolio`` default to ``None``: the
+    value :data:`BUDGET_DEFAULTS` holds for the budget, chosen on PrExMe's dev surfaces
+    (docs/benchmarks.md, nested cross-validation). The resolved values are stored in the
+    state, so a resumed search keeps them.
 
     ``M_ij`` (appearances, for the UCB bonus) starts at 1 for every value and counts every
     evaluated strategy, the baseline included; ``t = 1 +`` the evaluations after the
@@ -56,11 +87,12 @@ class AutoSearch(HPSS):
         k: Population size (5).
         g: Mutations per member per generation (2).
         tau: Softmax temperature (5, on scores in percent).
-        lambda_: Weight of the UCB bonus (8).
-        kappa: Shrinkage of the advantages, in pseudo-observations at zero (1).
+        lambda_: Weight of the UCB bonus (by budget).
+        kappa: Shrinkage of the advantages, in pseudo-observations at zero (by budget).
         score_scale: Factor applied to told scores (100: correlations in percent, the scale
             ``tau`` and ``lambda_`` are set for).
-        init_fraction: Share of the budget the start's one-factor changes may use (0.4).
+        init_fraction: Share of the budget the start's one-factor changes may use (by
+            budget).
         min_init_factors: Fewest factors that start must cover, else it is dropped (2).
         priors: Optional :class:`FactorPriors` from earlier results. Each covered value then
             starts with ``prior_weight`` pseudo-observations at its prior advantage:
@@ -71,6 +103,7 @@ class AutoSearch(HPSS):
             models: docs/search.md).
         prior_weight: Pseudo-observations of a prior advantage (4).
         prior_start: Strategies ranked best by the priors evaluated after the baseline (0).
+        portfolio: Add the Parzen-estimator arm (by budget).
 
     Raises:
         ValueError: On a hyperparameter out of range or an invalid baseline.
@@ -97,16 +130,21 @@ class AutoSearch(HPSS):
         k: int = 5,
         g: int = 2,
         tau: float = 5.0,
-        lambda_: float = 8.0,
-        kappa: float = 1.0,
+        lambda_: float | None = None,
+        kappa: float | None = None,
         score_scale: float = 100.0,
-        init_fraction: float = 0.4,
+        init_fraction: float | None = None,
         min_init_factors: int = 2,
         priors: FactorPriors | Mapping[str, Any] | None = None,
         prior_weight: float = 4.0,
         prior_start: int = 0,
-        portfolio: bool = True,
+        portfolio: bool | None = None,
     ) -> None:
+        chosen = defaults_for_budget(budget)
+        lambda_ = chosen["lambda_"] if lambda_ is None else lambda_
+        kappa = chosen["kappa"] if kappa is None else kappa
+        init_fraction = chosen["init_fraction"] if init_fraction is None else init_fraction
+        portfolio = chosen["portfolio"] if portfolio is None else portfolio
         super().__init__(space, budget=budget, seed=seed, graph=graph, baseline=baseline,
                          k=k, g=g, rho=0.0, tau=tau, lambda_=lambda_, exploitation=True,
                          exploration_term=True, heuristic=True, score_scale=score_scale,

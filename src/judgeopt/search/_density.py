@@ -38,7 +38,9 @@ def _log_mixture(x: np.ndarray, obs: np.ndarray, sizes: np.ndarray) -> np.ndarra
     log_prior = -np.log(sizes).sum()
     allk = np.concatenate([logk, np.full((len(x), 1), log_prior)], axis=1)
     top = allk.max(axis=1, keepdims=True)
-    return (top[:, 0] + np.log(np.exp(allk - top).sum(axis=1))) - math.log(allk.shape[1])
+    out: np.ndarray = (top[:, 0] + np.log(np.exp(allk - top).sum(axis=1))
+                       - math.log(allk.shape[1]))
+    return out
 
 
 def parzen_proposal(
