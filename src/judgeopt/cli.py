@@ -92,6 +92,13 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
             raise CLIError(f"with --router, --model names a model group of {router} (its "
                            f"model_name), not a model string; got {args.model!r}")
         return f"router:{router}" + (f"#{args.model}" if args.model else "")
+    if not args.model and default_model:
+        from .lm._spec import loadable_spec
+
+        try:
+            return loadable_spec(default_model)
+        except ValueError as e:
+            raise CLIError(str(e)) from e
     return str(args.model or default_model or "local")
 
 
@@ -600,10 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     b.set_defaults(func=_cmd_bench_search)
 
-    def add_model(p: argparse.ArgumentParser) -> None:
+    def add_model(p: argparse.ArgumentParser, default: str = "'local' (embedded "
+                  "Qwen2.5-Coder-1.5B) by default") -> None:
         p.add_argument("--model", default=None,
-                       help="'local' (embedded Qwen2.5-Coder-1.5B, the default), "
-                            "'local:NAME' or 'local:PATH.gguf', or any LiteLLM model string")
+                       help="'local', 'local:NAME' or 'local:PATH.gguf', or any LiteLLM model "
+                            f"string; {default}")
         p.add_argument("--api-base", default=None, help="endpoint of a LiteLLM model")
         p.add_argument("--router", metavar="FILE", default=None,
                        help="judge through a LiteLLM Router over several servers, configured "
@@ -666,7 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
     against.add_argument("--compare", metavar="OTHER.json",
                          help="also evaluate another exported judge (or ensemble) on the same "
                               "items and report the paired difference with its interval")
-    add_model(e)
+    add_model(e, default="default: the model the judge records (its `model`, e.g. "
+                         "'local:qwen2.5-coder-1.5b'), else 'local'")
     e.set_defaults(func=_cmd_evaluate)
 
     s = sub.add_parser("show", help="print a judge's rendered prompt template",

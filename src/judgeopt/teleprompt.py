@@ -50,6 +50,7 @@ from .judge import JudgeEnsemble, JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
+from .lm._spec import model_spec  # noqa: E402
 from .metrics import group_correlation  # noqa: E402
 from .racing import (  # noqa: E402
     RacingConfig,
@@ -576,8 +577,8 @@ class JudgeSearch(Teleprompter):
         compiled.validation = next(
             (s for s in reversed(summaries)
              if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
-        # A RouterLM's `spec` ("router:FILE#GROUP") rebuilds it; its `model` is one server's.
-        compiled.model_name = getattr(lm, "spec", None) or getattr(lm, "model", None)
+        # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
+        compiled.model_name = model_spec(lm)
         compiled.selection = selected.record
         compiled.comparisons = selected.comparisons
         compiled.ensemble = selected.ensemble
