@@ -583,9 +583,10 @@ class JudgeTask(_Model):
                     "have none, give one criteria text"
                 )
             for k, a in self.aspects.items():
-                extra = sorted(
-                    f for f in ("score_range", "rating_min", "scale_max") if f in a.model_fields_set
-                )
+                # NOTE: by value, not by `model_fields_set`: an exported task (model_dump)
+                # lists every field with its default, and must load again.
+                defaults = {"score_range": None, "rating_min": 1, "scale_max": {}}
+                extra = sorted(f for f, d in defaults.items() if getattr(a, f) != d)
                 if extra:
                     raise ValueError(f"aspects.{k}: {extra!r} only apply to pointwise tasks")
             return
