@@ -270,7 +270,40 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.items:
+        runs = [(labels[1], result)] if other is None else [(labels[1], result),
+                                                             (labels[0], ref)]
+        n = _write_items(args.items, runs, records)
+        print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
     return 0
+
+
+def item_rows(label: str, items: Sequence[Any], records: Sequence[Any]) -> list[dict[str, Any]]:
+    """One JSON-ready row per judged item (``judgeopt evaluate --items``).
+
+    ``status`` is ``ok`` (a rating or verdict was read), ``unparsed`` (the answer held none:
+    ``parse_error`` says why, ``raw`` is the answer) or ``failed`` (the call failed: ``error``).
+    """
+    inputs = {r.id: r.inputs for r in records}
+    rows = []
+    for item in items:
+        status = "failed" if item.error else ("unparsed" if item.score is None else "ok")
+        rows.append({"id": item.id, "judge": label, "prediction": item.score,
+                     "human": item.human, "status": status, "parse_error": item.parse_error,
+                     "error": item.error, "raw": item.raw, "inputs": inputs.get(item.id)})
+    return rows
+
+
+def _write_items(path: str, runs: Sequence[tuple[str, Any]], records: Sequence[Any]) -> int:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for label, result in runs:
+            for row in item_rows(label, result.items, records):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    return n
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -667,6 +700,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
     e.add_argument("--limit", type=_positive_int, help="use the first N records")
     e.add_argument("--json", help="also write the summary to this file")
+    e.add_argument("--items", metavar="OUT.jsonl",
+                   help="write one JSON line per judged item: id, judge, prediction, human "
+                        "score, status (ok / unparsed / failed), parse_error, error, raw "
+                        "answer and inputs (with --baseline/--compare: both judges' items)")
     against = e.add_mutually_exclusive_group()
     against.add_argument("--baseline", action="store_true",
                          help="also evaluate the task's MT-Bench baseline prompt on the same "
