@@ -118,11 +118,22 @@ def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) ->
         raise CLIError(str(e)) from e
 
 
-def _load_data(path: str, limit: int | None) -> list[Any]:
+def _load_data(path: str, limit: int | None, task: Any = None,
+               aspect: str | None = None) -> list[Any]:
+    """Records of ``path``; with a ``task``, also in the plain layout (its input fields and
+    aspect names as bare columns, ``score`` for ``aspect``; docs/tasks.md, "Your data")."""
     from .data import load_records
 
+    kwargs: dict[str, Any] = {}
+    if task is not None and hasattr(task, "input_names"):
+        kwargs["fields"] = list(task.input_names)
+        scores = {a: a for a in getattr(task, "aspect_names", ())} \
+            if getattr(task, "mode", "") == "pointwise" else {}
+        if aspect is not None and scores and "score" not in scores:
+            scores["score"] = aspect
+        kwargs["scores"] = {k: v for k, v in scores.items() if k not in kwargs["fields"]}
     try:
-        return load_records(path, limit=limit)
+        return load_records(path, limit=limit, **kwargs)
     except (ValueError, OSError) as e:
         raise CLIError(f"--data {path}: {e}") from e
 
@@ -142,8 +153,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             racing=args.racing, selection=args.selection, ensemble=args.ensemble)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    train = _load_data(args.data, args.limit)
-    val = _load_data(args.valid_data, args.limit) if args.valid_data else None
+    train = _load_data(args.data, args.limit, task, args.aspect)
+    val = _load_data(args.valid_data, args.limit, task, args.aspect) if args.valid_data \
+        else None
     model, lm = _lm_from_args(args)
     student = JudgeProgram(task, args.aspect, lm=lm)
     try:
@@ -156,7 +168,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         ensemble.model_name = model
     comparisons = dict(judge.comparisons or {})
     if args.test_data:
-        test = _load_data(args.test_data, args.test_limit)
+        test = _load_data(args.test_data, args.test_limit, task, args.aspect)
         baseline = judge.with_strategy(student.strategy)
         res, _, comp = evaluate_against(judge, baseline, test, threads=args.threads,
                                         progress=not args.no_progress, desc="test")
@@ -249,7 +261,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             _, other.lm = _lm_from_args(args, other.model_name)
         labels = (Path(args.compare).name, Path(args.judge).name)
-    records = _load_data(args.data, args.limit)
+    records = _load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
     try:
         if other is None:
             result = evaluate(judge, records, threads=args.threads,
@@ -304,6 +316,27 @@ def _write_items(path: str, runs: Sequence[tuple[str, Any]], records: Sequence[A
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
     return n
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .judge import JudgeTask
+    from .starter import starter_task
+
+    out = Path(args.out) if args.out else Path(Path(args.data).stem + ".toml")
+    if out.exists() and not args.force:
+        raise CLIError(f"{out} exists; choose another --out or pass --force to overwrite it")
+    try:
+        text = starter_task(args.data, name=args.name or out.stem)
+        task = JudgeTask.from_toml(text, source=str(out))
+    except (ValueError, OSError) as e:
+        raise CLIError(str(e)) from e
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}: task {task.name!r}, inputs {list(task.input_names)!r}, judged "
+          f"{list(task.judged_fields)!r}, aspects {list(task.aspect_names)!r}")
+    print(f"edit the criteria in {out}, then: judgeopt compile --task {out} --aspect "
+          f"{task.aspect_names[0]} --data {args.data} --out judge.json")
+    return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -714,6 +747,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_model(e, default="default: the model the judge records (its `model`, e.g. "
                          "'local:qwen2.5-coder-1.5b'), else 'local'")
     e.set_defaults(func=_cmd_evaluate)
+
+    it = sub.add_parser(
+        "init", help="write a starting task TOML from a labelled CSV/JSONL file",
+        description="Read a data file's columns and write a task signature to edit: text "
+                    "columns become input fields (the last one is judged), numeric columns "
+                    "aspects with the score range seen in the data; a label column (a/b/tie) "
+                    "makes a pairwise task.")
+    it.add_argument("--data", required=True, help="labelled CSV or JSONL (plain columns such "
+                                                  "as question,answer,helpfulness work)")
+    it.add_argument("--out", help="the TOML to write (default: DATA stem + .toml here)")
+    it.add_argument("--name", help="the task's name (default: the TOML's stem)")
+    it.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    it.set_defaults(func=_cmd_init)
 
     s = sub.add_parser("show", help="print a judge's rendered prompt template",
                        description="Print the messages of an exported judge, or of a task's "

@@ -291,9 +291,18 @@ class JudgeSearch(Teleprompter):
             factor = space[name]
             for v in allowed:
                 factor.index(v)
+            base = student.strategy.get(name)
             for v in factor.values:
-                if not any(type(v) is type(a) and v == a for a in allowed):
-                    graph.forbid({name: v}, reason="outside the optimizer's space")
+                if any(type(v) is type(a) and v == a for a in allowed):
+                    continue
+                if type(v) is type(base) and v == base:
+                    # NOTE: the search starts from the student's strategy (a task's native
+                    # scale 5 under the quick preset's scales 3 and 10), so its value stays.
+                    log.info("The optimizer's space for `%s` (%s) lacks the student's "
+                             "baseline value %r; it is kept, since the search starts there.",
+                             name, list(allowed), v)
+                    continue
+                graph.forbid({name: v}, reason="outside the optimizer's space")
         return graph
 
     def _check_decodings(self, student: JudgeProgram, graph: FactorGraph, lm: Any) -> None:

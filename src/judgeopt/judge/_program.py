@@ -144,8 +144,10 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
                aspect: str) -> list[Record]:
     """Convert records, dicts of the JSONL schema, or ``dspy.Example`` objects to records.
 
-    A ``dspy.Example`` carries the input fields plus the human label: the aspect's score
-    under the aspect's name or ``score`` (pointwise), or ``label`` (pairwise).
+    A ``dspy.Example`` (or a plain dict without ``inputs``, e.g. ``{"question": ...,
+    "answer": ..., "score": 4}``) carries the input fields plus the human label: the
+    aspect's score under the aspect's name or ``score`` (pointwise), or ``label``
+    (pairwise).
 
     Raises:
         ValueError: When an example lacks an input field or its human label.
@@ -155,7 +157,8 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
         if isinstance(item, Record):
             out.append(item)
             continue
-        if isinstance(item, dspy.Example):
+        if isinstance(item, dspy.Example) or (isinstance(item, Mapping)
+                                               and "inputs" not in item):
             d = dict(item.items())
             if "inputs" not in d:
                 missing = [f for f in task.input_names if f not in d]

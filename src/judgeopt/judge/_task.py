@@ -26,6 +26,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._factors import ARTIFACTS, SCALES
+from ._task_defaults import fill_task_defaults
 
 __all__ = [
     "Aspect",
@@ -458,7 +459,7 @@ class JudgeTask(_Model):
     def _fill_defaults(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        out = dict(data)
+        out = fill_task_defaults(data)
         noun = out.get("noun")
         if "noun_title" not in out and isinstance(noun, str) and noun:
             out["noun_title"] = noun[:1].upper() + noun[1:]
