@@ -145,3 +145,20 @@ def test_jsonl_with_a_score_key_and_init_errors(tmp_path: Path, monkeypatch, cap
     one.write_text("answer,score\na,3\n")
     assert main(["init", "--data", str(one), "--out", str(tmp_path / "one.toml")]) == 2
     assert "at least 2 text columns" in capsys.readouterr().err
+
+
+def test_a_baseline_outside_the_presets_space_is_named(tmp_path: Path, monkeypatch,
+                                                        capsys) -> None:
+    import judgeopt.lm
+
+    data = tmp_path / "mine.csv"
+    _write_csv(data)
+    toml = tmp_path / "wide.toml"
+    toml.write_text(MINIMAL.replace("[1, 5]", "[1, 100]"))
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate_by_length).lm)
+    rc = main(["compile", "--task", str(toml), "--aspect", "helpfulness", "--data", str(data),
+               "--optimizer", "quick", "--out", str(tmp_path / "j.json"), "--no-progress",
+               "--model", "openai/x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "scale=100 (the space allows [3, 5, 10])" in err
+    assert "baseline_scale" in err

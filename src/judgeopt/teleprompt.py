@@ -291,18 +291,9 @@ class JudgeSearch(Teleprompter):
             factor = space[name]
             for v in allowed:
                 factor.index(v)
-            base = student.strategy.get(name)
             for v in factor.values:
-                if any(type(v) is type(a) and v == a for a in allowed):
-                    continue
-                if type(v) is type(base) and v == base:
-                    # NOTE: the search starts from the student's strategy (a task's native
-                    # scale 5 under the quick preset's scales 3 and 10), so its value stays.
-                    log.info("The optimizer's space for `%s` (%s) lacks the student's "
-                             "baseline value %r; it is kept, since the search starts there.",
-                             name, list(allowed), v)
-                    continue
-                graph.forbid({name: v}, reason="outside the optimizer's space")
+                if not any(type(v) is type(a) and v == a for a in allowed):
+                    graph.forbid({name: v}, reason="outside the optimizer's space")
         return graph
 
     def _check_decodings(self, student: JudgeProgram, graph: FactorGraph, lm: Any) -> None:
@@ -328,10 +319,18 @@ class JudgeSearch(Teleprompter):
             # student was built with another one.
             base = student.strategy
             if not graph.is_valid(base):
+                outside = [f"{name}={base[name]!r} (the space allows "
+                           f"{list(self.config.space[name])!r})"
+                           for name in self.config.space if name in base
+                           and not any(type(base[name]) is type(a) and base[name] == a
+                                       for a in self.config.space[name])]
+                what = "; ".join(outside) if outside else "a forbidden combination"
                 raise ValueError(
                     f"The student's strategy {base} (the search's baseline) is outside the "
-                    f"optimizer's `space`; the {self.config.search} search starts from it, so "
-                    "allow its values or build the student with a strategy inside the space.")
+                    f"optimizer's `space`: {what}. The {self.config.search} search starts "
+                    "from it, so add its values to the preset's [space] (e.g. the task's "
+                    "baseline_scale to `scale`), or build the student with a strategy inside "
+                    "the space.")
             kwargs["baseline"] = base
         return cls(graph.space, budget=self.config.budget, seed=self.config.seed, graph=graph,
                    **kwargs)
