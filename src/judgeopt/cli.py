@@ -138,26 +138,74 @@ def _load_data(path: str, limit: int | None, task: Any = None,
         raise CLIError(f"--data {path}: {e}") from e
 
 
+def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
+    """The aspects of ``--aspect a,b,c`` / ``--aspects all`` (each checked)."""
+    if args.aspects is not None:
+        if args.aspects == "all":
+            return list(task.aspect_names)
+        names = _csv_list(args.aspects)
+    else:
+        names = _csv_list(args.aspect)
+    for name in names:
+        task.aspect(name)
+    if len(set(names)) != len(names):
+        raise ValueError(f"--aspect lists an aspect more than once: {names!r}")
+    return names
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate_against
-    from .judge import JudgeProgram, load_task
+    from .judge import load_task
     from .teleprompt import JudgeSearch, load_optimizer
 
     try:
         task = load_task(args.task)
-        task.aspect(args.aspect)
+        aspects = _compile_aspects(args, task)
         preset = load_optimizer(args.optimizer)
-        optimizer = JudgeSearch.from_config(
-            preset, budget=args.budget, seed=args.seed, threads=args.threads,
-            checkpoint_dir=args.checkpoint or f"{args.out}.ckpt", progress=not args.no_progress,
-            racing=args.racing, selection=args.selection, ensemble=args.ensemble)
-    except ValueError as e:
+        JudgeSearch.from_config(preset, budget=args.budget, seed=args.seed,
+                                racing=args.racing, selection=args.selection,
+                                ensemble=args.ensemble)  # validate before loading a model
+    except (ValueError, argparse.ArgumentTypeError) as e:
         raise CLIError(str(e)) from e
-    train = _load_data(args.data, args.limit, task, args.aspect)
-    val = _load_data(args.valid_data, args.limit, task, args.aspect) if args.valid_data \
-        else None
+    several = len(aspects) > 1
+    root = Path(args.out)
+    if several and root.suffix == ".json":
+        raise CLIError(f"with several aspects ({', '.join(aspects)}), --out names a directory "
+                       f"(one judge per aspect plus index.json); got {args.out!r}")
+    # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = _lm_from_args(args)
-    student = JudgeProgram(task, args.aspect, lm=lm)
+    written: dict[str, str] = {}
+    for aspect in aspects:
+        out = root / f"{aspect}.json" if several else root
+        if several:
+            print(f"== {task.name} / {aspect}", flush=True)
+        ckpt = (str(Path(args.checkpoint) / aspect) if several else args.checkpoint) \
+            if args.checkpoint else f"{out}.ckpt"
+        try:
+            optimizer = JudgeSearch.from_config(
+                preset, budget=args.budget, seed=args.seed, threads=args.threads,
+                checkpoint_dir=ckpt, progress=not args.no_progress, racing=args.racing,
+                selection=args.selection, ensemble=args.ensemble)
+        except ValueError as e:
+            raise CLIError(str(e)) from e
+        _compile_aspect(args, task, aspect, model, lm, optimizer, out)
+        written[aspect] = out.name
+    if several:
+        from .judge import write_judge_index
+
+        index = write_judge_index(root / "index.json", task.name, written, model=model)
+        print(f"wrote {index} ({len(written)} judges of {task.name}: {', '.join(written)})")
+    return 0
+
+
+def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any,
+                    optimizer: Any, out: Path) -> None:
+    """Compile, test and write the judge of one aspect."""
+    from .evaluate import evaluate_against
+    from .judge import JudgeProgram
+
+    train = _load_data(args.data, args.limit, task, aspect)
+    val = _load_data(args.valid_data, args.limit, task, aspect) if args.valid_data else None
+    student = JudgeProgram(task, aspect, lm=lm)
     try:
         judge = optimizer.compile(student, trainset=train, valset=val)
     except ValueError as e:
@@ -167,12 +215,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if ensemble is not None:
         ensemble.model_name = model
     comparisons = dict(judge.comparisons or {})
+    test = None
     if args.test_data:
-        test = _load_data(args.test_data, args.test_limit, task, args.aspect)
+        test = _load_data(args.test_data, args.test_limit, task, aspect)
         baseline = judge.with_strategy(student.strategy)
         res, _, comp = evaluate_against(judge, baseline, test, threads=args.threads,
                                         progress=not args.no_progress, desc="test")
         judge.test = res.summary()
+        judge.test_items = res.items
         comparisons["test"] = comp.to_dict()
         judge.comparisons = comparisons
         if ensemble is not None:
@@ -182,7 +232,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                                               progress=not args.no_progress, desc="test")
             ensemble.test = eres.summary()
             ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
-    out = Path(args.out)
     if ensemble is not None:
         single = out.with_name(out.stem + ".single.json")
         judge.save(single)
@@ -195,7 +244,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
               "(the chosen single judge)")
     else:
         print(f"wrote {out}")
-    return 0
 
 
 def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
@@ -696,7 +744,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Search a judge's prompting strategy with HPSS (or another "
                                    "search) on labelled data and export the best judge as JSON.")
     c.add_argument("--task", required=True, help="signature TOML file or shipped task name")
-    c.add_argument("--aspect", required=True, help="the aspect to judge")
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("--aspect", help="the aspect to judge, or several: a,b,c (one judge "
+                                        "per aspect in the --out directory, plus index.json)")
+    which.add_argument("--aspects", metavar="all|a,b,c",
+                       help="several aspects in one command ('all': every aspect of the "
+                            "task), sharing the model and its cache; --out is then a "
+                            "directory with <aspect>.json per aspect and index.json")
     c.add_argument("--data", required=True,
                    help="labelled JSONL/CSV: example pool and (without --valid-data) scoring set")
     c.add_argument("--valid-data", help="labelled data to score strategies on")
@@ -724,7 +778,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export the mean of the M best strategies' z-normalised ratings as "
                         "one judge (OUT; the chosen single judge goes to OUT stem + "
                         ".single.json)")
-    c.add_argument("--out", required=True, help="the exported judge (JSON)")
+    c.add_argument("--out", required=True, help="the exported judge (JSON); with several "
+                                                "aspects a directory")
     add_model(c)
     c.set_defaults(func=_cmd_compile)
 
