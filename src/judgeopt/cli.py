@@ -244,6 +244,12 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
               "(the chosen single judge)")
     else:
         print(f"wrote {out}")
+    if not args.no_report:
+        from .report import write_judge_report
+
+        report = out.with_name(out.stem + ".report")
+        write_judge_report(judge, report)
+        print(f"wrote the report {report / 'index.html'}")
 
 
 def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
@@ -364,6 +370,19 @@ def _write_items(path: str, runs: Sequence[tuple[str, Any]], records: Sequence[A
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
     return n
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_judge_report
+
+    out = Path(args.out) if args.out else Path(args.judge).with_suffix(".report")
+    try:
+        files = write_judge_report(args.judge, out, figures=not args.no_figures)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    pngs = [f.name for f in files if f.suffix == ".png"]
+    print(f"wrote {files[0]}" + (f" and {', '.join(pngs)}" if pngs else " (no figures)"))
+    return 0
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -780,6 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
                         ".single.json)")
     c.add_argument("--out", required=True, help="the exported judge (JSON); with several "
                                                 "aspects a directory")
+    c.add_argument("--no-report", action="store_true",
+                   help="do not write the HTML report (OUT stem + .report/index.html)")
     add_model(c)
     c.set_defaults(func=_cmd_compile)
 
@@ -802,6 +823,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_model(e, default="default: the model the judge records (its `model`, e.g. "
                          "'local:qwen2.5-coder-1.5b'), else 'local'")
     e.set_defaults(func=_cmd_evaluate)
+
+    rp = sub.add_parser(
+        "report", help="write a compiled judge's HTML report and PNG figures",
+        description="Write DIR/index.html (self-contained) and PNG figures of an exported "
+                    "judge: the search trace with the best so far and the baseline, each "
+                    "factor value's mean score with intervals, the gain over the baseline with "
+                    "its interval, judge vs human on the test items, and the chosen prompt.")
+    rp.add_argument("judge", help="exported judge JSON")
+    rp.add_argument("--out", help="the report directory (default: JUDGE stem + .report)")
+    rp.add_argument("--no-figures", action="store_true", help="write the HTML only")
+    rp.set_defaults(func=_cmd_report)
 
     it = sub.add_parser(
         "init", help="write a starting task TOML from a labelled CSV/JSONL file",

@@ -103,6 +103,7 @@ class ExportedJudge(_Model):
     search: dict[str, Any] | None = None
     selection: dict[str, Any] | None = None
     comparisons: dict[str, dict[str, Any]] | None = None
+    test_items: list[dict[str, Any]] | None = None
 
 
 def export_judge(program: JudgeProgram) -> ExportedJudge:
@@ -168,7 +169,19 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         search=search,
         selection=getattr(program, "selection", None),
         comparisons=getattr(program, "comparisons", None),
+        test_items=_test_items(getattr(program, "test_items", None)),
     )
+
+
+def _test_items(items: Any) -> list[dict[str, Any]] | None:
+    """``[{"id", "human", "score"}]`` of the test items (ItemResults or such dicts)."""
+    if not items:
+        return None
+    out = []
+    for item in items:
+        get = item.get if isinstance(item, dict) else lambda k, i=item: getattr(i, k, None)
+        out.append({"id": get("id"), "human": get("human"), "score": get("score")})
+    return out
 
 
 def rendered_messages(program: JudgeProgram, criteria_text: str | None,
@@ -294,6 +307,7 @@ def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
     program.test = data.test
     program.selection = data.selection
     program.comparisons = data.comparisons
+    program.test_items = data.test_items
     program.model_name = data.model
     program.exported_search = data.search  # type: ignore[attr-defined]
     _check_rendered(program, data, p)

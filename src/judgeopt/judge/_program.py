@@ -291,6 +291,8 @@ class JudgeProgram(dspy.Module):
         #: The prompt ensemble a compile built beside this judge (``ensemble=M``), if any.
         self.ensemble: Any = None
         self.model_name: str | None = None
+        #: Per-item test judgements (``[{"id", "human", "score"}]``) for reports, if any.
+        self.test_items: list[Any] | None = None
 
     # Derived -----------------------------------------------------------------------------
     @property
@@ -343,6 +345,7 @@ class JudgeProgram(dspy.Module):
         new.selection = None
         new.comparisons = None
         new.ensemble = None
+        new.test_items = None
         return new
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
