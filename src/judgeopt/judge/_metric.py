@@ -129,8 +129,11 @@ class JudgeMetric:
         self.on_unparsed = on_unparsed
         self.fields = dict(fields or {})
         self.prefer = prefer
-        #: The last prediction of the judge (for inspection).
+        #: The last prediction of the judge, the last value returned and the number of
+        #: calls (for inspection).
         self.last: Any = None
+        self.last_value: float | bool | None = None
+        self.calls = 0
 
     def __repr__(self) -> str:
         return (f"JudgeMetric({self.judge!r}, threshold={self.threshold}, "
@@ -197,6 +200,9 @@ class JudgeMetric:
     def __call__(self, example: Any, pred: Any, trace: Any = None) -> float | bool:
         """Score one pair; pass/fail (bool) under a ``trace`` when a threshold is set."""
         value = self.score(example, pred)
+        result: float | bool = value
         if self.threshold is not None and trace is not None:
-            return value >= self.threshold
-        return value
+            result = value >= self.threshold
+        self.calls += 1
+        self.last_value = result
+        return result
