@@ -35,7 +35,15 @@ ARTICLES = [
 
 
 class LeadSentence(dspy.Module):
-    """A deterministic summarizer (the program a judge scores): the first sentence."""
+    """A deterministic summarizer (the program a judge scores): the first sentence.
+
+    It holds a predictor it does not call (SmolLM2 cannot follow DSPy's output format), so
+    that BestOfN/Refine, which look up a program's LM, treat it like a real program.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draft = dspy.Predict("source -> summary")
 
     def forward(self, source: str) -> dspy.Prediction:
         return dspy.Prediction(summary=source.split(". ")[0] + ".")
@@ -74,7 +82,8 @@ def test_metric_in_evaluate_bestofn_refine_and_an_optimizer(judge: JudgeProgram)
     for wrapper in (dspy.BestOfN, dspy.Refine):
         reward = judge.as_metric()
         program = wrapper(module=LeadSentence(), N=2, reward_fn=reward, threshold=0.0)
-        pred = program(source=ARTICLES[0])
+        with dspy.context(lm=judge.lm):
+            pred = program(source=ARTICLES[0])
         assert pred.summary.startswith("The city council") and reward.calls >= 1
         assert 0.0 <= float(reward.last_value) <= 1.0
     # An optimizer's metric= gets a trace, so a threshold gives pass/fail.

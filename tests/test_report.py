@@ -138,3 +138,26 @@ def test_factor_effects_means_and_intervals() -> None:
     assert scale3["value"] == "3" and scale3["n"] == 2 and scale3["mean"] == pytest.approx(0.3)
     assert scale3["lo"] < 0.3 < scale3["hi"]
     assert eff["scale"][1] == {"value": "10", "n": 1, "mean": 0.6, "lo": None, "hi": None}
+
+
+def test_report_renders_in_a_headless_browser(tmp_path: Path) -> None:
+    """Only where Playwright and its Chromium are installed (not installed here: skipped)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    trace = [{"number": i, "strategy": {"scale": s, "cot": c}, "score": x}
+             for i, (s, c, x) in enumerate([(3, "none", 0.1), (10, "none", 0.3),
+                                            (3, "prefix", 0.2), (10, "prefix", 0.25)])]
+    from judgeopt.judge import JudgeProgram, load_task
+
+    data = JudgeProgram(load_task("topical_chat"), "naturalness").export()
+    data["search"] = {"search": "hpss", "metric": "spearman", "trace": trace}
+    files = write_judge_report(data, tmp_path / "r")
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch()
+            page = browser.new_page()
+            page.goto(files[0].resolve().as_uri())
+            widths = page.eval_on_selector_all("img", "els => els.map(e => e.naturalWidth)")
+            browser.close()
+    except Exception as e:  # noqa: BLE001 - no browser binary installed
+        pytest.skip(f"no headless Chromium: {e}")
+    assert widths and all(w > 100 for w in widths)
