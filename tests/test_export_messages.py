@@ -103,3 +103,16 @@ def test_pairwise_export_and_load_round_trip(shared_data: Path, tmp_path: Path) 
     assert loaded.task.mode == "pairwise" and loaded.strategy == judge.strategy
     assert [loaded(**r.inputs).score for r in pairs[:4]] == before
     assert loaded.export()["messages"] == data["messages"]
+
+
+def test_show_prints_the_filled_messages(records, tmp_path: Path, capsys) -> None:
+    from judgeopt.cli import main
+
+    full_judge(records).save(tmp_path / "judge.json")
+    assert main(["show", str(tmp_path / "judge.json")]) == 0
+    out = capsys.readouterr().out
+    assert "[system]\nYou are a helpful assistant." in out and "## Example 3:" in out
+    assert "{icl_examples}" not in out and "{autocot_steps}" not in out
+    assert "# placeholders: {source}, {summary}, {metrics_questions}" in out
+    assert main(["show", str(tmp_path / "judge.json"), "--template"]) == 0
+    assert "{icl_examples}" in capsys.readouterr().out

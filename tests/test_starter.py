@@ -162,3 +162,20 @@ def test_a_baseline_outside_the_presets_space_is_named(tmp_path: Path, monkeypat
     err = capsys.readouterr().err
     assert rc == 2 and "scale=100 (the space allows [3, 5, 10])" in err
     assert "baseline_scale" in err
+
+
+def test_init_reads_the_shared_schema_and_pairwise_labels(shared_data: Path,
+                                                          tmp_path: Path) -> None:
+    out = tmp_path / "se.toml"
+    assert main(["init", "--data", str(shared_data / "summeval" / "full.jsonl"), "--out",
+                 str(out)]) == 0
+    task = load_task(out)
+    # SummEval's human `reference` input is a reserved name: left out, and said so.
+    assert task.input_names == ("source", "summary") and "Left out" in out.read_text()
+    assert task.aspect_names == ("coherence", "consistency", "fluency", "relevance")
+    out = tmp_path / "pairs.toml"
+    assert main(["init", "--data", str(shared_data / "llmbar" / "natural.jsonl"), "--out",
+                 str(out)]) == 0
+    pair = load_task(out)
+    assert pair.mode == "pairwise" and pair.judged_fields == ("output_a", "output_b")
+    assert pair.aspect_names == ("overall",)

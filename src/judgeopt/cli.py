@@ -426,9 +426,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 if len(members) > 1:
                     print(f"## member {i + 1} of {len(members)}")
                 print(f"# {data['task_name']} / {data['aspect']}: {judge.strategy}\n")
-                if judge.task.system:
-                    print(f"[system]\n{judge.task.system}\n")
-                print(f"[user]\n{data['template']}\n")
+                if args.template:
+                    if judge.task.system:
+                        print(f"[system]\n{judge.task.system}\n")
+                    print(f"[user]\n{data['template']}\n")
+                    continue
+                for message in data["messages"]:
+                    print(f"[{message['role']}]\n{message['content']}\n")
+                print("# placeholders: " + ", ".join("{" + n + "}"
+                                                     for n in data["placeholders"]))
             return 0
         if not (args.task and args.aspect):
             raise CLIError("give a judge file, or --task and --aspect")
@@ -848,13 +854,17 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--force", action="store_true", help="overwrite an existing --out")
     it.set_defaults(func=_cmd_init)
 
-    s = sub.add_parser("show", help="print a judge's rendered prompt template",
-                       description="Print the messages of an exported judge, or of a task's "
-                                   "strategy, with placeholders for the input fields.")
+    s = sub.add_parser("show", help="print a judge's rendered prompt",
+                       description="Print the messages of an exported judge (every artifact "
+                                   "filled in, placeholders for the item's fields), or of a "
+                                   "task's strategy.")
     s.add_argument("judge", nargs="?", help="exported judge JSON")
     s.add_argument("--task", help="signature TOML file or shipped task name")
     s.add_argument("--aspect", help="the aspect")
     s.add_argument("--strategy", help="'baseline' (default), a JSON object or a JSON file")
+    s.add_argument("--template", action="store_true",
+                   help="for a judge file: show the template with the artifacts as "
+                        "placeholders ({icl_examples}, ...) instead of the filled messages")
     s.set_defaults(func=_cmd_show)
 
     g = sub.add_parser(

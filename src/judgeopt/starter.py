@@ -94,7 +94,10 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
     if not p.is_file():
         raise ValueError(f"Data file not found: {p}")
     order, values = _columns(p, max_rows)
+    from .judge._task import RESERVED
+
     texts: list[str] = []
+    reserved: list[str] = []
     numbers: dict[str, list[float]] = {}
     pairwise = False
     for column in order:
@@ -108,6 +111,8 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
         parsed = [_number(v) for v in cells]
         if column.startswith("scores.") or (cells and all(x is not None for x in parsed)):
             numbers[base] = [x for x in parsed if x is not None and math.isfinite(x)]
+        elif base in RESERVED or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", base):
+            reserved.append(base)  # cannot be an input field's name: left out
         else:
             texts.append(base)
     if len(texts) < (3 if pairwise else 2):
@@ -141,6 +146,8 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
                   f"score_range = [{lo}, {hi}]"]
     lines.append("")
     lines.append("# The input fields, in prompt order (`label` is the heading the judge sees).")
+    if reserved:
+        lines.append(f"# Left out (a reserved name or not an identifier): {', '.join(reserved)}.")
     for column in texts:
         lines += ["[[inputs]]", f"name = {json.dumps(column)}",
                   f"label = {json.dumps(column.replace('_', ' ').capitalize())}", ""]
@@ -153,6 +160,8 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
             lines.append(f"# scores from the column {column!r}")
         label = aspect.replace("_", " ")
         noun = "response" if pairwise else judged[0].replace("_", " ")
-        text = f"{label.capitalize()}: how good the {noun} is in {label}."
+        text = (f"{label.capitalize()}: which response follows the instruction and answers "
+                "it better." if pairwise else
+                f"{label.capitalize()}: how good the {noun} is in {label}.")
         lines += [f"criteria = {json.dumps(text)}", ""]
     return "\n".join(lines)
