@@ -196,7 +196,7 @@ def test_auto_with_priors_starts_at_the_priors_then_runs_its_plan() -> None:
         base.replace(fr=v) for v in range(1, 10)]
     assert [t.kind for t in search.trials] == ["init"] * 13
     # Advantages start at prior_weight / (prior_weight + kappa) of the priors.
-    adv = AutoSearch(space, budget=50, seed=0, priors=priors)
+    adv = AutoSearch(space, budget=50, seed=0, priors=priors, kappa=1.0)
     drive(adv, 1, lambda s: 0.0)
     a = adv.trials[0].advantages
     assert a is not None
