@@ -967,9 +967,9 @@ def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: st
 
 
 class Auto(JudgeSearch):
-    """judgeopt's default search (:class:`judgeopt.search.AutoSearch`: HPSS without the
-    initialisation pass, with shrunken advantages) as a DSPy teleprompter. Keyword arguments
-    as :class:`JudgeSearch`."""
+    """judgeopt's default search (:class:`judgeopt.search.AutoSearch`: HPSS with a
+    budget-aware start, shrunken advantages and constants chosen per budget) as a DSPy
+    teleprompter. Keyword arguments as :class:`JudgeSearch`."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("auto", **kwargs)

@@ -58,8 +58,8 @@ class AutoSearch(HPSS):
       found no budget where that helps, so ``auto`` exploits only when the neighbourhood of
       the whole population is exhausted (HPSS's stall fallback: after
       ``_MAX_EMPTY_GENERATIONS`` generations without a new strategy).
-    * **A stronger UCB bonus** (``lambda_ = 8``): with no initialisation pass every value
-      starts unseen, and a larger bonus spreads the early mutations over the factors.
+    * **A UCB bonus chosen per budget** (``lambda_`` 4 or 8): with no initialisation pass
+      most values start unseen, and a larger bonus spreads the early mutations over them.
     * **A portfolio arm** (``portfolio=True``): besides the population's one-factor
       mutations (the *local* arm), proposals can come from a multivariate Parzen estimator
       over everything evaluated (the *global* arm, Optuna's TPE rebuilt in numpy:
