@@ -30,6 +30,10 @@ PriorFactory = Callable[[FactorSpace, int, int, Strategy, FactorPriors], SearchS
 
 METHODS: dict[str, Factory] = {
     "auto": lambda sp, b, s, base: AutoSearch(sp, budget=b, seed=s, baseline=base),
+    # `auto` as it stood before issue 16: the same constants at every budget, no portfolio.
+    "auto-v1": lambda sp, b, s, base: AutoSearch(
+        sp, budget=b, seed=s, baseline=base, lambda_=8.0, kappa=1.0, init_fraction=0.4,
+        portfolio=False),
     "hpss": lambda sp, b, s, base: HPSS(sp, budget=b, seed=s, baseline=base),
     "hpss-no-exploit": lambda sp, b, s, base: HPSS(
         sp, budget=b, seed=s, baseline=base, exploitation=False),
