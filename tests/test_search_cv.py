@@ -107,3 +107,21 @@ def test_single_fold_and_empty_family(tmp_path: Path) -> None:
         cross_validate_searches(surfaces, {"g": {"g": _grid}}, hold_out="model", budgets=[1])
     with pytest.raises(ValueError, match="no configuration"):
         cross_validate_searches(surfaces, {"g": {}}, hold_out="task", budgets=[1])
+
+
+def test_single_configuration_equals_the_plain_benchmark(shared_data: Path) -> None:
+    """A family with one configuration is scored on every surface as the plain benchmark."""
+    from judgeopt.bench import run_search_benchmark
+    from judgeopt.search import HPSS
+
+    factors = ["base_prompt", "task_description", "format_requirement"]
+    base = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
+    surfaces = load_surfaces(shared_data / "prexme_surface" / "dev.csv", group=["model", "task"],
+                             factors=factors, objective="kendall")
+    fams = {"hpss": {"hpss": lambda sp, b, s, bl: HPSS(sp, budget=b, seed=s, baseline=bl)}}
+    cv = cross_validate_searches(surfaces, fams, hold_out="model", budgets=[35], seeds=2,
+                                 baseline=base)
+    plain = run_search_benchmark(surfaces, ["hpss"], budget=35, seeds=2, baseline=base)
+    assert cv.results[35]["hpss"].norm_regret == pytest.approx(plain.methods["hpss"].norm_regret)
+    assert cv.results[35]["hpss"].p_top1 == pytest.approx(plain.methods["hpss"].p_top1)
+    assert set(cv.results[35]["hpss"].picks) == {"LLaMA3-8B", "Mixtral-8x7B", "NousHermes-13B"}
