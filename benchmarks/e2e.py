@@ -45,7 +45,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np  # noqa: E402
 
-from judgeopt.data import Record, load_records  # noqa: E402
+from judgeopt.data import Record, load_records, split_holdout  # noqa: E402
 from judgeopt.evaluate import EvalResult, ItemResult, compare, evaluate, merge_results  # noqa: E402
 from judgeopt.judge import JudgeProgram, load_task  # noqa: E402
 from judgeopt.lm import make_lm  # noqa: E402
@@ -64,34 +64,8 @@ log = logging.getLogger("e2e")
 
 def split_groups(records: Sequence[Record], n_valid: int, n_test: int, seed: int,
                  per_group: int | None = None) -> tuple[list[Record], list[Record]]:
-    """Disjoint validation and test sets of whole groups, in a seeded random order.
-
-    With ``per_group``, each group keeps that many members (seeded) first.
-    """
-    rng = np.random.default_rng(seed)
-    members: dict[str, list[Record]] = {}
-    for r in records:
-        members.setdefault(r.group_id or r.id, []).append(r)
-    if per_group is not None:
-        for g, rs in members.items():
-            if len(rs) > per_group:
-                keep = sorted(int(i) for i in rng.choice(len(rs), size=per_group, replace=False))
-                members[g] = [rs[i] for i in keep]
-    groups = sorted(members)
-    valid: list[Record] = []
-    test: list[Record] = []
-    for i in rng.permutation(len(groups)):
-        rs = members[groups[int(i)]]
-        if len(valid) < n_valid:
-            valid.extend(rs)
-        elif len(test) < n_test:
-            test.extend(rs)
-        else:
-            break
-    if len(valid) < n_valid or len(test) < n_test:
-        raise ValueError(f"not enough items: {len(records)} records give {len(valid)} "
-                         f"validation and {len(test)} test items")
-    return valid, test
+    """Disjoint validation and test sets of whole groups (:func:`judgeopt.data.split_holdout`)."""
+    return split_holdout(records, n_valid, n_test, seed=seed, per_group=per_group)
 
 
 def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: str,

@@ -688,11 +688,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .demo import DEMO_PAIR, run_demo
 
-    return run_demo(model=_model_string(args), api_base=args.api_base,
-                    n_valid=args.n_valid, n_test=args.n_test, budget=args.budget,
-                    out_dir=Path(args.out_dir), progress=not args.no_progress)
+    if args.task not in (None, DEMO_PAIR[0]) and args.aspect is None:
+        raise CLIError("--task needs --aspect (the demo's default aspect belongs to its "
+                       f"default task {DEMO_PAIR[0]!r})")
+    try:
+        return run_demo(model=_model_string(args), api_base=args.api_base,
+                        task=args.task or DEMO_PAIR[0], aspect=args.aspect or DEMO_PAIR[1],
+                        n_valid=args.n_valid, n_test=args.n_test, budget=args.budget,
+                        threads=args.threads, out_dir=Path(args.out_dir),
+                        progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as e:
+        raise CLIError(str(e)) from e
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1058,11 +1066,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "saves memory)")
     sv.set_defaults(func=_cmd_serve)
 
-    d = sub.add_parser("demo", help="compile a Topical-Chat naturalness judge with the "
-                                    "embedded model and compare it with the MT-Bench baseline")
-    d.add_argument("--n-valid", type=_positive_int, default=12, help="validation items (12)")
-    d.add_argument("--n-test", type=_positive_int, default=30, help="held-out test items (30)")
-    d.add_argument("--budget", type=_positive_int, default=8, help="strategies to try (8)")
+    d = sub.add_parser("demo", help="compile a judge on a few labelled items with the embedded "
+                                    "model and test it against the MT-Bench baseline on held-out "
+                                    "items")
+    d.add_argument("--task", default=None,
+                   help="task of the shared data (default: the demo's pair, sfres)")
+    d.add_argument("--aspect", default=None, help="the task's aspect (default: naturalness)")
+    d.add_argument("--n-valid", type=_positive_int, default=40,
+                   help="items to compile on: half search, half confirmation (40)")
+    d.add_argument("--n-test", type=_positive_int, default=100, help="held-out test items (100)")
+    d.add_argument("--budget", type=_positive_int, default=6, help="strategies to try (6)")
     d.add_argument("--out-dir", default="runs/demo", help="where the judge and checkpoint go")
     add_model(d)
     d.set_defaults(func=_cmd_demo)

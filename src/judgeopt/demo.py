@@ -1,8 +1,21 @@
-"""``judgeopt demo``: compile a Topical-Chat naturalness judge and compare it with MT-Bench's.
+"""``judgeopt demo``: compile a judge on a few labelled items and test it against MT-Bench's.
 
-With the embedded default model (Qwen2.5-Coder-1.5B-Instruct in process) it searches the
-``quick`` preset's strategies on a small validation subset, then scores the best judge and the
-MT-Bench baseline prompt on held-out test items. About 17 minutes on 2 idle CPU cores.
+The demo does what a user does with judgeopt, at a size that runs in minutes on a laptop CPU
+with the embedded default model (Qwen2.5-Coder-1.5B-Instruct in process):
+
+1. Take the labelled items of one task-aspect pair from the shared datasets and split them
+   by whole groups exactly as ``benchmarks/e2e.py`` does (same seed, same sizes), then use
+   the first ``n_valid`` items of the benchmark's *validation* part to compile on and the
+   first ``n_test`` items of its *test* part to test on. The demo's setup was chosen from the
+   benchmark's validation results, so its test items have chosen nothing.
+2. Compile with the default selection rule: search the ``quick`` space (plus the ``expected``
+   decoding when the LM gives logprobs) on half the validation items, re-judge the best
+   strategies and the baseline on the other half, keep a strategy only if its gain over the
+   baseline is confirmed there (otherwise keep the baseline, and say so).
+3. Judge the held-out test items with the MT-Bench baseline and the chosen judge and print
+   both correlations with the paired bootstrap interval of the gain.
+
+A re-run with the same ``out_dir`` resumes from the checkpoint and repeats no judgement.
 """
 
 from __future__ import annotations
@@ -11,10 +24,16 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+__all__ = ["DEMO_PAIR", "find_shared_data", "run_demo"]
 
-__all__ = ["find_shared_data", "run_demo"]
+DEMO_PAIR: tuple[str, str] = ("sfres", "naturalness")
+"""The demo's task and aspect (see docs/benchmarks.md, "The demo", for why this pair)."""
+
+# The benchmark's split (benchmarks/e2e.py defaults): the demo draws from the same parts.
+_E2E_SPLIT = {"n_valid": 100, "n_test": 200, "seed": 0}
+_PER_GROUP = {"summeval": 8}
 
 
 def find_shared_data() -> Path:
@@ -32,67 +51,131 @@ def find_shared_data() -> Path:
             return c
     raise FileNotFoundError(
         "The demo needs the shared datasets: set JUDGEOPT_DATA to the folder that holds "
-        "topical_chat/valid.jsonl, or put it at ../shared/data beside the project.")
+        "topical_chat/, sfres/, ..., or put it at ../shared/data beside the project.")
 
 
-def _sample(records: list, n: int, seed: int) -> list:  # type: ignore[type-arg]
-    if n >= len(records):
-        return records
-    idx = np.sort(np.random.default_rng(seed).choice(len(records), size=n, replace=False))
-    return [records[int(i)] for i in idx]
+def _head_groups(records: list[Any], n: int) -> list[Any]:
+    """The shortest prefix of whole groups holding at least ``n`` records."""
+    out: list[Any] = []
+    seen: set[str] = set()
+    for r in records:
+        g = r.group_id or r.id
+        if len(out) >= n and g not in seen:
+            break
+        seen.add(g)
+        out.append(r)
+    return out
 
 
-def run_demo(*, model: str = "local", api_base: str | None = None, n_valid: int = 12,
-             n_test: int = 30, budget: int = 8, out_dir: Path = Path("runs/demo"),
-             progress: bool = True) -> int:
-    """Run the demo; print a comparison table; write the judge and a JSON summary.
+def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = None
+               ) -> tuple[list[Any], list[Any]]:
+    """The demo's validation and test items of ``task`` (see the module docstring).
+
+    Raises:
+        ValueError: When ``n_valid`` or ``n_test`` exceeds the benchmark's parts.
+    """
+    from .data import load_records, split_holdout
+
+    if n_valid > _E2E_SPLIT["n_valid"] or n_test > _E2E_SPLIT["n_test"]:
+        raise ValueError(
+            f"the demo draws from benchmarks/e2e.py's split: n_valid must be at most "
+            f"{_E2E_SPLIT['n_valid']} and n_test at most {_E2E_SPLIT['n_test']}; got "
+            f"n_valid={n_valid}, n_test={n_test}")
+    root = data_dir or find_shared_data()
+    records = load_records(root / task / "full.jsonl")
+    valid, test = split_holdout(records, _E2E_SPLIT["n_valid"], _E2E_SPLIT["n_test"],
+                                seed=_E2E_SPLIT["seed"], per_group=_PER_GROUP.get(task))
+    return _head_groups(valid, n_valid), _head_groups(test, n_test)
+
+
+def run_demo(*, model: str = "local", api_base: str | None = None,
+             task: str = DEMO_PAIR[0], aspect: str = DEMO_PAIR[1], n_valid: int = 40,
+             n_test: int = 100, budget: int = 6, out_dir: Path = Path("runs/demo"),
+             threads: int = 1, progress: bool = True) -> int:
+    """Run the demo; print the search, the selection and the test comparison; write the judge.
+
+    Args:
+        model: Model string (``local`` is the embedded default).
+        api_base: Server URL for a served model.
+        task: Task (a folder of the shared data with ``full.jsonl``).
+        aspect: The task's aspect.
+        n_valid: Validation items (compile: half search, half confirmation).
+        n_test: Held-out test items.
+        budget: Strategies the search evaluates.
+        out_dir: Where the judge, its checkpoint and ``summary.json`` go.
+        threads: Judge calls in flight at once.
+        progress: Show progress bars.
 
     Returns:
         The process exit status (0).
     """
-    from .data import load_records
-    from .evaluate import evaluate
-    from .judge import JudgeProgram, baseline_strategy, load_task
+    from .evaluate import evaluate_against
+    from .judge import JudgeProgram, load_task
     from .lm import make_lm
     from .teleprompt import JudgeSearch, load_optimizer
 
-    data = find_shared_data() / "topical_chat"
-    valid = _sample(load_records(data / "valid.jsonl"), n_valid, seed=0)
-    test = _sample(load_records(data / "test.jsonl"), n_test, seed=1)
-    task = load_task("topical_chat")
-    aspect = "naturalness"
-    print(f"judgeopt demo: Topical-Chat {aspect}, model {model}; {len(valid)} validation and "
-          f"{len(test)} held-out test items, {budget} strategies.")
+    valid, test = demo_split(task, n_valid, n_test)
+    spec = load_task(task)
+    spec.aspect(aspect)  # a clear error for an unknown aspect before the model loads
+    print(f"judgeopt demo: {task} / {aspect}, model {model}; {len(valid)} labelled items to "
+          f"compile on (half search, half confirmation), {len(test)} held-out test items, "
+          f"{budget} strategies.", flush=True)
     t0 = time.perf_counter()
     lm = make_lm(model, api_base=api_base)
     out_dir.mkdir(parents=True, exist_ok=True)
-    optimizer = JudgeSearch.from_config(load_optimizer("quick"), budget=budget,
-                                        checkpoint_dir=out_dir / "checkpoint", progress=progress)
-    judge = optimizer.compile(JudgeProgram(task, aspect, lm=lm), trainset=valid)
+    preset = load_optimizer("quick")
+    space = dict(preset.space)
+    if getattr(lm, "supports_logprobs", False):
+        # The probability-weighted rating carries the small model's signal
+        # (docs/judge.md, "Decoding"); the embedded model gives it at greedy's cost.
+        space["decoding"] = ["greedy", "expected"]
+    optimizer = JudgeSearch.from_config(preset, budget=budget, space=space, threads=threads,
+                                        checkpoint_dir=out_dir / "checkpoint",
+                                        progress=progress)
+    student = JudgeProgram(spec, aspect, lm=lm)
+    judge = optimizer.compile(student, trainset=valid)
     judge.model_name = model
-    baseline = JudgeProgram(task, aspect, baseline_strategy(task), lm=lm)
-    base_valid = next((s for s in judge.search_result.evaluation_summaries
-                       if s["number"] == 0), None)
-    rows = []
-    for name, prog in (("MT-Bench baseline", baseline), ("best found", judge)):
-        res = evaluate(prog, test, progress=progress, desc=f"test: {name}")
-        rows.append((name, prog.strategy, res))
-    judge.test = rows[1][2].summary()
+    res = judge.search_result
+    sel = judge.selection or {}
+    print()
+    print(f"search: {res.evaluations} strategies on {sel.get('search_items', '?')} items, "
+          f"best {res.metric} {res.best_score:.3f} (biased upward: the best of "
+          f"{res.evaluations} noisy scores)")
+    for message in sel.get("messages", []):
+        print(message)
+    kept = judge.strategy == student.strategy
+    print(f"chosen: {'the MT-Bench baseline (no gain confirmed)' if kept else judge.strategy}")
+    baseline = judge.with_strategy(student.strategy)
+    tres, _, comp = evaluate_against(judge, baseline, test, threads=threads, progress=progress,
+                                     desc="test")
+    judge.test = tres.summary()
+    judge.test_items = tres.items
+    judge.comparisons = {**(judge.comparisons or {}), "test": comp.to_dict()}
     judge.save(out_dir / "judge.json")
     seconds = time.perf_counter() - t0
     print()
-    print(f"{'judge':<20}{'valid rho':>10}{'test rho':>10}{'parse fail':>12}  strategy")
-    valid_scores = [base_valid["spearman"] if base_valid else None,
-                    judge.search_result.best_score]
-    for (name, strategy, res), v in zip(rows, valid_scores, strict=True):
-        vs = "n/a" if v is None else f"{v:.3f}"
-        ts = "n/a" if res.spearman is None else f"{res.spearman:.3f}"
-        print(f"{name:<20}{vs:>10}{ts:>10}{res.parse_failures:>12}  {strategy}")
+    for line in comp.lines("held-out test"):
+        print(line)
+    lo, hi = comp.gain_ci
+    if kept:
+        verdict = ("The compile kept the baseline: no strategy's gain was confirmed on the "
+                   "confirmation items, so the judge is not made worse.")
+    elif lo is not None and lo > 0:
+        verdict = "The chosen judge agrees with the human labels better than the baseline."
+    elif hi is not None and hi < 0:
+        verdict = "The chosen judge is worse than the baseline on these items."
+    else:
+        verdict = (f"The difference is within noise at n = {comp.n}: these items cannot tell "
+                   "the two judges apart.")
+    print(verdict)
     stats = lm.stats() if hasattr(lm, "stats") else None
     calls = "" if stats is None else f", {stats.calls} LLM calls, {stats.total_tokens} tokens"
-    print(f"\n{seconds / 60:.1f} minutes{calls}. Judge written to {out_dir / 'judge.json'}.")
-    summary = {"model": model, "n_valid": len(valid), "n_test": len(test), "budget": budget,
-               "baseline": rows[0][2].summary(), "best": rows[1][2].summary(),
-               "best_strategy": judge.strategy.as_dict(), "seconds": seconds}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(f"\n{seconds / 60:.1f} minutes{calls}. Judge written to {out_dir / 'judge.json'} "
+          f"(inspect it with: judgeopt show {out_dir / 'judge.json'}).")
+    summary = {"task": task, "aspect": aspect, "model": model, "n_valid": len(valid),
+               "n_test": len(test), "budget": budget, "kept_baseline": kept,
+               "chosen_strategy": judge.strategy.as_dict(), "selection": sel,
+               "test": comp.to_dict(), "seconds": seconds}
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
+                                          encoding="utf-8")
     return 0
