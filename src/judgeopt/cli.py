@@ -20,6 +20,24 @@ class CLIError(Exception):
     """A user error reported as ``judgeopt: error: ...`` with exit status 2."""
 
 
+#: Exit statuses: 0 done; 1 the compile finished but its judge is not trustworthy (see the
+#: printed problems; the judge is written anyway); 2 a usage, data or configuration error;
+#: 3 the model endpoint failed (a re-run continues from the checkpoint); 130 interrupted.
+EXIT_UNTRUSTED = 1
+EXIT_UNAVAILABLE = 3
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}"
+                                         ) from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {value:g}")
+    return value
+
+
 def _csv_list(text: str) -> list[str]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
@@ -115,9 +133,13 @@ def _load_data(path: str, limit: int | None) -> list[Any]:
     from .data import load_records
 
     try:
-        return load_records(path, limit=limit)
+        records = load_records(path, limit=limit)
     except (ValueError, OSError) as e:
         raise CLIError(f"--data {path}: {e}") from e
+    if not records:
+        raise CLIError(f"--data {path}: the file holds no records (expected one JSON object "
+                       "per line, or a CSV header row and rows)")
+    return records
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
@@ -132,17 +154,24 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         optimizer = JudgeSearch.from_config(
             preset, budget=args.budget, seed=args.seed, threads=args.threads,
             checkpoint_dir=args.checkpoint or f"{args.out}.ckpt", progress=not args.no_progress,
-            racing=args.racing, selection=args.selection, ensemble=args.ensemble)
+            racing=args.racing, selection=args.selection, ensemble=args.ensemble,
+            max_consecutive_failures=args.max_consecutive_failures,
+            max_parse_failures=args.max_parse_failures, restart=args.restart)
     except ValueError as e:
         raise CLIError(str(e)) from e
     train = _load_data(args.data, args.limit)
     val = _load_data(args.valid_data, args.limit) if args.valid_data else None
     model, lm = _lm_from_args(args)
     student = JudgeProgram(task, args.aspect, lm=lm)
+    from .lm import LMUnavailable
+
     try:
         judge = optimizer.compile(student, trainset=train, valset=val)
     except ValueError as e:
         raise CLIError(str(e)) from e
+    except LMUnavailable as e:
+        print(f"judgeopt: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     judge.model_name = model
     ensemble = judge.ensemble
     if ensemble is not None:
@@ -155,6 +184,12 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                                         progress=not args.no_progress, desc="test")
         judge.test = res.summary()
         comparisons["test"] = comp.to_dict()
+        bad = res.parse_failures + res.call_failures
+        if res.n and bad / res.n > optimizer.config.max_parse_failures:
+            judge.search_result.problems.append(
+                f"the chosen judge gave no rating for {bad} of {res.n} test items "
+                f"({bad / res.n:.0%}), more than max_parse_failures="
+                f"{optimizer.config.max_parse_failures:g}")
         judge.comparisons = comparisons
         if ensemble is not None:
             eres, _, ecomp = evaluate_against(ensemble, baseline, test,
@@ -176,6 +211,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
               "(the chosen single judge)")
     else:
         print(f"wrote {out}")
+    problems = judge.search_result.problems
+    if problems:
+        for line in problems:
+            print(f"judgeopt: problem: {line}", file=sys.stderr)
+        print(f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
+              f"{'s' if len(problems) > 1 else ''} above); {out} was written for inspection; "
+              f"exit status {EXIT_UNTRUSTED}", file=sys.stderr)
+        return EXIT_UNTRUSTED
     return 0
 
 
@@ -195,9 +238,20 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
             else f"on {sel.get('search_items', '?')} validation items")
     best = "nan" if res.best_score is None or math.isnan(res.best_score) else \
         f"{res.best_score:.4f}"
+    resumed = (f", {res.calls_this_run} of them in this run" if res.calls_this_run != res.calls
+               else "")
     print(f"search: {res.search}, {res.evaluations} strategies {part}; best {res.metric} "
-          f"{best} ({res.calls} calls, {res.prompt_tokens + res.completion_tokens} tokens, "
-          f"{res.seconds:.0f} s)")
+          f"{best} ({res.calls} calls{resumed}, {res.prompt_tokens + res.completion_tokens} "
+          f"tokens, {res.seconds:.0f} s)")
+    print(f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "
+          "the first)")
+    first = res.evaluation_summaries[0]["strategy"] if res.evaluation_summaries else {}
+    for s in res.evaluation_summaries:
+        value = s.get(res.metric)
+        changed = ", ".join(f"{k}={v}" for k, v in s["strategy"].items() if first.get(k) != v)
+        print(f"  {s['number'] + 1:>3} {'nan' if value is None else f'{value:.4f}':>9} "
+              f"{s['parse_failures']:>4}/{s['n']:<4} {s['call_failures']:>3}/{s['n']:<3}  "
+              f"{changed or '(the first)'}")
     if res.racing is not None:
         print(f"racing: {res.racing['dropped']} of {res.evaluations} strategies dropped early; "
               f"{res.racing['items_judged']} of {res.racing['items_full']} judgements made")
@@ -208,6 +262,13 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
         print(f"confirmation: {sel['confirm_items']} items, {cost['calls']} calls, "
               f"{cost['seconds']:.0f} s")
     print(f"chosen strategy: {judge.strategy}")
+    val = judge.validation
+    if val is not None:
+        print(f"chosen judge on the {val['n']} search items: {val['parse_failures']} unparsed, "
+              f"{val['call_failures']} failed calls")
+    if res.selection_calls:
+        print(f"calls: {res.calls} for the search, {res.selection_calls} for choosing the "
+              f"judge ({res.calls + res.selection_calls} in all)")
     _print_comparisons(judge.comparisons)
     if ensemble is not None:
         print(f"ensemble of {len(ensemble.members)} strategies:")
@@ -567,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run searches against complete recorded surfaces (every strategy with its "
             "objective) and report how close each gets to the optimum: normalised regret "
-            "(max - found) / (max - median), the share of runs that find a top-1%% strategy, "
+            "(max - found) / (max - median), the share of runs that find a top-1% strategy, "
             "found / max and the evaluations spent."
         ),
     )
@@ -640,7 +701,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "and drop it once it cannot reach the population (default: the "
                         "preset's [racing] setting, off in the shipped presets but 'racing')")
     c.add_argument("--checkpoint", help="checkpoint directory (default: OUT.ckpt); a re-run "
-                                        "resumes from it")
+                                        "with the same data, settings and model resumes "
+                                        "from it")
+    c.add_argument("--restart", action="store_true",
+                   help="discard the checkpoint and start afresh (needed when it belongs to a "
+                        "run with other data, settings or model)")
+    c.add_argument("--max-consecutive-failures", type=_positive_int, default=None, metavar="N",
+                   help="stop the compile (resumably, exit 3) after N judge calls in a row "
+                        "failed with connection errors, timeouts or 5xx (default: the "
+                        "preset's, 5)")
+    c.add_argument("--max-parse-failures", type=_share, default=None, metavar="SHARE",
+                   help="largest share of the chosen judge's answers without a rating "
+                        "before the compile exits with 1 (default: the preset's, 0.25)")
     c.add_argument("--selection", choices=("confirm", "best"), default=None,
                    help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
                         "searches on half the scoring set and keeps a strategy only if its "
@@ -724,7 +796,7 @@ def build_parser() -> argparse.ArgumentParser:
             "PrExMe-style analysis of a tidy results table (one row per strategy and "
             "setting, e.g. the output of `judgeopt grid` or PrExMe's published surface): best "
             "strategies with significance clusters, the share of each pattern among the top "
-            "2%% strategies, pattern rankings by median (mean, max, ...) and their stability "
+            "2% strategies, pattern rankings by median (mean, max, ...) and their stability "
             "(Kendall between rankings when the task, the model or another factor changes). "
             "Writes report.md, analysis.json and PNG figures to --out."),
     )
@@ -880,12 +952,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrLines(logging.Handler):
+    """Prints ``judgeopt.progress`` records (where a run resumes, one line per strategy with
+    ``--no-progress``) as ``judgeopt: ...`` lines on the current ``sys.stderr``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"judgeopt: {record.getMessage()}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - logging must never break the run
+            self.handleError(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judgeopt`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    progress = logging.getLogger("judgeopt.progress")
+    if not any(isinstance(h, _StderrLines) for h in progress.handlers):
+        progress.addHandler(_StderrLines())
+    progress.setLevel(logging.INFO)
+    progress.propagate = False
     if args.command is None:
         parser.print_help()
         return 2

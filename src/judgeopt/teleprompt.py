@@ -1024,10 +1024,13 @@ def _check_endpoint(lm: Any) -> None:
     if not isinstance(lm, (JudgeLM, RouterLM)):
         # In process (nothing to reach) or not a judgeopt LM: the breaker still guards it.
         return
-    quiet = lm.copy() if hasattr(lm, "copy") else lm
-    if hasattr(quiet, "_check_truncation"):
-        # A one-token answer ends with finish_reason="length" by design.
-        quiet._check_truncation = lambda *_a, **_k: None
+    quiet = lm.copy()
+    # A one-token answer ends with finish_reason="length" by design.
+    quiet._check_truncation = lambda *_a, **_k: None
+    if isinstance(quiet, JudgeLM):
+        # One retry at most: a dead endpoint is reported in about a second, not after the
+        # full backoff of a judge call.
+        quiet.num_retries = min(1, quiet.num_retries)
     try:
         quiet.forward(messages=[dict(m) for m in ENDPOINT_CHECK], max_tokens=1, cache=False)
     except LMError as e:
