@@ -123,6 +123,10 @@ def test_checkpoint_of_another_run_is_refused_and_restart_discards_it(
                                                   trainset=records[:10])
     assert "(4 of 4 strategies done)" in caplog.text and str(ckpt) in caplog.text
     assert fake.judge_requests == [] and again.strategy == first.strategy
+    # The search's calls count every session; this run made none of them.
+    res = again.search_result
+    assert res.calls == first.search_result.calls == 4 * 10 and res.calls_this_run == 0
+    assert first.search_result.calls_this_run == 4 * 10
 
     # restart=True discards it: the result is the new data's.
     fake = ScriptedLM(rating)
@@ -349,3 +353,51 @@ def test_compile_on_another_tasks_data_names_the_fields(task, shared_data: Path)
     other = load_records(shared_data / "summeval" / "full.jsonl")[:6]
     with pytest.raises(ValueError, match=r"`trainset`: the 6 records do not fit"):
         hpss().compile(JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=other)
+
+
+# -- 5. smaller ones ---------------------------------------------------------------------------
+
+
+def test_cli_empty_data_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
+                   str(empty), "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+                   "--out", str(tmp_path / "j.json")])
+    err = capsys.readouterr().err
+    assert status == 2 and str(empty) in err and "holds no records" in err
+
+
+def test_unknown_factor_value_in_a_judge_file_names_the_file(task, tmp_path: Path) -> None:
+    from judgeopt.judge import load_any_judge
+
+    path = tmp_path / "judge.json"
+    JudgeProgram(task, ASPECT).save(path)
+    data = json.loads(path.read_text())
+    data["strategy"]["cot"] = "sideways"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ".*sideways"):
+        load_any_judge(path)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        JudgeProgram.load(path)
+
+
+def test_a_gguf_path_without_local_suggests_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"'local:models/m\.gguf'"):
+        make_lm("models/m.gguf")
+    gguf = tmp_path / "model"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ValueError, match=f"'local:{re.escape(str(gguf))}'"):
+        make_lm(str(gguf))
+
+
+@pytest.mark.parametrize("command", ["bench-search", "analyze", "compile", "grid", "serve"])
+def test_help_prints_no_doubled_percent(command: str, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "%%" not in text and len(text) > 200
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "%%" not in capsys.readouterr().out
