@@ -268,6 +268,29 @@ def test_transiently_failed_judgements_are_retried_never_scored(task, records,
     assert len(fake.judge_requests) == 1 and done.validation["call_failures"] == 0
 
 
+def test_evaluate_circuit_breaker_counts_failures_in_a_row(task, records) -> None:
+    calls = {"n": 0}
+
+    def respond(messages: list[dict[str, Any]]) -> str | BaseException:
+        calls["n"] += 1
+        # Two failures, a success (the streak starts again), then the endpoint is gone.
+        if calls["n"] in (1, 2) or calls["n"] >= 4:
+            return ConnectionRefusedError("refused")
+        return rating(messages)
+
+    seen: list[Any] = []
+    judge = JudgeProgram(task, ASPECT, lm=ScriptedLM(respond).lm)
+    with pytest.raises(LMUnavailable, match="3 judge calls in a row failed"):
+        evaluate(judge, records, progress=False, on_item=seen.append,
+                 max_consecutive_failures=3)
+    assert calls["n"] == 6 and len(seen) == 6
+    assert [i.error_kind for i in seen] == ["connection"] * 2 + [None] + ["connection"] * 3
+    # Without a limit every item is judged and the failures are counted.
+    calls["n"] = 0
+    res = evaluate(judge, records, progress=False)
+    assert res.n == 12 and res.call_failures == 11
+
+
 # -- 3. bad judges do not leave with exit 0 ---------------------------------------------------
 
 

@@ -180,8 +180,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.test_data:
         test = _load_data(args.test_data, args.test_limit)
         baseline = judge.with_strategy(student.strategy)
-        res, _, comp = evaluate_against(judge, baseline, test, threads=args.threads,
-                                        progress=not args.no_progress, desc="test")
+        res, _, comp = evaluate_against(
+            judge, baseline, test, threads=args.threads, progress=not args.no_progress,
+            desc="test", max_consecutive_failures=optimizer.config.max_consecutive_failures)
         judge.test = res.summary()
         comparisons["test"] = comp.to_dict()
         bad = res.parse_failures + res.call_failures
@@ -307,13 +308,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         if other is None:
             result = evaluate(judge, records, threads=args.threads,
-                              progress=not args.no_progress)
+                              progress=not args.no_progress,
+                              max_consecutive_failures=args.max_consecutive_failures)
             payload: dict[str, Any] = result.summary()
             print(json.dumps(payload, indent=2))
         else:
-            result, ref, comp = evaluate_against(judge, other, records, labels=labels,
-                                                 threads=args.threads,
-                                                 progress=not args.no_progress)
+            result, ref, comp = evaluate_against(
+                judge, other, records, labels=labels, threads=args.threads,
+                progress=not args.no_progress,
+                max_consecutive_failures=args.max_consecutive_failures)
             payload = {"judge": result.summary(), "other": ref.summary(),
                        "comparison": comp.to_dict()}
             for line in comp.lines(f"{Path(args.data).name}"):
@@ -738,6 +741,9 @@ def build_parser() -> argparse.ArgumentParser:
     against.add_argument("--compare", metavar="OTHER.json",
                          help="also evaluate another exported judge (or ensemble) on the same "
                               "items and report the paired difference with its interval")
+    e.add_argument("--max-consecutive-failures", type=_positive_int, default=5, metavar="N",
+                   help="stop (exit 3) after N judge calls in a row failed with connection "
+                        "errors, timeouts or 5xx: the endpoint is down (5)")
     add_model(e)
     e.set_defaults(func=_cmd_evaluate)
 
@@ -965,6 +971,8 @@ class _StderrLines(logging.Handler):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judgeopt`` command."""
+    from .lm._errors import LMUnavailable
+
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -982,6 +990,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2
+    except LMUnavailable as e:
+        print(f"judgeopt: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except (FileNotFoundError, ValueError) as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2

@@ -589,6 +589,7 @@ def evaluate_against(
     desc: str = "",
     note: str | None = None,
     seed: int = 0,
+    max_consecutive_failures: int | None = None,
 ) -> tuple[EvalResult, EvalResult, Comparison]:
     """Evaluate ``program`` and ``reference`` on the same records and compare them.
 
@@ -603,13 +604,17 @@ def evaluate_against(
         desc: Prefix of the progress bars' labels.
         note: A caveat for the report.
         seed: Bootstrap seed.
+        max_consecutive_failures: Stop (:class:`judgeopt.lm.LMUnavailable`) after this many
+            judge calls in a row failed transiently (see :func:`evaluate`).
 
     Returns:
         ``(program's result, reference's result, comparison)``.
     """
     prefix = f"{desc}: " if desc else ""
     ref = evaluate(reference, records, lm=lm, threads=threads, progress=progress,
-                   desc=f"{prefix}{labels[0]}")
+                   desc=f"{prefix}{labels[0]}",
+                   max_consecutive_failures=max_consecutive_failures)
     res = evaluate(program, records, lm=lm, threads=threads, progress=progress,
-                   desc=f"{prefix}{labels[1]}")
+                   desc=f"{prefix}{labels[1]}",
+                   max_consecutive_failures=max_consecutive_failures)
     return res, ref, compare(res, ref, records, labels=labels, seed=seed, note=note)
