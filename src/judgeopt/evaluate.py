@@ -176,8 +176,10 @@ def check_records(program: Any, records: Sequence[Record]) -> None:
     if problems:
         raise ValueError(f"the {n} records do not fit {what}: " + "; ".join(problems)
                          + ". Is this the data of another task?")
+    # NOTE: repeated ids are the caller's business here (the same item judged twice).
+    unique = list({r.id: r for r in records}.values())
     try:
-        validate_records(records, required_fields=names,
+        validate_records(unique, required_fields=names,
                          aspect=None if pairwise else aspect,
                          score_range=None if pairwise else task.human_range(aspect),
                          pairwise=pairwise)

@@ -52,7 +52,7 @@ from .judge import JudgeEnsemble, JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
-from .lm._errors import LMError, LMUnavailable  # noqa: E402
+from .lm._errors import TRANSIENT_KINDS, LMError, LMUnavailable  # noqa: E402
 from .metrics import group_correlation  # noqa: E402
 from .racing import (  # noqa: E402
     RacingConfig,
@@ -1034,6 +1034,11 @@ def _check_endpoint(lm: Any) -> None:
     try:
         quiet.forward(messages=[dict(m) for m in ENDPOINT_CHECK], max_tokens=1, cache=False)
     except LMError as e:
+        if e.kind not in TRANSIENT_KINDS | {"auth", "bad_request"}:
+            # Not a sign of an unusable endpoint (e.g. an odd answer to the odd question):
+            # the judge calls will tell.
+            log.warning("the check call before the search failed (%s); judging anyway", e)
+            return
         raise LMUnavailable(
             f"the model does not answer a check call made before the search, so nothing "
             f"was judged: {e}", model=e.model, endpoint=e.endpoint, last=e) from e
