@@ -971,20 +971,32 @@ class _StderrLines(logging.Handler):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judgeopt`` command."""
-    from .lm._errors import LMUnavailable
-
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    progress = logging.getLogger("judgeopt.progress")
-    if not any(isinstance(h, _StderrLines) for h in progress.handlers):
-        progress.addHandler(_StderrLines())
-    progress.setLevel(logging.INFO)
-    progress.propagate = False
     if args.command is None:
         parser.print_help()
         return 2
+    # Progress lines go to stderr for the command's duration; the logger is put back after,
+    # so a program that calls main() keeps its own logging.
+    progress = logging.getLogger("judgeopt.progress")
+    handler = _StderrLines()
+    saved = (progress.level, progress.propagate)
+    progress.addHandler(handler)
+    progress.setLevel(logging.INFO)
+    progress.propagate = False
+    try:
+        return _run(args)
+    finally:
+        progress.removeHandler(handler)
+        progress.setLevel(saved[0])
+        progress.propagate = saved[1]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .lm._errors import LMUnavailable
+
     try:
         return int(args.func(args))
     except CLIError as e:
