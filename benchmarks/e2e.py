@@ -18,9 +18,9 @@ The JSON is rewritten after each pair::
                 "ensemble", "gain", "gain_ci": [lo, hi], ...}], "mean_relative_gain": ..}
 
 Usage:
-    python benchmarks/e2e.py [--pairs topical_chat:naturalness,topical_chat:coherence,
-        summeval:coherence,sfres:naturalness] [--model local] [--budget 20] [--n-valid 100]
-        [--n-test 200] [--ensemble 3] [--out-dir runs/e2e]
+    python benchmarks/e2e.py [--pairs sfres:naturalness,topical_chat:naturalness,
+        topical_chat:coherence,summeval:coherence] [--model local] [--budget 20] [--n-valid 100]
+        [--n-test 200] [--ensemble 3] [--out-dir benchmarks/results/e2e_runs]
         [--json benchmarks/results/e2e.json]
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
@@ -53,8 +53,8 @@ from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("JUDGEOPT_DATA", ROOT.parent / "shared" / "data"))
-DEFAULT_PAIRS = ("topical_chat:naturalness,topical_chat:coherence,summeval:coherence,"
-                 "sfres:naturalness")
+DEFAULT_PAIRS = ("sfres:naturalness,topical_chat:naturalness,topical_chat:coherence,"
+                 "summeval:coherence")
 # SummEval has 16 summaries of each of 100 articles; 8 per article (seeded) give twice as
 # many articles for the same number of items, which a group-level correlation needs.
 PER_GROUP = {"summeval": 8}
@@ -285,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ensemble", type=int, default=3)
     p.add_argument("--optimizer", default="auto", help="optimizer preset (auto)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", default="runs/e2e")
+    p.add_argument("--out-dir", default="benchmarks/results/e2e_runs",
+                   help="checkpoints and judged items, committed so that a later session resumes "
+                        "(the LM cache inside is not committed)")
     p.add_argument("--json", default="benchmarks/results/e2e.json")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
