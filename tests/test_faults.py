@@ -180,6 +180,13 @@ def test_cli_dead_endpoint_stops_before_the_search(data_path: Path, tmp_path: Pa
     assert "does not answer a check call" in err and "nothing was judged" in err
     assert "127.0.0.1:9" in err and "Traceback" not in err
     assert not out.exists() and not (tmp_path / "judge.json.ckpt" / "search_state.json").exists()
+    # Nothing was judged, so fixing the model string is not "another run".
+    with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
+        status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
+                       str(data_path), "--limit", "10", "--budget", "2", "--model",
+                       "openai/fixed", "--api-base", srv.api_base, "--no-progress",
+                       "--selection", "best", "--out", str(out)])
+    assert status == 0 and out.is_file()
 
 
 def test_server_that_dies_mid_compile_and_comes_back(task, records, tmp_path: Path) -> None:

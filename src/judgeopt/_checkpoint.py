@@ -156,7 +156,9 @@ def check_fingerprint(directory: Path, fingerprint: Mapping[str, Any], *,
         CheckpointMismatchError: When the recorded fingerprint differs (naming what).
     """
     path = directory / FINGERPRINT_FILE
-    if path.is_file():
+    # NOTE: without results there is nothing to protect (e.g. the first run stopped at the
+    # endpoint check because --model was misspelt): the new fingerprint replaces the old.
+    if path.is_file() and has_results:
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
