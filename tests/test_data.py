@@ -182,8 +182,8 @@ def test_load_argument_errors(tmp_path: Path) -> None:
     path = _write(tmp_path / "d.jsonl", [json.dumps(_row())])
     with pytest.raises(ValueError, match="limit"):
         load_records(path, limit=-1)
-    with pytest.raises(ValueError, match="fields= applies only to CSV"):
-        load_records(path, fields=["summary"])
+    with pytest.raises(ValueError, match=r"\['summary'\] are listed both in fields="):
+        load_records(path, fields=["summary"], scores=["summary"])
     with pytest.raises(FileNotFoundError):
         load_records(tmp_path / "missing.jsonl")
 
@@ -345,3 +345,43 @@ def test_split_errors() -> None:
 def test_group_ids_fall_back_to_record_id() -> None:
     records = [_rec("a", "g1"), _rec("b"), _rec("c", "g1")]
     assert group_ids(records) == ["g1", "b", "g1"]
+
+
+# ---------------------------------------------------------------------- plain layout
+
+
+def test_plain_csv_layout_needs_the_task_to_name_columns(tmp_path: Path) -> None:
+    path = tmp_path / "mine.csv"
+    path.write_text("question,answer,helpfulness\nWhy?,Because.,4\nHow?,Somehow.,\n",
+                    encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"field 'question': unknown column.*docs/tasks.md"):
+        load_records(path)
+    records = load_records(path, fields=["question", "answer"], scores=["helpfulness"])
+    assert [r.id for r in records] == ["mine.csv:2", "mine.csv:3"]
+    assert records[0].inputs == {"question": "Why?", "answer": "Because."}
+    assert records[0].scores == {"helpfulness": 4.0} and records[1].scores == {}
+    with pytest.raises(DataFormatError, match=r"unknown column.*input columns are \['answer'\]"):
+        load_records(path, fields=["answer"], scores=["helpfulness"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("question,answer,helpfulness\nWhy?,Because.,good\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"bad.csv, line 2: field 'scores.helpfulness'"):
+        load_records(bad, fields=["question", "answer"], scores=["helpfulness"])
+
+
+def test_plain_jsonl_layout_with_a_score_key(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d.jsonl", [
+        json.dumps({"question": "Why?", "answer": "Because.", "score": 4}),
+        json.dumps({"id": "x2", "question": "How?", "answer": "So.", "score": 2.5,
+                    "group_id": "g"}),
+    ])
+    with pytest.raises(DataFormatError, match=r"line 1: field 'question': unknown field"):
+        load_records(path)
+    records = load_records(path, fields=["question", "answer"], scores={"score": "helpful"})
+    assert [r.id for r in records] == ["d.jsonl:1", "x2"]
+    assert records[0].scores == {"helpful": 4.0} and records[1].group_id == "g"
+    # The schema layout still loads unchanged when the plain names are given.
+    schema = _write(tmp_path / "s.jsonl", [json.dumps(_row())])
+    assert load_records(schema, fields=["question"], scores=["score"]) == load_records(schema)
+    with pytest.raises(DataFormatError, match="expected a string"):
+        load_records([{"question": 3, "answer": "a", "score": 1}],
+                     fields=["question", "answer"], scores=["score"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -265,7 +266,8 @@ def test_mixed_per_scale_and_single_criteria_rejected() -> None:
         (lambda d: d["inputs"][0].update(name="criteria"), ["reserved", "'criteria'"]),
         (lambda d: d["inputs"][0].update(start="## S"), ["start", "markers"]),
         (lambda d: d.pop("score_range"), ["pointwise task needs", "score_range"]),
-        (lambda d: d["generation"].pop("criteria"), ["generation.criteria"]),
+        (lambda d: d["generation"].update(criteria="Criteria of {source}:"),
+         ["generation.criteria", "{source}"]),
         (
             lambda d: d["prompt"].update(instruction="Judge {aspec} now."),
             ["prompt.instruction", "{aspec}", "{aspect}"],
@@ -332,9 +334,11 @@ def test_a_copied_signature_loads_from_a_path(tmp_path: Path) -> None:
 
 def test_the_documented_example_signature_is_valid() -> None:
     doc = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
-    start = doc.index("```toml\n") + len("```toml\n")
-    example = doc[start : doc.index("```", start)]
-    task = JudgeTask.from_toml(example, source="docs/tasks.md")
+    blocks = re.findall(r"```toml\n(.*?)```", doc, re.S)
+    minimal = JudgeTask.from_toml(blocks[0], source="docs/tasks.md (minimal)")
+    assert minimal.name == "support" and minimal.baseline_scale == 5
+    assert len([line for line in blocks[0].splitlines() if line.strip()]) <= 10
+    task = JudgeTask.from_toml(blocks[1], source="docs/tasks.md")
     assert task.name == "support_answers"
     assert task.aspect_names == ("helpfulness", "politeness")
     assert task.prompt.instruction == (

@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "load_judge": "judgeopt.judge._ensemble",
+    "load_judges": "judgeopt.judge._ensemble",
     "JudgeProgram": "judgeopt.judge",
     "JudgeEnsemble": "judgeopt.judge",
     "JudgeTask": "judgeopt.judge",

@@ -110,6 +110,13 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
             raise CLIError(f"with --router, --model names a model group of {router} (its "
                            f"model_name), not a model string; got {args.model!r}")
         return f"router:{router}" + (f"#{args.model}" if args.model else "")
+    if not args.model and default_model:
+        from .lm._spec import loadable_spec
+
+        try:
+            return loadable_spec(default_model)
+        except ValueError as e:
+            raise CLIError(str(e)) from e
     return str(args.model or default_model or "local")
 
 
@@ -129,11 +136,22 @@ def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) ->
         raise CLIError(str(e)) from e
 
 
-def _load_data(path: str, limit: int | None) -> list[Any]:
+def _load_data(path: str, limit: int | None, task: Any = None,
+               aspect: str | None = None) -> list[Any]:
+    """Records of ``path``; with a ``task``, also in the plain layout (its input fields and
+    aspect names as bare columns, ``score`` for ``aspect``; docs/tasks.md, "Your data")."""
     from .data import load_records
 
+    kwargs: dict[str, Any] = {}
+    if task is not None and hasattr(task, "input_names"):
+        kwargs["fields"] = list(task.input_names)
+        scores = {a: a for a in getattr(task, "aspect_names", ())} \
+            if getattr(task, "mode", "") == "pointwise" else {}
+        if aspect is not None and scores and "score" not in scores:
+            scores["score"] = aspect
+        kwargs["scores"] = {k: v for k, v in scores.items() if k not in kwargs["fields"]}
     try:
-        records = load_records(path, limit=limit)
+        records = load_records(path, limit=limit, **kwargs)
     except (ValueError, OSError) as e:
         raise CLIError(f"--data {path}: {e}") from e
     if not records:
@@ -142,48 +160,104 @@ def _load_data(path: str, limit: int | None) -> list[Any]:
     return records
 
 
+def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
+    """The aspects of ``--aspect a,b,c`` / ``--aspects all`` (each checked)."""
+    if args.aspects is not None:
+        if args.aspects == "all":
+            return list(task.aspect_names)
+        names = _csv_list(args.aspects)
+    else:
+        names = _csv_list(args.aspect)
+    for name in names:
+        task.aspect(name)
+    if len(set(names)) != len(names):
+        raise ValueError(f"--aspect lists an aspect more than once: {names!r}")
+    return names
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate_against
-    from .judge import JudgeProgram, load_task
+    from .judge import load_task
     from .teleprompt import JudgeSearch, load_optimizer
 
     try:
         task = load_task(args.task)
-        task.aspect(args.aspect)
+        aspects = _compile_aspects(args, task)
         preset = load_optimizer(args.optimizer)
-        optimizer = JudgeSearch.from_config(
-            preset, budget=args.budget, seed=args.seed, threads=args.threads,
-            checkpoint_dir=args.checkpoint or f"{args.out}.ckpt", progress=not args.no_progress,
-            racing=args.racing, selection=args.selection, ensemble=args.ensemble,
-            max_consecutive_failures=args.max_consecutive_failures,
-            max_parse_failures=args.max_parse_failures, restart=args.restart)
-    except ValueError as e:
+        JudgeSearch.from_config(preset, budget=args.budget, seed=args.seed,
+                                racing=args.racing, selection=args.selection,
+                                ensemble=args.ensemble,
+                                max_consecutive_failures=args.max_consecutive_failures,
+                                max_parse_failures=args.max_parse_failures
+                                )  # validate before loading a model
+    except (ValueError, argparse.ArgumentTypeError) as e:
         raise CLIError(str(e)) from e
-    train = _load_data(args.data, args.limit)
-    val = _load_data(args.valid_data, args.limit) if args.valid_data else None
+    several = len(aspects) > 1
+    root = Path(args.out)
+    if several and root.suffix == ".json":
+        raise CLIError(f"with several aspects ({', '.join(aspects)}), --out names a directory "
+                       f"(one judge per aspect plus index.json); got {args.out!r}")
+    # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = _lm_from_args(args)
-    student = JudgeProgram(task, args.aspect, lm=lm)
-    from .lm import LMUnavailable
+    written: dict[str, str] = {}
+    problems: list[str] = []
+    for aspect in aspects:
+        out = root / f"{aspect}.json" if several else root
+        if several:
+            print(f"== {task.name} / {aspect}", flush=True)
+        ckpt = (str(Path(args.checkpoint) / aspect) if several else args.checkpoint) \
+            if args.checkpoint else f"{out}.ckpt"
+        try:
+            optimizer = JudgeSearch.from_config(
+                preset, budget=args.budget, seed=args.seed, threads=args.threads,
+                checkpoint_dir=ckpt, progress=not args.no_progress, racing=args.racing,
+                selection=args.selection, ensemble=args.ensemble,
+                max_consecutive_failures=args.max_consecutive_failures,
+                max_parse_failures=args.max_parse_failures, restart=args.restart)
+        except ValueError as e:
+            raise CLIError(str(e)) from e
+        # NOTE: an endpoint failure (LMUnavailable) stops every aspect: exit 3, resumable.
+        problems += _compile_aspect(args, task, aspect, model, lm, optimizer, out)
+        written[aspect] = out.name
+    if several:
+        from .judge import write_judge_index
 
+        index = write_judge_index(root / "index.json", task.name, written, model=model)
+        print(f"wrote {index} ({len(written)} judges of {task.name}: {', '.join(written)})")
+    if problems:
+        print(f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
+              f"{'s' if len(problems) > 1 else ''} above); it was written for inspection "
+              f"(exit status {EXIT_UNTRUSTED})", file=sys.stderr)
+        return EXIT_UNTRUSTED
+    return 0
+
+
+def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any,
+                    optimizer: Any, out: Path) -> list[str]:
+    """Compile, test and write the judge of one aspect; the problems found (printed)."""
+    from .evaluate import evaluate_against
+    from .judge import JudgeProgram
+
+    train = _load_data(args.data, args.limit, task, aspect)
+    val = _load_data(args.valid_data, args.limit, task, aspect) if args.valid_data else None
+    student = JudgeProgram(task, aspect, lm=lm)
     try:
         judge = optimizer.compile(student, trainset=train, valset=val)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    except LMUnavailable as e:
-        print(f"judgeopt: error: {e}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
     judge.model_name = model
     ensemble = judge.ensemble
     if ensemble is not None:
         ensemble.model_name = model
     comparisons = dict(judge.comparisons or {})
+    test = None
     if args.test_data:
-        test = _load_data(args.test_data, args.test_limit)
+        test = _load_data(args.test_data, args.test_limit, task, aspect)
         baseline = judge.with_strategy(student.strategy)
         res, _, comp = evaluate_against(
             judge, baseline, test, threads=args.threads, progress=not args.no_progress,
             desc="test", max_consecutive_failures=optimizer.config.max_consecutive_failures)
         judge.test = res.summary()
+        judge.test_items = res.items
         comparisons["test"] = comp.to_dict()
         bad = res.parse_failures + res.call_failures
         if res.n and bad / res.n > optimizer.config.max_parse_failures:
@@ -196,10 +270,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             eres, _, ecomp = evaluate_against(ensemble, baseline, test,
                                               labels=("baseline", "ensemble"),
                                               threads=args.threads,
-                                              progress=not args.no_progress, desc="test")
+                                              progress=not args.no_progress, desc="test",
+                                              max_consecutive_failures=optimizer.config
+                                              .max_consecutive_failures)
             ensemble.test = eres.summary()
             ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
-    out = Path(args.out)
     if ensemble is not None:
         single = out.with_name(out.stem + ".single.json")
         judge.save(single)
@@ -212,15 +287,16 @@ def _cmd_compile(args: argparse.Namespace) -> int:
               "(the chosen single judge)")
     else:
         print(f"wrote {out}")
-    problems = judge.search_result.problems
-    if problems:
-        for line in problems:
-            print(f"judgeopt: problem: {line}", file=sys.stderr)
-        print(f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
-              f"{'s' if len(problems) > 1 else ''} above); {out} was written for inspection; "
-              f"exit status {EXIT_UNTRUSTED}", file=sys.stderr)
-        return EXIT_UNTRUSTED
-    return 0
+    if not args.no_report:
+        from .report import write_judge_report
+
+        report = out.with_name(out.stem + ".report")
+        write_judge_report(judge, report)
+        print(f"wrote the report {report / 'index.html'}")
+    problems = list(judge.search_result.problems)
+    for line in problems:
+        print(f"judgeopt: problem ({aspect}): {line}", file=sys.stderr)
+    return problems
 
 
 def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
@@ -304,7 +380,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             _, other.lm = _lm_from_args(args, other.model_name)
         labels = (Path(args.compare).name, Path(args.judge).name)
-    records = _load_data(args.data, args.limit)
+    records = _load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
     try:
         if other is None:
             result = evaluate(judge, records, threads=args.threads,
@@ -327,6 +403,73 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.items:
+        runs = [(labels[1], result)] if other is None else [(labels[1], result),
+                                                             (labels[0], ref)]
+        n = _write_items(args.items, runs, records)
+        print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
+    return 0
+
+
+def item_rows(label: str, items: Sequence[Any], records: Sequence[Any]) -> list[dict[str, Any]]:
+    """One JSON-ready row per judged item (``judgeopt evaluate --items``).
+
+    ``status`` is ``ok`` (a rating or verdict was read), ``unparsed`` (the answer held none:
+    ``parse_error`` says why, ``raw`` is the answer) or ``failed`` (the call failed: ``error``).
+    """
+    inputs = {r.id: r.inputs for r in records}
+    rows = []
+    for item in items:
+        status = "failed" if item.error else ("unparsed" if item.score is None else "ok")
+        rows.append({"id": item.id, "judge": label, "prediction": item.score,
+                     "human": item.human, "status": status, "parse_error": item.parse_error,
+                     "error": item.error, "raw": item.raw, "inputs": inputs.get(item.id)})
+    return rows
+
+
+def _write_items(path: str, runs: Sequence[tuple[str, Any]], records: Sequence[Any]) -> int:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for label, result in runs:
+            for row in item_rows(label, result.items, records):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    return n
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_judge_report
+
+    out = Path(args.out) if args.out else Path(args.judge).with_suffix(".report")
+    try:
+        files = write_judge_report(args.judge, out, figures=not args.no_figures)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    pngs = [f.name for f in files if f.suffix == ".png"]
+    print(f"wrote {files[0]}" + (f" and {', '.join(pngs)}" if pngs else " (no figures)"))
+    return 0
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .judge import JudgeTask
+    from .starter import starter_task
+
+    out = Path(args.out) if args.out else Path(Path(args.data).stem + ".toml")
+    if out.exists() and not args.force:
+        raise CLIError(f"{out} exists; choose another --out or pass --force to overwrite it")
+    try:
+        text = starter_task(args.data, name=args.name or out.stem)
+        task = JudgeTask.from_toml(text, source=str(out))
+    except (ValueError, OSError) as e:
+        raise CLIError(str(e)) from e
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}: task {task.name!r}, inputs {list(task.input_names)!r}, judged "
+          f"{list(task.judged_fields)!r}, aspects {list(task.aspect_names)!r}")
+    print(f"edit the criteria in {out}, then: judgeopt compile --task {out} --aspect "
+          f"{task.aspect_names[0]} --data {args.data} --out judge.json")
     return 0
 
 
@@ -350,9 +493,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 if len(members) > 1:
                     print(f"## member {i + 1} of {len(members)}")
                 print(f"# {data['task_name']} / {data['aspect']}: {judge.strategy}\n")
-                if judge.task.system:
-                    print(f"[system]\n{judge.task.system}\n")
-                print(f"[user]\n{data['template']}\n")
+                if args.template:
+                    if judge.task.system:
+                        print(f"[system]\n{judge.task.system}\n")
+                    print(f"[user]\n{data['template']}\n")
+                    continue
+                for message in data["messages"]:
+                    print(f"[{message['role']}]\n{message['content']}\n")
+                print("# placeholders: " + ", ".join("{" + n + "}"
+                                                     for n in data["placeholders"]))
             return 0
         if not (args.task and args.aspect):
             raise CLIError("give a judge file, or --task and --aspect")
@@ -664,10 +813,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     b.set_defaults(func=_cmd_bench_search)
 
-    def add_model(p: argparse.ArgumentParser) -> None:
+    def add_model(p: argparse.ArgumentParser, default: str = "'local' (embedded "
+                  "Qwen2.5-Coder-1.5B) by default") -> None:
         p.add_argument("--model", default=None,
-                       help="'local' (embedded Qwen2.5-Coder-1.5B, the default), "
-                            "'local:NAME' or 'local:PATH.gguf', or any LiteLLM model string")
+                       help="'local', 'local:NAME' or 'local:PATH.gguf', or any LiteLLM model "
+                            f"string; {default}")
         p.add_argument("--api-base", default=None, help="endpoint of a LiteLLM model")
         p.add_argument("--router", metavar="FILE", default=None,
                        help="judge through a LiteLLM Router over several servers, configured "
@@ -686,7 +836,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Search a judge's prompting strategy with HPSS (or another "
                                    "search) on labelled data and export the best judge as JSON.")
     c.add_argument("--task", required=True, help="signature TOML file or shipped task name")
-    c.add_argument("--aspect", required=True, help="the aspect to judge")
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("--aspect", help="the aspect to judge, or several: a,b,c (one judge "
+                                        "per aspect in the --out directory, plus index.json)")
+    which.add_argument("--aspects", metavar="all|a,b,c",
+                       help="several aspects in one command ('all': every aspect of the "
+                            "task), sharing the model and its cache; --out is then a "
+                            "directory with <aspect>.json per aspect and index.json")
     c.add_argument("--data", required=True,
                    help="labelled JSONL/CSV: example pool and (without --valid-data) scoring set")
     c.add_argument("--valid-data", help="labelled data to score strategies on")
@@ -725,7 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export the mean of the M best strategies' z-normalised ratings as "
                         "one judge (OUT; the chosen single judge goes to OUT stem + "
                         ".single.json)")
-    c.add_argument("--out", required=True, help="the exported judge (JSON)")
+    c.add_argument("--out", required=True, help="the exported judge (JSON); with several "
+                                                "aspects a directory")
+    c.add_argument("--no-report", action="store_true",
+                   help="do not write the HTML report (OUT stem + .report/index.html)")
     add_model(c)
     c.set_defaults(func=_cmd_compile)
 
@@ -734,6 +893,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
     e.add_argument("--limit", type=_positive_int, help="use the first N records")
     e.add_argument("--json", help="also write the summary to this file")
+    e.add_argument("--items", metavar="OUT.jsonl",
+                   help="write one JSON line per judged item: id, judge, prediction, human "
+                        "score, status (ok / unparsed / failed), parse_error, error, raw "
+                        "answer and inputs (with --baseline/--compare: both judges' items)")
     against = e.add_mutually_exclusive_group()
     against.add_argument("--baseline", action="store_true",
                          help="also evaluate the task's MT-Bench baseline prompt on the same "
@@ -744,16 +907,45 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-consecutive-failures", type=_positive_int, default=5, metavar="N",
                    help="stop (exit 3) after N judge calls in a row failed with connection "
                         "errors, timeouts or 5xx: the endpoint is down (5)")
-    add_model(e)
+    add_model(e, default="default: the model the judge records (its `model`, e.g. "
+                         "'local:qwen2.5-coder-1.5b'), else 'local'")
     e.set_defaults(func=_cmd_evaluate)
 
-    s = sub.add_parser("show", help="print a judge's rendered prompt template",
-                       description="Print the messages of an exported judge, or of a task's "
-                                   "strategy, with placeholders for the input fields.")
+    rp = sub.add_parser(
+        "report", help="write a compiled judge's HTML report and PNG figures",
+        description="Write DIR/index.html (self-contained) and PNG figures of an exported "
+                    "judge: the search trace with the best so far and the baseline, each "
+                    "factor value's mean score with intervals, the gain over the baseline with "
+                    "its interval, judge vs human on the test items, and the chosen prompt.")
+    rp.add_argument("judge", help="exported judge JSON")
+    rp.add_argument("--out", help="the report directory (default: JUDGE stem + .report)")
+    rp.add_argument("--no-figures", action="store_true", help="write the HTML only")
+    rp.set_defaults(func=_cmd_report)
+
+    it = sub.add_parser(
+        "init", help="write a starting task TOML from a labelled CSV/JSONL file",
+        description="Read a data file's columns and write a task signature to edit: text "
+                    "columns become input fields (the last one is judged), numeric columns "
+                    "aspects with the score range seen in the data; a label column (a/b/tie) "
+                    "makes a pairwise task.")
+    it.add_argument("--data", required=True, help="labelled CSV or JSONL (plain columns such "
+                                                  "as question,answer,helpfulness work)")
+    it.add_argument("--out", help="the TOML to write (default: DATA stem + .toml here)")
+    it.add_argument("--name", help="the task's name (default: the TOML's stem)")
+    it.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    it.set_defaults(func=_cmd_init)
+
+    s = sub.add_parser("show", help="print a judge's rendered prompt",
+                       description="Print the messages of an exported judge (every artifact "
+                                   "filled in, placeholders for the item's fields), or of a "
+                                   "task's strategy.")
     s.add_argument("judge", nargs="?", help="exported judge JSON")
     s.add_argument("--task", help="signature TOML file or shipped task name")
     s.add_argument("--aspect", help="the aspect")
     s.add_argument("--strategy", help="'baseline' (default), a JSON object or a JSON file")
+    s.add_argument("--template", action="store_true",
+                   help="for a judge file: show the template with the artifacts as "
+                        "placeholders ({icl_examples}, ...) instead of the filled messages")
     s.set_defaults(func=_cmd_show)
 
     g = sub.add_parser(

@@ -26,8 +26,17 @@ column                        meaning
 ``inputs.<name>``             an input text field ``<name>``
 ``<name>`` in ``fields=``     the same, for plain column names (``fields=["response"]``)
 ``scores.<aspect>``           a number; an empty cell means "no score for this aspect"
+``<column>`` in ``scores=``   the same, for plain column names (``scores=["helpfulness"]``
+                              or ``scores={"score": "helpfulness"}``)
 ``meta.<key>``                a string stored in ``meta[<key>]`` (empty cells skipped)
 ============================  ======================================================
+
+The plain layout: with ``fields=`` (input columns) and ``scores=`` (score columns), a file
+may use bare column names, ``question,answer,helpfulness``, and then needs no ``id`` column
+(a missing ``id`` becomes ``<file name>:<line>``). The same names work as top-level keys of
+JSON Lines, e.g. ``{"question": "...", "answer": "...", "score": 4}`` with
+``fields=["question", "answer"], scores={"score": "helpfulness"}``. The CLI passes the task's
+input fields and aspect names (and ``score`` for the judged aspect).
 
 Every other column is an error, and at least one input column is required. Errors
 name the file, the line (for CSV the first physical line of the row), the field and
@@ -128,6 +137,7 @@ def load_records(
     *,
     limit: int | None = None,
     fields: Sequence[str] | None = None,
+    scores: Sequence[str] | Mapping[str, str] | None = None,
 ) -> list[Record]:
     """Read records from a JSONL file, a CSV file or a list of dicts.
 
@@ -135,7 +145,11 @@ def load_records(
         source: Path of a ``.csv`` file (CSV layout in the module docstring), of any
             other file (read as JSON Lines), or a sequence of dicts in the JSONL schema.
         limit: Read at most this many records (the file is not read further).
-        fields: CSV only: plain column names that hold input fields.
+        fields: Plain column names (CSV) or top-level keys (JSONL, dicts) that hold input
+            fields.
+        scores: Plain column names / top-level keys that hold human scores: a list (the
+            column is the aspect) or a mapping column -> aspect (``{"score": "quality"}``).
+            With ``fields`` or ``scores``, a record without ``id`` gets its location as id.
 
     Returns:
         The records, in file order.
@@ -145,24 +159,27 @@ def load_records(
             ``id`` / ``inputs``, a non-string input, a non-numeric or non-finite
             score, a bad label, an unknown key or column, or a duplicate id; the
             message names the file, line, field and what was expected.
-        ValueError: If ``limit`` is negative or ``fields`` is given for non-CSV input.
+        ValueError: If ``limit`` is negative, or ``fields`` / ``scores`` overlap.
         FileNotFoundError: If the file does not exist.
     """
     if limit is not None and (isinstance(limit, bool) or limit < 0):
         raise ValueError(f"limit must be None or a non-negative int, got {limit!r}")
+    plain = _check_names(fields, "fields")
+    score_map = _score_map(scores)
+    both = sorted(plain & set(score_map))
+    if both:
+        raise ValueError(f"columns {both!r} are listed both in fields= and in scores=")
     rows: Iterator[tuple[str, Any]]
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if path.suffix.lower() == ".csv":
-            rows = _csv_rows(path, fields)
+            rows = _csv_rows(path, plain, score_map)
         else:
-            if fields is not None:
-                raise ValueError("fields= applies only to CSV input")
             rows = _jsonl_rows(path)
     else:
-        if fields is not None:
-            raise ValueError("fields= applies only to CSV input")
         rows = ((f"records[{i}]", item) for i, item in enumerate(source))
+    if plain or score_map:
+        rows = ((loc, _plain_row(row, loc, plain, score_map)) for loc, row in rows)
 
     records: list[Record] = []
     if limit == 0:
@@ -202,14 +219,54 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
                 ) from exc
 
 
-def _csv_rows(path: Path, fields: Sequence[str] | None) -> Iterator[tuple[str, Any]]:
-    plain = _check_names(fields, "fields")
+def _score_map(scores: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
+    if scores is None:
+        return {}
+    if isinstance(scores, str):
+        raise TypeError(f"scores must be a sequence of names or a mapping, not a single "
+                        f"string {scores!r}")
+    if isinstance(scores, Mapping):
+        return {str(k): str(v) for k, v in scores.items()}
+    return {str(name): str(name) for name in scores}
+
+
+def _plain_row(row: Any, location: str, plain: frozenset[str],
+               score_map: Mapping[str, str]) -> Any:
+    """A row of the plain layout (bare input and score keys) in the schema's shape."""
+    if not isinstance(row, Mapping):
+        return row
+    out: dict[str, Any] = {}
+    inputs = dict(row["inputs"]) if isinstance(row.get("inputs"), Mapping) else {}
+    scores = dict(row["scores"]) if isinstance(row.get("scores"), Mapping) else {}
+    for key, value in row.items():
+        if key in plain and key not in _JSON_KEYS:
+            inputs[key] = value
+        elif key in score_map and key not in _JSON_KEYS:
+            if value is not None and value != "":
+                scores[score_map[key]] = value
+        else:
+            out[key] = value
+    if inputs:
+        out["inputs"] = inputs
+    elif "inputs" in row:
+        out["inputs"] = row["inputs"]  # malformed: reported by _to_record
+    if scores:
+        out["scores"] = scores
+    elif "scores" in row:
+        out["scores"] = row["scores"]
+    if "id" not in out or out["id"] is None:
+        out["id"] = location.replace(", line ", ":").rsplit("/", 1)[-1]
+    return out
+
+
+def _csv_rows(path: Path, plain: frozenset[str],
+              score_map: Mapping[str, str]) -> Iterator[tuple[str, Any]]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None:
             raise DataFormatError(f"{path}, line 1", None, "empty CSV file, expected a header row")
-        columns = _csv_columns(header, plain, f"{path}, line 1")
+        columns = _csv_columns(header, plain, score_map, f"{path}, line 1")
         end_line = reader.line_num
         for row in reader:
             location = f"{path}, line {end_line + 1}"
@@ -226,7 +283,7 @@ def _csv_rows(path: Path, fields: Sequence[str] | None) -> Iterator[tuple[str, A
 
 
 def _csv_columns(
-    header: list[str], plain: frozenset[str], location: str
+    header: list[str], plain: frozenset[str], score_map: Mapping[str, str], location: str
 ) -> list[tuple[str, str | None]]:
     """Map each header cell to ``(section, key)``; section is a top-level JSON key."""
     columns: list[tuple[str, str | None]] = []
@@ -243,14 +300,21 @@ def _csv_columns(
             columns.append((prefix, key))
         elif name in plain:
             columns.append(("inputs", name))
+        elif name in score_map:
+            columns.append(("scores", score_map[name]))
         else:
+            known = ""
+            if plain or score_map:
+                known = (f"; the task's input columns are {sorted(plain)!r} and its score "
+                         f"columns {sorted(score_map)!r}")
             raise DataFormatError(
                 location,
                 name,
                 "unknown column; expected id, group_id, system_id, label, inputs.<name>, "
-                "scores.<aspect>, meta.<key> or a name listed in fields=",
+                "scores.<aspect>, meta.<key>, or a plain input or score column named by the "
+                f"task (fields= / scores= in Python){known}. See docs/tasks.md, 'Your data'",
             )
-    if "id" not in seen:
+    if "id" not in seen and not (plain or score_map):
         raise DataFormatError(location, "id", "missing required column")
     if not any(section == "inputs" for section, _ in columns):
         raise DataFormatError(
@@ -261,6 +325,8 @@ def _csv_columns(
 
 def _csv_record(row: list[str], columns: list[tuple[str, str | None]]) -> dict[str, Any]:
     record: dict[str, Any] = {"inputs": {}, "scores": {}, "meta": {}}
+    if not any(section == "id" for section, _ in columns):
+        record["id"] = None  # the plain layout: _plain_row names it by its location
     for (section, key), cell in zip(columns, row, strict=True):
         if key is None:
             record[section] = cell if cell.strip() or section == "id" else None
@@ -284,7 +350,9 @@ def _to_record(row: Any, location: str) -> Record:
     unknown = [key for key in row if key not in _JSON_KEYS]
     if unknown:
         raise DataFormatError(
-            location, str(unknown[0]), f"unknown field; expected only {', '.join(_JSON_KEYS)}"
+            location, str(unknown[0]), f"unknown field; expected only {', '.join(_JSON_KEYS)}, "
+            "or the plain layout's input and score keys named by the task (fields= / scores= "
+            "in Python; see docs/tasks.md, 'Your data')"
         )
     if "id" not in row:
         raise DataFormatError(location, "id", "missing; expected a non-empty string")

@@ -53,6 +53,7 @@ from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
 from .lm._errors import TRANSIENT_KINDS, LMError, LMUnavailable  # noqa: E402
+from .lm._spec import model_spec  # noqa: E402
 from .metrics import group_correlation  # noqa: E402
 from .racing import (  # noqa: E402
     RacingConfig,
@@ -359,10 +360,18 @@ class JudgeSearch(Teleprompter):
             # student was built with another one.
             base = student.strategy
             if not graph.is_valid(base):
+                outside = [f"{name}={base[name]!r} (the space allows "
+                           f"{list(self.config.space[name])!r})"
+                           for name in self.config.space if name in base
+                           and not any(type(base[name]) is type(a) and base[name] == a
+                                       for a in self.config.space[name])]
+                what = "; ".join(outside) if outside else "a forbidden combination"
                 raise ValueError(
                     f"The student's strategy {base} (the search's baseline) is outside the "
-                    f"optimizer's `space`; the {self.config.search} search starts from it, so "
-                    "allow its values or build the student with a strategy inside the space.")
+                    f"optimizer's `space`: {what}. The {self.config.search} search starts "
+                    "from it, so add its values to the preset's [space] (e.g. the task's "
+                    "baseline_scale to `scale`), or build the student with a strategy inside "
+                    "the space.")
             kwargs["baseline"] = base
         return cls(graph.space, budget=self.config.budget, seed=self.config.seed, graph=graph,
                    **kwargs)
@@ -672,8 +681,8 @@ class JudgeSearch(Teleprompter):
         compiled.search_result.problems.extend(problems)
         for line in problems:
             log.warning("%s", line)
-        # A RouterLM's `spec` ("router:FILE#GROUP") rebuilds it; its `model` is one server's.
-        compiled.model_name = getattr(lm, "spec", None) or getattr(lm, "model", None)
+        # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
+        compiled.model_name = model_spec(lm)
         compiled.selection = selected.record
         compiled.comparisons = selected.comparisons
         compiled.ensemble = selected.ensemble

@@ -12,11 +12,13 @@ from ._decoding import (
     decoding_for,
     logprob_support,
 )
-from ._ensemble import JudgeEnsemble, load_any_judge
+from ._ensemble import JudgeEnsemble, load_any_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, load_judge, save_judge
 from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
+from ._metric import JudgeMetric, UnparsedJudgement
 from ._parse import PreferenceParse, RatingParse, parse_preference, parse_rating
+from ._predict import JudgePredict
 from ._prexme import (
     PREXME_TASKS,
     DemoRetriever,
@@ -51,6 +53,8 @@ __all__ = [
     "ExportedJudge",
     "JudgeAdapter",
     "JudgeEnsemble",
+    "JudgeMetric",
+    "JudgePredict",
     "JudgeProgram",
     "JudgeTask",
     "LogprobsUnavailableError",
@@ -60,6 +64,7 @@ __all__ = [
     "PrExMeTask",
     "PreferenceParse",
     "RatingParse",
+    "UnparsedJudgement",
     "artifact_key",
     "available_tasks",
     "baseline_strategy",
@@ -75,6 +80,7 @@ __all__ = [
     "hpss_strategy",
     "load_any_judge",
     "load_judge",
+    "load_judges",
     "load_prexme_task",
     "load_task",
     "logprob_support",
@@ -91,4 +97,5 @@ __all__ = [
     "save_judge",
     "select_examples",
     "to_records",
+    "write_judge_index",
 ]

@@ -28,7 +28,7 @@ from judgeopt._io import write_text_atomic
 from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, judge_from_dict
 from ._program import JudgeProgram
 
-__all__ = ["JudgeEnsemble", "load_any_judge"]
+__all__ = ["INDEX_FORMAT", "JudgeEnsemble", "load_any_judge", "load_judges", "write_judge_index"]
 
 
 class JudgeEnsemble(dspy.Module):
@@ -222,3 +222,57 @@ def load_any_judge(path: str | os.PathLike[str],
 
 #: ``judgeopt.load_judge``: a judge or an ensemble, whichever the file holds.
 load_judge = load_any_judge
+
+
+#: The ``format`` field of the index of several judges (``compile --aspects``).
+INDEX_FORMAT = "judgeopt-index"
+
+
+def write_judge_index(path: str | os.PathLike[str], task: str, judges: dict[str, str], *,
+                      model: str | None = None) -> Path:
+    """Write the index of the judges of several aspects of one task (``compile --aspects``).
+
+    ``judges`` maps each aspect to its judge file, relative to the index's directory. The
+    file is ``{"format": "judgeopt-index", "format_version": 1, "task", "model",
+    "judges": {aspect: file}}``; read it with :func:`load_judges`.
+    """
+    from judgeopt import __version__
+
+    data = {"format": INDEX_FORMAT, "format_version": 1, "judgeopt_version": __version__,
+            "task": task, "model": model, "judges": dict(judges)}
+    return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def load_judges(path: str | os.PathLike[str],
+                **kwargs: Any) -> dict[str, JudgeProgram | JudgeEnsemble]:
+    """Load every judge of an index written by ``judgeopt compile --aspects`` (or a directory
+    holding one as ``index.json``): aspect -> judge (or ensemble), in the index's order.
+
+    Args:
+        path: The index file, or its directory.
+        **kwargs: Passed to every judge's constructor (e.g. ``lm=``).
+
+    Raises:
+        ValueError: On a missing or invalid index (naming the field) or judge file.
+    """
+    from ._export import read_judge_file
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "index.json"
+    raw = read_judge_file(p)
+    if raw.get("format") != INDEX_FORMAT:
+        raise ValueError(f"{p}: not a judge index (`format` is {raw.get('format')!r}, expected "
+                         f"{INDEX_FORMAT!r}); load a single judge with judgeopt.load_judge().")
+    judges = raw.get("judges")
+    if not isinstance(judges, dict) or not judges or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in judges.items()):
+        raise ValueError(f"{p}: `judges` must be a non-empty object of aspect -> judge file; "
+                         f"got {judges!r}.")
+    out: dict[str, JudgeProgram | JudgeEnsemble] = {}
+    for aspect, file in judges.items():
+        judge = load_any_judge(p.parent / file, **kwargs)
+        if judge.aspect != aspect:
+            raise ValueError(f"{p}: `judges.{aspect}` is {file}, which judges {judge.aspect!r}.")
+        out[aspect] = judge
+    return out

@@ -92,7 +92,9 @@ class ExportedJudge(_Model):
     aspect: str
     strategy: dict[str, Any]
     artifacts: ExportedArtifacts
-    template: str
+    template: str | None = None
+    messages: list[dict[str, str]] | None = None
+    placeholders: list[str] | None = None
     scoring: Scoring
     model: str | None = None
     example_seed: int = 0
@@ -101,6 +103,7 @@ class ExportedJudge(_Model):
     search: dict[str, Any] | None = None
     selection: dict[str, Any] | None = None
     comparisons: dict[str, dict[str, Any]] | None = None
+    test_items: list[dict[str, Any]] | None = None
 
 
 def export_judge(program: JudgeProgram) -> ExportedJudge:
@@ -126,6 +129,7 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         program.strategy["examples"]) > 0 else {}  # type: ignore[arg-type]
     template = render_template(task, program.aspect, program.strategy,
                                criteria_text=criteria_text, autocot_steps=autocot)
+    messages, placeholders = rendered_messages(program, criteria_text, autocot, examples)
     pairwise = task.mode == "pairwise"
     lo, hi = (None, None) if pairwise else program.rating_bounds
     search = program.search_result.to_dict() if program.search_result is not None else None
@@ -149,6 +153,8 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         strategy=program.strategy.as_dict(),
         artifacts=ExportedArtifacts(texts=texts, examples=examples),
         template=template,
+        messages=messages,
+        placeholders=placeholders,
         scoring=Scoring(
             parser=parser,
             scale=None if pairwise else int(program.strategy["scale"]),  # type: ignore[arg-type]
@@ -163,7 +169,63 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         search=search,
         selection=getattr(program, "selection", None),
         comparisons=getattr(program, "comparisons", None),
+        test_items=_test_items(getattr(program, "test_items", None)),
     )
+
+
+def _test_items(items: Any) -> list[dict[str, Any]] | None:
+    """``[{"id", "human", "score"}]`` of the test items (ItemResults or such dicts)."""
+    if not items:
+        return None
+    out = []
+    for item in items:
+        get = item.get if isinstance(item, dict) else lambda k, i=item: getattr(i, k, None)
+        out.append({"id": get("id"), "human": get("human"), "score": get("score")})
+    return out
+
+
+def rendered_messages(program: JudgeProgram, criteria_text: str | None,
+                      autocot: str | None, examples: dict[str, list[dict[str, Any]]]
+                      ) -> tuple[list[dict[str, str]], list[str]]:
+    """The judge's chat messages with every artifact it can fill, and what is left open.
+
+    The system message (when the task has one) and the user prompt, with the criteria,
+    AutoCoT steps and in-context examples written in; only the item's input fields remain
+    as ``{field}`` placeholders, plus the per-item artifacts (``{metrics_questions}``,
+    ``{self_reference}``), which the judge generates for each item, and any artifact the
+    judge has not generated yet (``{self_criteria}``, ``{autocot_steps}`` of a judge that
+    never ran). Returns ``(messages, placeholders)``.
+    """
+    task = program.task
+    pairs = [(item["inputs"], item["rating"]) for items in examples.values() for item in items]
+    strategy = program.strategy
+    n_examples = int(strategy["examples"])  # type: ignore[arg-type]
+    user = render_template(task, program.aspect, strategy, criteria_text=criteria_text,
+                           autocot_steps=autocot,
+                           examples=pairs if n_examples > 0 and len(pairs) == n_examples
+                           else None)
+    messages = ([{"role": "system", "content": task.system}] if task.system else []) + [
+        {"role": "user", "content": user}]
+    graph = hpss_graph(task)
+    given = {"self_criteria": criteria_text, "autocot_steps": autocot,
+             "icl_examples": pairs if len(pairs) == n_examples else None}
+    open_artifacts = [req.name for req in graph.artifacts_for(strategy)
+                      if req.per_sample or given.get(req.name) is None]
+    return messages, [*task.input_names, *open_artifacts]
+
+
+def _check_rendered(program: JudgeProgram, data: ExportedJudge, source: str) -> None:
+    """Refuse a file whose ``template`` or ``messages`` no longer match its judge."""
+    fresh = export_judge(program)
+    for name in ("template", "messages"):
+        stored = getattr(data, name)
+        if stored is not None and stored != getattr(fresh, name):
+            raise ValueError(
+                f"{source}: `{name}` does not match the judge's task, strategy and artifacts. "
+                f"`{name}` is generated from them on export and is never read back, so an "
+                "edit there would be ignored: change `task` (its prompt wording), `strategy` "
+                f"or `artifacts` instead, or delete `{name}` (and `placeholders`) from the "
+                "file to load it as it is.")
 
 
 def save_judge(program: JudgeProgram, path: str | os.PathLike[str]) -> Path:
@@ -251,6 +313,8 @@ def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
     program.test = data.test
     program.selection = data.selection
     program.comparisons = data.comparisons
+    program.test_items = data.test_items
     program.model_name = data.model
     program.exported_search = data.search  # type: ignore[attr-defined]
+    _check_rendered(program, data, p)
     return program

@@ -6,8 +6,15 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import asyncio  # noqa: E402
 import copy  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
+import functools  # noqa: E402
+from collections.abc import (  # noqa: E402
+    Callable,  # noqa: E402
+    Mapping,
+    Sequence,
+)
+from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import dspy  # noqa: E402
@@ -26,6 +33,7 @@ from ._decoding import (  # noqa: E402
 from ._examples import ExamplePool  # noqa: E402
 from ._factors import baseline_strategy, hpss_space, hpss_strategy  # noqa: E402
 from ._parse import parse_preference, parse_rating  # noqa: E402
+from ._predict import JudgePredict  # noqa: E402
 from ._render import render_messages  # noqa: E402
 from ._task import JudgeTask, load_task  # noqa: E402
 
@@ -136,8 +144,10 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
                aspect: str) -> list[Record]:
     """Convert records, dicts of the JSONL schema, or ``dspy.Example`` objects to records.
 
-    A ``dspy.Example`` carries the input fields plus the human label: the aspect's score
-    under the aspect's name or ``score`` (pointwise), or ``label`` (pairwise).
+    A ``dspy.Example`` (or a plain dict without ``inputs``, e.g. ``{"question": ...,
+    "answer": ..., "score": 4}``) carries the input fields plus the human label: the
+    aspect's score under the aspect's name or ``score`` (pointwise), or ``label``
+    (pairwise).
 
     Raises:
         ValueError: When an example lacks an input field or its human label.
@@ -147,7 +157,8 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
         if isinstance(item, Record):
             out.append(item)
             continue
-        if isinstance(item, dspy.Example):
+        if isinstance(item, dspy.Example) or (isinstance(item, Mapping)
+                                               and "inputs" not in item):
             d = dict(item.items())
             if "inputs" not in d:
                 missing = [f for f in task.input_names if f not in d]
@@ -169,6 +180,37 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
                 continue
         out.extend(load_records([dict(item)]))  # type: ignore[arg-type]
     return out
+
+
+class _Load:
+    """``load`` that works on the class and on an instance, like ``dspy.Module.load``.
+
+    * ``JudgeProgram.load(path, **kwargs)`` returns a new judge built from the file;
+    * ``judge.load(path, **kwargs)`` makes ``judge`` itself the judge in the file (task,
+      aspect, strategy, artifacts, results) and returns it; it keeps ``judge``'s LM unless
+      ``lm=`` is given. DSPy's ``allow_pickle`` / ``allow_unsafe_lm_state`` are accepted and
+      ignored: the file is JSON, validated, never unpickled.
+    """
+
+    def __get__(self, obj: JudgeProgram | None, owner: type[JudgeProgram]
+                ) -> Callable[..., JudgeProgram]:
+        if obj is not None:
+            return functools.partial(obj._load_into)
+
+        def load(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
+            """Rebuild a judge from its JSON file (validated; no pickle).
+
+            Args:
+                path: The exported judge.
+                **kwargs: Passed to the constructor (e.g. ``lm=``).
+            """
+            from ._export import load_judge
+
+            kwargs.pop("allow_pickle", None)
+            kwargs.pop("allow_unsafe_lm_state", None)
+            return load_judge(path, **kwargs)
+
+        return load
 
 
 class JudgeProgram(dspy.Module):
@@ -232,10 +274,11 @@ class JudgeProgram(dspy.Module):
         self.example_seed = example_seed
         self.maker = ArtifactMaker(self.task, aspect, self.store, pool=self.pool,
                                    example_seed=example_seed, fixed_examples=fixed_examples)
-        self.lm = lm
         self.max_tokens = max_tokens
         self.adapter = JudgeAdapter(self)
         self.signature = _signature(self.task)
+        #: What DSPy sees of the judge (``named_predictors``, ``set_lm``); holds its LM.
+        self.predictor = JudgePredict(self.signature, lm)
         # Filled by teleprompters and by load():
         self.search_result: Any = None
         self.validation: dict[str, Any] | None = None
@@ -248,8 +291,22 @@ class JudgeProgram(dspy.Module):
         #: The prompt ensemble a compile built beside this judge (``ensemble=M``), if any.
         self.ensemble: Any = None
         self.model_name: str | None = None
+        #: Per-item test judgements (``[{"id", "human", "score"}]``) for reports, if any.
+        self.test_items: list[Any] | None = None
 
     # Derived -----------------------------------------------------------------------------
+    @property
+    def lm(self) -> dspy.BaseLM | None:
+        """The judge's own LM (``None``: DSPy's configured one), held by its predictor.
+
+        ``judge.set_lm(lm)`` (or an outer program's ``set_lm``) sets it too.
+        """
+        return self.predictor.lm  # type: ignore[no-any-return]
+
+    @lm.setter
+    def lm(self, value: dspy.BaseLM | None) -> None:
+        self.predictor.lm = value
+
     @property
     def rating_bounds(self) -> tuple[int, int]:
         """``(min, max)`` rating of a pointwise judge at its strategy's scale."""
@@ -281,12 +338,14 @@ class JudgeProgram(dspy.Module):
         if new.strategy.get("decoding") != self.strategy.get("decoding"):
             new.decoding_params = {}
         new.adapter = JudgeAdapter(new)
+        new.predictor = JudgePredict(new.signature, self.lm)
         new.search_result = None
         new.validation = None
         new.test = None
         new.selection = None
         new.comparisons = None
         new.ensemble = None
+        new.test_items = None
         return new
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
@@ -342,24 +401,69 @@ class JudgeProgram(dspy.Module):
         sample_id = inputs.pop("sample_id", None)
         return self.judge(inputs, sample_id=sample_id)
 
+    async def aforward(self, **inputs: Any) -> dspy.Prediction:
+        """Judge one sample asynchronously (``await judge.acall(**fields)``).
+
+        The judge call runs in a worker thread (``asyncio.to_thread``), which sees the
+        caller's ``dspy.context`` settings.
+        """
+        sample_id = inputs.pop("sample_id", None)
+        return await asyncio.to_thread(self.judge, inputs, sample_id=sample_id)
+
+    def as_metric(self, threshold: float | None = None, *, on_unparsed: float | str = 0.0,
+                  fields: Mapping[str, str | Callable[[Any, Any], Any]] | None = None,
+                  prefer: str = "b") -> Any:
+        """This judge as a DSPy metric: ``metric(example, pred, trace=None)``.
+
+        See :class:`judgeopt.judge.JudgeMetric` (``docs/judge.md``, "The judge as a DSPy
+        metric"): the rating is mapped to [0, 1] over the judge's scale; ``threshold`` turns
+        it into pass/fail when DSPy passes a ``trace`` (optimizers); an unparsed answer gives
+        ``on_unparsed`` (default 0.0) or, with ``on_unparsed="raise"``, an
+        :class:`~judgeopt.judge.UnparsedJudgement`.
+        """
+        from ._metric import JudgeMetric
+
+        return JudgeMetric(self, threshold=threshold, on_unparsed=on_unparsed, fields=fields,
+                           prefer=prefer)
+
     # Export ------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str], **_: Any) -> None:  # type: ignore[override]
-        """Write the judge as one JSON file (see ``docs/export.md``); never pickles."""
+    def save(self, path: str | os.PathLike[str], save_program: bool = False,  # type: ignore[override]
+             modules_to_serialize: Any = None) -> None:
+        """Write the judge as one JSON file (see ``docs/judge.md``); never pickles.
+
+        Raises:
+            ValueError: On ``save_program=True`` or ``modules_to_serialize`` (DSPy's
+                cloudpickle mode: a judge is saved as JSON only), or a path not ending in
+                ``.json``.
+        """
         from ._export import save_judge
 
+        if save_program or modules_to_serialize is not None:
+            raise ValueError(
+                "JudgeProgram.save does not support save_program=True / modules_to_serialize "
+                "(DSPy's cloudpickle mode): a judge is always saved as one JSON file that "
+                "rebuilds it without pickle. Call judge.save('judge.json').")
+        if Path(path).suffix != ".json":
+            raise ValueError(f"JudgeProgram.save writes JSON: the path must end in `.json`; "
+                             f"got {str(path)!r}.")
         save_judge(self, path)
 
-    @classmethod
-    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:  # type: ignore[override]
-        """Rebuild a judge from its JSON file (validated; no pickle).
+    load = _Load()
 
-        Args:
-            path: The exported judge.
-            **kwargs: Passed to the constructor (e.g. ``lm=``).
-        """
+    def _load_into(self, path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
+        """``judge.load(path)``: make this judge the one in the file (see :attr:`load`)."""
         from ._export import load_judge
 
-        return load_judge(path, **kwargs)
+        kwargs.pop("allow_pickle", None)  # never pickled: nothing to allow
+        kwargs.pop("allow_unsafe_lm_state", None)
+        kwargs.setdefault("lm", self.lm)
+        new = load_judge(path, **kwargs)
+        callbacks, history = self.callbacks, self.history
+        self.__dict__.clear()
+        self.__dict__.update(new.__dict__)
+        self.callbacks, self.history = callbacks, history
+        self.adapter = JudgeAdapter(self)
+        return self
 
     def export(self) -> dict[str, Any]:
         """The exported form as a dict."""

@@ -26,6 +26,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._factors import ARTIFACTS, SCALES
+from ._task_defaults import fill_task_defaults
 
 __all__ = [
     "Aspect",
@@ -458,7 +459,7 @@ class JudgeTask(_Model):
     def _fill_defaults(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        out = dict(data)
+        out = fill_task_defaults(data)
         noun = out.get("noun")
         if "noun_title" not in out and isinstance(noun, str) and noun:
             out["noun_title"] = noun[:1].upper() + noun[1:]
@@ -583,9 +584,10 @@ class JudgeTask(_Model):
                     "have none, give one criteria text"
                 )
             for k, a in self.aspects.items():
-                extra = sorted(
-                    f for f in ("score_range", "rating_min", "scale_max") if f in a.model_fields_set
-                )
+                # NOTE: by value, not by `model_fields_set`: an exported task (model_dump)
+                # lists every field with its default, and must load again.
+                defaults = {"score_range": None, "rating_min": 1, "scale_max": {}}
+                extra = sorted(f for f, d in defaults.items() if getattr(a, f) != d)
                 if extra:
                     raise ValueError(f"aspects.{k}: {extra!r} only apply to pointwise tasks")
             return

@@ -60,6 +60,7 @@ from ._router import (  # noqa: E402
 )
 from ._serve import ServerGroup, start_servers  # noqa: E402
 from ._server import LlamaServer, start_llama_server  # noqa: E402
+from ._spec import model_spec  # noqa: E402
 from ._stats import DeploymentStats, LMStats  # noqa: E402
 from ._vllm import (  # noqa: E402
     VLLMEnvironment,
@@ -105,6 +106,7 @@ __all__ = [
     "load_router_config",
     "local_model_dir",
     "make_lm",
+    "model_spec",
     "resolve_endpoint",
     "start_llama_server",
     "start_servers",

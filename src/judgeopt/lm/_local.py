@@ -277,6 +277,13 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
     def __repr__(self) -> str:
         return f"LlamaCppLM({self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
 
+    @property
+    def spec(self) -> str:
+        """The model string that rebuilds this LM: ``"local:NAME"`` or ``"local:/PATH.gguf"``."""
+        if self._registry_name is not None:
+            return f"local:{self._registry_name}"
+        return f"local:{Path(self._path).resolve()}"  # type: ignore[arg-type]
+
     def copy(self, **kwargs: Any) -> LlamaCppLM:
         """Return a copy sharing the loaded model, cache and counters (``BaseLM.copy``).
 
