@@ -323,6 +323,8 @@ def test_cli_all_nan_search_and_unparsed_answers_exit_nonzero(
         assert main([*common, "--api-base", srv.api_base, "--out", str(out)]) == 1
     cap = capsys.readouterr()
     assert "every one of the 3 strategies scored NaN" in cap.err
+    # Each problem is printed once (not also as a log warning).
+    assert (cap.out + cap.err).count("every one of the 3 strategies scored NaN") == 1
     assert "not trustworthy" in cap.err and out.is_file()
     assert json.loads(out.read_text())["search"]["problems"]
     # Per strategy, the summary shows the unparsed answers.
@@ -431,3 +433,16 @@ def test_help_prints_no_doubled_percent(command: str, capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "%%" not in capsys.readouterr().out
+
+
+def test_cli_prints_each_selection_message_once(data_path: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
+        status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
+                       str(data_path), "--limit", "10", "--budget", "2", "--model", "openai/x",
+                       "--api-base", srv.api_base, "--no-progress", "--no-report",
+                       "--out", str(tmp_path / "j.json")])
+    cap = capsys.readouterr()
+    assert status == 0
+    # 10 items are too few to confirm: said once, in the summary.
+    assert (cap.out + cap.err).count("winner's curse") == 1

@@ -1178,12 +1178,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress.addHandler(handler)
     progress.setLevel(logging.INFO)
     progress.propagate = False
+    # The compile's summary prints its selection messages and problems: their log records
+    # would show the same lines twice.
+    teleprompt = logging.getLogger("judgeopt.teleprompt")
+    teleprompt.addFilter(_not_reported)
     try:
         return _run(args)
     finally:
         progress.removeHandler(handler)
         progress.setLevel(saved[0])
         progress.propagate = saved[1]
+        teleprompt.removeFilter(_not_reported)
+
+
+def _not_reported(record: logging.LogRecord) -> bool:
+    return not getattr(record, "judgeopt_reported", False)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -82,6 +82,11 @@ log = logging.getLogger(__name__)
 #: One line per finished strategy and where a run resumes; ``judgeopt compile`` prints it.
 progress_log = logging.getLogger("judgeopt.progress")
 
+#: Marks log records whose text is also in the compiled judge (``selection.messages``,
+#: ``search_result.problems``): ``judgeopt compile`` prints those in its summary and drops
+#: the records, so that no line appears twice.
+_REPORTED = {"judgeopt_reported": True}
+
 Metric = Literal["spearman", "kendall", "pearson", "accuracy"]
 
 
@@ -680,7 +685,7 @@ class JudgeSearch(Teleprompter):
         problems = self._problems(search, summaries, compiled, selected.comparisons, metric)
         compiled.search_result.problems.extend(problems)
         for line in problems:
-            log.warning("%s", line)
+            log.warning("%s", line, extra=_REPORTED)
         # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
         compiled.model_name = model_spec(lm)
         compiled.selection = selected.record
@@ -690,7 +695,8 @@ class JudgeSearch(Teleprompter):
             selected.ensemble.model_name = compiled.model_name
             selected.ensemble.validation = compiled.validation
         for line in selected.record.get("messages", []):
-            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line)
+            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line,
+                    extra=_REPORTED)
         return compiled
 
     def _problems(self, search: SearchStrategy, summaries: list[dict[str, Any]],
