@@ -6,8 +6,8 @@ settings, the same model and decoding. :func:`run_fingerprint` describes all of 
 JSON object (``fingerprint.json``); :func:`fingerprint_differences` names what changed, so a
 re-run with other settings stops instead of silently reusing results of another run.
 
-The budget and the number of threads are left out on purpose: a larger budget extends a
-finished search, and the thread count changes no result. The endpoint (``api_base``) is left
+The budget, the number of threads, the ensemble size and the failure limits are left out on
+purpose: a larger budget extends a finished search, and the others change no stored result. The endpoint (``api_base``) is left
 out too, since a restarted server often gets another port; the model's identity is its model
 string (a local GGUF: its verified hash, or its path, size and mtime).
 """
@@ -106,14 +106,17 @@ def run_fingerprint(*, task: Any, aspect: str, baseline: Mapping[str, Any],
         trainset: The example pool (and scoring set without ``valset``).
         valset: The scoring set, when given apart.
         config: The optimizer settings (:class:`judgeopt.teleprompt.OptimizerConfig` as a
-            dict); ``budget``, ``threads`` and the failure limits are ignored.
+            dict); ``budget``, ``threads``, ``ensemble`` and the failure limits are ignored.
         lm: The judge's LM.
         max_tokens: The student's output limit (``None``: by strategy).
         decoding_params: The student's decoding overrides.
     """
     task_def = json.dumps(task.model_dump(mode="json"), sort_keys=True, default=str)
     model = model_identity(lm)
-    ignored = {"budget", "threads", "max_consecutive_failures", "max_parse_failures"}
+    # NOTE: the ensemble size only changes what is built after the search from the stored
+    # judgements, so adding --ensemble to a finished compile reuses its checkpoint.
+    ignored = {"budget", "threads", "max_consecutive_failures", "max_parse_failures",
+               "ensemble"}
     fp: dict[str, Any] = {
         "format": _FORMAT,
         "task": f"{task.name} (definition sha256 "
