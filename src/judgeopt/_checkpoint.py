@@ -7,9 +7,10 @@ JSON object (``fingerprint.json``); :func:`fingerprint_differences` names what c
 re-run with other settings stops instead of silently reusing results of another run.
 
 The budget, the number of threads, the ensemble size and the failure limits are left out on
-purpose: a larger budget extends a finished search, and the others change no stored result. The endpoint (``api_base``) is left
-out too, since a restarted server often gets another port; the model's identity is its model
-string (a local GGUF: its verified hash, or its path, size and mtime).
+purpose: a larger budget extends a finished search, and the others change no stored result.
+The endpoint (``api_base``) is left out too, since a restarted server often gets another port;
+the model's identity is its model string (a local GGUF: its verified hash, or its path, size
+and mtime).
 """
 
 from __future__ import annotations
