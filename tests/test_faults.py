@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from judgeopt._checkpoint import CheckpointMismatchError
+from judgeopt import CheckpointMismatchError
 from judgeopt.cli import main
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import evaluate

@@ -35,7 +35,12 @@ from typing import Any, Literal  # noqa: E402
 from dspy.teleprompt import Teleprompter  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
-from ._checkpoint import FINGERPRINT_FILE, check_fingerprint, run_fingerprint  # noqa: E402
+from ._checkpoint import (  # noqa: E402
+    FINGERPRINT_FILE,
+    CheckpointMismatchError,
+    check_fingerprint,
+    run_fingerprint,
+)
 from ._io import write_text_atomic  # noqa: E402
 from .data import Record  # noqa: E402
 from .evaluate import (  # noqa: E402
@@ -67,6 +72,7 @@ from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # no
 from .selection import SelectionConfig, choose, confirmation_split  # noqa: E402
 
 __all__ = [
+    "CheckpointMismatchError",
     "CompileResult",
     "Greedy",
     "GridSearch",
