@@ -458,3 +458,20 @@ def test_cli_prints_each_selection_message_once(data_path: Path, tmp_path: Path,
     assert status == 0
     # 10 items are too few to confirm: said once, in the summary.
     assert (cap.out + cap.err).count("winner's curse") == 1
+
+
+def test_cli_several_aspects_report_problems_per_aspect_and_exit_1(
+        data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "judges"
+    with ScriptedServer(reply=lambda body: "I cannot rate this.") as srv:
+        status = main(["compile", "--task", "topical_chat", "--aspect",
+                       f"{ASPECT},coherence", "--data", str(data_path), "--limit", "10",
+                       "--budget", "2", "--model", "openai/x", "--api-base", srv.api_base,
+                       "--no-progress", "--no-report", "--selection", "best",
+                       "--out", str(out)])
+    err = capsys.readouterr().err
+    # Every aspect is compiled and written; the exit status says none can be trusted.
+    assert status == 1 and (out / f"{ASPECT}.json").is_file()
+    assert (out / "coherence.json").is_file() and (out / "index.json").is_file()
+    assert f"problem ({ASPECT}): every one of the 2" in err
+    assert "problem (coherence): every one of the 2" in err
