@@ -153,9 +153,9 @@ def check_records(program: Any, records: Sequence[Record]) -> None:
     """
     from .data import validate_records
 
-    task = getattr(program, "task", None)
+    task: Any = getattr(program, "task", None)
     names = getattr(task, "input_names", None)
-    if names is None or not hasattr(task, "human_range") or not records:
+    if task is None or names is None or not hasattr(task, "human_range") or not records:
         return
     pairwise = task.mode == "pairwise"
     aspect = program.aspect

@@ -682,7 +682,9 @@ class JudgeSearch(Teleprompter):
             best_strategy=best_trial.strategy.as_dict(), best_score=best_trial.score,
             trace=trace, evaluation_summaries=summaries,
             seconds=time.perf_counter() - t0, racing=racing_summary,
-            calls_this_run=this_run["calls"], selection_calls=selection_calls, **totals)
+            calls=totals["calls"], prompt_tokens=totals["prompt_tokens"],
+            completion_tokens=totals["completion_tokens"], calls_this_run=this_run["calls"],
+            selection_calls=selection_calls)
         # NOTE: through the judge's space, so summaries of a checkpoint written before the
         # `decoding` factor existed (strategies without it) still match.
         compiled.validation = next(
