@@ -226,7 +226,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if problems:
         print(f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
               f"{'s' if len(problems) > 1 else ''} above); it was written for inspection "
-              f"(exit status {EXIT_UNTRUSTED})", file=sys.stderr)
+              f"(exit status {EXIT_UNTRUSTED}; --max-parse-failures sets the accepted share "
+              "of answers without a rating)", file=sys.stderr)
         return EXIT_UNTRUSTED
     return 0
 

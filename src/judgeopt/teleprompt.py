@@ -740,7 +740,7 @@ class JudgeSearch(Teleprompter):
                     f"the chosen judge gave no rating for {bad} of {n} {split} items "
                     f"({bad / n:.0%}; {summ.get('parse_failures')} unparsed, "
                     f"{summ.get('call_failures')} failed calls), more than "
-                    f"max_parse_failures={limit:g}: its answers are mostly not in the "
+                    f"max_parse_failures={limit:g}: too many of its answers are not in the "
                     "expected format (a model too small for the prompt, or a max_tokens "
                     "too low)")
         return out
