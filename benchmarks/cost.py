@@ -64,9 +64,11 @@ def compile_once(lm: Any, task: JudgeTask, aspect: str, valid: list[Record], *,
         if start[factor] not in space[factor]:
             start = start.replace(**{factor: space[factor][0]})
     student = JudgeProgram(task, aspect, start, lm=lm)
-    # selection="best": the racing comparison counts the search's judge calls only.
+    # selection="best" and no endpoint check call: the racing comparison counts the
+    # search's judge calls only.
     opt = JudgeSearch(search, budget=budget, seed=seed, space=space, params={"k": k},
-                      racing=racing, progress=progress, threads=threads, selection="best")
+                      racing=racing, progress=progress, threads=threads, selection="best",
+                      check_endpoint=False)
     s0, t0 = lm.stats(), time.perf_counter()
     best = opt.compile(student, trainset=valid)
     seconds, s1 = time.perf_counter() - t0, lm.stats()

@@ -288,7 +288,9 @@ def test_compile_errors_at_start_when_expected_is_asked_without_logprobs(task, r
                      progress=False)
     with pytest.raises(LogprobsUnavailableError, match="openai/scripted"):
         opt.compile(judge, trainset=records)
-    assert len(fake.requests) == 1 and fake.requests[0]["max_tokens"] == 1  # the probe only
+    # The logprob probe only (after the endpoint check).
+    assert len(fake.judge_requests) == 1 and fake.judge_requests[0]["max_tokens"] == 1
+    assert fake.judge_requests[0]["logprobs"] is True
     # A student that decodes with `expected` asks for it too.
     student = JudgeProgram(task, ASPECT, no_cot(task, decoding="expected"),
                            lm=ScriptedLM(lambda m: "[[2]]").lm)

@@ -259,13 +259,17 @@ def test_interrupted_compile_resumes_without_repeating_calls(task, records, tmp_
                checkpoint_dir=tmp_path / "ckpt")
     with pytest.raises(KeyboardInterrupt):
         opt.compile(judge, trainset=records)
-    done = state["n"] - 1  # the interrupted request never completed
+    # The interrupted request never completed; the first request checked the endpoint.
+    done = state["n"] - 1 - 1
+    assert fake.requests[0]["max_tokens"] == 1
     assert (tmp_path / "ckpt" / "search_state.json").is_file()
     state["fail_after"] = 0
     fake2 = ScriptedLM(respond, cache=cache)
     best = opt.compile(JudgeProgram(task, ASPECT, lm=fake2.lm), trainset=records)
-    # Finished judge calls came from the cache; only the rest reached the backend.
-    assert len(fake2.requests) == 6 * len(records) - done
+    # Finished judge calls came from the cache; only the rest (and the uncached endpoint
+    # check) reached the backend.
+    assert fake2.requests[0]["max_tokens"] == 1
+    assert len(fake2.judge_requests) == 6 * len(records) - done
     full = ScriptedLM(scale_loving)
     ref = HPSS(budget=6, space=SPACE, progress=False, params={"k": 2}).compile(
         JudgeProgram(task, ASPECT, lm=full.lm), trainset=records)

@@ -208,12 +208,12 @@ def test_racing_drops_noise_candidates_and_counts_calls(task, records) -> None:
     raced, fake = compile_with(task, records, respond, racing=RACE)
     rf, rr = full.search_result, raced.search_result
     # Full evaluation: every candidate on every item, no racing records anywhere.
-    assert len(fake_full.requests) == rf.calls == 6 * N_ITEMS
+    assert len(fake_full.judge_requests) == rf.calls == 6 * N_ITEMS
     assert rf.racing is None and all("racing" not in t for t in rf.trace)
     assert all("racing" not in s for s in rf.evaluation_summaries)
     # Racing: the same judge at a fraction of the calls.
     assert raced.strategy == full.strategy and rr.best_score == rf.best_score
-    assert rr.calls == len(fake.requests) == sum(s["n"] for s in rr.evaluation_summaries)
+    assert rr.calls == len(fake.judge_requests) == sum(s["n"] for s in rr.evaluation_summaries)
     assert rr.calls < 0.7 * rf.calls
     assert rr.racing["dropped"] >= 2 and rr.racing["top"] == 1
     assert rr.racing["items_judged"] == rr.calls and rr.racing["items_full"] == 6 * N_ITEMS
@@ -235,7 +235,7 @@ def test_no_drop_before_the_population_is_full(task, records) -> None:
     raced, fake = compile_with(task, records, make_respond(records),
                                racing={"enabled": True, "top": 6})
     assert raced.search_result.racing["dropped"] == 0
-    assert len(fake.requests) == 6 * N_ITEMS
+    assert len(fake.judge_requests) == 6 * N_ITEMS
 
 
 def test_dropped_score_bound_option(task, records) -> None:
@@ -257,17 +257,17 @@ def test_interrupted_racing_compile_resumes_with_no_repeated_call(task, records,
     ckpt = tmp_path / "ckpt"
     with pytest.raises(KeyboardInterrupt):
         compile_with(task, records, interrupting, racing=RACE, ckpt=ckpt)
-    done = state["n"] - 1  # the interrupted request never completed
+    done = state["n"] - 1 - 1  # the interrupted request, the endpoint check
     assert (ckpt / "pending.jsonl").is_file()
     state["fail_after"] = 0
     resumed, fake2 = compile_with(task, records, interrupting, racing=RACE, ckpt=ckpt)
     ref, fake_ref = compile_with(task, records, respond, racing=RACE)
-    assert done + len(fake2.requests) == len(fake_ref.requests)
+    assert done + len(fake2.judge_requests) == len(fake_ref.judge_requests)
     assert resumed.search_result.trace == ref.search_result.trace
     assert not (ckpt / "pending.jsonl").exists()
     # A second re-run of the finished compile makes no call at all.
     again, fake3 = compile_with(task, records, interrupting, racing=RACE, ckpt=ckpt)
-    assert len(fake3.requests) == 0 and again.strategy == ref.strategy
+    assert len(fake3.judge_requests) == 0 and again.strategy == ref.strategy
 
 
 def test_interrupted_full_compile_resumes_with_no_repeated_call(task, records, tmp_path) -> None:
@@ -277,10 +277,10 @@ def test_interrupted_full_compile_resumes_with_no_repeated_call(task, records, t
     ckpt = tmp_path / "ckpt"
     with pytest.raises(KeyboardInterrupt):
         compile_with(task, records, interrupting, racing=False, ckpt=ckpt, budget=3)
-    done = state["n"] - 1
+    done = state["n"] - 1 - 1  # the interrupted request, the endpoint check
     state["fail_after"] = 0
     resumed, fake2 = compile_with(task, records, interrupting, racing=False, ckpt=ckpt, budget=3)
-    assert done + len(fake2.requests) == 3 * N_ITEMS
+    assert done + len(fake2.judge_requests) == 3 * N_ITEMS
     ref, _ = compile_with(task, records, respond, racing=False, budget=3)
     assert resumed.search_result.trace == ref.search_result.trace
 
@@ -304,8 +304,8 @@ def test_cost_benchmark_compares_full_and_racing_runs(task, records) -> None:
                        budget=5, seed=0, space=cost.QUICK_SPACE, k=1,
                        racing={"min_items": 20}, progress=False)
     assert {"calls_full", "calls_racing", "valid_full", "valid_racing"} <= set(out)
-    assert out["calls_full"] == len(lms["full"].requests) == 5 * N_ITEMS
-    assert out["calls_racing"] == len(lms["racing"].requests) < out["calls_full"]
+    assert out["calls_full"] == len(lms["full"].judge_requests) == 5 * N_ITEMS
+    assert out["calls_racing"] == len(lms["racing"].judge_requests) < out["calls_full"]
     assert out["valid_racing"] == out["valid_full"] and out["same_strategy"]
     assert out["test_delta"] == 0.0 and out["dropped"] >= 1
     assert "racing/full calls" in cost.table(out)
@@ -335,9 +335,9 @@ def test_cli_racing_flag(shared_data: Path, records, tmp_path, monkeypatch, caps
     out2 = tmp_path / "full.json"
     assert main([*common, "--optimizer", "racing", "--no-racing", "--out", str(out2)]) == 0
     assert json.loads(out2.read_text())["search"]["racing"] is None
-    # Judge calls only: neither the decoding check's 1-token logprob probe nor the
+    # Judge calls only: neither the endpoint check, the decoding check's logprob probe nor the
     # generation of an artifact (1024-token budget) that a strategy of the start needs.
-    judge_calls = [r for r in fakes[1].requests
+    judge_calls = [r for r in fakes[1].judge_requests
                    if not r.get("logprobs") and r.get("max_tokens") != 1024]
     assert len(judge_calls) == 4 * N_ITEMS
 

@@ -647,14 +647,21 @@ def test_cli_serve_interrupted_during_start_up_stops_the_started_servers(
         tmp_path: Path, fake_engine: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
     from judgeopt.cli import main
 
-    killer = signal_when(lambda: bool(fake_engine), signal.SIGINT)  # during the 2nd start
-    status = main(["serve", "--model", "slow", "--replicas", "2", "--engine", "fake",
-                   "--out", str(tmp_path / "s.yaml")])
-    killer.join()
-    assert status == 130 and len(fake_engine) == 1 and fake_engine[0].stopped
-    assert "SIGINT during start-up" in capsys.readouterr().err
-    assert not (tmp_path / "s.yaml").exists()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # NOTE: pytest started in the background (`nohup ... &`, some CI runners) inherits SIGINT
+    # ignored; the test installs the handler it checks `serve` restores, and then puts back
+    # whatever it found.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        killer = signal_when(lambda: bool(fake_engine), signal.SIGINT)  # during the 2nd start
+        status = main(["serve", "--model", "slow", "--replicas", "2", "--engine", "fake",
+                       "--out", str(tmp_path / "s.yaml")])
+        killer.join()
+        assert status == 130 and len(fake_engine) == 1 and fake_engine[0].stopped
+        assert "SIGINT during start-up" in capsys.readouterr().err
+        assert not (tmp_path / "s.yaml").exists()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def test_cli_router_option_builds_the_model_string(tmp_path: Path) -> None:

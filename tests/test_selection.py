@@ -192,7 +192,7 @@ def test_compile_confirms_a_better_strategy(task, records) -> None:
     assert comp["chosen"]["score"] == pytest.approx(chosen["confirm_score"])
     # Calls: the search, then baseline + finalists on the confirmation items, no repeats.
     n_final = len(sel["finalists"])
-    assert len(fake.requests) == res.calls + (1 + n_final) * sel["confirm_items"]
+    assert len(fake.judge_requests) == res.calls + (1 + n_final) * sel["confirm_items"]
     assert sel["cost"]["calls"] == (1 + n_final) * sel["confirm_items"]
     # Exported and loaded with the selection record.
     data = judge.export()
@@ -216,11 +216,11 @@ def test_too_few_items_fall_back_to_best_and_say_so(task, records) -> None:
     comp = judge.comparisons["validation"]
     assert comp["n"] == 24 and "biased upward" in comp["note"]
     # The comparison reuses the search's judgements: no call beyond the search.
-    assert len(fake.requests) == judge.search_result.calls
+    assert len(fake.judge_requests) == judge.search_result.calls
     best, fake2 = compile_with(task, records[:24], respond_with(records, "scale10"), budget=4,
                                selection="best")
     assert best.selection["rule"] == "best" and best.selection["messages"] == []
-    assert best.strategy == judge.strategy and len(fake2.requests) == len(fake.requests)
+    assert best.strategy == judge.strategy and len(fake2.judge_requests) == len(fake.judge_requests)
 
 
 def test_interrupted_confirmation_resumes_with_no_repeated_call(task, records,
@@ -238,9 +238,9 @@ def test_interrupted_confirmation_resumes_with_no_repeated_call(task, records,
     ckpt = tmp_path / "ckpt"
     with pytest.raises(KeyboardInterrupt):
         compile_with(task, records, interrupting, checkpoint_dir=ckpt)
-    first = calls["n"] - 1
+    first = calls["n"] - 1 - 1  # the interrupted call and the endpoint check
     resumed, fake2 = compile_with(task, records, interrupting, checkpoint_dir=ckpt)
-    assert first + len(fake2.requests) == len(fake_ref.requests)
+    assert first + len(fake2.judge_requests) == len(fake_ref.judge_requests)
     assert resumed.strategy == ref.strategy
     assert resumed.selection["finalists"] == ref.selection["finalists"]
 
@@ -254,7 +254,7 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
     comp = ens.comparisons["confirmation"]
     assert comp["chosen"]["label"] == "ensemble" and comp["n"] == judge.selection["confirm_items"]
     # No call beyond the search and the confirmation (members are finalists).
-    assert len(fake.requests) == judge.search_result.calls + judge.selection["cost"]["calls"]
+    assert len(fake.judge_requests) == judge.search_result.calls + judge.selection["cost"]["calls"]
     # A prediction is the mean z of the members, on the first member's scale.
     r = records[0]
     pred = ens(**r.inputs)
@@ -378,4 +378,4 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert not {r.group_id for r in valid} & {r.group_id for r in test}
     # A second run with the same settings keeps the finished pair: no judge call.
     assert e2e.main(args) == 0
-    assert len(fakes[-1].requests) == 0
+    assert len(fakes[-1].judge_requests) == 0

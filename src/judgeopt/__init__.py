@@ -38,6 +38,7 @@ _LAZY = {
     "load_optimizer": "judgeopt.teleprompt",
     "RacingConfig": "judgeopt.racing",
     "SelectionConfig": "judgeopt.selection",
+    "CheckpointMismatchError": "judgeopt._checkpoint",
 }
 
 __all__ = ["__version__", *_LAZY]

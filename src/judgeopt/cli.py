@@ -20,6 +20,24 @@ class CLIError(Exception):
     """A user error reported as ``judgeopt: error: ...`` with exit status 2."""
 
 
+#: Exit statuses: 0 done; 1 the compile finished but its judge is not trustworthy (see the
+#: printed problems; the judge is written anyway); 2 a usage, data or configuration error;
+#: 3 the model endpoint failed (a re-run continues from the checkpoint); 130 interrupted.
+EXIT_UNTRUSTED = 1
+EXIT_UNAVAILABLE = 3
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}"
+                                         ) from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {value:g}")
+    return value
+
+
 def _csv_list(text: str) -> list[str]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
@@ -133,9 +151,13 @@ def _load_data(path: str, limit: int | None, task: Any = None,
             scores["score"] = aspect
         kwargs["scores"] = {k: v for k, v in scores.items() if k not in kwargs["fields"]}
     try:
-        return load_records(path, limit=limit, **kwargs)
+        records = load_records(path, limit=limit, **kwargs)
     except (ValueError, OSError) as e:
         raise CLIError(f"--data {path}: {e}") from e
+    if not records:
+        raise CLIError(f"--data {path}: the file holds no records (expected one JSON object "
+                       "per line, or a CSV header row and rows)")
+    return records
 
 
 def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
@@ -163,7 +185,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         preset = load_optimizer(args.optimizer)
         JudgeSearch.from_config(preset, budget=args.budget, seed=args.seed,
                                 racing=args.racing, selection=args.selection,
-                                ensemble=args.ensemble)  # validate before loading a model
+                                ensemble=args.ensemble,
+                                max_consecutive_failures=args.max_consecutive_failures,
+                                max_parse_failures=args.max_parse_failures
+                                )  # validate before loading a model
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise CLIError(str(e)) from e
     several = len(aspects) > 1
@@ -174,6 +199,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = _lm_from_args(args)
     written: dict[str, str] = {}
+    problems: list[str] = []
     for aspect in aspects:
         out = root / f"{aspect}.json" if several else root
         if several:
@@ -184,22 +210,31 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             optimizer = JudgeSearch.from_config(
                 preset, budget=args.budget, seed=args.seed, threads=args.threads,
                 checkpoint_dir=ckpt, progress=not args.no_progress, racing=args.racing,
-                selection=args.selection, ensemble=args.ensemble)
+                selection=args.selection, ensemble=args.ensemble,
+                max_consecutive_failures=args.max_consecutive_failures,
+                max_parse_failures=args.max_parse_failures, restart=args.restart)
         except ValueError as e:
             raise CLIError(str(e)) from e
-        _compile_aspect(args, task, aspect, model, lm, optimizer, out)
+        # NOTE: an endpoint failure (LMUnavailable) stops every aspect: exit 3, resumable.
+        problems += _compile_aspect(args, task, aspect, model, lm, optimizer, out)
         written[aspect] = out.name
     if several:
         from .judge import write_judge_index
 
         index = write_judge_index(root / "index.json", task.name, written, model=model)
         print(f"wrote {index} ({len(written)} judges of {task.name}: {', '.join(written)})")
+    if problems:
+        print(f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
+              f"{'s' if len(problems) > 1 else ''} above); it was written for inspection "
+              f"(exit status {EXIT_UNTRUSTED}; --max-parse-failures sets the accepted share "
+              "of answers without a rating)", file=sys.stderr)
+        return EXIT_UNTRUSTED
     return 0
 
 
 def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any,
-                    optimizer: Any, out: Path) -> None:
-    """Compile, test and write the judge of one aspect."""
+                    optimizer: Any, out: Path) -> list[str]:
+    """Compile, test and write the judge of one aspect; the problems found (printed)."""
     from .evaluate import evaluate_against
     from .judge import JudgeProgram
 
@@ -219,17 +254,26 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
     if args.test_data:
         test = _load_data(args.test_data, args.test_limit, task, aspect)
         baseline = judge.with_strategy(student.strategy)
-        res, _, comp = evaluate_against(judge, baseline, test, threads=args.threads,
-                                        progress=not args.no_progress, desc="test")
+        res, _, comp = evaluate_against(
+            judge, baseline, test, threads=args.threads, progress=not args.no_progress,
+            desc="test", max_consecutive_failures=optimizer.config.max_consecutive_failures)
         judge.test = res.summary()
         judge.test_items = res.items
         comparisons["test"] = comp.to_dict()
+        bad = res.parse_failures + res.call_failures
+        if res.n and bad / res.n > optimizer.config.max_parse_failures:
+            judge.search_result.problems.append(
+                f"the chosen judge gave no rating for {bad} of {res.n} test items "
+                f"({bad / res.n:.0%}), more than max_parse_failures="
+                f"{optimizer.config.max_parse_failures:g}")
         judge.comparisons = comparisons
         if ensemble is not None:
             eres, _, ecomp = evaluate_against(ensemble, baseline, test,
                                               labels=("baseline", "ensemble"),
                                               threads=args.threads,
-                                              progress=not args.no_progress, desc="test")
+                                              progress=not args.no_progress, desc="test",
+                                              max_consecutive_failures=optimizer.config
+                                              .max_consecutive_failures)
             ensemble.test = eres.summary()
             ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
     if ensemble is not None:
@@ -250,6 +294,10 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
         report = out.with_name(out.stem + ".report")
         write_judge_report(judge, report)
         print(f"wrote the report {report / 'index.html'}")
+    problems = list(judge.search_result.problems)
+    for line in problems:
+        print(f"judgeopt: problem ({aspect}): {line}", file=sys.stderr)
+    return problems
 
 
 def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
@@ -268,9 +316,20 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
             else f"on {sel.get('search_items', '?')} validation items")
     best = "nan" if res.best_score is None or math.isnan(res.best_score) else \
         f"{res.best_score:.4f}"
+    resumed = (f", {res.calls_this_run} of them in this run" if res.calls_this_run != res.calls
+               else "")
     print(f"search: {res.search}, {res.evaluations} strategies {part}; best {res.metric} "
-          f"{best} ({res.calls} calls, {res.prompt_tokens + res.completion_tokens} tokens, "
-          f"{res.seconds:.0f} s)")
+          f"{best} ({res.calls} calls{resumed}, {res.prompt_tokens + res.completion_tokens} "
+          f"tokens, {res.seconds:.0f} s)")
+    print(f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "
+          "the first)")
+    first = res.evaluation_summaries[0]["strategy"] if res.evaluation_summaries else {}
+    for s in res.evaluation_summaries:
+        value = s.get(res.metric)
+        changed = ", ".join(f"{k}={v}" for k, v in s["strategy"].items() if first.get(k) != v)
+        print(f"  {s['number'] + 1:>3} {'nan' if value is None else f'{value:.4f}':>9} "
+              f"{s['parse_failures']:>4}/{s['n']:<4} {s['call_failures']:>3}/{s['n']:<3}  "
+              f"{changed or '(the first)'}")
     if res.racing is not None:
         print(f"racing: {res.racing['dropped']} of {res.evaluations} strategies dropped early; "
               f"{res.racing['items_judged']} of {res.racing['items_full']} judgements made")
@@ -281,6 +340,13 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
         print(f"confirmation: {sel['confirm_items']} items, {cost['calls']} calls, "
               f"{cost['seconds']:.0f} s")
     print(f"chosen strategy: {judge.strategy}")
+    val = judge.validation
+    if val is not None:
+        print(f"chosen judge on the {val['n']} search items: {val['parse_failures']} unparsed, "
+              f"{val['call_failures']} failed calls")
+    if res.selection_calls:
+        print(f"calls: {res.calls} for the search, {res.selection_calls} for choosing the "
+              f"judge ({res.calls + res.selection_calls} in all)")
     _print_comparisons(judge.comparisons)
     if ensemble is not None:
         print(f"ensemble of {len(ensemble.members)} strategies:")
@@ -319,13 +385,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         if other is None:
             result = evaluate(judge, records, threads=args.threads,
-                              progress=not args.no_progress)
+                              progress=not args.no_progress,
+                              max_consecutive_failures=args.max_consecutive_failures)
             payload: dict[str, Any] = result.summary()
             print(json.dumps(payload, indent=2))
         else:
-            result, ref, comp = evaluate_against(judge, other, records, labels=labels,
-                                                 threads=args.threads,
-                                                 progress=not args.no_progress)
+            result, ref, comp = evaluate_against(
+                judge, other, records, labels=labels, threads=args.threads,
+                progress=not args.no_progress,
+                max_consecutive_failures=args.max_consecutive_failures)
             payload = {"judge": result.summary(), "other": ref.summary(),
                        "comparison": comp.to_dict()}
             for line in comp.lines(f"{Path(args.data).name}"):
@@ -721,7 +789,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run searches against complete recorded surfaces (every strategy with its "
             "objective) and report how close each gets to the optimum: normalised regret "
-            "(max - found) / (max - median), the share of runs that find a top-1%% strategy, "
+            "(max - found) / (max - median), the share of runs that find a top-1% strategy, "
             "found / max and the evaluations spent."
         ),
     )
@@ -801,7 +869,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "and drop it once it cannot reach the population (default: the "
                         "preset's [racing] setting, off in the shipped presets but 'racing')")
     c.add_argument("--checkpoint", help="checkpoint directory (default: OUT.ckpt); a re-run "
-                                        "resumes from it")
+                                        "with the same data, settings and model resumes "
+                                        "from it")
+    c.add_argument("--restart", action="store_true",
+                   help="discard the checkpoint and start afresh (needed when it belongs to a "
+                        "run with other data, settings or model)")
+    c.add_argument("--max-consecutive-failures", type=_positive_int, default=None, metavar="N",
+                   help="stop the compile (resumably, exit 3) after N judge calls in a row "
+                        "failed with connection errors, timeouts or 5xx (default: the "
+                        "preset's, 5)")
+    c.add_argument("--max-parse-failures", type=_share, default=None, metavar="SHARE",
+                   help="largest share of the chosen judge's answers without a rating "
+                        "before the compile exits with 1 (default: the preset's, 0.25)")
     c.add_argument("--selection", choices=("confirm", "best"), default=None,
                    help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
                         "searches on half the scoring set and keeps a strategy only if its "
@@ -834,6 +913,9 @@ def build_parser() -> argparse.ArgumentParser:
     against.add_argument("--compare", metavar="OTHER.json",
                          help="also evaluate another exported judge (or ensemble) on the same "
                               "items and report the paired difference with its interval")
+    e.add_argument("--max-consecutive-failures", type=_positive_int, default=5, metavar="N",
+                   help="stop (exit 3) after N judge calls in a row failed with connection "
+                        "errors, timeouts or 5xx: the endpoint is down (5)")
     add_model(e, default="default: the model the judge records (its `model`, e.g. "
                          "'local:qwen2.5-coder-1.5b'), else 'local'")
     e.set_defaults(func=_cmd_evaluate)
@@ -921,7 +1003,7 @@ def build_parser() -> argparse.ArgumentParser:
             "PrExMe-style analysis of a tidy results table (one row per strategy and "
             "setting, e.g. the output of `judgeopt grid` or PrExMe's published surface): best "
             "strategies with significance clusters, the share of each pattern among the top "
-            "2%% strategies, pattern rankings by median (mean, max, ...) and their stability "
+            "2% strategies, pattern rankings by median (mean, max, ...) and their stability "
             "(Kendall between rankings when the task, the model or another factor changes). "
             "Writes report.md, analysis.json and PNG figures to --out."),
     )
@@ -1082,6 +1164,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrLines(logging.Handler):
+    """Prints ``judgeopt.progress`` records (where a run resumes, one line per strategy with
+    ``--no-progress``) as ``judgeopt: ...`` lines on the current ``sys.stderr``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"judgeopt: {record.getMessage()}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - logging must never break the run
+            self.handleError(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judgeopt`` command."""
     parser = build_parser()
@@ -1091,11 +1184,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    # Progress lines go to stderr for the command's duration; the logger is put back after,
+    # so a program that calls main() keeps its own logging.
+    progress = logging.getLogger("judgeopt.progress")
+    handler = _StderrLines()
+    saved = (progress.level, progress.propagate)
+    progress.addHandler(handler)
+    progress.setLevel(logging.INFO)
+    progress.propagate = False
+    # The compile's summary prints its selection messages and problems: their log records
+    # would show the same lines twice.
+    teleprompt = logging.getLogger("judgeopt.teleprompt")
+    teleprompt.addFilter(_not_reported)
+    try:
+        return _run(args)
+    finally:
+        progress.removeHandler(handler)
+        progress.setLevel(saved[0])
+        progress.propagate = saved[1]
+        teleprompt.removeFilter(_not_reported)
+
+
+def _not_reported(record: logging.LogRecord) -> bool:
+    return not getattr(record, "judgeopt_reported", False)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .lm._errors import LMUnavailable
+
     try:
         return int(args.func(args))
     except CLIError as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2
+    except LMUnavailable as e:
+        print(f"judgeopt: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except (FileNotFoundError, ValueError) as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ __all__ = [
     "compare",
     "evaluate",
     "evaluate_against",
+    "check_records",
     "item_predictions",
     "merge_results",
     "score_items",
@@ -46,6 +47,8 @@ class ItemResult:
         parse_error: Why the output could not be parsed.
         error: Why the call failed (LM error, artifact error).
         raw: The judge's output text.
+        error_kind: The failure's :attr:`judgeopt.lm.LMError.kind` (``"connection"``,
+            ``"timeout"``, ``"context_overflow"``...; ``"error"`` for another exception).
     """
 
     id: str
@@ -54,6 +57,15 @@ class ItemResult:
     parse_error: str | None = None
     error: str | None = None
     raw: str | None = None
+    error_kind: str | None = None
+
+    @property
+    def transient(self) -> bool:
+        """The call failed for a reason outside the request (endpoint down, timeout,
+        overload): trying again later may succeed (:data:`judgeopt.lm.TRANSIENT_KINDS`)."""
+        from .lm._errors import TRANSIENT_KINDS
+
+        return self.error is not None and self.error_kind in TRANSIENT_KINDS
 
 
 @dataclass(frozen=True)
@@ -122,8 +134,93 @@ def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> I
         pred = program.judge(record.inputs, sample_id=record.id, lm=lm)
     except Exception as e:  # noqa: BLE001 - a failed call is recorded, never fatal
         log.warning("judging %s failed: %s", record.id, e)
-        return ItemResult(record.id, human, None, error=f"{type(e).__name__}: {e}")
+        return ItemResult(record.id, human, None, error=f"{type(e).__name__}: {e}",
+                          error_kind=_error_kind(e))
     return ItemResult(record.id, human, pred.score, parse_error=pred.parse_error, raw=pred.raw)
+
+
+def check_records(program: Any, records: Sequence[Record]) -> None:
+    """Check that ``records`` fit the judge's task before any call is made.
+
+    Every record needs the task's input fields and the judged aspect's score (pointwise,
+    within the task's human range) or a pairwise label. Data of another task (no record has
+    a needed field or score) gets one message naming what is missing and what the records
+    have. Judges without a signature task (PrExMe programs) are not checked here.
+
+    Raises:
+        ValueError: Naming the task, the aspect, the missing fields or scores and what the
+            records have instead (or, for a few bad records, up to five of them).
+    """
+    from .data import validate_records
+
+    task: Any = getattr(program, "task", None)
+    names = getattr(task, "input_names", None)
+    if task is None or names is None or not hasattr(task, "human_range") or not records:
+        return
+    pairwise = task.mode == "pairwise"
+    aspect = program.aspect
+    what = f"the judge's task `{task.name}`" + ("" if pairwise else f" (aspect `{aspect}`)")
+    n = len(records)
+    absent = [f for f in names if all(f not in r.inputs for r in records)]
+    problems = []
+    if absent:
+        has = sorted({k for r in records for k in r.inputs})
+        problems.append(f"no record has the input field(s) {absent!r} (the records have: "
+                        f"{', '.join(has) or 'none'}; the task needs: {', '.join(names)})")
+    if pairwise and all(r.label is None for r in records):
+        problems.append("no record has a pairwise label ('a', 'b' or 'tie')")
+    if not pairwise and all(aspect not in r.scores for r in records):
+        has = sorted({k for r in records for k in r.scores})
+        problems.append(f"no record has a score for `{aspect}` (the records have scores "
+                        f"for: {', '.join(has) or 'nothing'})")
+    if problems:
+        raise ValueError(f"the {n} records do not fit {what}: " + "; ".join(problems)
+                         + ". Is this the data of another task?")
+    # NOTE: repeated ids are the caller's business here (the same item judged twice).
+    unique = list({r.id: r for r in records}.values())
+    try:
+        validate_records(unique, required_fields=names,
+                         aspect=None if pairwise else aspect,
+                         score_range=None if pairwise else task.human_range(aspect),
+                         pairwise=pairwise)
+    except ValueError as e:
+        raise ValueError(f"records that do not fit {what}:\n{e}") from None
+
+
+def _error_kind(exc: BaseException) -> str:
+    """The ``kind`` of the first :class:`judgeopt.lm.LMError` in ``exc``'s chain, else
+    ``"error"`` (an artifact or adapter failure wraps the LM's error)."""
+    from .lm._errors import LMError
+
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(seen) < 10 and all(current is not e for e in seen):
+        if isinstance(current, LMError):
+            return current.kind
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return "error"
+
+
+class _Breaker:
+    """Counts judge calls that failed transiently in a row; trips at ``limit``."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.streak = 0
+
+    def see(self, item: ItemResult) -> None:
+        """Record one finished item; raise :class:`judgeopt.lm.LMUnavailable` on a trip."""
+        if self.limit is None:
+            return
+        self.streak = self.streak + 1 if item.transient else 0
+        if self.streak >= self.limit:
+            from .lm._errors import LMUnavailable
+
+            raise LMUnavailable(
+                f"{self.streak} judge calls in a row failed ({item.error}); the model "
+                "endpoint looks down, so judging stopped (circuit breaker, "
+                f"max_consecutive_failures={self.limit})")
 
 
 def score_items(items: Sequence[ItemResult], *, pairwise: bool, level: str,
@@ -145,9 +242,21 @@ def score_items(items: Sequence[ItemResult], *, pairwise: bool, level: str,
         try:
             out[method] = correlation(human, pred, method=method, groups=use_groups)
         except ValueError as e:
-            # A judge that gives one rating to every item cannot rank anything: 0.
-            out[method] = 0.0 if "constant" in str(e).lower() else None
+            # A judge that gives one rating to every item cannot rank anything: 0. Constant
+            # human scores leave every correlation undefined: None, never a fake 0.
+            human_constant = _constant(human, use_groups)
+            out[method] = 0.0 if "constant" in str(e).lower() and not human_constant else None
     return out
+
+
+def _constant(values: np.ndarray, groups: Sequence[Any] | None) -> bool:
+    """No variation to correlate with: constant overall, or within every group."""
+    if groups is None:
+        return bool(np.all(values == values[0])) if len(values) else True
+    by: dict[Any, list[float]] = {}
+    for g, v in zip(groups, values, strict=True):
+        by.setdefault(g, []).append(float(v))
+    return all(len(set(vs)) < 2 for vs in by.values())
 
 
 def evaluate(
@@ -159,10 +268,13 @@ def evaluate(
     progress: bool = True,
     desc: str | None = None,
     on_item: Callable[[ItemResult], None] | None = None,
+    max_consecutive_failures: int | None = None,
 ) -> EvalResult:
     """Judge every record and compare with the human labels.
 
-    Failed calls and unparseable outputs are recorded and counted, never raised.
+    Failed calls and unparseable outputs are recorded and counted, never raised; only a
+    streak of transient call failures (the endpoint is down) stops the run, when
+    ``max_consecutive_failures`` is set.
 
     Args:
         program: The judge.
@@ -173,19 +285,31 @@ def evaluate(
         desc: Progress bar label.
         on_item: Called with every judged item as it finishes (in the calling thread, in
             completion order), e.g. to checkpoint finished judgements.
+        max_consecutive_failures: Stop after this many judge calls in a row (in completion
+            order) failed transiently (connection, timeout, 5xx, rate limit after the LM's
+            own retries); ``None``: never stop.
 
     Returns:
         An :class:`EvalResult` at the task's correlation level (group level for tasks whose
         ``correlation_level`` is ``"group"``, e.g. SummEval; else dataset level).
 
     Raises:
-        ValueError: When there are no records or ``threads < 1``.
+        ValueError: When there are no records, a record does not fit the judge's task (a
+            missing input field, no score for the aspect or no pairwise label; naming the
+            record), or ``threads < 1``.
         NoLMError: When no LM is configured.
+        LMUnavailable: When ``max_consecutive_failures`` calls in a row failed
+            transiently (the items judged before were passed to ``on_item``).
     """
     if not records:
         raise ValueError("evaluate() needs at least one record.")
     if threads < 1:
         raise ValueError(f"`threads` must be >= 1. Got {threads}.")
+    if max_consecutive_failures is not None and max_consecutive_failures < 1:
+        raise ValueError("`max_consecutive_failures` must be an int >= 1 or None. Got "
+                         f"{max_consecutive_failures!r} instead.")
+    check_records(program, records)
+    breaker = _Breaker(max_consecutive_failures)
     the_lm = program.resolve_lm(lm)
     before = _stats(the_lm)
     t0 = time.perf_counter()
@@ -207,6 +331,12 @@ def evaluate(
                 on_item(results[i])  # type: ignore[arg-type]
             if bar is not None:
                 bar.update(1)
+            try:
+                breaker.see(results[i])  # type: ignore[arg-type]
+            except BaseException:
+                if bar is not None:
+                    bar.close()
+                raise
     else:
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judgeopt-judge")
         try:
@@ -222,6 +352,7 @@ def evaluate(
                     on_item(item)
                 if bar is not None:
                     bar.update(1)
+                breaker.see(item)
         except BaseException:
             # Interrupted (Ctrl-C, a failing on_item): drop the queued calls instead of
             # running them all before re-raising; calls in flight finish in the background.
@@ -460,6 +591,7 @@ def evaluate_against(
     desc: str = "",
     note: str | None = None,
     seed: int = 0,
+    max_consecutive_failures: int | None = None,
 ) -> tuple[EvalResult, EvalResult, Comparison]:
     """Evaluate ``program`` and ``reference`` on the same records and compare them.
 
@@ -474,13 +606,17 @@ def evaluate_against(
         desc: Prefix of the progress bars' labels.
         note: A caveat for the report.
         seed: Bootstrap seed.
+        max_consecutive_failures: Stop (:class:`judgeopt.lm.LMUnavailable`) after this many
+            judge calls in a row failed transiently (see :func:`evaluate`).
 
     Returns:
         ``(program's result, reference's result, comparison)``.
     """
     prefix = f"{desc}: " if desc else ""
     ref = evaluate(reference, records, lm=lm, threads=threads, progress=progress,
-                   desc=f"{prefix}{labels[0]}")
+                   desc=f"{prefix}{labels[0]}",
+                   max_consecutive_failures=max_consecutive_failures)
     res = evaluate(program, records, lm=lm, threads=threads, progress=progress,
-                   desc=f"{prefix}{labels[1]}")
+                   desc=f"{prefix}{labels[1]}",
+                   max_consecutive_failures=max_consecutive_failures)
     return res, ref, compare(res, ref, records, labels=labels, seed=seed, note=note)

@@ -35,11 +35,18 @@ from typing import Any, Literal  # noqa: E402
 from dspy.teleprompt import Teleprompter  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
+from ._checkpoint import (  # noqa: E402
+    FINGERPRINT_FILE,
+    CheckpointMismatchError,
+    check_fingerprint,
+    run_fingerprint,
+)
 from ._io import write_text_atomic  # noqa: E402
-from .data import Record, validate_records  # noqa: E402
+from .data import Record  # noqa: E402
 from .evaluate import (  # noqa: E402
     EvalResult,
     ItemResult,
+    check_records,
     compare,
     correct,
     evaluate,
@@ -50,6 +57,7 @@ from .judge import JudgeEnsemble, JudgeProgram, hpss_graph  # noqa: E402
 from .judge._artifacts import ArtifactStore  # noqa: E402
 from .judge._decoding import check_decodings  # noqa: E402
 from .judge._program import to_records  # noqa: E402
+from .lm._errors import TRANSIENT_KINDS, LMError, LMUnavailable  # noqa: E402
 from .lm._spec import model_spec  # noqa: E402
 from .metrics import group_correlation  # noqa: E402
 from .racing import (  # noqa: E402
@@ -64,6 +72,7 @@ from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # no
 from .selection import SelectionConfig, choose, confirmation_split  # noqa: E402
 
 __all__ = [
+    "CheckpointMismatchError",
     "CompileResult",
     "Greedy",
     "GridSearch",
@@ -76,6 +85,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+#: One line per finished strategy and where a run resumes; ``judgeopt compile`` prints it.
+progress_log = logging.getLogger("judgeopt.progress")
+
+#: Marks log records whose text is also in the compiled judge (``selection.messages``,
+#: ``search_result.problems``): ``judgeopt compile`` prints those in its summary and drops
+#: the records, so that no line appears twice.
+_REPORTED = {"judgeopt_reported": True}
 
 Metric = Literal["spearman", "kendall", "pearson", "accuracy"]
 
@@ -99,6 +115,12 @@ class OptimizerConfig(BaseModel):
             strategies against the baseline on the other half).
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (:class:`judgeopt.judge.JudgeEnsemble`; 0 or 1: none).
+        max_consecutive_failures: Circuit breaker: stop the compile (resumably) after this
+            many judge calls in a row failed transiently (connection, timeout, 5xx, rate
+            limit, each after the LM's own retries).
+        max_parse_failures: Largest share of the chosen judge's answers on its scoring
+            items that may give no rating (unparsed, or a failed call) before the compile
+            reports the judge as untrustworthy (``judgeopt compile`` then exits with 1).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -114,6 +136,8 @@ class OptimizerConfig(BaseModel):
     racing: RacingConfig = Field(default_factory=RacingConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     ensemble: int = Field(0, ge=0)
+    max_consecutive_failures: int = Field(5, ge=1)
+    max_parse_failures: float = Field(0.25, ge=0.0, le=1.0)
 
     def model_post_init(self, __context: Any) -> None:
         if self.search not in SEARCHES:
@@ -155,7 +179,15 @@ def load_optimizer(path_or_name: str | os.PathLike[str]) -> OptimizerConfig:
 
 @dataclass(frozen=True)
 class CompileResult:
-    """What a compile did: the search, its trace, and its cost."""
+    """What a compile did: the search, its trace, and its cost.
+
+    ``calls`` (and the token counts) are the LM calls of the search's strategy evaluations
+    over every session of a resumed compile; ``calls_this_run`` those made by this process;
+    ``selection_calls`` those of choosing the judge after the search (confirmation,
+    comparison with the baseline, ensemble). ``problems`` lists why the returned judge
+    should not be trusted (every strategy scored NaN, too many answers without a rating);
+    empty when none was found.
+    """
 
     search: str
     budget: int
@@ -171,6 +203,9 @@ class CompileResult:
     completion_tokens: int = 0
     seconds: float = 0.0
     racing: dict[str, Any] | None = None
+    calls_this_run: int = 0
+    selection_calls: int = 0
+    problems: list[str] = field(default_factory=list)
 
     def best_so_far(self) -> list[tuple[int, float]]:
         """``(evaluation number, best score so far)`` after each evaluation."""
@@ -192,7 +227,8 @@ class CompileResult:
             "best_so_far": [[n, None if math.isnan(v) else v] for n, v in self.best_so_far()],
             "trace": self.trace, "calls": self.calls, "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
-            "racing": self.racing,
+            "racing": self.racing, "calls_this_run": self.calls_this_run,
+            "selection_calls": self.selection_calls, "problems": list(self.problems),
         }
 
 
@@ -219,6 +255,14 @@ class JudgeSearch(Teleprompter):
             how the compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (``compiled.ensemble``; 0 or 1: none).
+        max_consecutive_failures: Stop the compile after this many judge calls in a row
+            failed transiently (the endpoint is down); a re-run continues.
+        max_parse_failures: Share of the chosen judge's answers without a rating above which
+            the compile reports a problem (``CompileResult.problems``).
+        restart: Discard the checkpoint in ``checkpoint_dir`` and start afresh (needed when
+            it belongs to a run with other data, settings or model).
+        check_endpoint: Make one short call before the search, so a dead or misnamed
+            endpoint stops the compile at once with a clear error.
 
     Raises:
         ValueError: On an unknown search, parameter, factor or value.
@@ -240,6 +284,10 @@ class JudgeSearch(Teleprompter):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
     ) -> None:
         super().__init__()
         if racing is None or isinstance(racing, bool):
@@ -252,9 +300,13 @@ class JudgeSearch(Teleprompter):
             search=search, budget=budget, seed=seed, params=dict(params or {}),
             space={k: list(v) for k, v in (space or {}).items()}, threads=threads,
             metric=metric, example_seed=example_seed, racing=race,
-            selection=_selection_config(selection), ensemble=ensemble)
+            selection=_selection_config(selection), ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures)
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
+        self.restart = restart
+        self.check_endpoint = check_endpoint
         self._split_note: str | None = None
 
     @classmethod
@@ -339,12 +391,10 @@ class JudgeSearch(Teleprompter):
         records = to_records(data, student.task, student.aspect)
         if not records:
             raise ValueError(f"`{name}` is empty.")
-        pairwise = student.task.mode == "pairwise"
-        validate_records(records, required_fields=student.task.input_names,
-                         aspect=None if pairwise else student.aspect,
-                         score_range=None if pairwise else student.task.human_range(
-                             student.aspect),
-                         pairwise=pairwise)
+        try:
+            check_records(student, records)
+        except ValueError as e:
+            raise ValueError(f"`{name}`: {e}") from None
         return records
 
     # Checkpoint ---------------------------------------------------------------------------
@@ -354,7 +404,7 @@ class JudgeSearch(Teleprompter):
         d = self.checkpoint_dir
         return {"state": d / "search_state.json", "evals": d / "evaluations.jsonl",
                 "artifacts": d / "artifacts.json", "pending": d / "pending.jsonl",
-                "items": d / "items.jsonl"}
+                "items": d / "items.jsonl", "fingerprint": d / FINGERPRINT_FILE}
 
     # Racing -------------------------------------------------------------------------------
     def _race_top(self) -> int:
@@ -404,10 +454,9 @@ class JudgeSearch(Teleprompter):
             recs = plan.records(size)
             todo = [r for r in recs if r.id not in done]
             if todo:
-                res = evaluate(program, todo, lm=lm, threads=self.config.threads,
-                               progress=self.progress, desc=f"strategy {number + 1}",
-                               on_item=lambda item: (pending.add(item),
-                                                     store.add(program.strategy, item)))
+                res = self._evaluate_retrying(
+                    program, todo, lm, desc=f"strategy {number + 1}", level=level,
+                    on_item=lambda item: (pending.add(item), store.add(program.strategy, item)))
                 parts.append(res)
                 done.update((i.id, i) for i in res.items)
             if not race.enabled:
@@ -461,6 +510,14 @@ class JudgeSearch(Teleprompter):
                 student's strategy names a decoding that needs logprobs (``expected``) and
                 the LM gives none. Without such a request those decodings are left out of
                 the search with a logged warning (see ``docs/judge.md``, "Decoding").
+            CheckpointMismatchError: (a ``ValueError``) When ``checkpoint_dir`` holds
+                results of a run with other data, settings or model (naming what differs;
+                ``restart=True`` discards them).
+            LMUnavailable: When the endpoint fails its check call before the search, or
+                the circuit breaker stops the compile; everything judged is kept in the
+                checkpoint and a re-run continues.
+
+        See ``docs/judge.md``, "What happens when things go wrong".
         """
         task = student.task
         metric = self.config.metric or ("accuracy" if task.mode == "pairwise" else "spearman")
@@ -468,8 +525,23 @@ class JudgeSearch(Teleprompter):
             raise ValueError(f"metric {metric!r} does not fit a {task.mode} task.")
         train = self._records(trainset, student, "trainset")
         val = self._records(valset, student, "valset") if valset is not None else train
+        _check_spread(val, student, "valset" if valset is not None else "trainset")
         lm = student.resolve_lm()
         paths = self._paths()
+        resuming = False
+        if paths:
+            fingerprint = run_fingerprint(
+                task=task, aspect=student.aspect, baseline=student.strategy.as_dict(),
+                trainset=train, valset=None if valset is None else val,
+                config=self.config.model_dump(mode="json"), lm=lm,
+                max_tokens=student.max_tokens, decoding_params=student.decoding_params)
+            if self.restart:
+                self._discard(paths)
+            has_results = any(p.is_file() for k, p in paths.items() if k != "fingerprint")
+            resuming = check_fingerprint(paths["fingerprint"].parent, fingerprint,
+                                         has_results=has_results)
+        if self.check_endpoint:
+            _check_endpoint(lm)
         store = ArtifactStore(paths["artifacts"] if paths else None)
         store_data = student.store.to_dict()
         for k, v in store_data.items():
@@ -500,8 +572,19 @@ class JudgeSearch(Teleprompter):
                 summaries = [s for s in (json.loads(line) for line in
                              paths["evals"].read_text(encoding="utf-8").splitlines() if line)
                              if s["number"] < search.n_evaluations]
-            log.info("resumed from %s: %d evaluations done", paths["state"],
-                     search.n_evaluations)
+            pending_note = ""
+            if paths["pending"].is_file():
+                n_pending = max(0, len(paths["pending"].read_text(
+                    encoding="utf-8").splitlines()) - 1)
+                if n_pending:
+                    pending_note = (f"; {n_pending} judged item(s) of strategy "
+                                    f"{search.n_evaluations + 1} kept")
+            progress_log.info("resuming from %s (%d of %d strategies done%s)",
+                              self.checkpoint_dir, search.n_evaluations, self.config.budget,
+                              pending_note)
+        elif resuming and paths:
+            progress_log.info("resuming from %s (0 of %d strategies done; the judgements "
+                              "made so far are kept)", self.checkpoint_dir, self.config.budget)
         t0 = time.perf_counter()
         totals = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         level = "dataset" if task.mode == "pairwise" else (task.correlation_level or "dataset")
@@ -525,10 +608,15 @@ class JudgeSearch(Teleprompter):
             number = search.n_evaluations
             bar_to = threshold([t.score for t in search.trials if t.number not in dropped],
                                top) if race.enabled else None
-            result, info = self._judge(base.with_strategy(strategy), strategy, number, plan,
-                                       search_val, lm, metric=metric, level=level,
-                                       bar_to=bar_to,
-                                       pending=pending, store=judged)
+            try:
+                result, info = self._judge(base.with_strategy(strategy), strategy, number,
+                                           plan, search_val, lm, metric=metric, level=level,
+                                           bar_to=bar_to, pending=pending, store=judged)
+            except LMUnavailable as e:
+                if outer is not None:
+                    outer.close()
+                raise self._stopped(e, f"strategy {number + 1} of {self.config.budget}",
+                                    search.n_evaluations) from e
             score = result.metric(metric)
             if info is not None and info["dropped"]:
                 dropped.add(number)
@@ -543,6 +631,12 @@ class JudgeSearch(Teleprompter):
             summaries.append(summary)
             log.info("[%d/%d] %s -> %s=%s", search.n_evaluations, self.config.budget,
                      strategy, metric, score)
+            if not self.progress:
+                progress_log.info(
+                    "strategy %d of %d: %s %s (%d of %d unparsed, %d failed calls; %d calls, "
+                    "%.0f s); best so far %s", search.n_evaluations, self.config.budget, metric,
+                    _fmt(score), result.parse_failures, result.n, result.call_failures,
+                    result.calls, result.seconds, _fmt(search.best_score))
             if paths:
                 store.save()
                 with paths["evals"].open("a", encoding="utf-8") as fh:
@@ -559,9 +653,17 @@ class JudgeSearch(Teleprompter):
         best_trial = search.best_trial
         if best_trial is None:
             raise RuntimeError("The search evaluated no strategy.")
-        selected = self._select(search, base, student, search_val, confirm_val, lm,
-                                metric=metric, level=level, store=judged)
+        try:
+            selected = self._select(search, base, student, search_val, confirm_val, lm,
+                                    metric=metric, level=level, store=judged)
+        except LMUnavailable as e:
+            raise self._stopped(e, "choosing the judge after the search",
+                                search.n_evaluations) from e
         compiled = selected.judge
+        selection_calls = int(selected.record.get("cost", {}).get("calls", 0))
+        this_run = dict(totals)
+        # Over every session of the checkpoint (the summaries of earlier sessions included).
+        totals = {k: sum(int(s.get(k, 0) or 0) for s in summaries) for k in totals}
         trace = search.trace()
         racing_summary = None
         if race.enabled:
@@ -579,12 +681,19 @@ class JudgeSearch(Teleprompter):
             metric=metric, evaluations=search.n_evaluations,
             best_strategy=best_trial.strategy.as_dict(), best_score=best_trial.score,
             trace=trace, evaluation_summaries=summaries,
-            seconds=time.perf_counter() - t0, racing=racing_summary, **totals)
+            seconds=time.perf_counter() - t0, racing=racing_summary,
+            calls=totals["calls"], prompt_tokens=totals["prompt_tokens"],
+            completion_tokens=totals["completion_tokens"], calls_this_run=this_run["calls"],
+            selection_calls=selection_calls)
         # NOTE: through the judge's space, so summaries of a checkpoint written before the
         # `decoding` factor existed (strategies without it) still match.
         compiled.validation = next(
             (s for s in reversed(summaries)
              if base.with_strategy(s["strategy"]).strategy == compiled.strategy), None)
+        problems = self._problems(search, summaries, compiled, selected.comparisons, metric)
+        compiled.search_result.problems.extend(problems)
+        for line in problems:
+            log.warning("%s", line, extra=_REPORTED)
         # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
         compiled.model_name = model_spec(lm)
         compiled.selection = selected.record
@@ -594,8 +703,65 @@ class JudgeSearch(Teleprompter):
             selected.ensemble.model_name = compiled.model_name
             selected.ensemble.validation = compiled.validation
         for line in selected.record.get("messages", []):
-            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line)
+            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line,
+                    extra=_REPORTED)
         return compiled
+
+    def _problems(self, search: SearchStrategy, summaries: list[dict[str, Any]],
+                  compiled: JudgeProgram, comparisons: Mapping[str, Mapping[str, Any]],
+                  metric: str) -> list[str]:
+        """Why the compiled judge should not be trusted (``docs/judge.md``, "What happens
+        when things go wrong"); empty when nothing was found."""
+        out = []
+        n_items = sum(int(s.get("n", 0)) for s in summaries)
+        unparsed = sum(int(s.get("parse_failures", 0)) for s in summaries)
+        failed = sum(int(s.get("call_failures", 0)) for s in summaries)
+        if search.trials and all(t.failed for t in search.trials):
+            out.append(
+                f"every one of the {search.n_evaluations} strategies scored NaN ({metric} "
+                f"undefined): {unparsed} of {n_items} answers gave no rating and {failed} "
+                "calls failed, or the judge gave one rating to every item; the returned "
+                "judge is the baseline, not a judge that was shown to work")
+        elif compiled.validation is not None and compiled.validation.get(metric) is None:
+            out.append(f"the chosen judge's {metric} on the validation items is undefined "
+                       "(NaN)")
+        limit = self.config.max_parse_failures
+        splits: list[tuple[str, Mapping[str, Any]]] = []
+        if compiled.validation is not None:
+            splits.append(("validation", compiled.validation))
+        for split, comp in comparisons.items():
+            if split != "validation":
+                splits.append((split, comp.get("chosen", {})))
+        for split, summ in splits:
+            n = int(summ.get("n") or 0)
+            bad = int(summ.get("parse_failures") or 0) + int(summ.get("call_failures") or 0)
+            if n and bad / n > limit:
+                out.append(
+                    f"the chosen judge gave no rating for {bad} of {n} {split} items "
+                    f"({bad / n:.0%}; {summ.get('parse_failures')} unparsed, "
+                    f"{summ.get('call_failures')} failed calls), more than "
+                    f"max_parse_failures={limit:g}: too many of its answers are not in the "
+                    "expected format (a model too small for the prompt, or a max_tokens "
+                    "too low)")
+        return out
+
+    def _discard(self, paths: Mapping[str, Path]) -> None:
+        """Delete the checkpoint's files (``restart``)."""
+        removed = [p.name for p in paths.values() if p.is_file()]
+        for p in paths.values():
+            p.unlink(missing_ok=True)
+        if removed:
+            progress_log.info("restart: discarded the checkpoint in %s (%s)",
+                              self.checkpoint_dir, ", ".join(removed))
+
+    def _stopped(self, error: LMUnavailable, where: str, done: int) -> LMUnavailable:
+        """``error`` with where the compile stopped and what is kept."""
+        kept = (f"{done} finished strategies and every judgement made so far are kept in "
+                f"{self.checkpoint_dir}; run the same command again to continue from there"
+                if self.checkpoint_dir is not None else
+                "no checkpoint_dir was given, so the judgements made are lost")
+        return LMUnavailable(f"the compile stopped at {where}: {error}. {kept}.",
+                             model=error.model, endpoint=error.endpoint, last=error)
 
     # Selection ----------------------------------------------------------------------------
     def _split(self, val: list[Record], student: JudgeProgram, level: str
@@ -802,10 +968,103 @@ class JudgeSearch(Teleprompter):
                                     level=level, items=[done[r.id] for r in records
                                                         if r.id in done]))
         if todo:
-            parts.append(evaluate(program, todo, lm=lm, threads=self.config.threads,
-                                  progress=self.progress, desc=desc,
-                                  on_item=lambda item: store.add(program.strategy, item)))
+            parts.append(self._evaluate_retrying(
+                program, todo, lm, desc=desc, level=level,
+                on_item=lambda item: store.add(program.strategy, item)))
         return merge_results(parts, records, pairwise=pairwise, level=level)
+
+    def _evaluate_retrying(self, program: JudgeProgram, records: list[Record], lm: Any, *,
+                           desc: str, level: str,
+                           on_item: Any) -> EvalResult:
+        """Evaluate ``records``; judge the items whose call failed transiently once more.
+
+        A judgement is final only when its call did not fail transiently (see
+        :data:`judgeopt.lm.TRANSIENT_KINDS`): items that still fail after the second try
+        stop the compile (:class:`judgeopt.lm.LMUnavailable`), so no strategy is scored with
+        judgements the endpoint never made; the items judged are kept in the checkpoint and
+        a re-run judges only the failed ones. The circuit breaker stops a dead endpoint
+        after ``max_consecutive_failures`` calls in a row.
+        """
+        limit = self.config.max_consecutive_failures
+        res = evaluate(program, records, lm=lm, threads=self.config.threads,
+                       progress=self.progress, desc=desc, on_item=on_item,
+                       max_consecutive_failures=limit)
+        failed = {i.id for i in res.items if i.transient}
+        if not failed:
+            return res
+        log.info("%s: %d judge call(s) failed transiently; trying them once more", desc,
+                 len(failed))
+        again = evaluate(program, [r for r in records if r.id in failed], lm=lm,
+                         threads=self.config.threads, progress=self.progress,
+                         desc=f"{desc} (retry)", on_item=on_item,
+                         max_consecutive_failures=limit)
+        still = [i for i in again.items if i.transient]
+        if still:
+            raise LMUnavailable(
+                f"{desc}: {len(still)} of {len(records)} judge calls failed twice ("
+                f"{still[-1].error}); their strategy is not scored with missing judgements",
+                last=None)
+        return merge_results([res, again], records, pairwise=program.task.mode == "pairwise",
+                             level=level)
+
+
+def _fmt(value: float | None) -> str:
+    return "nan" if value is None or math.isnan(value) else f"{value:.4f}"
+
+
+def _check_spread(records: Sequence[Record], student: JudgeProgram, name: str) -> None:
+    """Refuse scoring records whose human scores cannot be correlated with anything."""
+    if student.task.mode == "pairwise":
+        return
+    aspect = student.aspect
+    level = student.task.correlation_level or "dataset"
+    humans = [r.scores[aspect] for r in records]
+    if level == "group":
+        by: dict[str, set[float]] = {}
+        for r in records:
+            by.setdefault(r.group_id or r.id, set()).add(r.scores[aspect])
+        if all(len(v) < 2 for v in by.values()):
+            raise ValueError(
+                f"`{name}`: the human `{aspect}` scores are constant within every one of its "
+                f"{len(by)} groups, so the group-level correlation that scores a judge is "
+                "undefined for every strategy; use records whose scores vary within groups")
+        return
+    if len(set(humans)) < 2:
+        raise ValueError(
+            f"`{name}`: every one of its {len(humans)} human `{aspect}` scores is "
+            f"{humans[0]:g}, so the correlation that scores a judge is undefined for every "
+            "strategy; use records whose human scores vary")
+
+
+#: The messages of the check call a compile makes before the search.
+ENDPOINT_CHECK: tuple[dict[str, str], ...] = ({"role": "user", "content": "Reply with OK."},)
+
+
+def _check_endpoint(lm: Any) -> None:
+    """One short call, uncached, before any judging: a dead endpoint stops at once."""
+    from .lm import JudgeLM, RouterLM
+
+    if not isinstance(lm, (JudgeLM, RouterLM)):
+        # In process (nothing to reach) or not a judgeopt LM: the breaker still guards it.
+        return
+    quiet = lm.copy()
+    # A one-token answer ends with finish_reason="length" by design.
+    quiet._check_truncation = lambda *_a, **_k: None
+    if isinstance(quiet, JudgeLM):
+        # One retry at most: a dead endpoint is reported in about a second, not after the
+        # full backoff of a judge call.
+        quiet.num_retries = min(1, quiet.num_retries)
+    try:
+        quiet.forward(messages=[dict(m) for m in ENDPOINT_CHECK], max_tokens=1, cache=False)
+    except LMError as e:
+        if e.kind not in TRANSIENT_KINDS | {"auth", "bad_request"}:
+            # Not a sign of an unusable endpoint (e.g. an odd answer to the odd question):
+            # the judge calls will tell.
+            log.warning("the check call before the search failed (%s); judging anyway", e)
+            return
+        raise LMUnavailable(
+            f"the model does not answer a check call made before the search, so nothing "
+            f"was judged: {e}", model=e.model, endpoint=e.endpoint, last=e) from e
 
 
 def _selection_config(value: str | SelectionConfig | Mapping[str, Any] | None

@@ -294,15 +294,21 @@ def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
     if scoring.decoding != decoding:
         raise ValueError(f"{p}: invalid exported judge: `scoring.decoding` is "
                          f"{scoring.decoding!r} but the strategy's decoding is {decoding!r}.")
-    program = JudgeProgram(task, data.aspect, data.strategy,
-                           artifacts=ArtifactStore(data=data.artifacts.texts),
-                           example_seed=data.example_seed,
-                           fixed_examples=data.artifacts.examples,
-                           max_tokens=kwargs.pop("max_tokens", data.scoring.max_tokens),
-                           decoding_params=kwargs.pop("decoding_params", {
-                               "samples": scoring.samples, "temperature": scoring.temperature,
-                               "top_logprobs": scoring.top_logprobs, "seed": scoring.seed}),
-                           **kwargs)
+    try:
+        program = JudgeProgram(task, data.aspect, data.strategy,
+                               artifacts=ArtifactStore(data=data.artifacts.texts),
+                               example_seed=data.example_seed,
+                               fixed_examples=data.artifacts.examples,
+                               max_tokens=kwargs.pop("max_tokens", data.scoring.max_tokens),
+                               decoding_params=kwargs.pop("decoding_params", {
+                                   "samples": scoring.samples,
+                                   "temperature": scoring.temperature,
+                                   "top_logprobs": scoring.top_logprobs,
+                                   "seed": scoring.seed}),
+                               **kwargs)
+    except ValueError as e:
+        # An unknown aspect, factor or value (a hand-edited file, or one of another version).
+        raise ValueError(f"{p}: invalid exported judge: {e}") from None
     program.validation = data.validation
     program.test = data.test
     program.selection = data.selection

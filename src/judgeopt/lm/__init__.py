@@ -35,6 +35,7 @@ from ._errors import (  # noqa: E402
     LMRateLimit,
     LMServerError,
     LMTimeout,
+    LMUnavailable,
     LocalModelError,
     wrap_exception,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "LMServerError",
     "LMStats",
     "LMTimeout",
+    "LMUnavailable",
     "LlamaCppLM",
     "LlamaServer",
     "LocalModelError",

@@ -10,7 +10,9 @@ Every failure of a language-model call surfaces as one of these classes::
     ├── LMContextOverflow        (dspy.ContextWindowExceededError)
     ├── LMBadRequest             (dspy.LMInvalidRequestError)
     ├── LMAuthError              (dspy.LMAuthError)
-    └── LocalModelError          (dspy.LMConfigurationError)  a local GGUF cannot be prepared
+    ├── LocalModelError          (dspy.LMConfigurationError)  a local GGUF cannot be prepared
+    └── LMUnavailable            (dspy.LMTransportError)      the endpoint is down: a check
+                                                              call failed, or N calls in a row
 
 Each class also derives from the matching DSPy class, so DSPy code that reacts to DSPy's own
 errors (``dspy.ReAct`` shortening a trajectory on ``ContextWindowExceededError``,
@@ -41,7 +43,9 @@ __all__ = [
     "LMRateLimit",
     "LMServerError",
     "LMTimeout",
+    "LMUnavailable",
     "LocalModelError",
+    "TRANSIENT_KINDS",
     "wrap_exception",
 ]
 
@@ -149,6 +153,29 @@ class LocalModelError(LMError, _dspy_exc.LMConfigurationError):
 
     kind = "local_model"
     retryable = False
+
+
+class LMUnavailable(LMError, _dspy_exc.LMTransportError):
+    """The endpoint is down: its check call before a run failed, or a run stopped after
+    too many judge calls in a row failed with transient errors (circuit breaker).
+
+    Attributes:
+        last: The last underlying failure, when known.
+    """
+
+    kind = "unavailable"
+    retryable = True
+
+    def __init__(self, message: str, *, last: BaseException | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.last = last
+
+
+#: Failure kinds that say nothing about the request itself (the endpoint was unreachable,
+#: slow or overloaded even after retries): the call may succeed later, so a judgement that
+#: failed this way is retried on a resume, and a streak of them stops a run.
+TRANSIENT_KINDS = frozenset({"connection", "timeout", "server", "rate_limit", "unavailable"})
 
 
 # Phrases servers use for an over-long prompt when they answer with a plain 400.

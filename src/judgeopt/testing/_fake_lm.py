@@ -71,6 +71,14 @@ class ScriptedLM:
                           completion_fn=self._backend, cache=cache, num_retries=num_retries,
                           sleep=lambda _s: None)
 
+    @property
+    def judge_requests(self) -> list[dict[str, Any]]:
+        """:attr:`requests` without the endpoint check a compile makes before its search."""
+        from judgeopt.teleprompt import ENDPOINT_CHECK
+
+        check = [dict(m) for m in ENDPOINT_CHECK]
+        return [r for r in self.requests if list(r["messages"]) != check]
+
     def _backend(self, request: dict[str, Any], num_retries: int) -> dict[str, Any]:
         with self._lock:
             self.requests.append(request)

@@ -49,6 +49,8 @@ class ScriptedServer:
         slots: Requests processed at once (the others wait their turn, like the one slot
             of a llama.cpp server); ``None``: no limit.
         activity: A shared in-flight counter.
+        port: The TCP port (0: a free one); give the port of a closed server to bring
+            "the same endpoint" back after it went down.
 
     Attributes:
         api_base: ``http://127.0.0.1:PORT/v1``.
@@ -58,7 +60,8 @@ class ScriptedServer:
 
     def __init__(self, name: str = "scripted", *, statuses: tuple[int, ...] = (),
                  reply: Callable[[dict[str, Any]], str] | None = None, delay: float = 0.0,
-                 slots: int | None = None, activity: Activity | None = None) -> None:
+                 slots: int | None = None, activity: Activity | None = None,
+                 port: int = 0) -> None:
         self.name = name
         self.statuses = list(statuses)
         self.reply = reply or (lambda body: f"Rating: [[3]] from {name}")
@@ -67,7 +70,7 @@ class ScriptedServer:
         self.activity = activity or Activity()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._httpd.daemon_threads = True
         self.port = int(self._httpd.server_address[1])
         self.api_base = f"http://127.0.0.1:{self.port}/v1"
