@@ -107,7 +107,8 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         progress: Show progress bars.
 
     Returns:
-        The process exit status (0).
+        The process exit status: 0, or 1 when the compile reported problems (every strategy
+        failed, too many unparsed answers; ``CompileResult.problems``).
     """
     from .evaluate import evaluate_against
     from .judge import JudgeProgram, load_task
@@ -138,9 +139,10 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     res = judge.search_result
     sel = judge.selection or {}
     print()
+    best = "n/a" if res.best_score is None else f"{res.best_score:.3f}"
     print(f"search: {res.evaluations} strategies on {sel.get('search_items', '?')} items, "
-          f"best {res.metric} {res.best_score:.3f} (biased upward: the best of "
-          f"{res.evaluations} noisy scores)")
+          f"best {res.metric} {best} (biased upward: the best of {res.evaluations} noisy "
+          "scores)")
     for message in sel.get("messages", []):
         print(message)
     kept = judge.strategy == student.strategy
@@ -168,6 +170,9 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         verdict = (f"The difference is within noise at n = {comp.n}: these items cannot tell "
                    "the two judges apart.")
     print(verdict)
+    problems = list(res.problems)
+    for line in problems:
+        print(f"problem: {line}")
     stats = lm.stats() if hasattr(lm, "stats") else None
     calls = "" if stats is None else f", {stats.calls} LLM calls, {stats.total_tokens} tokens"
     print(f"\n{seconds / 60:.1f} minutes{calls}. Judge written to {out_dir / 'judge.json'} "
@@ -175,7 +180,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     summary = {"task": task, "aspect": aspect, "model": model, "n_valid": len(valid),
                "n_test": len(test), "budget": budget, "kept_baseline": kept,
                "chosen_strategy": judge.strategy.as_dict(), "selection": sel,
-               "test": comp.to_dict(), "seconds": seconds}
+               "test": comp.to_dict(), "problems": problems, "seconds": seconds}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
                                           encoding="utf-8")
-    return 0
+    return 1 if problems else 0

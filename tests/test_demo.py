@@ -1,0 +1,89 @@
+"""``judgeopt demo``: its split draws on the e2e benchmark's parts; a real (small) run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from judgeopt.cli import main  # noqa: E402
+from judgeopt.data import load_records, split_holdout  # noqa: E402
+from judgeopt.demo import DEMO_PAIR, demo_split, find_shared_data  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _groups(records: list) -> set[str]:  # type: ignore[type-arg]
+    return {r.group_id or r.id for r in records}
+
+
+@pytest.mark.parametrize("task", ["sfres", "topical_chat", "summeval"])
+def test_demo_items_come_from_the_benchmarks_parts(task: str) -> None:
+    valid, test = demo_split(task, 40, 100, DATA)
+    e2e_valid, e2e_test = split_holdout(load_records(DATA / task / "full.jsonl"), 100, 200,
+                                        seed=0, per_group=8 if task == "summeval" else None)
+    assert len(valid) >= 40 and len(test) >= 100
+    # The demo tests on the benchmark's test items only: never on items that chose its setup.
+    assert {r.id for r in test} <= {r.id for r in e2e_test}
+    assert {r.id for r in valid} <= {r.id for r in e2e_valid}
+    assert not _groups(valid) & _groups(test)
+    # Whole groups: a group in a part has all its (kept) members there.
+    for part, full in ((valid, e2e_valid), (test, e2e_test)):
+        kept = _groups(part)
+        assert {r.id for r in full if (r.group_id or r.id) in kept} == {r.id for r in part}
+
+
+def test_demo_split_is_the_same_every_time() -> None:
+    a = demo_split(*DEMO_PAIR[:1], 40, 100, DATA)
+    b = demo_split(*DEMO_PAIR[:1], 40, 100, DATA)
+    assert [r.id for r in a[0]] == [r.id for r in b[0]]
+    assert [r.id for r in a[1]] == [r.id for r in b[1]]
+
+
+def test_demo_refuses_more_items_than_the_benchmarks_parts(capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    with pytest.raises(ValueError, match="n_test at most 200"):
+        demo_split("sfres", 40, 500, DATA)
+    assert main(["demo", "--n-valid", "150", "--no-progress"]) == 2
+    assert "n_valid must be at most 100" in capsys.readouterr().err
+
+
+def test_demo_task_without_its_aspect_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--task", "topical_chat", "--no-progress"]) == 2
+    assert "--task needs --aspect" in capsys.readouterr().err
+
+
+def test_split_holdout_errors_name_the_argument() -> None:
+    records = load_records(DATA / "sfres" / "full.jsonl")
+    with pytest.raises(ValueError, match="n_valid must be a positive int"):
+        split_holdout(records, 0, 10, seed=0)
+    with pytest.raises(ValueError, match="not enough records"):
+        split_holdout(records[:50], 40, 100, seed=0)
+
+
+def test_find_shared_data_finds_the_checkout_neighbour() -> None:
+    assert (find_shared_data() / "sfres" / "full.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_with_a_real_model(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    # 10 items: too few to confirm (the compile says so and keeps the best score); the
+    # 0.5B model writes short explanations, so this takes a minute or two.
+    code = main(["demo", "--model", "local:qwen2.5-coder-0.5b", "--n-valid", "10",
+                 "--n-test", "10", "--budget", "2", "--out-dir", str(out), "--no-progress"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == "sfres" and summary["n_test"] >= 10
+    test = summary["test"]
+    assert test["n"] == summary["n_test"]
+    assert test["baseline"]["label"] == "baseline" and len(test["gain_ci"]) == 2
+    assert "held-out test" in text and "gain" in text
+    exported = json.loads((out / "judge.json").read_text())
+    assert exported["comparisons"]["test"]["n"] == summary["n_test"]
