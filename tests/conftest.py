@@ -44,3 +44,17 @@ def softmax_reference() -> Callable[[np.ndarray], tuple[float, float, np.ndarray
     """The glass-box softmax features computed directly in numpy, independent of judgeopt:
     ``softmax_reference(logits) -> (Softmax-Ent, Softmax-Var, log-probabilities)``."""
     return _softmax_reference
+
+
+@pytest.fixture(autouse=True)
+def _dspy_global_lm_restored() -> object:
+    """A test that calls ``dspy.configure(lm=...)`` (the README's snippet does) must not leave
+    that LM behind for the tests after it (a judge without an LM must still raise NoLMError)."""
+    import sys
+
+    dspy = sys.modules.get("dspy")
+    before = dspy.settings.lm if dspy is not None else None
+    yield
+    dspy = sys.modules.get("dspy")
+    if dspy is not None and dspy.settings.lm is not before:
+        dspy.configure(lm=before)

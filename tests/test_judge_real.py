@@ -6,7 +6,6 @@ Marked slow: they run once, in one process, with one CPU thread each.
 from __future__ import annotations
 
 import json
-import math
 import socket
 import subprocess
 import sys
@@ -87,8 +86,15 @@ def test_cli_compile_evaluate_show_with_smollm2(env: Path, shared_data: Path, ca
     rc = main(["compile", "--task", "topical_chat", "--aspect", "naturalness", "--data", data,
                "--limit", "4", "--optimizer", "quick", "--budget", "2",
                "--model", "local:smollm2-135m", "--out", str(out), "--no-progress"])
-    assert rc == 0
+    # SmolLM2 rarely writes a rating in the asked format: the compile says the judge is not
+    # trustworthy and exits 1, and writes it anyway for inspection (docs/judge.md, "What
+    # happens when things go wrong"); with a rating on most items it exits 0.
+    text = capsys.readouterr()
     exported = json.loads(out.read_text())
+    problems = exported["search"]["problems"]
+    assert rc == (1 if problems else 0), text.out + text.err
+    if problems:
+        assert "not trustworthy" in text.err
     assert exported["model"] == "local:smollm2-135m"
     assert exported["search"]["evaluations"] == 2
     assert (env / "judge.json.ckpt" / "search_state.json").is_file()
@@ -115,8 +121,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_server_down_is_recorded_not_fatal(env: Path, items) -> None:
-    from judgeopt.lm import make_lm
+def test_server_down_is_recorded_and_stops_a_compile_at_once(env: Path, items) -> None:
+    from judgeopt.lm import LMUnavailable, make_lm
 
     lm = make_lm("openai/judge", api_base=f"http://127.0.0.1:{_free_port()}/v1",
                  num_retries=0, timeout=5, cache=False)
@@ -125,7 +131,8 @@ def test_server_down_is_recorded_not_fatal(env: Path, items) -> None:
     res = evaluate(judge, items, progress=False)
     assert res.call_failures == len(items) and res.spearman is None
     assert "could not connect" in (res.items[0].error or "").lower()
-    best = HPSS(budget=2, space=NO_COT | {"cot": ["prefix", "none"]}, progress=False).compile(
-        judge, trainset=items)
-    assert best.search_result.evaluations == 2
-    assert math.isnan(best.search_result.best_score)
+    # A compile checks the endpoint first and stops before judging anything.
+    with pytest.raises(LMUnavailable, match="could not connect"):
+        HPSS(budget=2, space=NO_COT | {"cot": ["prefix", "none"]}, progress=False,
+             checkpoint_dir=env / "ckpt").compile(judge, trainset=items)
+    assert not (env / "ckpt" / "evaluations.jsonl").exists()
