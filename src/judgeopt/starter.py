@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .data import _jsonl_rows
+
 __all__ = ["starter_task"]
 
 _SKIP = {"id", "group_id", "system_id", "meta"}
@@ -51,25 +53,18 @@ def _columns(path: Path, max_rows: int) -> tuple[list[str], dict[str, list[Any]]
                     break
                 rows.append(dict(row))
     else:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                if len(rows) >= max_rows:
-                    break
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}, line {number}: not valid JSON: {e.msg}") from None
-                if not isinstance(obj, dict):
-                    raise ValueError(f"{path}, line {number}: expected a JSON object")
-                flat: dict[str, Any] = {}
-                for key, value in obj.items():
-                    if key in ("inputs", "scores") and isinstance(value, dict):
-                        flat.update({f"{key}.{k}": v for k, v in value.items()})
-                    else:
-                        flat[key] = value
-                rows.append(flat)
+        for location, obj in _jsonl_rows(path):
+            if len(rows) >= max_rows:
+                break
+            if not isinstance(obj, dict):
+                raise ValueError(f"{location}: expected a JSON object")
+            flat: dict[str, Any] = {}
+            for key, value in obj.items():
+                if key in ("inputs", "scores") and isinstance(value, dict):
+                    flat.update({f"{key}.{k}": v for k, v in value.items()})
+                else:
+                    flat[key] = value
+            rows.append(flat)
     if not rows:
         raise ValueError(f"{path}: no data rows to read the columns from")
     for row in rows:
