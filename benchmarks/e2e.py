@@ -98,6 +98,61 @@ def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: st
     return merge_results(parts, records, pairwise=False, level=level)
 
 
+def strategy_key(strategy: dict[str, Any]) -> str:
+    """The file-name key of a strategy's stored test items (``test_<key>.jsonl``)."""
+    return hashlib.sha256(json.dumps(strategy, sort_keys=True, default=str).encode()
+                          ).hexdigest()[:16]
+
+
+def stored_result(path: Path, records: list[Record], level: str) -> EvalResult | None:
+    """The evaluation kept in ``path`` (every record judged), without any call; else None."""
+    if not path.is_file():
+        return None
+    done: dict[str, ItemResult] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            item = ItemResult(**json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        if item.error is None:
+            done[item.id] = item
+    if any(r.id not in done for r in records):
+        return None
+    return merge_results([EvalResult(n=len(done), parse_failures=0, call_failures=0,
+                                     level=level, items=[done[r.id] for r in records])],
+                         records, pairwise=False, level=level)
+
+
+def finalist_report(pair_dir: Path, test: list[Record], row: dict[str, Any],
+                    seed: int) -> list[dict[str, Any]]:
+    """Every finalist judged on test (the ensemble's members are), against the baseline.
+
+    This is the check of the selection rule on held-out items: what each finalist (and so
+    the paper's rule, which keeps the best search score) would have scored on test. It reads
+    the stored test items only; a finalist whose items are not all stored is left out.
+    """
+    level = row["level"]
+    base = stored_result(pair_dir / f"test_{strategy_key(row['baseline_strategy'])}.jsonl",
+                         test, level) if row.get("baseline_strategy") else None
+    if base is None:
+        return []
+    finalists = (row.get("selection") or {}).get("finalists") or []
+    out = []
+    for rank, f in enumerate(sorted(finalists, key=lambda f: -(f.get("search_score") or -9))):
+        res = stored_result(pair_dir / f"test_{strategy_key(f['strategy'])}.jsonl", test, level)
+        if res is None:
+            continue
+        c = compare(res, base, test, labels=("baseline", f["key"]), seed=seed)
+        out.append({"key": f["key"], "search_rank": rank + 1,
+                    "search_score": f.get("search_score"), "confirm_gain": f.get("gain"),
+                    "confirm_gain_ci": f.get("gain_ci"), "confirmed": f.get("confirmed"),
+                    "test": _num(res.metric("spearman")), "test_gain": _num(c.gain),
+                    "test_gain_ci": list(c.gain_ci),
+                    "test_parse_failures": res.parse_failures,
+                    "strategy": f["strategy"]})
+    return out
+
+
 def _ensemble_result(ens: Any, members: list[EvalResult], records: list[Record]) -> EvalResult:
     """The ensemble's evaluation from its members' judged items (as ``ens.judge`` combines)."""
     by_member = [{i.id: i for i in m.items} for m in members]
@@ -146,8 +201,7 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
     # NOTE: the judged test items are kept per strategy (file name: the strategy's hash), so
     # a resumed run repeats no call; the ensemble's members are judged as single judges.
     def stored(program: Any, name: str) -> EvalResult:
-        key = hashlib.sha256(json.dumps(program.strategy.as_dict(), sort_keys=True,
-                                        default=str).encode()).hexdigest()[:16]
+        key = strategy_key(program.strategy.as_dict())
         return evaluate_stored(program, test, pair_dir / f"test_{key}.jsonl",
                                desc=f"test: {name}", progress=progress)
 
@@ -196,6 +250,7 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
                                     and chosen_c.gain_ci[1] < 0),
         "chosen_is_baseline": judge.strategy == student.strategy,
         "chosen_strategy": judge.strategy.as_dict(),
+        "baseline_strategy": student.strategy.as_dict(),
         "ensemble_members": ([m.strategy.as_dict() for m in ens.members] if ens else None),
         "confirmation": (judge.comparisons or {}).get("confirmation"),
         "ensemble_confirmation": ((ens.comparisons or {}).get("confirmation") if ens else None),
@@ -210,8 +265,20 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
         "seconds": {"compile": round(compile_seconds, 1),
                     "test": round(sum(r.seconds for r in results.values()), 1)},
     }
+    row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
     (pair_dir / "result.json").write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
     return row
+
+
+def complete_row(row: dict[str, Any], seed: int, out_dir: Path) -> None:
+    """Add the fields of later versions of this script to a row finished earlier, from the
+    stored test items (no call): the baseline's strategy and the finalists on test."""
+    task = load_task(row["task"])
+    valid, test = split_groups(load_records(DATA / row["task"] / "full.jsonl"), row["n_valid"],
+                               row["n_test"], seed, per_group=PER_GROUP.get(row["task"]))
+    row.setdefault("baseline_strategy", JudgeProgram(task, row["aspect"]).strategy.as_dict())
+    pair_dir = out_dir / f"{row['task']}_{row['aspect']}"
+    row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -227,6 +294,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "pairs_significantly_better": sum(
             r["gain_ci"][0] is not None and r["gain_ci"][0] > 0 for r in rows),
         "n_pairs": len(rows),
+        # The paper's rule (keep the best search score) on the same pairs, from the stored
+        # test items of the finalists: what the confirmation step changed.
+        "mean_relative_gain_best_search_score": (
+            float(np.mean(best_rel)) if (best_rel := [
+                f["test_gain"] / abs(r["baseline"]) for r in rows
+                for f in r.get("finalists_on_test") or []
+                if f["search_rank"] == 1 and f["test_gain"] is not None and r["baseline"]])
+            else None),
     }
 
 
@@ -245,6 +320,17 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{f(r['baseline'])} | {f(r['chosen'])} | {f(r['gain'])} [{f(ci[0])}, {f(ci[1])}] "
             f"| {f(r['ensemble'])} | {f(r['ensemble_gain'])} [{f(eci[0])}, {f(eci[1])}] | "
             f"{'yes' if r['chosen_is_baseline'] else 'no'} |")
+    lines += ["", "Finalists on test (search rank 1 is the paper's rule's pick):", "",
+              "| pair | finalist | search rank | search score | confirmation gain | confirmed "
+              "| test | test gain [95% CI] |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for fin in r.get("finalists_on_test") or []:
+            ci = fin["test_gain_ci"]
+            lines.append(
+                f"| {r['task']}/{r['aspect']} | {fin['key']} | {fin['search_rank']} | "
+                f"{f(fin['search_score'])} | {f(fin['confirm_gain'])} | "
+                f"{'yes' if fin['confirmed'] else 'no'} | {f(fin['test'])} | "
+                f"{f(fin['test_gain'])} [{f(ci[0])}, {f(ci[1])}] |")
     return "\n".join(lines)
 
 
@@ -264,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(the LM cache inside is not committed)")
     p.add_argument("--json", default="benchmarks/results/e2e.json")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="run no pair: complete the finished pairs' rows from their stored test "
+                        "items, rewrite the JSON and print the tables (no model is loaded)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
                         force=True)
@@ -271,7 +360,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.INFO)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    lm = make_lm(args.model, cache=out_dir / "lm-cache")
     pairs = [tuple(x.split(":")) for x in args.pairs.split(",") if x]
     out = Path(args.json)
     rows: list[dict[str, Any]] = []
@@ -280,7 +368,18 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(out.read_text(encoding="utf-8"))
         if old.get("settings", {}) == _settings(args):
             rows = [r for r in old.get("pairs", []) if (r["task"], r["aspect"]) in pairs]
+    for r in rows:
+        if "finalists_on_test" not in r:
+            complete_row(r, args.seed, out_dir)
+    if args.report_only:
+        result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
+        if rows:
+            out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(table(rows))
+        print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
+        return 0
     done = {(r["task"], r["aspect"]) for r in rows}
+    lm = make_lm(args.model, cache=out_dir / "lm-cache")
     for task_name, aspect in pairs:
         if (task_name, aspect) in done:
             log.info("%s/%s: done earlier", task_name, aspect)

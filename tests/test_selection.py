@@ -379,3 +379,28 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     # A second run with the same settings keeps the finished pair: no judge call.
     assert e2e.main(args) == 0
     assert len(fakes[-1].judge_requests) == 0
+    # Every finalist judged on test (the ensemble's members) is reported against the
+    # baseline, ranked by its search score (rank 1: the paper's rule's pick).
+    fins = row["finalists_on_test"]
+    members = [json.dumps(m, sort_keys=True) for m in row["ensemble_members"]]
+    assert {json.dumps(f["strategy"], sort_keys=True) for f in fins} >= {
+        m for m in members if m != json.dumps(row["baseline_strategy"], sort_keys=True)}
+    assert len(fins) >= 1
+    assert [f["search_rank"] for f in fins] == sorted(f["search_rank"] for f in fins)
+    for fin in fins:
+        assert fin["test_gain"] == pytest.approx(fin["test"] - row["baseline"])
+        assert fin["test_gain_ci"][0] <= fin["test_gain"] <= fin["test_gain_ci"][1]
+    # --report-only completes a row written by an older version (no finalists) from the
+    # stored test items, without building an LM.
+    for key in ("finalists_on_test", "baseline_strategy"):
+        del data["pairs"][0][key]
+    out.write_text(json.dumps(data))
+    n_lms = len(fakes)
+    assert e2e.main([*args, "--report-only"]) == 0
+    assert len(fakes) == n_lms
+    again = json.loads(out.read_text())
+    assert again["pairs"][0]["finalists_on_test"] == fins
+    rank1 = [f for f in fins if f["search_rank"] == 1]
+    if rank1:
+        assert again["mean_relative_gain_best_search_score"] == pytest.approx(
+            rank1[0]["test_gain"] / abs(row["baseline"]))
