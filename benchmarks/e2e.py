@@ -46,6 +46,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np  # noqa: E402
 
 from judgeopt.data import Record, load_records, split_holdout  # noqa: E402
+from judgeopt.demo import E2E_SPLIT, PER_GROUP  # noqa: E402
 from judgeopt.evaluate import EvalResult, ItemResult, compare, evaluate, merge_results  # noqa: E402
 from judgeopt.judge import JudgeProgram, load_task  # noqa: E402
 from judgeopt.lm import make_lm  # noqa: E402
@@ -55,9 +56,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("JUDGEOPT_DATA", ROOT.parent / "shared" / "data"))
 DEFAULT_PAIRS = ("sfres:naturalness,topical_chat:naturalness,topical_chat:coherence,"
                  "summeval:coherence")
-# SummEval has 16 summaries of each of 100 articles; 8 per article (seeded) give twice as
-# many articles for the same number of items, which a group-level correlation needs.
-PER_GROUP = {"summeval": 8}
 
 log = logging.getLogger("e2e")
 
@@ -340,11 +338,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated task:aspect pairs (default: %(default)s)")
     p.add_argument("--model", default="local")
     p.add_argument("--budget", type=int, default=20)
-    p.add_argument("--n-valid", type=int, default=100)
-    p.add_argument("--n-test", type=int, default=200)
+    p.add_argument("--n-valid", type=int, default=E2E_SPLIT["n_valid"])
+    p.add_argument("--n-test", type=int, default=E2E_SPLIT["n_test"])
     p.add_argument("--ensemble", type=int, default=3)
     p.add_argument("--optimizer", default="auto", help="optimizer preset (auto)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=E2E_SPLIT["seed"])
     p.add_argument("--out-dir", default="benchmarks/results/e2e_runs",
                    help="checkpoints and judged items, committed so that a later session resumes "
                         "(the LM cache inside is not committed)")

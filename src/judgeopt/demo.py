@@ -26,14 +26,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_PAIR", "find_shared_data", "run_demo"]
+__all__ = ["DEMO_PAIR", "E2E_SPLIT", "PER_GROUP", "find_shared_data", "run_demo"]
 
 DEMO_PAIR: tuple[str, str] = ("sfres", "naturalness")
 """The demo's task and aspect (see docs/benchmarks.md, "The demo", for why this pair)."""
 
-# The benchmark's split (benchmarks/e2e.py defaults): the demo draws from the same parts.
-_E2E_SPLIT = {"n_valid": 100, "n_test": 200, "seed": 0}
-_PER_GROUP = {"summeval": 8}
+E2E_SPLIT: dict[str, int] = {"n_valid": 100, "n_test": 200, "seed": 0}
+"""The end-to-end benchmark's split (``benchmarks/e2e.py`` takes its defaults from here): the
+demo draws its validation and test items from the same parts."""
+
+PER_GROUP: dict[str, int] = {"summeval": 8}
+"""Items kept per group in that split: SummEval has 16 summaries of each of 100 articles; 8 per
+article (seeded) give twice as many articles for the same number of items, which a group-level
+correlation needs."""
 
 
 def find_shared_data() -> Path:
@@ -76,15 +81,15 @@ def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = Non
     """
     from .data import load_records, split_holdout
 
-    if n_valid > _E2E_SPLIT["n_valid"] or n_test > _E2E_SPLIT["n_test"]:
+    if n_valid > E2E_SPLIT["n_valid"] or n_test > E2E_SPLIT["n_test"]:
         raise ValueError(
             f"the demo draws from benchmarks/e2e.py's split: n_valid must be at most "
-            f"{_E2E_SPLIT['n_valid']} and n_test at most {_E2E_SPLIT['n_test']}; got "
+            f"{E2E_SPLIT['n_valid']} and n_test at most {E2E_SPLIT['n_test']}; got "
             f"n_valid={n_valid}, n_test={n_test}")
     root = data_dir or find_shared_data()
     records = load_records(root / task / "full.jsonl")
-    valid, test = split_holdout(records, _E2E_SPLIT["n_valid"], _E2E_SPLIT["n_test"],
-                                seed=_E2E_SPLIT["seed"], per_group=_PER_GROUP.get(task))
+    valid, test = split_holdout(records, E2E_SPLIT["n_valid"], E2E_SPLIT["n_test"],
+                                seed=E2E_SPLIT["seed"], per_group=PER_GROUP.get(task))
     return _head_groups(valid, n_valid), _head_groups(test, n_test)
 
 
