@@ -66,10 +66,8 @@ def split_groups(records: Sequence[Record], n_valid: int, n_test: int, seed: int
     return split_holdout(records, n_valid, n_test, seed=seed, per_group=per_group)
 
 
-def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: str,
-                    progress: bool) -> EvalResult:
-    """Evaluate ``program`` on ``records``, keeping every judged item in ``path`` (JSONL), so
-    that a resumed run (even in a fresh checkout without the LM cache) repeats no call."""
+def stored_items(path: Path) -> dict[str, ItemResult]:
+    """The judged items kept in ``path`` (JSONL) by id, failed calls left out; {} if none."""
     done: dict[str, ItemResult] = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -79,6 +77,14 @@ def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: st
                 continue
             if item.error is None:
                 done[item.id] = item
+    return done
+
+
+def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: str,
+                    progress: bool) -> EvalResult:
+    """Evaluate ``program`` on ``records``, keeping every judged item in ``path`` (JSONL), so
+    that a resumed run (even in a fresh checkout without the LM cache) repeats no call."""
+    done = stored_items(path)
     level = program.task.correlation_level or "dataset"
     parts = []
     if done:
@@ -104,16 +110,7 @@ def strategy_key(strategy: dict[str, Any]) -> str:
 
 def stored_result(path: Path, records: list[Record], level: str) -> EvalResult | None:
     """The evaluation kept in ``path`` (every record judged), without any call; else None."""
-    if not path.is_file():
-        return None
-    done: dict[str, ItemResult] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            item = ItemResult(**json.loads(line))
-        except (ValueError, TypeError):
-            continue
-        if item.error is None:
-            done[item.id] = item
+    done = stored_items(path)
     if any(r.id not in done for r in records):
         return None
     return merge_results([EvalResult(n=len(done), parse_failures=0, call_failures=0,
