@@ -133,7 +133,11 @@ def finalist_report(pair_dir: Path, test: list[Record], row: dict[str, Any],
         return []
     finalists = (row.get("selection") or {}).get("finalists") or []
     out = []
-    for rank, f in enumerate(sorted(finalists, key=lambda f: -(f.get("search_score") or -9))):
+    def by_search_score(f: dict[str, Any]) -> float:  # best first; no score last
+        score = f.get("search_score")
+        return math.inf if score is None else -float(score)
+
+    for rank, f in enumerate(sorted(finalists, key=by_search_score)):
         res = stored_result(pair_dir / f"test_{strategy_key(f['strategy'])}.jsonl", test, level)
         if res is None:
             continue
@@ -269,7 +273,7 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path) -> None:
     """Add the fields of later versions of this script to a row finished earlier, from the
     stored test items (no call): the baseline's strategy and the finalists on test."""
     task = load_task(row["task"])
-    valid, test = split_groups(load_records(DATA / row["task"] / "full.jsonl"), row["n_valid"],
+    _, test = split_groups(load_records(DATA / row["task"] / "full.jsonl"), row["n_valid"],
                                row["n_test"], seed, per_group=PER_GROUP.get(row["task"]))
     row.setdefault("baseline_strategy", JudgeProgram(task, row["aspect"]).strategy.as_dict())
     pair_dir = out_dir / f"{row['task']}_{row['aspect']}"
@@ -279,6 +283,11 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path) -> None:
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     rel = [r["relative_gain"] for r in rows if r["relative_gain"] is not None]
     gains = [r["gain"] for r in rows if r["gain"] is not None]
+    # The paper's rule (keep the best search score) on the same pairs, from the stored test
+    # items of the finalists: what the confirmation step changed.
+    best_rel = [f["test_gain"] / abs(r["baseline"]) for r in rows
+                for f in r.get("finalists_on_test") or []
+                if f["search_rank"] == 1 and f["test_gain"] is not None and r["baseline"]]
     ens_rel = [r["ensemble_gain"] / abs(r["baseline"]) for r in rows
                if r.get("ensemble_gain") is not None and r["baseline"]]
     return {
@@ -289,14 +298,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "pairs_significantly_better": sum(
             r["gain_ci"][0] is not None and r["gain_ci"][0] > 0 for r in rows),
         "n_pairs": len(rows),
-        # The paper's rule (keep the best search score) on the same pairs, from the stored
-        # test items of the finalists: what the confirmation step changed.
-        "mean_relative_gain_best_search_score": (
-            float(np.mean(best_rel)) if (best_rel := [
-                f["test_gain"] / abs(r["baseline"]) for r in rows
-                for f in r.get("finalists_on_test") or []
-                if f["search_rank"] == 1 and f["test_gain"] is not None and r["baseline"]])
-            else None),
+        "mean_relative_gain_best_search_score": float(np.mean(best_rel)) if best_rel else None,
     }
 
 
