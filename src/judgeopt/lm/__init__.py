@@ -41,7 +41,7 @@ from ._errors import (  # noqa: E402
 )
 from ._factory import make_lm  # noqa: E402
 from ._litellm import JudgeLM, resolve_endpoint  # noqa: E402
-from ._local import LlamaCppLM  # noqa: E402
+from ._local import RECOMMENDED_PARALLEL, LlamaCppLM  # noqa: E402
 from ._models import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
     LOCAL_MODELS,
@@ -73,6 +73,7 @@ from ._vllm import (  # noqa: E402
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODELS",
+    "RECOMMENDED_PARALLEL",
     "DeploymentStats",
     "JudgeLM",
     "LMAuthError",

@@ -59,6 +59,7 @@ def make_lm(
     n_threads: int | None = None,
     n_ctx: int | None = None,
     logits_all: bool | None = None,
+    parallel: int | None = None,
     **kwargs: Any,
 ) -> dspy.BaseLM:
     """Build the LM a model string names.
@@ -87,7 +88,9 @@ def make_lm(
             router: ``router_settings.num_retries``, retried by the Router).
         n_threads: Local only: CPU threads (default ``$JUDGEOPT_THREADS`` or 2).
         n_ctx: Local only: context window in tokens (default 4096).
-        logits_all: Local only: keep every position's logits, needed for ``logprobs``.
+        logits_all: Local only: keep every position's logits (sampling with ``logprobs``).
+        parallel: Local only: greedy requests decoded together (default 1); give as many
+            calls in flight (``evaluate``/compile ``threads``, which default to it).
         **kwargs: Further default decoding parameters (``seed``, ``top_p``, ``stop``...).
 
     Returns:
@@ -125,6 +128,8 @@ def make_lm(
             local_kwargs["n_ctx"] = n_ctx
         if logits_all is not None:
             local_kwargs["logits_all"] = logits_all
+        if parallel is not None:
+            local_kwargs["parallel"] = parallel
         return LlamaCppLM(
             local,
             temperature=temperature,
@@ -135,7 +140,8 @@ def make_lm(
             **kwargs,
         )
 
-    local_only = {"n_threads": n_threads, "n_ctx": n_ctx, "logits_all": logits_all}
+    local_only = {"n_threads": n_threads, "n_ctx": n_ctx, "logits_all": logits_all,
+                  "parallel": parallel}
     given = sorted(k for k, v in local_only.items() if v is not None)
     if given:
         raise ValueError(

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["chat_prompt", "greedy_with_logprobs"]
+__all__ = ["GreedySequence", "chat_prompt", "completion_budget", "greedy_with_logprobs",
+           "prompt_and_stops"]
 
 
 class _Captured(Exception):
@@ -143,6 +144,128 @@ def _top_entries(llama: Any, logprobs: np.ndarray, k: int, chosen: int,
     return [{"token": t, "logprob": lp, "bytes": None} for t, lp in entries.items()]
 
 
+class GreedySequence:
+    """The state of one greedy decoding: the tokens so far, their logprob entries, the text,
+    the stop rules and the completion budget.
+
+    :func:`greedy_with_logprobs` drives one of these with a single ``Llama``; the batched
+    engine (:mod:`judgeopt.lm._llama_batch`) drives several with one context. Each call of
+    :meth:`step` takes the logits of the position after the last token and returns the next
+    token to evaluate, or ``None`` when the completion is finished.
+
+    Args:
+        llama: The loaded ``llama_cpp.Llama`` (its vocabulary and detokenizer).
+        prompt: The prompt token ids.
+        stops: Stop strings (the returned text ends before the first one found).
+        budget: Maximum completion tokens (>= 1).
+        top_logprobs: Alternatives reported per position, or ``None`` for no logprobs (the
+            next token is then the argmax of the raw logits, as llama.cpp's greedy sampler
+            takes it).
+    """
+
+    def __init__(self, llama: Any, prompt: Sequence[int], stops: Sequence[str], budget: int,
+                 top_logprobs: int | None) -> None:
+        self.llama = llama
+        self.prompt = [int(t) for t in prompt]
+        self.stops = list(stops)
+        self.budget = int(budget)
+        self.top_logprobs = top_logprobs
+        self.tokens: list[int] = []
+        self.content: list[dict[str, Any]] | None = [] if top_logprobs else None
+        self.text = ""
+        self.finish = "length"
+        self.done = False
+        self._texts: dict[int, str] = {}
+
+    def step(self, row: np.ndarray) -> int | None:
+        """Take the next token from ``row`` (float32 logits); return it when it must be
+        evaluated to go on, ``None`` when the completion is finished."""
+        from llama_cpp import llama_cpp
+
+        llama = self.llama
+        if self.content is not None:
+            logprobs = llama.logits_to_logprobs(row)
+            token = int(np.argmax(logprobs))
+        else:
+            logprobs = None
+            token = int(np.argmax(row))
+        if bool(llama_cpp.llama_vocab_is_eog(llama._model.vocab, token)):
+            self.finish = "stop"
+            self.done = True
+            return None
+        token_text = llama.detokenize([token], prev_tokens=self.prompt + self.tokens).decode(
+            "utf-8", errors="ignore")
+        self.tokens.append(token)
+        if self.content is not None and logprobs is not None:
+            self.content.append({
+                "token": token_text, "logprob": float(logprobs[token]), "bytes": None,
+                "top_logprobs": _top_entries(llama, logprobs, int(self.top_logprobs or 1),
+                                             token, token_text, self._texts)})
+        self.text = llama.detokenize(self.tokens, prev_tokens=self.prompt).decode(
+            "utf-8", errors="ignore")
+        hit = [s for s in self.stops if s in self.text]
+        if hit:
+            self.text = self.text[: self.text.index(hit[0])]
+            self.finish = "stop"
+            self.done = True
+            if self.content is not None:
+                # Logprobs only for the tokens that start inside the returned text.
+                kept, start = [], 0
+                for entry in self.content:
+                    if start >= len(self.text):
+                        break
+                    kept.append(entry)
+                    start += len(entry["token"])
+                self.content = kept
+            return None
+        if len(self.tokens) >= self.budget:
+            self.done = True
+            return None
+        return token
+
+    def response(self, model: str) -> dict[str, Any]:
+        """The OpenAI-shaped chat completion of the finished decoding."""
+        logprobs = None if self.content is None else {"content": self.content, "refusal": None}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": self.text},
+                "logprobs": logprobs,
+                "finish_reason": self.finish,
+            }],
+            "usage": {"prompt_tokens": len(self.prompt), "completion_tokens": len(self.tokens),
+                      "total_tokens": len(self.prompt) + len(self.tokens)},
+        }
+
+
+def completion_budget(prompt_tokens: int, n_ctx: int, max_tokens: int | None) -> int:
+    """The completion budget of a prompt in a context window of ``n_ctx`` tokens.
+
+    Raises:
+        ValueError: If the prompt does not fit (llama-cpp-python's own message, which
+            :func:`judgeopt.lm._errors.overflow_from_llama` recognises).
+    """
+    if prompt_tokens >= n_ctx:
+        raise ValueError(
+            f"Requested tokens ({prompt_tokens}) exceed context window of {n_ctx}")
+    budget = n_ctx - prompt_tokens if max_tokens is None or max_tokens <= 0 else int(max_tokens)
+    return min(budget, n_ctx - prompt_tokens)
+
+
+def prompt_and_stops(llama: Any, messages: Sequence[Mapping[str, Any]],
+                     stop: Sequence[str] | str | None) -> tuple[list[int], list[str]]:
+    """The prompt tokens and every stop string (the caller's first, then the format's)."""
+    prompt, format_stops = chat_prompt(llama, messages)
+    stops = list(format_stops)
+    if stop:
+        stops = ([stop] if isinstance(stop, str) else list(stop)) + stops
+    return prompt, stops
+
+
 def greedy_with_logprobs(
     llama: Any,
     messages: Sequence[Mapping[str, Any]],
@@ -173,64 +296,13 @@ def greedy_with_logprobs(
         ValueError: If the prompt and budget do not fit the context window (the message
             names both), or the chat handler builds no token prompt.
     """
-    from llama_cpp import llama_cpp
-
-    prompt, format_stops = chat_prompt(llama, messages)
-    stops = list(format_stops)
-    if stop:
-        stops = ([stop] if isinstance(stop, str) else list(stop)) + stops
-    n_ctx = int(llama.n_ctx())
-    if len(prompt) >= n_ctx:
-        raise ValueError(
-            f"Requested tokens ({len(prompt)}) exceed context window of {n_ctx}")
-    budget = n_ctx - len(prompt) if max_tokens is None or max_tokens <= 0 else int(max_tokens)
-    budget = min(budget, n_ctx - len(prompt))
-    vocab = llama._model.vocab
-    texts: dict[int, str] = {}
+    prompt, stops = prompt_and_stops(llama, messages, stop)
+    budget = completion_budget(len(prompt), int(llama.n_ctx()), max_tokens)
+    seq = GreedySequence(llama, prompt, stops, budget, max(1, int(top_logprobs)))
     _prefill(llama, prompt)
-    tokens: list[int] = []
-    content: list[dict[str, Any]] = []
-    finish = "length"
-    text = ""
-    while len(tokens) < budget:
-        logprobs = llama.logits_to_logprobs(_last_logits(llama))
-        token = int(np.argmax(logprobs))
-        if bool(llama_cpp.llama_vocab_is_eog(vocab, token)):
-            finish = "stop"
+    while True:
+        token = seq.step(_last_logits(llama))
+        if token is None:
             break
-        token_text = llama.detokenize([token], prev_tokens=prompt + tokens).decode(
-            "utf-8", errors="ignore")
-        tokens.append(token)
-        content.append({"token": token_text, "logprob": float(logprobs[token]), "bytes": None,
-                        "top_logprobs": _top_entries(llama, logprobs, top_logprobs, token,
-                                                     token_text, texts)})
-        text = llama.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
-        hit = [s for s in stops if s in text]
-        if hit:
-            text = text[: text.index(hit[0])]
-            finish = "stop"
-            # Logprobs only for the tokens that start inside the returned text.
-            kept, start = [], 0
-            for entry in content:
-                if start >= len(text):
-                    break
-                kept.append(entry)
-                start += len(entry["token"])
-            content = kept
-            break
-        if len(tokens) < budget:
-            llama.eval([token])
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "logprobs": {"content": content, "refusal": None},
-            "finish_reason": finish,
-        }],
-        "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
-                  "total_tokens": len(prompt) + len(tokens)},
-    }
+        llama.eval([token])
+    return seq.response(model)

@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +25,23 @@ from ._errors import (
     LocalModelError,
     overflow_from_llama,
 )  # noqa: E402
+from ._llama_batch import BatchEngine, batch_width  # noqa: E402
 from ._llama_decode import greedy_with_logprobs  # noqa: E402
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model  # noqa: E402
 from ._stats import StatsRecorder  # noqa: E402
 
-__all__ = ["LlamaCppLM", "check_gguf", "default_threads", "effective_n_ctx"]
+__all__ = ["RECOMMENDED_PARALLEL", "LlamaCppLM", "check_gguf", "default_threads",
+           "effective_n_ctx"]
 
 logger = logging.getLogger(__name__)
 
 #: The endpoint recorded in cache keys for in-process generation.
 IN_PROCESS = "in-process:llama.cpp"
+
+#: Greedy requests the command line and ``judgeopt demo`` decode together with an embedded
+#: model (``--parallel``; ``LlamaCppLM`` itself defaults to 1). Measured by
+#: ``benchmarks/batch_decode.py`` (docs/lm.md, "Batched decoding").
+RECOMMENDED_PARALLEL = 8
 
 _LLAMA_INSTALL = "pip install 'judgeopt[local]' (or pip install 'llama-cpp-python[server]==0.3.36')"
 
@@ -130,6 +137,8 @@ class _Handle:
     llama: Any
     lock: threading.Lock
     n_ctx: int
+    # Batch engines over this model, by the number of sequences they decode together.
+    engines: dict[int, BatchEngine] = field(default_factory=dict)
 
 
 _handles_guard = threading.Lock()
@@ -175,9 +184,17 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
     """A GGUF model run in this process by llama.cpp, usable wherever DSPy takes an LM.
 
     The model is loaded on the first call (or :meth:`load`) and shared by every LlamaCppLM of
-    the process with the same file, ``n_ctx``, ``n_threads`` and ``logits_all``. Calls are
-    serialised by a lock (a ``Llama`` is not thread-safe), so ``dspy.Parallel`` works but
-    gains nothing from threads here. Responses go through the persistent cache.
+    the process with the same file, ``n_ctx``, ``n_threads`` and ``logits_all``. Responses go
+    through the persistent cache.
+
+    With ``parallel=1`` (the default) calls are served one at a time (a lock serialises
+    them). With ``parallel=N > 1`` greedy calls made from several threads at once (``evaluate``
+    or a compile with ``threads=N``, ``dspy.Parallel``) are decoded together, N sequences per
+    step, by a batch engine (:mod:`judgeopt.lm._llama_batch`): a judge that writes an
+    explanation is then judged several times faster per item on a CPU, and each response
+    still depends on its request only, not on what else was in flight. Sampling
+    (``temperature > 0``), ``response_format``, tools, ``logit_bias`` and penalties are always
+    served one at a time.
 
     Args:
         model: A registry name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``,
@@ -194,6 +211,8 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         cache: ``True`` (default directory), ``False``, a directory, or an :class:`LMCache`.
         model_dir: Where registry models are joined; ``None`` uses ``$JUDGEOPT_MODEL_DIR``
             or ``~/.cache/judgeopt/models``.
+        parallel: Greedy requests decoded together (1: one at a time). Give the caller as
+            many calls in flight (``threads``); ``evaluate`` and compiles default to it.
         **kwargs: Further default decoding parameters (``top_p``, ``stop``, ...).
 
     Raises:
@@ -218,12 +237,14 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         logits_all: bool = False,
         cache: bool | str | os.PathLike[str] | LMCache | None = True,
         model_dir: str | os.PathLike[str] | None = None,
+        parallel: int = 1,
         **kwargs: Any,
     ) -> None:
-        for field, value, minimum in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1)):
+        for name, value, minimum in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
+                                     ("parallel", parallel, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(
-                    f"The `{field}` argument of LlamaCppLM must be an int >= {minimum}. "
+                    f"The `{name}` argument of LlamaCppLM must be an int >= {minimum}. "
                     f"Got {value!r} instead."
                 )
         threads = default_threads() if n_threads is None else n_threads
@@ -267,6 +288,7 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         self.n_ctx = effective_n_ctx(n_ctx)
         self.n_threads = threads
         self.logits_all = logits_all
+        self.parallel = parallel
         self.model_dir = model_dir
         self._stats = StatsRecorder()
         self._response_cache = resolve_cache(cache)
@@ -275,7 +297,15 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         self._identity: str | None = None
 
     def __repr__(self) -> str:
-        return f"LlamaCppLM({self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+        extra = f", parallel={self.parallel}" if self.parallel > 1 else ""
+        return (f"LlamaCppLM({self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}"
+                f"{extra})")
+
+    @property
+    def preferred_threads(self) -> int:
+        """Calls in flight that keep this LM busy: ``parallel`` (``evaluate`` and compiles
+        use it when their ``threads`` is not given)."""
+        return self.parallel
 
     @property
     def spec(self) -> str:
@@ -299,7 +329,8 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
     def dump_state(self) -> dict[str, Any]:
         """Return the constructor arguments needed to rebuild this LM.
 
-        ``n_threads`` is left out: it belongs to the machine that loads the state.
+        ``n_threads`` and ``parallel`` are left out: they belong to the machine that loads
+        the state.
         """
         state = {k: v for k, v in self.kwargs.items() if k != LM_CLASS_STATE_KEY}
         state.update(
@@ -364,7 +395,31 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             model = self._registry_name if self._registry_name is not None else self._path
             assert model is not None
             self._identity = gguf_identity(model)
-        return self._identity, IN_PROCESS
+        # NOTE: batched decoding gives the same greedy answers up to floating-point rounding,
+        # not bit for bit: its answers are cached apart, so a cached response is always
+        # exactly what this configuration computes.
+        endpoint = IN_PROCESS if self.parallel == 1 else (
+            f"{IN_PROCESS}:batch{batch_width(self.parallel)}")
+        return self._identity, endpoint
+
+    def _batchable(self, params: Mapping[str, Any]) -> bool:
+        """Whether a call goes to the batch engine: ``parallel > 1`` and plain greedy."""
+        if self.parallel == 1 or float(params.get("temperature") or 0.0) > 0:
+            return False
+        if any(params.get(k) is not None
+               for k in ("response_format", "tools", "tool_choice", "logit_bias")):
+            return False
+        neutral = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+        return all(params.get(k) is None or float(params[k]) == v for k, v in neutral.items())
+
+    def _engine(self, handle: _Handle) -> BatchEngine:
+        with _handles_guard:
+            engine = handle.engines.get(self.parallel)
+            if engine is None:
+                engine = handle.engines[self.parallel] = BatchEngine(
+                    handle.llama, parallel=self.parallel, n_ctx=handle.n_ctx,
+                    n_threads=self.n_threads, lock=handle.lock)
+            return engine
 
     def _llama_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(params) - _PASSTHROUGH - _IGNORED - {"max_completion_tokens"}
@@ -416,53 +471,63 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             call_params = dict(llama_params)
             if seed is not None and n > 1:
                 call_params["seed"] = int(seed) + index  # distinct samples, reproducibly
-            with handle.lock:
-                started = time.monotonic()
-                try:
-                    if call_params.get("logprobs") and not self.logits_all:
-                        out = greedy_with_logprobs(
-                            handle.llama,
-                            messages,
-                            max_tokens=call_params.get("max_tokens"),
-                            top_logprobs=int(call_params["top_logprobs"]),
-                            stop=call_params.get("stop"),
-                            model=self.model,
-                        )
-                    else:
-                        out = handle.llama.create_chat_completion(
-                            messages=messages, **call_params
-                        )
-                except ValueError as exc:
-                    elapsed = time.monotonic() - started
-                    overflow = overflow_from_llama(
-                        exc,
-                        model=self.model,
-                        n_ctx=handle.n_ctx,
-                        max_tokens=call_params.get("max_tokens"),
-                    )
-                    if overflow is None and "could not broadcast input array" in str(exc):
-                        overflow = LMContextOverflow(
-                            f"the prompt does not fit the context window (n_ctx={handle.n_ctx}): "
-                            "shorten the prompt or load the model with a larger n_ctx",
-                            model=self.model,
-                            endpoint=IN_PROCESS,
-                            n_ctx=handle.n_ctx,
-                        )
-                    error: LMError = overflow or LMBadRequest(
-                        f"llama.cpp rejected the request: {exc}",
-                        model=self.model,
-                        endpoint=IN_PROCESS,
-                    )
-                    self._stats.record_failure(error.kind, elapsed)
-                    raise error from exc
-                except Exception as exc:
-                    self._stats.record_failure("error", time.monotonic() - started)
-                    raise LMError(
-                        f"llama.cpp failed on {self.model}: {type(exc).__name__}: {exc}",
-                        model=self.model,
-                        endpoint=IN_PROCESS,
-                    ) from exc
+            batched = self._batchable(call_params)
+            started = time.monotonic()
+            try:
+                if batched:
+                    top = (int(call_params["top_logprobs"]) if call_params.get("logprobs")
+                           else None)
+                    out = self._engine(handle).submit(
+                        messages, max_tokens=call_params.get("max_tokens"), top_logprobs=top,
+                        stop=call_params.get("stop"), model=self.model).result()
+                    out.pop("_seconds", None)
+                else:
+                    with handle.lock:
+                        started = time.monotonic()
+                        if call_params.get("logprobs") and not self.logits_all:
+                            out = greedy_with_logprobs(
+                                handle.llama,
+                                messages,
+                                max_tokens=call_params.get("max_tokens"),
+                                top_logprobs=int(call_params["top_logprobs"]),
+                                stop=call_params.get("stop"),
+                                model=self.model,
+                            )
+                        else:
+                            out = handle.llama.create_chat_completion(
+                                messages=messages, **call_params
+                            )
+            except ValueError as exc:
                 elapsed = time.monotonic() - started
+                overflow = overflow_from_llama(
+                    exc,
+                    model=self.model,
+                    n_ctx=handle.n_ctx,
+                    max_tokens=call_params.get("max_tokens"),
+                )
+                if overflow is None and "could not broadcast input array" in str(exc):
+                    overflow = LMContextOverflow(
+                        f"the prompt does not fit the context window (n_ctx={handle.n_ctx}): "
+                        "shorten the prompt or load the model with a larger n_ctx",
+                        model=self.model,
+                        endpoint=IN_PROCESS,
+                        n_ctx=handle.n_ctx,
+                    )
+                error: LMError = overflow or LMBadRequest(
+                    f"llama.cpp rejected the request: {exc}",
+                    model=self.model,
+                    endpoint=IN_PROCESS,
+                )
+                self._stats.record_failure(error.kind, elapsed)
+                raise error from exc
+            except Exception as exc:
+                self._stats.record_failure("error", time.monotonic() - started)
+                raise LMError(
+                    f"llama.cpp failed on {self.model}: {type(exc).__name__}: {exc}",
+                    model=self.model,
+                    endpoint=IN_PROCESS,
+                ) from exc
+            elapsed = time.monotonic() - started
             call_usage = dict(out.get("usage") or {})
             self._stats.record_call(elapsed, call_usage)
             for key in usage:

@@ -1,0 +1,257 @@
+"""Batched decoding of the embedded model (``LlamaCppLM(parallel=N)``, the batch engine of
+``judgeopt.lm._llama_batch``) on real models.
+
+SmolLM2 (fast): responses do not depend on what else was in flight (one at a time, all at
+once, another order, a fresh engine), shared prompt blocks, the routing of non-greedy calls,
+errors, the cache key, and the decoding rules of ``GreedySequence`` with scripted logits.
+Qwen2.5-Coder-0.5B (slow): the same determinism where llama.cpp's kernels do depend on the
+batch layout (tiled quantised matrix products), and ``expected`` ratings of real judge
+prompts that agree with the one-at-a-time path up to floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from judgeopt.evaluate import default_threads
+from judgeopt.lm import LlamaCppLM, LMContextOverflow, make_lm
+from judgeopt.lm._llama_batch import BLOCK, BatchEngine, batch_width
+from judgeopt.lm._llama_decode import GreedySequence, completion_budget
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+SHARED = "You are a careful judge of short restaurant dialogues. " * 10
+WORDS = ["like", "hate", "visited", "booked", "found", "left"]
+
+
+def _messages(i: int) -> list[dict[str, str]]:
+    prefix = SHARED if i % 2 == 0 else "Judge this. "
+    return [{"role": "user", "content": f"{prefix}Rate from 1 to 10 how natural this is: "
+                                        f"'I {WORDS[i % len(WORDS)]} the place by the river.' "
+                                        "Answer with [[n]] and one sentence."}]
+
+
+def _lm(model: str, **kw: Any) -> LlamaCppLM:
+    try:
+        lm = LlamaCppLM(model, cache=False, n_threads=1, **kw)
+        lm.load()
+    except Exception as e:  # noqa: BLE001 - the model packages are an optional install
+        pytest.skip(f"{model} is not available: {e}")
+    return lm
+
+
+@pytest.fixture(scope="module")
+def smol() -> LlamaCppLM:
+    return _lm("smollm2-135m", parallel=4)
+
+
+def _engine(lm: LlamaCppLM, parallel: int = 4) -> BatchEngine:
+    handle = lm._get_handle()
+    return BatchEngine(handle.llama, parallel=parallel, n_ctx=handle.n_ctx,
+                       n_threads=lm.n_threads, lock=handle.lock)
+
+
+def _run(engine: BatchEngine, indices: list[int], *, at_once: bool, top: int | None = 3,
+         max_tokens: int = 12) -> dict[int, dict[str, Any]]:
+    """Responses by prompt index, the requests submitted all at once or one after another."""
+    out: dict[int, dict[str, Any]] = {}
+    if at_once:
+        futures = {i: engine.submit(_messages(i), max_tokens=max_tokens, top_logprobs=top)
+                   for i in indices}
+        out = {i: f.result(timeout=300) for i, f in futures.items()}
+    else:
+        for i in indices:
+            out[i] = engine.submit(_messages(i), max_tokens=max_tokens,
+                                   top_logprobs=top).result(timeout=300)
+    for r in out.values():
+        r.pop("_seconds", None)
+        r.pop("id", None)
+        r.pop("created", None)
+    return out
+
+
+def _check_deterministic(lm: LlamaCppLM, n: int = 6) -> None:
+    first = _engine(lm)
+    one = _run(first, list(range(n)), at_once=False)
+    together = _run(first, list(range(n)), at_once=True)
+    backwards = _run(_engine(lm), list(range(n))[::-1], at_once=True)
+    for i in range(n):
+        assert one[i] == together[i], f"prompt {i}: all at once differs from one at a time"
+        assert one[i] == backwards[i], f"prompt {i}: another order differs"
+    first.close()
+
+
+def test_batch_width_rounds_up_to_whole_kernel_tiles() -> None:
+    assert [batch_width(p) for p in (1, 2, 4, 5, 8, 9)] == [4, 4, 4, 8, 8, 12]
+    with pytest.raises(ValueError, match="parallel"):
+        BatchEngine(object(), parallel=0, n_ctx=512, n_threads=1, lock=threading.Lock())
+
+
+def test_responses_do_not_depend_on_what_else_is_in_flight(smol: LlamaCppLM) -> None:
+    _check_deterministic(smol)
+
+
+def test_prompt_blocks_are_shared_and_the_answer_is_the_same(smol: LlamaCppLM) -> None:
+    engine = _engine(smol)
+    a = _run(engine, [0], at_once=False)[0]
+    shared_before = engine.prompt_tokens_shared
+    b = _run(engine, [0], at_once=False)[0]
+    # The same prompt again: every whole block but the last is reused, not evaluated.
+    n_prompt = a["usage"]["prompt_tokens"]
+    assert n_prompt > 2 * BLOCK
+    assert engine.prompt_tokens_shared - shared_before == (n_prompt - 1) // BLOCK * BLOCK
+    assert a == b
+    # A prompt with the same first blocks (another item of the same judge) shares them too.
+    before = engine.prompt_tokens_shared
+    _run(engine, [2], at_once=False)
+    assert engine.prompt_tokens_shared > before
+    engine.close()
+
+
+def test_the_lm_batches_concurrent_greedy_calls(smol: LlamaCppLM) -> None:
+    engine = smol._engine(smol._get_handle())
+    steps = engine.steps
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda i: smol(messages=_messages(i), max_tokens=8), range(4)))
+    assert all(isinstance(o[0], str) and o[0] for o in outs)
+    # Four answers of up to 8 tokens decoded together take about 8 steps, not 4 x 8.
+    assert engine.steps - steps <= 12
+    assert smol.preferred_threads == 4 and default_threads(smol) == 4
+
+
+def test_sampling_and_structured_calls_go_one_at_a_time(smol: LlamaCppLM) -> None:
+    engine = smol._engine(smol._get_handle())
+    steps = engine.steps
+    smol(messages=_messages(1), max_tokens=4, temperature=0.7, seed=3)
+    smol(messages=_messages(1), max_tokens=4, repeat_penalty=1.3)
+    assert engine.steps == steps
+    assert smol._batchable({"temperature": 0.0, "max_tokens": 4})
+    assert not smol._batchable({"temperature": 0.5})
+    assert not smol._batchable({"response_format": {"type": "json_object"}})
+    assert not smol._batchable({"presence_penalty": 0.5})
+    assert not smol.copy(parallel=1)._batchable({"temperature": 0.0})
+
+
+def test_cache_keys_separate_the_batched_path() -> None:
+    one = LlamaCppLM("smollm2-135m", cache=False)
+    four = LlamaCppLM("smollm2-135m", cache=False, parallel=4)
+    five = LlamaCppLM("smollm2-135m", cache=False, parallel=5)
+    assert one._cache_identity()[1] == "in-process:llama.cpp"
+    assert four._cache_identity()[1] == "in-process:llama.cpp:batch4"
+    assert five._cache_identity()[1] == "in-process:llama.cpp:batch8"
+    assert "parallel=4" in repr(four)
+    assert "parallel" not in four.dump_state()
+
+
+def test_parallel_is_checked_and_local_only() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="`parallel` argument of LlamaCppLM"):
+            LlamaCppLM("smollm2-135m", parallel=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="parallel"):
+        make_lm("openai/x", api_base="http://127.0.0.1:9/v1", parallel=4)
+    assert make_lm("local:smollm2-135m", cache=False, parallel=2).parallel == 2
+
+
+def test_a_prompt_that_does_not_fit_fails_alone() -> None:
+    lm = _lm("smollm2-135m", parallel=4, n_ctx=256)
+    long = [{"role": "user", "content": "word " * 400}]
+    with ThreadPoolExecutor(2) as pool:
+        bad = pool.submit(lm, messages=long, max_tokens=4)
+        good = pool.submit(lm, messages=_messages(1), max_tokens=4)
+        with pytest.raises(LMContextOverflow, match="context window"):
+            bad.result()
+        assert good.result()[0]
+
+
+def test_a_failed_evaluation_fails_its_requests_and_the_engine_goes_on(
+        smol: LlamaCppLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = _engine(smol)
+    ok = _run(engine, [1], at_once=False)[1]
+    calls = {"n": 0}
+    original = BatchEngine._decode
+
+    def flaky(self: BatchEngine, columns: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("llama_decode returned -3")
+        original(self, columns)
+
+    monkeypatch.setattr(BatchEngine, "_decode", flaky)
+    futures = [engine.submit(_messages(i), max_tokens=6, top_logprobs=3) for i in (1, 3)]
+    errors = [f.exception(timeout=300) for f in futures]
+    assert any(isinstance(e, RuntimeError) and "returned -3" in str(e) for e in errors)
+    monkeypatch.setattr(BatchEngine, "_decode", original)
+    again = _run(engine, [1], at_once=False)[1]
+    assert again == ok
+    engine.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.submit(_messages(1), max_tokens=2, top_logprobs=None)
+
+
+def test_greedy_sequence_rules_with_scripted_logits(smol: LlamaCppLM) -> None:
+    llama = smol._get_handle().llama
+    n_vocab = llama.n_vocab()
+    words = llama.tokenize(b" so [[7]] and more", add_bos=False)
+
+    def row(token: int) -> np.ndarray:
+        r = np.full(n_vocab, -5.0, dtype=np.single)
+        r[token] = 5.0
+        return r
+
+    prompt = llama.tokenize(b"Rate it:", add_bos=True)
+    # A stop string cuts the text before it, and logprobs keep only the tokens inside it.
+    seq = GreedySequence(llama, prompt, ["]]"], 50, 2)
+    for t in words:
+        if seq.step(row(t)) is None:
+            break
+    assert seq.done and seq.finish == "stop" and seq.text == " so [[7"
+    assert seq.content is not None
+    assert "".join(e["token"] for e in seq.content).startswith(" so [[7")
+    assert all(len(e["top_logprobs"]) >= 1 for e in seq.content)
+    # The budget ends a completion with finish_reason "length"; no logprobs without a top-k.
+    seq = GreedySequence(llama, prompt, [], 2, None)
+    assert seq.step(row(words[0])) == words[0]
+    assert seq.step(row(words[1])) is None
+    response = seq.response("m")
+    assert response["choices"][0]["finish_reason"] == "length"
+    assert response["choices"][0]["logprobs"] is None
+    assert response["usage"]["completion_tokens"] == 2
+    # An end-of-generation token stops without being part of the text.
+    eos = int(llama.token_eos())
+    seq = GreedySequence(llama, prompt, [], 10, None)
+    assert seq.step(row(eos)) is None and seq.finish == "stop" and seq.text == ""
+    with pytest.raises(ValueError, match="exceed context window"):
+        completion_budget(600, 512, 4)
+    assert completion_budget(500, 512, None) == 12
+    assert completion_budget(100, 512, 64) == 64
+
+
+@pytest.mark.slow
+def test_qwen_batched_is_deterministic_and_agrees_with_one_at_a_time(
+        shared_data: Path) -> None:
+    from judgeopt.data import load_records
+    from judgeopt.evaluate import evaluate
+    from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+
+    lm = _lm("qwen2.5-coder-0.5b", parallel=4)
+    _check_deterministic(lm, n=6)
+    task = load_task("topical_chat")
+    records = load_records(shared_data / "topical_chat" / "valid.jsonl", limit=8)
+    strategy = baseline_strategy(task).replace(scale=10, cot="none", decoding="expected")
+    one = evaluate(JudgeProgram(task, "coherence", strategy, lm=lm.copy(parallel=1)), records,
+                   threads=1, progress=False)
+    batched = evaluate(JudgeProgram(task, "coherence", strategy, lm=lm), records,
+                       progress=False)
+    assert batched.parse_failures == one.parse_failures == 0
+    diffs = [abs(float(a.score) - float(b.score))  # type: ignore[arg-type]
+             for a, b in zip(one.items, batched.items, strict=True)]
+    # The same ratings up to floating-point rounding (the two paths split the work
+    # differently; benchmarks/batch_decode.py measures the differences on more items).
+    assert max(diffs) < 0.3, diffs
+    assert float(np.mean(diffs)) < 0.1, diffs
