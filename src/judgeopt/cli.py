@@ -121,12 +121,23 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
 
 
 def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> Any:
-    from .lm import make_lm
+    from .lm import RECOMMENDED_PARALLEL, make_lm
+    from .lm._factory import parse_local_model
 
     model = _model_string(args, default_model)
     kwargs: dict[str, Any] = {}
     if getattr(args, "n_ctx", None):
         kwargs["n_ctx"] = args.n_ctx
+    parallel = getattr(args, "parallel", None)
+    try:
+        local = parse_local_model(model) is not None
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    if local:
+        kwargs["parallel"] = RECOMMENDED_PARALLEL if parallel is None else parallel
+    elif parallel is not None:
+        raise CLIError(f"--parallel only applies to local models ('local', 'local:...'), not "
+                       f"to {model!r}; for a server, use --threads")
     if getattr(args, "logprobs", False):
         print("judgeopt: --logprobs is no longer needed (the embedded model gives the "
               "expected rating's logprobs without logits_all) and is ignored", file=sys.stderr)
@@ -765,8 +776,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return run_demo(model=_model_string(args), api_base=args.api_base,
                         task=args.task or DEMO_PAIR[0], aspect=args.aspect or DEMO_PAIR[1],
                         n_valid=args.n_valid, n_test=args.n_test, budget=args.budget,
-                        threads=args.threads, out_dir=Path(args.out_dir),
-                        progress=not args.no_progress)
+                        threads=args.threads, parallel=args.parallel,
+                        out_dir=Path(args.out_dir), progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as e:
         raise CLIError(str(e)) from e
 
@@ -832,9 +843,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="judge through a LiteLLM Router over several servers, configured "
                             "by FILE (a LiteLLM model_list YAML/JSON; `judgeopt serve` writes "
                             "one); --model then names one of its model groups")
-        p.add_argument("--threads", type=_positive_int, default=1,
-                       help="judge calls in flight at once (default 1; with --router or a "
-                            "server, about the servers' total parallel slots)")
+        p.add_argument("--threads", type=_positive_int, default=None,
+                       help="judge calls in flight at once (default: --parallel for a local "
+                            "model, else 1; with --router or a server, about the servers' "
+                            "total parallel slots)")
+        p.add_argument("--parallel", type=_positive_int, default=None,
+                       help="local model: greedy judge calls decoded together (default 8, "
+                            "judgeopt.lm.RECOMMENDED_PARALLEL; 1: one at a time)")
         p.add_argument("--n-ctx", type=_positive_int, default=None,
                        help="context window of a local model (default 4096)")
         # NOTE: kept (hidden, ignored) so that older scripts still run.

@@ -96,7 +96,8 @@ def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = Non
 def run_demo(*, model: str = "local", api_base: str | None = None,
              task: str = DEMO_PAIR[0], aspect: str = DEMO_PAIR[1], n_valid: int = 40,
              n_test: int = 100, budget: int = 6, out_dir: Path = Path("runs/demo"),
-             threads: int = 1, progress: bool = True) -> int:
+             threads: int | None = None, parallel: int | None = None,
+             progress: bool = True) -> int:
     """Run the demo; print the search, the selection and the test comparison; write the judge.
 
     Args:
@@ -108,7 +109,10 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         n_test: Held-out test items.
         budget: Strategies the search evaluates.
         out_dir: Where the judge, its checkpoint and ``summary.json`` go.
-        threads: Judge calls in flight at once.
+        threads: Judge calls in flight at once (``None``: ``parallel`` for a local model,
+            else 1).
+        parallel: Local model: greedy judge calls decoded together (``None``:
+            :data:`judgeopt.lm.RECOMMENDED_PARALLEL`).
         progress: Show progress bars.
 
     Returns:
@@ -117,7 +121,8 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     """
     from .evaluate import evaluate_against
     from .judge import JudgeProgram, load_task
-    from .lm import make_lm
+    from .lm import RECOMMENDED_PARALLEL, make_lm
+    from .lm._factory import parse_local_model
     from .teleprompt import JudgeSearch, load_optimizer
 
     valid, test = demo_split(task, n_valid, n_test)
@@ -127,7 +132,11 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
           f"compile on (half search, half confirmation), {len(test)} held-out test items, "
           f"{budget} strategies.", flush=True)
     t0 = time.perf_counter()
-    lm = make_lm(model, api_base=api_base)
+    local = parse_local_model(model) is not None
+    if parallel is not None and not local:
+        raise ValueError(f"`parallel` only applies to local models, not to {model!r}")
+    lm = make_lm(model, api_base=api_base,
+                 **({"parallel": parallel or RECOMMENDED_PARALLEL} if local else {}))
     out_dir.mkdir(parents=True, exist_ok=True)
     preset = load_optimizer("quick")
     space = dict(preset.space)
@@ -151,7 +160,9 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     for message in sel.get("messages", []):
         print(message)
     kept = judge.strategy == student.strategy
-    print(f"chosen: {'the MT-Bench baseline (no gain confirmed)' if kept else judge.strategy}")
+    confirmed = sel.get("rule") == "confirm" and bool(sel.get("confirm_items"))
+    why = "no gain confirmed" if confirmed else "the best validation score"
+    print(f"chosen: {f'the MT-Bench baseline ({why})' if kept else judge.strategy}")
     baseline = judge.with_strategy(student.strategy)
     tres, _, comp = evaluate_against(judge, baseline, test, threads=threads, progress=progress,
                                      desc="test")
@@ -164,9 +175,12 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     for line in comp.lines("held-out test"):
         print(line)
     lo, hi = comp.gain_ci
-    if kept:
+    if kept and confirmed:
         verdict = ("The compile kept the baseline: no strategy's gain was confirmed on the "
                    "confirmation items, so the judge is not made worse.")
+    elif kept:
+        verdict = ("The compile kept the baseline: no strategy scored better on the "
+                   "validation items.")
     elif lo is not None and lo > 0:
         verdict = "The chosen judge agrees with the human labels better than the baseline."
     elif hi is not None and hi < 0:

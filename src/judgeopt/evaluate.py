@@ -24,6 +24,7 @@ __all__ = [
     "EvalResult",
     "ItemResult",
     "compare",
+    "default_threads",
     "evaluate",
     "evaluate_against",
     "check_records",
@@ -259,12 +260,20 @@ def _constant(values: np.ndarray, groups: Sequence[Any] | None) -> bool:
     return all(len(set(vs)) < 2 for vs in by.values())
 
 
+def default_threads(lm: Any) -> int:
+    """Judge calls to keep in flight for ``lm`` when the caller does not say: its
+    ``preferred_threads`` (an embedded model's ``parallel``: the requests it decodes
+    together), else 1."""
+    value = getattr(lm, "preferred_threads", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
 def evaluate(
     program: JudgeProgram,
     records: Sequence[Record],
     *,
     lm: Any = None,
-    threads: int = 1,
+    threads: int | None = None,
     progress: bool = True,
     desc: str | None = None,
     on_item: Callable[[ItemResult], None] | None = None,
@@ -280,7 +289,8 @@ def evaluate(
         program: The judge.
         records: Labelled records (the aspect's score, or a pairwise label).
         lm: The LM (default: the program's, else DSPy's configured one).
-        threads: Judge calls in flight at once.
+        threads: Judge calls in flight at once; ``None``: what the LM keeps busy
+            (:func:`default_threads`: ``parallel`` for an embedded model, else 1).
         progress: Show a progress bar.
         desc: Progress bar label.
         on_item: Called with every judged item as it finishes (in the calling thread, in
@@ -303,7 +313,7 @@ def evaluate(
     """
     if not records:
         raise ValueError("evaluate() needs at least one record.")
-    if threads < 1:
+    if threads is not None and threads < 1:
         raise ValueError(f"`threads` must be >= 1. Got {threads}.")
     if max_consecutive_failures is not None and max_consecutive_failures < 1:
         raise ValueError("`max_consecutive_failures` must be an int >= 1 or None. Got "
@@ -311,6 +321,8 @@ def evaluate(
     check_records(program, records)
     breaker = _Breaker(max_consecutive_failures)
     the_lm = program.resolve_lm(lm)
+    if threads is None:
+        threads = default_threads(the_lm)
     before = _stats(the_lm)
     t0 = time.perf_counter()
     aspect = program.aspect
@@ -586,7 +598,7 @@ def evaluate_against(
     *,
     labels: tuple[str, str] = ("baseline", "chosen"),
     lm: Any = None,
-    threads: int = 1,
+    threads: int | None = None,
     progress: bool = True,
     desc: str = "",
     note: str | None = None,
@@ -601,7 +613,7 @@ def evaluate_against(
         records: Labelled records.
         labels: Names of ``reference`` and ``program`` in the report.
         lm: The LM for both (default: each one's own, else DSPy's configured one).
-        threads: Judge calls in flight at once.
+        threads: Judge calls in flight at once (``None``: :func:`default_threads`).
         progress: Show progress bars.
         desc: Prefix of the progress bars' labels.
         note: A caveat for the report.

@@ -331,7 +331,7 @@ def run_grid(
     dataset: str,
     model: str,
     lm: Any = None,
-    threads: int = 1,
+    threads: int | None = None,
     progress: bool = True,
     keep_outputs: bool = False,
     overwrite: bool = False,
@@ -347,7 +347,7 @@ def run_grid(
         dataset: The dataset's name in the table (e.g. ``"dev_zh_en"``).
         model: The model's name in the table (e.g. ``"local:qwen2.5-coder-0.5b"``).
         lm: The LM (default: the program's, else DSPy's configured one).
-        threads: Judge calls in flight at once.
+        threads: Judge calls in flight at once (``None``: what the LM keeps busy).
         progress: Show progress bars (strategies, and items within a strategy).
         keep_outputs: Also store each item's raw output in the items file.
         overwrite: Start afresh, deleting the table and items file first.

@@ -105,7 +105,8 @@ class OptimizerConfig(BaseModel):
         seed: The search's seed.
         params: Keyword arguments of the search class (e.g. HPSS's ``k``, ``rho``).
         space: Factor -> allowed values, to restrict the space (other factors keep all).
-        threads: Judge calls in flight at once.
+        threads: Judge calls in flight at once (``None``: what the LM keeps busy,
+            :func:`judgeopt.evaluate.default_threads`).
         metric: What the search maximises (default: ``spearman``; ``accuracy`` pairwise).
         example_seed: Seed of the in-context example selection.
         racing: Early stopping of hopeless candidates (:class:`judgeopt.racing.RacingConfig`;
@@ -130,7 +131,7 @@ class OptimizerConfig(BaseModel):
     seed: int = Field(0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     space: dict[str, list[Value]] = Field(default_factory=dict)
-    threads: int = Field(1, ge=1)
+    threads: int | None = Field(None, ge=1)
     metric: Metric | None = None
     example_seed: int = Field(0, ge=0)
     racing: RacingConfig = Field(default_factory=RacingConfig)
@@ -243,7 +244,8 @@ class JudgeSearch(Teleprompter):
         params: Extra keyword arguments of the search class.
         space: Factor -> allowed values, restricting the HPSS space.
         metric: What to maximise (default ``spearman``; ``accuracy`` for pairwise tasks).
-        threads: Judge calls in flight at once (1 for the in-process local model).
+        threads: Judge calls in flight at once (``None``: what the LM keeps busy: an
+            embedded model's ``parallel``, else 1).
         checkpoint_dir: Directory for the resumable checkpoint (search state, evaluation
             summaries, artifacts). ``None``: no checkpoint.
         progress: Show progress bars.
@@ -277,7 +279,7 @@ class JudgeSearch(Teleprompter):
         params: Mapping[str, Any] | None = None,
         space: Mapping[str, Sequence[Value]] | None = None,
         metric: Metric | None = None,
-        threads: int = 1,
+        threads: int | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         progress: bool = True,
         example_seed: int = 0,
