@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(the LM cache inside is not committed)")
     p.add_argument("--json", default="benchmarks/results/e2e.json")
     p.add_argument("--parallel", type=int, default=RECOMMENDED_PARALLEL,
-                   help="local model: greedy judge calls decoded together, as many in flight "
+                   help="local model: judge calls decoded together, as many in flight "
                         "(default %(default)s, the CLI's; 1: one at a time)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--report-only", action="store_true",

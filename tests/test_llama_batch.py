@@ -3,7 +3,7 @@
 
 SmolLM2 (fast): responses do not depend on what else was in flight (one at a time, all at
 once, another order, a fresh engine), shared prompt blocks, the routing of non-greedy calls,
-errors, the cache key, and the decoding rules of ``GreedySequence`` with scripted logits.
+errors, the cache key, and the decoding rules of ``DecodingSequence`` with scripted logits.
 Qwen2.5-Coder-0.5B (slow): the same determinism where llama.cpp's kernels do depend on the
 batch layout (tiled quantised matrix products), and ``expected`` ratings of real judge
 prompts that agree with the one-at-a-time path up to floating-point rounding.
@@ -22,7 +22,12 @@ import pytest
 from judgeopt.evaluate import default_threads
 from judgeopt.lm import LlamaCppLM, LMContextOverflow, make_lm
 from judgeopt.lm._llama_batch import BLOCK, BatchEngine, batch_width
-from judgeopt.lm._llama_decode import GreedySequence, completion_budget
+from judgeopt.lm._llama_decode import (
+    DecodingSequence,
+    Sampling,
+    completion_budget,
+    sample_token,
+)
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
@@ -125,17 +130,66 @@ def test_the_lm_batches_concurrent_greedy_calls(smol: LlamaCppLM) -> None:
     assert smol.preferred_threads == 4 and default_threads(smol) == 4
 
 
-def test_sampling_and_structured_calls_go_one_at_a_time(smol: LlamaCppLM) -> None:
+def test_structured_and_penalised_calls_go_one_at_a_time(smol: LlamaCppLM) -> None:
     engine = smol._engine(smol._get_handle())
     steps = engine.steps
-    smol(messages=_messages(1), max_tokens=4, temperature=0.7, seed=3)
     smol(messages=_messages(1), max_tokens=4, repeat_penalty=1.3)
+    smol(messages=_messages(1), max_tokens=4, temperature=0.7, typical_p=0.5)
     assert engine.steps == steps
     assert smol._batchable({"temperature": 0.0, "max_tokens": 4})
-    assert not smol._batchable({"temperature": 0.5})
+    assert smol._batchable({"temperature": 0.5, "seed": 1})
+    assert not smol._batchable({"temperature": 0.5, "logprobs": True, "top_logprobs": 2})
     assert not smol._batchable({"response_format": {"type": "json_object"}})
     assert not smol._batchable({"presence_penalty": 0.5})
+    assert not smol._batchable({"temperature": 0.5, "typical_p": 0.9})
     assert not smol.copy(parallel=1)._batchable({"temperature": 0.0})
+
+
+def test_sampled_calls_are_batched_and_depend_on_their_seed_only(smol: LlamaCppLM) -> None:
+    engine = smol._engine(smol._get_handle())
+
+    def sample(i: int, seed: int) -> str:
+        out = smol(messages=_messages(i), max_tokens=12, temperature=1.0, seed=seed)
+        return str(out[0])
+
+    steps = engine.steps
+    alone = [sample(0, seed) for seed in range(4)]
+    assert engine.steps > steps  # served by the batch engine
+    with ThreadPoolExecutor(4) as pool:
+        # The same requests among others (other prompts, other seeds), in another order.
+        mixed = list(pool.map(lambda a: sample(*a),
+                              [(1, 9), (0, 3), (2, 7), (0, 2), (0, 1), (3, 5), (0, 0)]))
+    assert [mixed[6], mixed[4], mixed[3], mixed[1]] == alone
+    # Different seeds draw different answers (temperature 1 over 12 tokens).
+    assert len(set(alone)) >= 2
+
+
+def test_sample_token_follows_the_default_sampler_chain() -> None:
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    rng = np.random.default_rng(0)
+
+    def freq(sampling: Sampling, n: int = 20000) -> np.ndarray:
+        draws = [sample_token(logits, sampling, rng) for _ in range(n)]
+        return np.bincount(draws, minlength=4) / n
+
+    plain = Sampling(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
+    assert np.allclose(freq(plain), [0.5, 0.3, 0.15, 0.05], atol=0.015)
+    # top-k 2: the two most likely tokens, renormalised.
+    assert np.allclose(freq(Sampling(1.0, top_k=2, top_p=1.0, min_p=0.0)),
+                       [0.625, 0.375, 0, 0], atol=0.015)
+    # top-p 0.7: 0.5 does not reach it, 0.5 + 0.3 does: the first two tokens.
+    assert freq(Sampling(1.0, top_k=0, top_p=0.7, min_p=0.0))[2:].sum() == 0
+    # min-p 0.25: tokens at least a quarter as likely as the best (0.125): three.
+    f = freq(Sampling(1.0, top_k=0, top_p=1.0, min_p=0.25))
+    assert f[3] == 0 and f[2] > 0.1
+    # The temperature sharpens after the filters: near 0 it is the argmax.
+    assert freq(Sampling(0.01, top_k=0, top_p=1.0, min_p=0.0), 200)[0] == 1.0
+    # The same seed, the same draws.
+    a = Sampling(1.0, seed=5)
+    assert ([sample_token(logits, a, a.generator()) for _ in range(3)]
+            == [sample_token(logits, a, a.generator()) for _ in range(3)])
+    with pytest.raises(ValueError, match="temperature > 0"):
+        Sampling(temperature=0.0)
 
 
 def test_cache_keys_separate_the_batched_path() -> None:
@@ -206,7 +260,7 @@ def test_greedy_sequence_rules_with_scripted_logits(smol: LlamaCppLM) -> None:
 
     prompt = llama.tokenize(b"Rate it:", add_bos=True)
     # A stop string cuts the text before it, and logprobs keep only the tokens inside it.
-    seq = GreedySequence(llama, prompt, ["]]"], 50, 2)
+    seq = DecodingSequence(llama, prompt, ["]]"], 50, 2)
     for t in words:
         if seq.step(row(t)) is None:
             break
@@ -215,7 +269,7 @@ def test_greedy_sequence_rules_with_scripted_logits(smol: LlamaCppLM) -> None:
     assert "".join(e["token"] for e in seq.content).startswith(" so [[7")
     assert all(len(e["top_logprobs"]) >= 1 for e in seq.content)
     # The budget ends a completion with finish_reason "length"; no logprobs without a top-k.
-    seq = GreedySequence(llama, prompt, [], 2, None)
+    seq = DecodingSequence(llama, prompt, [], 2, None)
     assert seq.step(row(words[0])) == words[0]
     assert seq.step(row(words[1])) is None
     response = seq.response("m")
@@ -224,8 +278,10 @@ def test_greedy_sequence_rules_with_scripted_logits(smol: LlamaCppLM) -> None:
     assert response["usage"]["completion_tokens"] == 2
     # An end-of-generation token stops without being part of the text.
     eos = int(llama.token_eos())
-    seq = GreedySequence(llama, prompt, [], 10, None)
+    seq = DecodingSequence(llama, prompt, [], 10, None)
     assert seq.step(row(eos)) is None and seq.finish == "stop" and seq.text == ""
+    with pytest.raises(ValueError, match="greedy decoding only"):
+        DecodingSequence(llama, prompt, [], 10, 2, Sampling(1.0))
     with pytest.raises(ValueError, match="exceed context window"):
         completion_budget(600, 512, 4)
     assert completion_budget(500, 512, None) == 12

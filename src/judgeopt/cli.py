@@ -848,7 +848,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "model, else 1; with --router or a server, about the servers' "
                             "total parallel slots)")
         p.add_argument("--parallel", type=_positive_int, default=None,
-                       help="local model: greedy judge calls decoded together (default 8, "
+                       help="local model: judge calls decoded together (default 8, "
                             "judgeopt.lm.RECOMMENDED_PARALLEL; 1: one at a time)")
         p.add_argument("--n-ctx", type=_positive_int, default=None,
                        help="context window of a local model (default 4096)")

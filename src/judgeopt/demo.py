@@ -111,7 +111,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         out_dir: Where the judge, its checkpoint and ``summary.json`` go.
         threads: Judge calls in flight at once (``None``: ``parallel`` for a local model,
             else 1).
-        parallel: Local model: greedy judge calls decoded together (``None``:
+        parallel: Local model: judge calls decoded together (``None``:
             :data:`judgeopt.lm.RECOMMENDED_PARALLEL`).
         progress: Show progress bars.
 

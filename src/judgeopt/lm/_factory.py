@@ -89,7 +89,7 @@ def make_lm(
         n_threads: Local only: CPU threads (default ``$JUDGEOPT_THREADS`` or 2).
         n_ctx: Local only: context window in tokens (default 4096).
         logits_all: Local only: keep every position's logits (sampling with ``logprobs``).
-        parallel: Local only: greedy requests decoded together (default 1); give as many
+        parallel: Local only: requests decoded together (default 1); give as many
             calls in flight (``evaluate``/compile ``threads``, which default to it).
         **kwargs: Further default decoding parameters (``seed``, ``top_p``, ``stop``...).
 

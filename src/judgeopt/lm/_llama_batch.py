@@ -1,4 +1,4 @@
-"""Greedy chat completions of several requests decoded together by one llama.cpp context.
+"""Chat completions of several requests decoded together by one llama.cpp context.
 
 Generating a token on a CPU is bound by memory bandwidth: every step reads all the weights
 (1.1 GB for the embedded Qwen2.5-Coder-1.5B) to compute one column. Decoding several
@@ -6,10 +6,11 @@ sequences in the same step reads them once for all columns, so a judge that writ
 explanation before its rating (the MT-Bench baseline, every chain-of-thought strategy) is
 judged several times faster per item when a few items are in flight at once
 (``benchmarks/batch_decode.py`` measures it). :class:`BatchEngine` does that for the greedy
-requests of a :class:`~judgeopt.lm.LlamaCppLM` built with ``parallel > 1``: callers in
-several threads submit requests; one worker thread admits them into free sequence slots,
-evaluates their prompts and then decodes all active sequences together, one token each per
-step, until each finishes (continuous batching).
+and the plainly sampled requests (self-consistency's samples) of a
+:class:`~judgeopt.lm.LlamaCppLM` built with ``parallel > 1``: callers in several threads
+submit requests; one worker thread admits them into free sequence slots, evaluates their
+prompts and then decodes all active sequences together, one token each per step, until each
+finishes (continuous batching).
 
 Determinism. llama.cpp's CPU kernels give slightly different floating-point results
 depending on how a computation is laid out: a matrix product's column goes through the
@@ -38,6 +39,13 @@ same rules for stop strings, the budget and ``top_logprobs``). They are not bit-
 to the one-request-at-a-time path, whose prompt split depends on the previous call and
 whose steps use the vector kernel: the two paths give the same greedy answer up to
 floating-point rounding (``tests/test_llama_batch.py`` and the benchmark compare them).
+
+Sampled requests (``temperature > 0``) draw each token with llama.cpp's default chain
+(top-k 40, top-p 0.95, min-p 0.05, then the temperature; :class:`~judgeopt.lm._llama_decode.
+Sampling`) from a random generator of their own, seeded by the request: the same request and
+seed give the same completion whatever else is in flight. The draws are numpy's, not
+llama.cpp's, so a sampled answer differs from the one-at-a-time path's for the same seed
+(same distribution, other random numbers); the cache keeps the two apart.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from ._llama_decode import GreedySequence, completion_budget, prompt_and_stops
+from ._llama_decode import DecodingSequence, Sampling, completion_budget, prompt_and_stops
 
 __all__ = ["BLOCK", "BatchEngine", "batch_width"]
 
@@ -79,6 +87,7 @@ class _Request:
     top_logprobs: int | None
     stop: Sequence[str] | str | None
     model: str
+    sampling: Sampling | None = None
     future: Future[dict[str, Any]] = field(default_factory=Future)
 
 
@@ -91,13 +100,13 @@ class _Slot:
     tokens: list[int] = field(default_factory=list)
     blocks: int = 0  # leading BLOCK-aligned blocks of `tokens` evaluated as whole blocks
     request: _Request | None = None
-    seq: GreedySequence | None = None
+    seq: DecodingSequence | None = None
     next_token: int | None = None
     started: float = 0.0
 
 
 class BatchEngine:
-    """Continuous batching of greedy requests over one llama.cpp context.
+    """Continuous batching of greedy and sampled requests over one llama.cpp context.
 
     The engine owns a context on the model of ``llama`` (the weights are shared) with room
     for ``parallel`` sequences of ``n_ctx`` tokens each, and a daemon worker thread that is
@@ -138,23 +147,29 @@ class BatchEngine:
     # ----------------------------------------------------------------------------- API
     def submit(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None,
                top_logprobs: int | None, stop: Sequence[str] | str | None = None,
-               model: str = "local") -> Future[dict[str, Any]]:
-        """Queue a greedy chat completion; the future holds its OpenAI-shaped response.
+               model: str = "local", sampling: Sampling | None = None
+               ) -> Future[dict[str, Any]]:
+        """Queue a chat completion; the future holds its OpenAI-shaped response.
 
         Args:
             messages: The chat messages.
             max_tokens: Completion budget (``None``: up to the sequence's context window).
-            top_logprobs: Alternatives per generated token, or ``None`` for no logprobs.
+            top_logprobs: Alternatives per generated token, or ``None`` for no logprobs
+                (greedy decoding only).
             stop: Extra stop strings (the chat format's own are added).
             model: The ``model`` field of the response.
+            sampling: Sample each token (its own seeded generator: the response still
+                depends on the request only); ``None``: greedy.
 
         Returns:
             A future; its exception is a ``ValueError`` with llama-cpp-python's own message
             when the prompt does not fit, or a ``RuntimeError`` when llama.cpp failed.
         """
-        request = _Request([dict(m) for m in messages], max_tokens,
-                           None if top_logprobs is None else max(1, int(top_logprobs)),
-                           stop, model)
+        top = None if top_logprobs is None else max(1, int(top_logprobs))
+        if top is not None and sampling is not None:
+            raise ValueError("logprobs are given for greedy decoding only, not with sampling")
+        request = _Request([dict(m) for m in messages], max_tokens, top, stop, model,
+                           sampling)
         with self._cv:
             if self._closed:
                 raise RuntimeError("the batch engine is closed")
@@ -296,7 +311,8 @@ class BatchEngine:
                     slot.blocks = end // BLOCK
                 self.prompt_tokens_evaluated += end - pos
                 pos = end
-            seq = GreedySequence(self._llama, prompt, stops, budget, request.top_logprobs)
+            seq = DecodingSequence(self._llama, prompt, stops, budget, request.top_logprobs,
+                                   request.sampling)
             slot.seq = seq
             slot.next_token = seq.step(self._row(-1))
         except Exception:

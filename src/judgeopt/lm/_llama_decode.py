@@ -23,15 +23,17 @@ against the ``logits_all`` path on real models.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["GreedySequence", "chat_prompt", "completion_budget", "greedy_with_logprobs",
-           "prompt_and_stops"]
+__all__ = ["DecodingSequence", "Sampling", "chat_prompt", "completion_budget",
+           "greedy_with_logprobs", "prompt_and_stops", "sample_token"]
 
 
 class _Captured(Exception):
@@ -144,9 +146,62 @@ def _top_entries(llama: Any, logprobs: np.ndarray, k: int, chosen: int,
     return [{"token": t, "logprob": lp, "bytes": None} for t, lp in entries.items()]
 
 
-class GreedySequence:
-    """The state of one greedy decoding: the tokens so far, their logprob entries, the text,
-    the stop rules and the completion budget.
+@dataclass(frozen=True)
+class Sampling:
+    """Random sampling of the next token, with llama.cpp's default sampler chain for a
+    chat completion at ``temperature > 0``: top-k, then top-p, then min-p (each on the raw
+    logits, as llama.cpp applies them before the temperature), then the temperature, then a
+    draw from the remaining distribution.
+
+    Attributes:
+        temperature: > 0.
+        top_k: Keep the ``top_k`` most likely tokens (<= 0: all).
+        top_p: Then keep the most likely tokens whose probabilities sum to ``top_p`` (the
+            token that reaches it included; >= 1: all).
+        min_p: Then keep the tokens at least ``min_p`` times as likely as the most likely one
+            (<= 0: all).
+        seed: Seed of the draws (``None``: fresh entropy, not reproducible).
+    """
+
+    temperature: float
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"Sampling needs a temperature > 0. Got {self.temperature!r}.")
+
+    def generator(self) -> np.random.Generator:
+        """The draws' random generator (a fresh one per completion: the same seed gives
+        the same completion, whatever else is decoded at the same time)."""
+        return np.random.default_rng(self.seed)
+
+
+def sample_token(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> int:
+    """Draw the next token from ``logits`` (one row, the whole vocabulary) by ``sampling``."""
+    x = np.asarray(logits, dtype=np.float64)
+    k = int(sampling.top_k)
+    candidates = np.argpartition(-x, k - 1)[:k] if 0 < k < x.size else np.arange(x.size)
+    order = candidates[np.argsort(-x[candidates], kind="stable")]
+    values = x[order]
+    if sampling.top_p < 1.0:
+        p = np.exp(values - values[0])
+        cumulative = np.cumsum(p / p.sum())
+        keep = int(np.searchsorted(cumulative, sampling.top_p)) + 1
+        order, values = order[:keep], values[:keep]
+    if sampling.min_p > 0.0:
+        kept = values >= values[0] + math.log(sampling.min_p)
+        order, values = order[kept], values[kept]
+    z = values / float(sampling.temperature)
+    p = np.exp(z - z[0])
+    return int(order[int(rng.choice(p.size, p=p / p.sum()))])
+
+
+class DecodingSequence:
+    """The state of one decoding (greedy, or sampled): the tokens so far, their logprob
+    entries, the text, the stop rules and the completion budget.
 
     :func:`greedy_with_logprobs` drives one of these with a single ``Llama``; the batched
     engine (:mod:`judgeopt.lm._llama_batch`) drives several with one context. Each call of
@@ -160,16 +215,24 @@ class GreedySequence:
         budget: Maximum completion tokens (>= 1).
         top_logprobs: Alternatives reported per position, or ``None`` for no logprobs (the
             next token is then the argmax of the raw logits, as llama.cpp's greedy sampler
-            takes it).
+            takes it). Greedy decoding only.
+        sampling: Draw each token by :class:`Sampling` instead of taking the argmax.
+
+    Raises:
+        ValueError: If both ``top_logprobs`` and ``sampling`` are given.
     """
 
     def __init__(self, llama: Any, prompt: Sequence[int], stops: Sequence[str], budget: int,
-                 top_logprobs: int | None) -> None:
+                 top_logprobs: int | None, sampling: Sampling | None = None) -> None:
+        if top_logprobs and sampling is not None:
+            raise ValueError("logprobs are given for greedy decoding only, not with sampling")
         self.llama = llama
         self.prompt = [int(t) for t in prompt]
         self.stops = list(stops)
         self.budget = int(budget)
         self.top_logprobs = top_logprobs
+        self.sampling = sampling
+        self._rng = sampling.generator() if sampling is not None else None
         self.tokens: list[int] = []
         self.content: list[dict[str, Any]] | None = [] if top_logprobs else None
         self.text = ""
@@ -186,6 +249,10 @@ class GreedySequence:
         if self.content is not None:
             logprobs = llama.logits_to_logprobs(row)
             token = int(np.argmax(logprobs))
+        elif self.sampling is not None:
+            assert self._rng is not None
+            logprobs = None
+            token = sample_token(row, self.sampling, self._rng)
         else:
             logprobs = None
             token = int(np.argmax(row))
@@ -298,7 +365,7 @@ def greedy_with_logprobs(
     """
     prompt, stops = prompt_and_stops(llama, messages, stop)
     budget = completion_budget(len(prompt), int(llama.n_ctx()), max_tokens)
-    seq = GreedySequence(llama, prompt, stops, budget, max(1, int(top_logprobs)))
+    seq = DecodingSequence(llama, prompt, stops, budget, max(1, int(top_logprobs)))
     _prefill(llama, prompt)
     while True:
         token = seq.step(_last_logits(llama))

@@ -26,7 +26,7 @@ from ._errors import (
     overflow_from_llama,
 )  # noqa: E402
 from ._llama_batch import BatchEngine, batch_width  # noqa: E402
-from ._llama_decode import greedy_with_logprobs  # noqa: E402
+from ._llama_decode import Sampling, greedy_with_logprobs  # noqa: E402
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model  # noqa: E402
 from ._stats import StatsRecorder  # noqa: E402
 
@@ -188,13 +188,13 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
     through the persistent cache.
 
     With ``parallel=1`` (the default) calls are served one at a time (a lock serialises
-    them). With ``parallel=N > 1`` greedy calls made from several threads at once (``evaluate``
-    or a compile with ``threads=N``, ``dspy.Parallel``) are decoded together, N sequences per
-    step, by a batch engine (:mod:`judgeopt.lm._llama_batch`): a judge that writes an
-    explanation is then judged several times faster per item on a CPU, and each response
-    still depends on its request only, not on what else was in flight. Sampling
-    (``temperature > 0``), ``response_format``, tools, ``logit_bias`` and penalties are always
-    served one at a time.
+    them). With ``parallel=N > 1`` greedy and sampled calls made from several threads at once
+    (``evaluate`` or a compile with ``threads=N``, ``dspy.Parallel``) are decoded together, N
+    sequences per step, by a batch engine (:mod:`judgeopt.lm._llama_batch`): a judge that
+    writes an explanation is then judged about twice as fast per item on a CPU, and each
+    response still depends on its request (and seed) only, not on what else was in flight.
+    ``response_format``, tools, ``logit_bias``, penalties, ``typical_p`` and sampled
+    logprobs are always served one at a time.
 
     Args:
         model: A registry name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``,
@@ -211,8 +211,9 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         cache: ``True`` (default directory), ``False``, a directory, or an :class:`LMCache`.
         model_dir: Where registry models are joined; ``None`` uses ``$JUDGEOPT_MODEL_DIR``
             or ``~/.cache/judgeopt/models``.
-        parallel: Greedy requests decoded together (1: one at a time). Give the caller as
-            many calls in flight (``threads``); ``evaluate`` and compiles default to it.
+        parallel: Requests decoded together (greedy or sampled; 1: one at a time). Give the
+            caller as many calls in flight (``threads``); ``evaluate`` and compiles default
+            to it.
         **kwargs: Further default decoding parameters (``top_p``, ``stop``, ...).
 
     Raises:
@@ -403,14 +404,34 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         return self._identity, endpoint
 
     def _batchable(self, params: Mapping[str, Any]) -> bool:
-        """Whether a call goes to the batch engine: ``parallel > 1`` and plain greedy."""
-        if self.parallel == 1 or float(params.get("temperature") or 0.0) > 0:
+        """Whether a call goes to the batch engine: ``parallel > 1``, plain text, greedy or
+        sampled with llama.cpp's default chain (top-k, top-p, min-p; no typical-p), and no
+        penalties."""
+        if self.parallel == 1:
             return False
+        if params.get("logprobs") and float(params.get("temperature") or 0.0) > 0:
+            return False  # sampled logprobs: the logits_all path, one at a time
         if any(params.get(k) is not None
                for k in ("response_format", "tools", "tool_choice", "logit_bias")):
             return False
-        neutral = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+        neutral = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+                   "typical_p": 1.0}
         return all(params.get(k) is None or float(params[k]) == v for k, v in neutral.items())
+
+    @staticmethod
+    def _sampling(params: Mapping[str, Any]) -> Sampling | None:
+        """The batch engine's sampler for a call at ``temperature > 0`` (llama-cpp-python's
+        defaults for what the call leaves out), else ``None`` (greedy)."""
+        temperature = float(params.get("temperature") or 0.0)
+        if temperature <= 0:
+            return None
+        seed = params.get("seed")
+        return Sampling(
+            temperature=temperature,
+            top_k=40 if params.get("top_k") is None else int(params["top_k"]),
+            top_p=0.95 if params.get("top_p") is None else float(params["top_p"]),
+            min_p=0.05 if params.get("min_p") is None else float(params["min_p"]),
+            seed=None if seed is None or int(seed) < 0 else int(seed))
 
     def _engine(self, handle: _Handle) -> BatchEngine:
         with _handles_guard:
@@ -479,7 +500,8 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
                            else None)
                     out = self._engine(handle).submit(
                         messages, max_tokens=call_params.get("max_tokens"), top_logprobs=top,
-                        stop=call_params.get("stop"), model=self.model).result()
+                        stop=call_params.get("stop"), model=self.model,
+                        sampling=self._sampling(call_params)).result()
                     out.pop("_seconds", None)
                 else:
                     with handle.lock:
