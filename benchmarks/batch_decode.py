@@ -13,7 +13,9 @@ different number of calls in flight must give identical responses.
 
 Two strategies by default: the MT-Bench baseline (it writes an explanation before its
 rating: generation dominates) and a cheap judge (scale 10, no explanation, ``expected``
-rating: one generated token, prompt evaluation dominates).
+rating: one generated token, prompt evaluation dominates). ``--strategies ...,sc5`` adds
+self-consistency (the baseline's prompt, 5 sampled answers per item): the arms draw
+different random numbers, so only its cost and the determinism check are meaningful.
 
 Prints a table and writes JSON::
 
@@ -141,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel", type=int, default=4, help="requests decoded together (4)")
     p.add_argument("--strategies", default="baseline,cheap",
                    help="comma-separated: baseline (MT-Bench, explanation first), cheap "
-                        "(scale 10, no explanation, expected rating)")
+                        "(scale 10, no explanation, expected rating), sc5 (the baseline's "
+                        "prompt, 5 answers sampled at temperature 1: the two arms draw "
+                        "different samples, so their ratings are not compared)")
     p.add_argument("--json", default=None, help="write the result here")
     args = p.parse_args(argv)
 
@@ -154,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     batched = one.copy(parallel=args.parallel)
     base = baseline_strategy(task)
     known = {"baseline": base,
-             "cheap": base.replace(scale=10, cot="none", decoding="expected")}
+             "cheap": base.replace(scale=10, cot="none", decoding="expected"),
+             "sc5": base.replace(decoding="sc5")}
     names = [s for s in args.strategies.split(",") if s]
     unknown = sorted(set(names) - set(known))
     if unknown:
