@@ -37,6 +37,8 @@ RULES = {
     "confirm c=0.7": SelectionConfig(confidence=0.7),
     "confirm c=0.8 (default)": SelectionConfig(),
     "confirm c=0.9": SelectionConfig(confidence=0.9),
+    "confirm c=0.8, 1 finalist": SelectionConfig(finalists=1),
+    "confirm c=0.8, 2 finalists": SelectionConfig(finalists=2),
     "confirm c=0.8, 5 finalists": SelectionConfig(finalists=5),
     "confirm c=0.8, 30 % held out": SelectionConfig(confirm_fraction=0.3),
 }

@@ -105,15 +105,31 @@ def test_simulation_the_rule_rarely_returns_a_worse_judge() -> None:
     """No candidate is better than the baseline: keeping the best validation score returns
     a truly worse judge most of the time, the confirmation rule rarely."""
     out = simulate_selection(n_valid=100, budget=12, gain_mean=-0.08, gain_sd=1e-4,
-                             n_runs=60, n_resamples=300, seed=5)
+                             n_runs=120, n_resamples=300, seed=5)
+    # About 0.6 and 0.2 (seeds 5, 7, 11, 13); 120 runs give each share a s.e. near 0.04.
     assert out["best"]["p_worse"] >= 0.5
-    assert out["confirm"]["p_worse"] <= 0.25
+    assert out["confirm"]["p_worse"] <= min(0.3, out["best"]["p_worse"] / 2)
     assert out["confirm"]["mean_true_gain"] > out["best"]["mean_true_gain"]
     assert out["best"]["mean_claimed_gain"] > 0 > out["best"]["mean_true_gain"]
     # Some candidates truly better: the rule still finds gains.
     good = simulate_selection(n_valid=100, budget=12, gain_mean=0.05, gain_sd=0.05,
                               n_runs=40, n_resamples=300, seed=6)
     assert good["confirm"]["mean_true_gain"] > 0.03 and good["confirm"]["p_worse"] < 0.1
+
+
+def test_simulation_rules_are_paired_and_independent_of_each_other() -> None:
+    """The rules compared in one simulation see the same data: adding a rule leaves every
+    other rule's numbers unchanged, and two identical rules give identical numbers."""
+    kw = {"n_valid": 60, "budget": 8, "gain_mean": 0.0, "gain_sd": 0.08, "n_runs": 12,
+          "n_resamples": 200, "seed": 3}
+    two = simulate_selection(configs={"best": SelectionConfig(rule="best"),
+                                      "confirm": SelectionConfig()}, **kw)
+    more = simulate_selection(configs={"one": SelectionConfig(finalists=1),
+                                       "best": SelectionConfig(rule="best"),
+                                       "confirm": SelectionConfig(),
+                                       "confirm again": SelectionConfig()}, **kw)
+    assert more["best"] == two["best"] and more["confirm"] == two["confirm"]
+    assert more["confirm again"] == more["confirm"]
 
 
 def test_selection_config_validation() -> None:

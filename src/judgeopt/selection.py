@@ -364,11 +364,16 @@ def simulate_selection(
     """
     if configs is None:
         configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}
+    # One stream for the simulated data and one per run for the rules' randomness, so the
+    # rules compared in a run see the same data, split and resamples, and adding a rule to
+    # ``configs`` does not change the data of later runs.
     rng = np.random.default_rng(seed)
+    run_seeds = np.random.default_rng([seed, 1]).integers(2 ** 31, size=(n_runs, 2))
     stats: dict[str, dict[str, list[float]]] = {
         name: {"worse": [], "baseline": [], "true": [], "claimed": []} for name in configs}
     exists = []
-    for _ in range(n_runs):
+    for run in range(n_runs):
+        split_seed, boot_seed = (int(x) for x in run_seeds[run])
         d = rng.normal(gain_mean, gain_sd, size=budget - 1)
         rho = np.clip(np.concatenate([[baseline_rho], baseline_rho + d]), -0.95, 0.95)
         true = (6 / math.pi) * np.arcsin(rho / 2)
@@ -382,13 +387,13 @@ def simulate_selection(
                 claimed = float(scores[pick] - scores[0])
             else:
                 search, confirm = confirmation_split(h, None, fraction=cfg.confirm_fraction,
-                                                     seed=int(rng.integers(2 ** 31)))
+                                                     seed=split_seed)
                 s_scores = _spearman_rows(h[search], y[:, search])
                 ranked = [int(i) for i in np.argsort(-s_scores, kind="stable") if i != 0]
                 top = ranked[: cfg.finalists]
                 result = choose(h[confirm], y[0, confirm], [y[i, confirm] for i in top],
                                 confidence=cfg.confidence, n_resamples=n_resamples,
-                                seed=int(rng.integers(2 ** 31)))
+                                seed=boot_seed)
                 pick = 0 if result.chosen is None else top[result.chosen]
                 claimed = (0.0 if result.chosen is None
                            else result.finalists[result.chosen].gain.delta)
