@@ -108,7 +108,7 @@ def test_simulation_the_rule_rarely_returns_a_worse_judge() -> None:
                              n_runs=120, n_resamples=300, seed=5)
     # About 0.6 and 0.2 (seeds 5, 7, 11, 13); 120 runs give each share a s.e. near 0.04.
     assert out["best"]["p_worse"] >= 0.5
-    assert out["confirm"]["p_worse"] <= min(0.3, out["best"]["p_worse"] / 2)
+    assert out["confirm"]["p_worse"] <= min(0.25, out["best"]["p_worse"] / 2)
     assert out["confirm"]["mean_true_gain"] > out["best"]["mean_true_gain"]
     assert out["best"]["mean_claimed_gain"] > 0 > out["best"]["mean_true_gain"]
     # Some candidates truly better: the rule still finds gains.
