@@ -388,6 +388,7 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert row["gain_ci"][0] <= row["gain"] <= row["gain_ci"][1]
     assert row["chosen_strategy"]["scale"] == 10 and row["ensemble"] is not None
     assert data["mean_relative_gain"] == pytest.approx(row["gain"] / abs(row["baseline"]))
+    assert data["relative_mean_gain"] == pytest.approx(data["mean_relative_gain"])
     assert (tmp_path / "run" / "topical_chat_naturalness" / "ensemble.json").is_file()
     # Validation and test are disjoint whole groups.
     valid, test = e2e.split_groups(full, 60, 30, 0)
