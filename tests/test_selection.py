@@ -101,6 +101,39 @@ def test_choose_on_accuracy_and_bad_input() -> None:
         choose([1, 2, 3], [1, 2, 3], [[3, 2, 1]], confidence=0.3)
 
 
+def test_choose_skips_a_finalist_that_ranks_nothing_at_group_level() -> None:
+    """A finalist with one rating for every item of every group (seen on SummEval coherence:
+    the 1.5B rated all 56 confirmation summaries 5) has no group-level correlation. It is
+    recorded as not confirmed, with the reason, and the other finalists are still compared;
+    before, the whole confirmation failed and the baseline was kept unexamined."""
+    h, (base, strong) = _judges(160, [0.1, 0.8], seed=3)
+    groups = [i // 8 for i in range(160)]
+    constant = [5.0] * 160
+    r = choose(h, base, [constant, strong], keys=["#8", "#14"], groups=groups)
+    bad, good = r.finalists
+    assert not bad.confirmed and bad.error and "every group was skipped" in bad.error
+    assert math.isnan(bad.gain.delta) and math.isnan(bad.lower_bound)
+    assert r.chosen == 1 and good.confirmed and good.error is None
+    assert r.baseline_score == pytest.approx(good.gain.b)
+    assert "'#8' was not comparable" in r.reason
+    d = r.to_dict()
+    assert d["finalists"][0]["gain"] is None and d["finalists"][0]["error"] == bad.error
+    assert d["finalists"][1]["error"] is None
+    json.dumps(d)
+    # Not confirmed either way: the baseline is kept, and the reason still names both.
+    weak = list(base)
+    r = choose(h, base, [constant, weak], keys=["#8", "#3"], groups=groups)
+    assert r.chosen is None and "'#3'" in r.reason and "'#8' was not comparable" in r.reason
+    # When no finalist is comparable (here the baseline ranks nothing) it is an error.
+    with pytest.raises(ValueError, match="every group was skipped"):
+        choose(h, constant, [strong, weak], groups=groups)
+    # Malformed input still raises, naming the finalist.
+    with pytest.raises(ValueError, match="finalist '#2'"):
+        choose(h, base, [strong, strong[:-1]], keys=["#1", "#2"], groups=groups)
+    with pytest.raises(ValueError, match="finalist 1"):
+        choose(h, base, [strong, [math.nan] * 160], groups=groups)
+
+
 def test_simulation_the_rule_rarely_returns_a_worse_judge() -> None:
     """No candidate is better than the baseline: keeping the best validation score returns
     a truly worse judge most of the time, the confirmation rule rarely."""

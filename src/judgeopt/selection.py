@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .metrics import paired_bootstrap, paired_bootstrap_mean
 from .metrics._significance import PairedBootstrapResult
+from .metrics._validation import validate_pair
 from .racing import unit_keys
 
 __all__ = [
@@ -153,6 +154,9 @@ class Finalist:
             (``delta`` = finalist minus baseline, a two-sided interval).
         lower_bound: One-sided lower bound of the gain at the rule's ``confidence``.
         confirmed: ``lower_bound > 0``.
+        error: Why the comparison is undefined (for example, a finalist that gave one rating
+            to every item of every group cannot rank anything at group level), or ``None``.
+            Such a finalist is not confirmed; its scores and bounds are NaN.
     """
 
     key: Any
@@ -161,13 +165,15 @@ class Finalist:
     gain: PairedBootstrapResult
     lower_bound: float
     confirmed: bool
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form."""
         return {"key": self.key, "search_score": _num(self.search_score),
                 "confirm_score": _num(self.confirm_score), "gain": _num(self.gain.delta),
                 "gain_ci": [_num(self.gain.low), _num(self.gain.high)],
-                "lower_bound": _num(self.lower_bound), "confirmed": self.confirmed}
+                "lower_bound": _num(self.lower_bound), "confirmed": self.confirmed,
+                "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -232,12 +238,18 @@ def choose(
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
 
+    A finalist whose comparison with the baseline is undefined (at group level: it gave one
+    rating to every item of every group, so it ranks nothing) is recorded with the reason and
+    is not confirmed; the other finalists are compared as usual.
+
     Returns:
         The :class:`SelectionResult`.
 
     Raises:
         ValueError: On no finalists, mismatched lengths or invalid data (see
-            :func:`judgeopt.metrics.paired_bootstrap`).
+            :func:`judgeopt.metrics.paired_bootstrap`), or when no finalist's comparison
+            is defined (for example, constant human scores, or a baseline that ranks
+            nothing at group level).
     """
     if not finalists:
         raise ValueError("choose() needs at least one finalist.")
@@ -254,14 +266,35 @@ def choose(
         return paired_bootstrap(human, pred, baseline, method, groups,
                                 n_resamples=n_resamples, confidence=level, seed=seed)
 
+    # Malformed input (a length that differs, NaN) is the caller's error and raises here,
+    # naming the finalist; only an undefined comparison is recorded per finalist below.
+    first = baseline if method == "accuracy" else human
+    first_name = "baseline" if method == "accuracy" else "human"
+    validate_pair(first, baseline, (first_name, "baseline"), allow_constant=True)
+    for key, pred in zip(keys, finalists, strict=True):
+        validate_pair(first, pred, (first_name, f"finalist {key!r}"), allow_constant=True)
+    errors: list[tuple[int, str]] = []
     for key, s, pred in zip(keys, scores, finalists, strict=True):
-        two_sided = boot(pred, interval)
+        try:
+            two_sided = boot(pred, interval)
+        except ValueError as e:
+            # Input errors (lengths, NaN) are the same for every finalist and re-raised
+            # below; an undefined comparison leaves this finalist unconfirmed.
+            errors.append((len(out), str(e)))
+            nan = math.nan
+            undefined = PairedBootstrapResult(nan, nan, nan, nan, nan, interval, nan, 0,
+                                              n_resamples, n_resamples)
+            out.append(Finalist(key, float(s), nan, undefined, nan, False, str(e)))
+            continue
         if confidence > 0.5:
             lower = boot(pred, 2 * confidence - 1).low
         else:
             lower = two_sided.delta
         out.append(Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0))
-    base = out[0].gain.b
+    defined = [i for i, f in enumerate(out) if f.error is None]
+    if not defined:
+        raise ValueError(errors[0][1])
+    base = out[defined[0]].gain.b
     confirmed = [i for i, f in enumerate(out) if f.confirmed]
     if confirmed:
         chosen = max(confirmed, key=lambda i: (out[i].lower_bound, -i))
@@ -270,14 +303,21 @@ def choose(
                   f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
                   f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
                   f"{f.lower_bound:+.3f} > 0)")
-        return SelectionResult(chosen, out, base, confidence, reason)
-    best = max(range(len(out)), key=lambda i: (out[i].gain.delta, -i))
+        return SelectionResult(chosen, out, base, confidence, reason + _undefined_note(out))
+    best = max(defined, key=lambda i: (out[i].gain.delta, -i))
     f = out[best]
     reason = (f"no finalist beat the baseline on the confirmation items: the best, "
               f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
               f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
               f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept")
-    return SelectionResult(None, out, base, confidence, reason)
+    return SelectionResult(None, out, base, confidence, reason + _undefined_note(out))
+
+
+def _undefined_note(out: Sequence[Finalist]) -> str:
+    bad = [f for f in out if f.error is not None]
+    if not bad:
+        return ""
+    return "; " + "; ".join(f"finalist {f.key!r} was not comparable ({f.error})" for f in bad)
 
 
 # ------------------------------------------------------------------------------ simulation
