@@ -422,6 +422,15 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert row["chosen_strategy"]["scale"] == 10 and row["ensemble"] is not None
     assert data["mean_relative_gain"] == pytest.approx(row["gain"] / abs(row["baseline"]))
     assert data["relative_mean_gain"] == pytest.approx(data["mean_relative_gain"])
+    one = data["mean_gain_intervals"]["chosen"]
+    assert one["mean"] == pytest.approx(row["gain"]) and one["n_pairs"] == 1
+    assert one["ci_pairs"] is None  # one pair says nothing about other tasks
+    two = e2e.across_pairs([0.1, 0.3, None], [[0.0, 0.196], [0.2, 0.396], None])
+    assert two["mean"] == pytest.approx(0.2) and two["n_pairs"] == 2
+    assert two["ci_items"] == pytest.approx([0.2 - 1.96 * math.sqrt(0.005) / 2,
+                                             0.2 + 1.96 * math.sqrt(0.005) / 2])
+    assert two["ci_pairs"] == pytest.approx([0.2 - 12.706 * 0.1, 0.2 + 12.706 * 0.1],
+                                            abs=1e-3)
     assert (tmp_path / "run" / "topical_chat_naturalness" / "ensemble.json").is_file()
     # Validation and test are disjoint whole groups.
     valid, test = e2e.split_groups(full, 60, 30, 0)
