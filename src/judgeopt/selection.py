@@ -273,14 +273,15 @@ def choose(
     validate_pair(first, baseline, (first_name, "baseline"), allow_constant=True)
     for key, pred in zip(keys, finalists, strict=True):
         validate_pair(first, pred, (first_name, f"finalist {key!r}"), allow_constant=True)
-    errors: list[tuple[int, str]] = []
+    errors: list[str] = []
     for key, s, pred in zip(keys, scores, finalists, strict=True):
         try:
             two_sided = boot(pred, interval)
         except ValueError as e:
-            # Input errors (lengths, NaN) are the same for every finalist and re-raised
-            # below; an undefined comparison leaves this finalist unconfirmed.
-            errors.append((len(out), str(e)))
+            # The input was validated above, so the comparison is undefined (constant human
+            # scores or groups, or a judge that ranks nothing): this finalist is not
+            # confirmed; if no finalist is comparable, the first reason is raised below.
+            errors.append(str(e))
             nan = math.nan
             undefined = PairedBootstrapResult(nan, nan, nan, nan, nan, interval, nan, 0,
                                               n_resamples, n_resamples)
@@ -293,7 +294,7 @@ def choose(
         out.append(Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0))
     defined = [i for i, f in enumerate(out) if f.error is None]
     if not defined:
-        raise ValueError(errors[0][1])
+        raise ValueError(errors[0])
     base = out[defined[0]].gain.b
     confirmed = [i for i, f in enumerate(out) if f.confirmed]
     if confirmed:
