@@ -273,7 +273,6 @@ def choose(
     validate_pair(first, baseline, (first_name, "baseline"), allow_constant=True)
     for key, pred in zip(keys, finalists, strict=True):
         validate_pair(first, pred, (first_name, f"finalist {key!r}"), allow_constant=True)
-    errors: list[str] = []
     for key, s, pred in zip(keys, scores, finalists, strict=True):
         try:
             two_sided = boot(pred, interval)
@@ -281,7 +280,6 @@ def choose(
             # The input was validated above, so the comparison is undefined (constant human
             # scores or groups, or a judge that ranks nothing): this finalist is not
             # confirmed; if no finalist is comparable, the first reason is raised below.
-            errors.append(str(e))
             nan = math.nan
             undefined = PairedBootstrapResult(nan, nan, nan, nan, nan, interval, nan, 0,
                                               n_resamples, n_resamples)
@@ -294,7 +292,7 @@ def choose(
         out.append(Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0))
     defined = [i for i, f in enumerate(out) if f.error is None]
     if not defined:
-        raise ValueError(errors[0])
+        raise ValueError(out[0].error)
     base = out[defined[0]].gain.b
     confirmed = [i for i, f in enumerate(out) if f.confirmed]
     if confirmed:
