@@ -153,6 +153,100 @@ def finalist_report(pair_dir: Path, test: list[Record], row: dict[str, Any],
     return out
 
 
+def rules_report(pair_dir: Path, valid: list[Record], row: dict[str, Any],
+                 optimizer: str) -> dict[str, Any]:
+    """What two other selection rules would have returned on this pair, and its test gain.
+
+    Both are computed from stored judgements without a call: the compile's confirmation
+    split is redone (same function and seed), the baseline's and the finalists' judged
+    confirmation items are read from the checkpoint's ``items.jsonl``, and the rule's pick is
+    looked up among the finalists judged on test.
+
+    - ``best_search_score`` (the paper's rule, on the search half): the strategy with the
+      best search score; that is the baseline when the baseline's own search score is at
+      least the best finalist's.
+    - ``veto`` (:func:`judgeopt.selection.veto`, pre-registered in docs/benchmarks.md
+      section 11): the same pick unless the one-sided upper bound of its confirmation gain
+      over the baseline is below zero.
+
+    A rule that returns the baseline has a test gain of exactly 0 (interval [0, 0]). As a
+    check of the redone split and the stored items, the default rule is recomputed too and
+    must give the gains the compile recorded (``check_max_abs_diff``).
+    """
+    from judgeopt.evaluate import item_predictions
+    from judgeopt.selection import choose, confirmation_split, veto
+
+    sel_cfg = load_optimizer(optimizer).selection
+    sel = row.get("selection") or {}
+    fins = sorted(sel.get("finalists") or [],
+                  key=lambda f: math.inf if f.get("search_score") is None
+                  else -float(f["search_score"]))
+    base_strategy = row["baseline_strategy"]
+    base_scores = [t["score"] for t in row["search"]["trace"]
+                   if t["strategy"] == base_strategy and t["score"] is not None]
+    base_search = max(base_scores) if base_scores else None
+    out: dict[str, Any] = {"baseline_search_score": base_search}
+    if not fins or sel.get("rule") != "confirm":
+        return out
+    aspect = row["aspect"]
+    humans = [r.scores[aspect] for r in valid]
+    grouped = any(r.group_id for r in valid)
+    groups = [r.group_id or r.id for r in valid] if grouped else None
+    _, confirm_idx = confirmation_split(humans, groups, fraction=sel_cfg.confirm_fraction,
+                                        seed=sel_cfg.seed)
+    confirm = [valid[i] for i in confirm_idx]
+    if len(confirm) != sel.get("confirm_items"):
+        raise RuntimeError(f"{row['task']}/{aspect}: the redone split has {len(confirm)} "
+                           f"confirmation items, the compile had {sel.get('confirm_items')}")
+    stored: dict[str, dict[str, ItemResult]] = {}
+    for line in (pair_dir / "ckpt" / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            item = ItemResult(**rec["item"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        stored.setdefault(rec["strategy"], {})[item.id] = item
+
+    def vector(strategy: dict[str, Any]) -> list[float] | None:
+        items = stored.get(json.dumps(strategy, sort_keys=True, default=str), {})
+        if any(r.id not in items for r in confirm):
+            return None
+        return item_predictions([items[r.id] for r in confirm])
+
+    human = [r.scores[aspect] for r in confirm]
+    cgroups = [r.group_id or r.id for r in confirm] if row["level"] == "group" else None
+    kw = {"method": "spearman", "groups": cgroups, "confidence": sel_cfg.confidence,
+          "n_resamples": sel_cfg.n_resamples, "seed": sel_cfg.seed}
+    base_vec = vector(base_strategy)
+    vecs = [vector(f["strategy"]) for f in fins]
+    if base_vec is None or any(v is None for v in vecs):
+        out["error"] = "not every finalist's confirmation items are stored"
+        return out
+    again = choose(human, base_vec, vecs, keys=[f["key"] for f in fins], **kw)
+    diffs = [abs(a.gain.delta - f["gain"]) for a, f in zip(again.finalists, fins, strict=True)
+             if f.get("gain") is not None and a.error is None]
+    out["check_max_abs_diff"] = max(diffs) if diffs else None
+    top = fins[0]
+    v = veto(human, base_vec, vecs[0], search_score=float(top["search_score"]),
+             baseline_search_score=base_search, key=top["key"], **kw)
+    on_test = {f["key"]: f for f in row.get("finalists_on_test") or []}
+
+    def outcome(pick: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+        if pick is None:
+            return {"returns": "baseline", "test_gain": 0.0, "test_gain_ci": [0.0, 0.0],
+                    **extra}
+        f = on_test.get(pick)
+        return {"returns": pick, "test_gain": None if f is None else f["test_gain"],
+                "test_gain_ci": None if f is None else f["test_gain_ci"], **extra}
+
+    best_is_base = base_search is not None and not base_search < float(top["search_score"])
+    out["best_search_score"] = outcome(None if best_is_base else top["key"], {})
+    out["veto"] = outcome(None if v.chosen is None else top["key"],
+                          {"confirm_gain": v.finalists[0].gain.delta,
+                           "upper_bound": v.finalists[0].upper_bound, "reason": v.reason})
+    return out
+
+
 def _ensemble_result(ens: Any, members: list[EvalResult], records: list[Record]) -> EvalResult:
     """The ensemble's evaluation from its members' judged items (as ``ens.judge`` combines)."""
     by_member = [{i.id: i for i in m.items} for m in members]
@@ -266,19 +360,23 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
                     "test": round(sum(r.seconds for r in results.values()), 1)},
     }
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
+    row["rules_on_test"] = rules_report(pair_dir, valid, row, optimizer)
     (pair_dir / "result.json").write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
     return row
 
 
-def complete_row(row: dict[str, Any], seed: int, out_dir: Path) -> None:
+def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) -> None:
     """Add the fields of later versions of this script to a row finished earlier, from the
-    stored test items (no call): the baseline's strategy and the finalists on test."""
+    stored items (no call): the baseline's strategy, the finalists on test and the other
+    selection rules."""
     task = load_task(row["task"])
-    _, test = split_groups(load_records(DATA / row["task"] / "full.jsonl"), row["n_valid"],
-                               row["n_test"], seed, per_group=PER_GROUP.get(row["task"]))
+    valid, test = split_groups(load_records(DATA / row["task"] / "full.jsonl"),
+                               row["n_valid"], row["n_test"], seed,
+                               per_group=PER_GROUP.get(row["task"]))
     row.setdefault("baseline_strategy", JudgeProgram(task, row["aspect"]).strategy.as_dict())
     pair_dir = out_dir / f"{row['task']}_{row['aspect']}"
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
+    row["rules_on_test"] = rules_report(pair_dir, valid, row, optimizer)
 
 
 def across_pairs(gains: Sequence[float | None],
@@ -314,9 +412,17 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     rel = [r["relative_gain"] for r in rows if r["relative_gain"] is not None]
     gains = [r["gain"] for r in rows if r["gain"] is not None]
     # The paper's rule (keep the best search score) on the same pairs, from the stored test
-    # items of the finalists: what the confirmation step changed.
+    # items of the finalists: what the confirmation step changed. It returns the baseline
+    # (gain 0) when the baseline's own search score is the best (``rules_on_test``).
     best_fin = {(r["task"], r["aspect"]): f for r in rows
                 for f in r.get("finalists_on_test") or [] if f["search_rank"] == 1}
+    for r in rows:
+        rule = (r.get("rules_on_test") or {}).get("best_search_score")
+        if rule is not None:
+            best_fin[(r["task"], r["aspect"])] = rule
+    veto_rows = {(r["task"], r["aspect"]): r["rules_on_test"]["veto"] for r in rows
+                 if (r.get("rules_on_test") or {}).get("veto") is not None}
+    veto_gain = {k: f["test_gain"] for k, f in veto_rows.items() if f["test_gain"] is not None}
     best_gain = {k: f["test_gain"] for k, f in best_fin.items() if f["test_gain"] is not None}
     best_rel = [best_gain[(r["task"], r["aspect"])] / abs(r["baseline"]) for r in rows
                 if (r["task"], r["aspect"]) in best_gain and r["baseline"]]
@@ -342,6 +448,15 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                         if ens_gains and base else None),
         "relative_mean_gain_best_search_score": (
             float(np.mean(list(best_gain.values()))) / base if best_gain and base else None),
+        "mean_relative_gain_veto": (
+            float(np.mean([veto_gain[(r["task"], r["aspect"])] / abs(r["baseline"])
+                           for r in rows if (r["task"], r["aspect"]) in veto_gain
+                           and r["baseline"]])) if veto_gain else None),
+        "relative_mean_gain_veto": (float(np.mean(list(veto_gain.values()))) / base
+                                    if veto_gain and base else None),
+        "pairs_significantly_worse_veto": sum(
+            f["test_gain_ci"] is not None and f["test_gain_ci"][1] is not None
+            and f["test_gain_ci"][1] < 0 for f in veto_rows.values()),
         "mean_gain_intervals": {
             "chosen": across_pairs([r["gain"] for r in rows], [r["gain_ci"] for r in rows]),
             "ensemble": across_pairs([r.get("ensemble_gain") for r in rows],
@@ -352,6 +467,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "best_search_score": across_pairs(
                 [best_fin.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
                 [best_fin.get((r["task"], r["aspect"]), {}).get("test_gain_ci")
+                 for r in rows]),
+            "veto": across_pairs(
+                [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
+                [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain_ci")
                  for r in rows]),
         },
     }
@@ -372,7 +491,24 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{f(r['baseline'])} | {f(r['chosen'])} | {f(r['gain'])} [{f(ci[0])}, {f(ci[1])}] "
             f"| {f(r['ensemble'])} | {f(r['ensemble_gain'])} [{f(eci[0])}, {f(eci[1])}] | "
             f"{'yes' if r['chosen_is_baseline'] else 'no'} |")
-    lines += ["", "Finalists on test (search rank 1 is the paper's rule's pick):", "",
+    lines += ["", "Other selection rules on test (from the stored judgements, no call; the "
+              "baseline's own search score counts):", "",
+              "| pair | baseline search score | best search score: returns | test gain "
+              "[95% CI] | veto: returns | confirmation gain (80% upper bound) | test gain "
+              "[95% CI] |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        rules = r.get("rules_on_test") or {}
+        b, v = rules.get("best_search_score"), rules.get("veto")
+        if b is None or v is None:
+            continue
+        bci, vci = b["test_gain_ci"] or [None, None], v["test_gain_ci"] or [None, None]
+        lines.append(
+            f"| {r['task']}/{r['aspect']} | {f(rules['baseline_search_score'])} | "
+            f"{b['returns']} | {f(b['test_gain'])} [{f(bci[0])}, {f(bci[1])}] | "
+            f"{v['returns']} | {f(v['confirm_gain'])} ({f(v['upper_bound'])}) | "
+            f"{f(v['test_gain'])} [{f(vci[0])}, {f(vci[1])}] |")
+    lines += ["", "Finalists on test (search rank 1 is the paper's rule's pick unless the "
+              "baseline's search score is higher):", "",
               "| pair | finalist | search rank | search score | confirmation gain | confirmed "
               "| test | test gain [95% CI] |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -424,8 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         if old.get("settings", {}) == _settings(args):
             rows = [r for r in old.get("pairs", []) if (r["task"], r["aspect"]) in pairs]
     for r in rows:
-        if "finalists_on_test" not in r:
-            complete_row(r, args.seed, out_dir)
+        if "finalists_on_test" not in r or "rules_on_test" not in r:
+            complete_row(r, args.seed, out_dir, args.optimizer)
     if args.report_only:
         result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
         if rows:

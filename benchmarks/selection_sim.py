@@ -41,6 +41,9 @@ RULES = {
     "confirm c=0.8, 2 finalists": SelectionConfig(finalists=2),
     "confirm c=0.8, 5 finalists": SelectionConfig(finalists=5),
     "confirm c=0.8, 30 % held out": SelectionConfig(confirm_fraction=0.3),
+    "veto c=0.8": SelectionConfig(rule="veto"),
+    "veto c=0.6": SelectionConfig(rule="veto", confidence=0.6),
+    "veto c=0.9": SelectionConfig(rule="veto", confidence=0.9),
 }
 
 

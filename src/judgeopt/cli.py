@@ -323,7 +323,7 @@ def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
 def _print_compile_summary(judge: Any, ensemble: Any) -> None:
     res = judge.search_result
     sel = judge.selection or {}
-    part = (f"on {sel['search_items']} search items" if sel.get("rule") == "confirm"
+    part = (f"on {sel['search_items']} search items" if sel.get("rule") in ("confirm", "veto")
             else f"on {sel.get('search_items', '?')} validation items")
     best = "nan" if res.best_score is None or math.isnan(res.best_score) else \
         f"{res.best_score:.4f}"
@@ -347,7 +347,7 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
     for message in sel.get("messages", []):
         print(message)
     cost = sel.get("cost")
-    if cost and sel.get("rule") == "confirm":
+    if cost and sel.get("rule") in ("confirm", "veto"):
         print(f"confirmation: {sel['confirm_items']} items, {cost['calls']} calls, "
               f"{cost['seconds']:.0f} s")
     print(f"chosen strategy: {judge.strategy}")
@@ -896,11 +896,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-parse-failures", type=_share, default=None, metavar="SHARE",
                    help="largest share of the chosen judge's answers without a rating "
                         "before the compile exits with 1 (default: the preset's, 0.25)")
-    c.add_argument("--selection", choices=("confirm", "best"), default=None,
+    c.add_argument("--selection", choices=("confirm", "veto", "best"), default=None,
                    help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
                         "searches on half the scoring set and keeps a strategy only if its "
-                        "gain over the baseline is confirmed on the other half; 'best' keeps "
-                        "the best validation score (biased upward)")
+                        "gain over the baseline is confirmed on the other half; 'veto' keeps "
+                        "the best search score unless the other half shows it worse than the "
+                        "baseline; 'best' keeps the best validation score (biased upward)")
     c.add_argument("--ensemble", type=_positive_int, default=None, metavar="M",
                    help="export the mean of the M best strategies' z-normalised ratings as "
                         "one judge (OUT; the chosen single judge goes to OUT stem + "

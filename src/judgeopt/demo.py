@@ -160,8 +160,10 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     for message in sel.get("messages", []):
         print(message)
     kept = judge.strategy == student.strategy
-    confirmed = sel.get("rule") == "confirm" and bool(sel.get("confirm_items"))
-    why = "no gain confirmed" if confirmed else "the best validation score"
+    confirmed = sel.get("rule") in ("confirm", "veto") and bool(sel.get("confirm_items"))
+    why = ("no gain confirmed" if confirmed and sel.get("rule") == "confirm" else
+           "the search's best was the baseline or was vetoed" if confirmed else
+           "the best validation score")
     print(f"chosen: {f'the MT-Bench baseline ({why})' if kept else judge.strategy}")
     baseline = judge.with_strategy(student.strategy)
     tres, _, comp = evaluate_against(judge, baseline, test, threads=threads, progress=progress,
@@ -176,8 +178,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         print(line)
     lo, hi = comp.gain_ci
     if kept and confirmed:
-        verdict = ("The compile kept the baseline: no strategy's gain was confirmed on the "
-                   "confirmation items, so the judge is not made worse.")
+        verdict = (f"The compile kept the baseline ({why}), so the judge is not made worse.")
     elif kept:
         verdict = ("The compile kept the baseline: no strategy scored better on the "
                    "validation items.")

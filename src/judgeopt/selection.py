@@ -20,7 +20,16 @@ judgeopt's rule (``rule="confirm"``, the default; ``docs/judge.md``, "Choosing t
    the one with the highest lower bound is chosen. When none is confirmed the baseline is
    returned, and the result says so (with the best finalist's gain and interval).
 
-So the rule can only return a judge whose confirmed gain is positive. For one finalist whose
+``rule="veto"`` (:func:`veto`) splits and searches the same way but trusts the search: it
+returns the strategy with the best search score (the baseline when that is the baseline's)
+unless the confirmation vetoes it, that is unless the one-sided upper bound at
+``confidence`` of its paired gain over the baseline on the confirmation items is below zero.
+Only that one strategy (and the baseline) is judged on the confirmation part. It returns
+more gains than ``confirm`` and, when no strategy is truly better, more worse judges (the
+simulation's table in ``docs/judge.md``); a judge it keeps with a negative confirmation gain
+is reported as such.
+
+So the confirm rule can only return a judge whose confirmed gain is positive. For one finalist whose
 true gain is zero or negative, the chance that its lower bound clears zero is at most about
 ``1 - confidence``; with several finalists the chances add up (at most ``finalists * (1 -
 confidence)``, usually far less because the finalists' errors are correlated).
@@ -59,9 +68,10 @@ __all__ = [
     "choose",
     "confirmation_split",
     "simulate_selection",
+    "veto",
 ]
 
-Rule = Literal["confirm", "best"]
+Rule = Literal["confirm", "veto", "best"]
 
 
 class SelectionConfig(BaseModel):
@@ -70,12 +80,16 @@ class SelectionConfig(BaseModel):
     Attributes:
         rule: ``"confirm"`` (default): search on one part of the scoring set, re-judge the
             finalists and the baseline on the rest, keep a finalist only if its gain is
-            confirmed there (see the module docstring). ``"best"``: search on everything
-            and keep the best validation score (the paper's rule; biased upward).
+            confirmed there (see the module docstring). ``"veto"``: search on one part,
+            keep the best search score unless the rest shows it worse than the baseline
+            (:func:`veto`). ``"best"``: search on everything and keep the best validation
+            score (the paper's rule; biased upward).
         confirm_fraction: Share of the scoring set (whole groups) held out for confirmation.
-        finalists: How many of the search's best distinct strategies are confirmed.
-        confidence: One-sided level of the lower bound of a finalist's gain that must be
-            above zero (0.5: a positive point estimate is enough).
+        finalists: How many of the search's best distinct strategies are confirmed (rule
+            ``"confirm"``; ``"veto"`` judges only the best one).
+        confidence: One-sided level of the bound: for ``"confirm"`` the lower bound of a
+            finalist's gain must be above zero (0.5: a positive point estimate is enough);
+            for ``"veto"`` an upper bound below zero vetoes the search's best.
         min_confirm_items: Below this many confirmation items (or 3 groups at group level)
             the confirmation cannot tell judges apart; the compile then uses ``"best"`` on the
             whole set and says so.
@@ -157,6 +171,8 @@ class Finalist:
         error: Why the comparison is undefined (for example, a finalist that gave one rating
             to every item of every group cannot rank anything at group level), or ``None``.
             Such a finalist is not confirmed; its scores and bounds are NaN.
+        upper_bound: One-sided upper bound of the gain at the rule's ``confidence`` (what
+            :func:`veto` tests).
     """
 
     key: Any
@@ -166,13 +182,15 @@ class Finalist:
     lower_bound: float
     confirmed: bool
     error: str | None = None
+    upper_bound: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form."""
         return {"key": self.key, "search_score": _num(self.search_score),
                 "confirm_score": _num(self.confirm_score), "gain": _num(self.gain.delta),
                 "gain_ci": [_num(self.gain.low), _num(self.gain.high)],
-                "lower_bound": _num(self.lower_bound), "confirmed": self.confirmed,
+                "lower_bound": _num(self.lower_bound),
+                "upper_bound": _num(self.upper_bound), "confirmed": self.confirmed,
                 "error": self.error}
 
 
@@ -253,10 +271,127 @@ def choose(
     """
     if not finalists:
         raise ValueError("choose() needs at least one finalist.")
+    out = _compare_finalists(human, baseline, finalists, search_scores=search_scores,
+                             keys=keys, method=method, groups=groups, confidence=confidence,
+                             interval=interval, n_resamples=n_resamples, seed=seed)
+    defined = [i for i, f in enumerate(out) if f.error is None]
+    if not defined:
+        raise ValueError(out[0].error)
+    base = out[defined[0]].gain.b
+    confirmed = [i for i, f in enumerate(out) if f.confirmed]
+    if confirmed:
+        chosen = max(confirmed, key=lambda i: (out[i].lower_bound, -i))
+        f = out[chosen]
+        reason = (f"finalist {f.key!r} confirmed: gain {f.gain.delta:+.3f} over the baseline on "
+                  f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
+                  f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
+                  f"{f.lower_bound:+.3f} > 0)")
+        return SelectionResult(chosen, out, base, confidence, reason + _undefined_note(out))
+    best = max(defined, key=lambda i: (out[i].gain.delta, -i))
+    f = out[best]
+    reason = (f"no finalist beat the baseline on the confirmation items: the best, "
+              f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
+              f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
+              f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept")
+    return SelectionResult(None, out, base, confidence, reason + _undefined_note(out))
+
+
+def veto(
+    human: Sequence[float],
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    search_score: float = math.nan,
+    baseline_search_score: float | None = None,
+    key: Any = 0,
+    method: str = "spearman",
+    groups: Sequence[Hashable] | None = None,
+    confidence: float = 0.8,
+    interval: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> SelectionResult:
+    """Keep the search's best strategy unless the confirmation items show it worse.
+
+    ``candidate`` is the strategy with the best search score other than the baseline, judged
+    on the confirmation items. The rule returns, in this order:
+
+    1. the baseline, when the baseline's search score is at least the candidate's (the
+       search's best *is* the baseline: there is nothing to confirm);
+    2. the baseline, when the comparison with the baseline on the confirmation items is
+       undefined (for example, a candidate that gave every item, or at group level every
+       item of every group, one rating ranks nothing);
+    3. the baseline, when the one-sided upper bound at ``confidence`` of the candidate's
+       paired gain is below zero (the confirmation *vetoes* it);
+    4. otherwise the candidate, also when its confirmation gain is negative but not
+       significantly so (the reason then says so).
+
+    Unlike :func:`choose` it does not ask the confirmation items to prove a gain, only not
+    to refute one: the search half's evidence counts. Arguments are those of :func:`choose`
+    for one finalist, plus ``baseline_search_score``.
+
+    Returns:
+        The :class:`SelectionResult`: ``chosen`` is ``0`` (the candidate) or ``None``.
+
+    Raises:
+        ValueError: On mismatched lengths or invalid data, or ``confidence`` outside
+            [0.5, 1).
+    """
+    out = _compare_finalists(human, baseline, [candidate], search_scores=[search_score],
+                             keys=[key], method=method, groups=groups, confidence=confidence,
+                             interval=interval, n_resamples=n_resamples, seed=seed)
+    f = out[0]
+    base = f.gain.b
+    if (baseline_search_score is not None and math.isfinite(baseline_search_score)
+            and not baseline_search_score < search_score):
+        reason = (f"the baseline has the best search score ({baseline_search_score:.3f}; the "
+                  f"best other strategy, {key!r}, {search_score:.3f}), so it is kept")
+        return SelectionResult(None, out, base, confidence, reason)
+    if f.error is not None:
+        reason = (f"the search's best, {key!r}, cannot be compared with the baseline on the "
+                  f"confirmation items ({f.error}), so the baseline is kept")
+        return SelectionResult(None, out, base, confidence, reason)
+    told = (f"gain {f.gain.delta:+.3f} on the confirmation items ({interval:.0%} interval "
+            f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} upper bound "
+            f"{f.upper_bound:+.3f}")
+    if f.upper_bound < 0:
+        reason = (f"the search's best, {key!r}, was vetoed: {told} < 0), so the baseline is "
+                  "kept")
+        return SelectionResult(None, out, base, confidence, reason)
+    if f.gain.delta < 0:
+        reason = (f"the search's best, {key!r}, is kept although it scored below the "
+                  f"baseline on the confirmation items, not significantly: {told} >= 0)")
+    else:
+        reason = f"the search's best, {key!r}, is kept (not vetoed: {told} >= 0)"
+    return SelectionResult(0, out, base, confidence, reason)
+
+
+def _compare_finalists(
+    human: Sequence[float],
+    baseline: Sequence[float],
+    finalists: Sequence[Sequence[float]],
+    *,
+    search_scores: Sequence[float] | None,
+    keys: Sequence[Any] | None,
+    method: str,
+    groups: Sequence[Hashable] | None,
+    confidence: float,
+    interval: float,
+    n_resamples: int,
+    seed: int,
+) -> list[Finalist]:
+    """Each finalist's paired comparison with the baseline (same resamples for all).
+
+    Malformed input raises, naming the finalist; an undefined comparison is recorded in the
+    finalist's ``error``.
+    """
     if not 0.5 <= confidence < 1.0:
         raise ValueError(f"`confidence` must be in [0.5, 1). Got {confidence!r} instead.")
     keys = list(keys) if keys is not None else list(range(len(finalists)))
     scores = list(search_scores) if search_scores is not None else [math.nan] * len(finalists)
+    if len(keys) != len(finalists) or len(scores) != len(finalists):
+        raise ValueError(f"{len(finalists)} finalists need as many keys and search scores; "
+                         f"got {len(keys)} keys and {len(scores)} search scores.")
     out: list[Finalist] = []
 
     def boot(pred: Sequence[float], level: float) -> PairedBootstrapResult:
@@ -279,37 +414,21 @@ def choose(
         except ValueError as e:
             # The input was validated above, so the comparison is undefined (constant human
             # scores or groups, or a judge that ranks nothing): this finalist is not
-            # confirmed; if no finalist is comparable, the first reason is raised below.
+            # confirmed; the rule decides what that means for the choice.
             nan = math.nan
             undefined = PairedBootstrapResult(nan, nan, nan, nan, nan, interval, nan, 0,
                                               n_resamples, n_resamples)
             out.append(Finalist(key, float(s), nan, undefined, nan, False, str(e)))
             continue
         if confidence > 0.5:
-            lower = boot(pred, 2 * confidence - 1).low
+            # The central (2c - 1) interval's ends are the one-sided bounds at level c.
+            one_sided = boot(pred, 2 * confidence - 1)
+            lower, upper = one_sided.low, one_sided.high
         else:
-            lower = two_sided.delta
-        out.append(Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0))
-    defined = [i for i, f in enumerate(out) if f.error is None]
-    if not defined:
-        raise ValueError(out[0].error)
-    base = out[defined[0]].gain.b
-    confirmed = [i for i, f in enumerate(out) if f.confirmed]
-    if confirmed:
-        chosen = max(confirmed, key=lambda i: (out[i].lower_bound, -i))
-        f = out[chosen]
-        reason = (f"finalist {f.key!r} confirmed: gain {f.gain.delta:+.3f} over the baseline on "
-                  f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
-                  f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
-                  f"{f.lower_bound:+.3f} > 0)")
-        return SelectionResult(chosen, out, base, confidence, reason + _undefined_note(out))
-    best = max(defined, key=lambda i: (out[i].gain.delta, -i))
-    f = out[best]
-    reason = (f"no finalist beat the baseline on the confirmation items: the best, "
-              f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
-              f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
-              f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept")
-    return SelectionResult(None, out, base, confidence, reason + _undefined_note(out))
+            lower = upper = two_sided.delta
+        out.append(Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0,
+                            upper_bound=upper))
+    return out
 
 
 def _undefined_note(out: Sequence[Finalist]) -> str:
@@ -378,7 +497,8 @@ def simulate_selection(
     search: it sees exactly the budget's scores) and ranks by Spearman on the items it is
     given. ``rule="best"`` searches on all ``n_valid`` items and keeps the best (or the
     baseline when nothing beats it); ``rule="confirm"`` searches on the search part, then
-    :func:`choose` on the confirmation part. A judge's true quality is its population
+    :func:`choose` on the confirmation part; ``rule="veto"`` searches on the search part,
+    then :func:`veto` on the confirmation part. A judge's true quality is its population
     Spearman, ``(6 / pi) asin(rho / 2)``.
 
     Args:
@@ -398,8 +518,8 @@ def simulate_selection(
         Per rule: ``p_worse`` (share of runs whose returned judge is truly worse than the
         baseline), ``p_baseline`` (share returning the baseline), ``mean_true_gain`` and
         ``mean_claimed_gain`` (Spearman scale; the claimed gain is the validation gain for
-        ``best`` and the confirmation gain for ``confirm``), ``p_best_exists`` (share of
-        runs with a truly better candidate) and ``se_true_gain``.
+        ``best`` and the confirmation gain for ``confirm`` and ``veto``), ``p_best_exists``
+        (share of runs with a truly better candidate) and ``se_true_gain``.
     """
     if configs is None:
         configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}
@@ -429,10 +549,17 @@ def simulate_selection(
                                                      seed=split_seed)
                 s_scores = _spearman_rows(h[search], y[:, search])
                 ranked = [int(i) for i in np.argsort(-s_scores, kind="stable") if i != 0]
-                top = ranked[: cfg.finalists]
-                result = choose(h[confirm], y[0, confirm], [y[i, confirm] for i in top],
-                                confidence=cfg.confidence, n_resamples=n_resamples,
-                                seed=boot_seed)
+                top = ranked[: 1 if cfg.rule == "veto" else cfg.finalists]
+                if cfg.rule == "veto":
+                    result = veto(h[confirm], y[0, confirm], y[top[0], confirm],
+                                  search_score=float(s_scores[top[0]]),
+                                  baseline_search_score=float(s_scores[0]),
+                                  confidence=cfg.confidence, n_resamples=n_resamples,
+                                  seed=boot_seed)
+                else:
+                    result = choose(h[confirm], y[0, confirm], [y[i, confirm] for i in top],
+                                    confidence=cfg.confidence, n_resamples=n_resamples,
+                                    seed=boot_seed)
                 pick = 0 if result.chosen is None else top[result.chosen]
                 claimed = (0.0 if result.chosen is None
                            else result.finalists[result.chosen].gain.delta)

@@ -69,7 +69,7 @@ from .racing import (  # noqa: E402
     unit_keys,
 )
 from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # noqa: E402
-from .selection import SelectionConfig, choose, confirmation_split  # noqa: E402
+from .selection import SelectionConfig, choose, confirmation_split, veto  # noqa: E402
 
 __all__ = [
     "CheckpointMismatchError",
@@ -252,9 +252,10 @@ class JudgeSearch(Teleprompter):
         example_seed: Seed of the in-context example selection.
         racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
             :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
-        selection: ``"confirm"`` (default) or ``"best"`` (the rule, other settings default),
-            or a :class:`judgeopt.selection.SelectionConfig` (or its fields as a mapping):
-            how the compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
+        selection: ``"confirm"`` (default), ``"veto"`` or ``"best"`` (the rule, other
+            settings default), or a :class:`judgeopt.selection.SelectionConfig` (or its
+            fields as a mapping): how the compiled judge is chosen (``docs/judge.md``,
+            "Choosing the judge").
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (``compiled.ensemble``; 0 or 1: none).
         max_consecutive_failures: Stop the compile after this many judge calls in a row
@@ -770,7 +771,7 @@ class JudgeSearch(Teleprompter):
                ) -> tuple[list[Record], list[Record] | None]:
         """The search part and the confirmation part (``None``: rule ``best``)."""
         sel = self.config.selection
-        if sel.rule != "confirm":
+        if sel.rule == "best":
             return val, None
         pairwise = student.task.mode == "pairwise"
         humans = [r.label if pairwise else r.scores[student.aspect] for r in val]
@@ -810,6 +811,17 @@ class JudgeSearch(Teleprompter):
                 break
         return out
 
+    @staticmethod
+    def _search_score(search: SearchStrategy, base: JudgeProgram, program: JudgeProgram
+                      ) -> float | None:
+        """The best search score of ``program``'s strategy (``None``: not scored)."""
+        key = json.dumps(program.strategy.as_dict(), sort_keys=True, default=str)
+        scores = [t.score for t in search.trials
+                  if t.score is not None and math.isfinite(t.score)
+                  and json.dumps(base.with_strategy(t.strategy).strategy.as_dict(),
+                                 sort_keys=True, default=str) == key]
+        return max(scores) if scores else None
+
     def _select(self, search: SearchStrategy, base: JudgeProgram, student: JudgeProgram,
                 search_val: list[Record], confirm_val: list[Record] | None, lm: Any, *,
                 metric: str, level: str, store: _ItemStore) -> _Selected:
@@ -821,6 +833,8 @@ class JudgeSearch(Teleprompter):
         stats0 = _lm_stats(lm)
         t0 = time.perf_counter()
         n_members = self.config.ensemble if self.config.ensemble >= 2 else 0
+        # Finalists the rule compares with the baseline: "veto" tests the search's best only.
+        n_confirm = 1 if sel.rule == "veto" else sel.finalists
         record: dict[str, Any] = {"rule": sel.rule, **sel.model_dump(mode="json"),
                                   "search_items": len(search_val), "messages": []}
         comparisons: dict[str, dict[str, Any]] = {}
@@ -828,7 +842,7 @@ class JudgeSearch(Teleprompter):
             # Rule "best" (asked for, or too few items to confirm): the best search score.
             record["rule"] = "best"
             record["confirm_items"] = 0
-            if sel.rule == "confirm":
+            if sel.rule != "best":
                 record["messages"].append(
                     f"selection: {self._split_note}; the judge with the best validation score "
                     "is returned, which is biased upward (winner's curse)")
@@ -841,7 +855,7 @@ class JudgeSearch(Teleprompter):
             note = ("the items the search chose the judge on: the gain is biased upward; "
                     "evaluate on held-out test items for an unbiased estimate")
         else:
-            finalists = self._finalists(search, base, max(sel.finalists, n_members))
+            finalists = self._finalists(search, base, max(n_confirm, n_members))
             record["confirm_items"] = len(confirm_val)
             judged_on, split = confirm_val, "confirmation"
             note = ("the confirmation items also chose among the finalists: the gain is "
@@ -869,14 +883,24 @@ class JudgeSearch(Teleprompter):
             return correct(items) if pairwise else item_predictions(items)
 
         if confirm_val is not None and fin_progs:
-            confirm_n = min(sel.finalists, len(fin_progs))
+            confirm_n = min(n_confirm, len(fin_progs))
             try:
-                result = choose(humans, vector(base_res),
-                                [vector(r) for r in fin_res[:confirm_n]],
-                                search_scores=[t.score for t in finalists[:confirm_n]],
-                                keys=[f"#{t.number}" for t in finalists[:confirm_n]],
-                                method=metric, groups=groups, confidence=sel.confidence,
-                                n_resamples=sel.n_resamples, seed=sel.seed)
+                if sel.rule == "veto":
+                    base_score = self._search_score(search, base, baseline)
+                    record["baseline_search_score"] = base_score
+                    result = veto(humans, vector(base_res), vector(fin_res[0]),
+                                  search_score=finalists[0].score,
+                                  baseline_search_score=base_score,
+                                  key=f"#{finalists[0].number}", method=metric,
+                                  groups=groups, confidence=sel.confidence,
+                                  n_resamples=sel.n_resamples, seed=sel.seed)
+                else:
+                    result = choose(humans, vector(base_res),
+                                    [vector(r) for r in fin_res[:confirm_n]],
+                                    search_scores=[t.score for t in finalists[:confirm_n]],
+                                    keys=[f"#{t.number}" for t in finalists[:confirm_n]],
+                                    method=metric, groups=groups, confidence=sel.confidence,
+                                    n_resamples=sel.n_resamples, seed=sel.seed)
             except ValueError as e:
                 record["messages"].append(f"selection: the confirmation failed ({e}); the "
                                           "baseline is kept")
