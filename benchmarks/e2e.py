@@ -355,8 +355,10 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
                    "best_search_score": _num(res.best_score), "calls": res.calls,
                    "trace": [{"number": t["number"], "score": t["score"],
                               "strategy": t["strategy"]} for t in res.trace]},
-        "calls": {"compile": s1.calls - s0.calls, "test": s2.calls - s1.calls},
-        "seconds": {"compile": round(compile_seconds, 1),
+        # This process's share only: a resumed pair's earlier sessions are not counted here
+        # (``search.calls`` counts the search's calls over every session).
+        "calls_this_run": {"compile": s1.calls - s0.calls, "test": s2.calls - s1.calls},
+        "seconds_this_run": {"compile": round(compile_seconds, 1),
                     "test": round(sum(r.seconds for r in results.values()), 1)},
     }
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
@@ -374,6 +376,9 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
                                row["n_valid"], row["n_test"], seed,
                                per_group=PER_GROUP.get(row["task"]))
     row.setdefault("baseline_strategy", JudgeProgram(task, row["aspect"]).strategy.as_dict())
+    for old_key in ("calls", "seconds"):  # renamed: they never counted earlier sessions
+        if old_key in row:
+            row[f"{old_key}_this_run"] = row.pop(old_key)
     pair_dir = out_dir / f"{row['task']}_{row['aspect']}"
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
     row["rules_on_test"] = rules_report(pair_dir, valid, row, optimizer)
@@ -560,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         if old.get("settings", {}) == _settings(args):
             rows = [r for r in old.get("pairs", []) if (r["task"], r["aspect"]) in pairs]
     for r in rows:
-        if "finalists_on_test" not in r or "rules_on_test" not in r:
+        if "finalists_on_test" not in r or "rules_on_test" not in r or "calls" in r:
             complete_row(r, args.seed, out_dir, args.optimizer)
     if args.report_only:
         result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
