@@ -91,3 +91,36 @@ def test_demo_runs_end_to_end_with_a_real_model(tmp_path: Path,
     assert "held-out test" in text and "gain" in text
     exported = json.loads((out / "judge.json").read_text())
     assert exported["comparisons"]["test"]["n"] == summary["n_test"]
+
+
+def test_demo_leaves_explanations_to_the_baseline(tmp_path: Path) -> None:
+    """The demo's forbidden combinations: every strategy the search evaluates, except the
+    baseline, rates without an explanation (the speed of the demo rests on it)."""
+    from judgeopt.demo import explanations_only_in_baseline
+    from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+    from judgeopt.testing import ScriptedLM
+
+    spec = load_task("sfres")
+    base = baseline_strategy(spec)
+    preset = load_optimizer("quick")
+    space = dict(preset.space)
+    forbid = explanations_only_in_baseline(spec, space)
+    assert base["cot"] != "none" and forbid
+    assert all(a["cot"] == base["cot"] and len(a) == 2 for a in forbid)
+    valid, _ = demo_split("sfres", 40, 100, DATA)
+    fake = ScriptedLM(lambda messages: f"Rating: [[{1 + len(str(messages[-1]['content'])) % 5}]]")
+    opt = JudgeSearch.from_config(preset, budget=6, space=space, forbid=forbid,
+                                  progress=False, checkpoint_dir=tmp_path / "ckpt")
+    judge = opt.compile(JudgeProgram(spec, "naturalness", lm=fake.lm), trainset=valid)
+    trace = judge.search_result.evaluation_summaries
+    assert len(trace) == 6 and trace[0]["strategy"] == base.as_dict()
+    assert all(t["strategy"]["cot"] == "none" for t in trace[1:])
+    # A cot value the baseline does not use is forbidden outright.
+    assert {"cot": "suffix"} in explanations_only_in_baseline(
+        spec, {**space, "cot": ["none", "prefix", "suffix"]})
+    # The checkpoint records the constraint: the same run without it does not resume it.
+    plain = JudgeSearch.from_config(preset, budget=6, space=space, progress=False,
+                                    checkpoint_dir=tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="forbid"):
+        plain.compile(JudgeProgram(spec, "naturalness", lm=fake.lm), trainset=valid)

@@ -556,3 +556,18 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert again["pairs"][0]["rules_on_test"] == rules
     assert again["mean_relative_gain_best_search_score"] == pytest.approx(
         rules["best_search_score"]["test_gain"] / abs(row["baseline"]))
+
+
+def test_optimizer_forbid_is_validated_and_the_baseline_must_be_allowed(task, records) -> None:
+    fake = ScriptedLM(lambda messages: "Rating: [[2]]")
+    student = JudgeProgram(task, ASPECT, lm=fake.lm)
+    with pytest.raises(ValueError, match=r"`forbid` entry 1 .*Unknown factor `tone`"):
+        HPSS(budget=2, space=SPACE, progress=False, forbid=[{"tone": "formal"}]).compile(
+            student, trainset=records)
+    base = baseline_strategy(task)
+    with pytest.raises(ValueError, match="forbidden combination"):
+        HPSS(budget=2, space=SPACE, progress=False,
+             forbid=[{"cot": base["cot"], "scale": base["scale"]}]).compile(
+            student, trainset=records)
+    with pytest.raises(ValueError, match="forbid"):
+        OptimizerConfig(forbid={"cot": "none"})  # type: ignore[arg-type]

@@ -132,7 +132,9 @@ def run_fingerprint(*, task: Any, aspect: str, baseline: Mapping[str, Any],
     }
     fp.update({f"model {k}": v for k, v in model.items()})
     for key, value in sorted(config.items()):
-        if key not in ignored:
+        # NOTE: no `forbid` is the default and older checkpoints do not name it; they stay
+        # resumable.
+        if key not in ignored and not (key == "forbid" and not value):
             fp[f"optimizer {key}"] = _plain(value)
     return fp
 

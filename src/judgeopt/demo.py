@@ -9,9 +9,10 @@ with the embedded default model (Qwen2.5-Coder-1.5B-Instruct in process):
    first ``n_test`` items of its *test* part to test on. The demo's setup was chosen from the
    benchmark's validation results, so its test items have chosen nothing.
 2. Compile with the default selection rule: search the ``quick`` space (plus the ``expected``
-   decoding when the LM gives logprobs) on half the validation items, re-judge the best
-   strategies and the baseline on the other half, keep a strategy only if its gain over the
-   baseline is confirmed there (otherwise keep the baseline, and say so).
+   decoding when the LM gives logprobs; no explanation except the baseline's, which is what
+   makes it fast: :func:`explanations_only_in_baseline`) on half the validation items,
+   re-judge the best strategies and the baseline on the other half, keep a strategy only if
+   its gain over the baseline is confirmed there (otherwise keep the baseline, and say so).
 3. Judge the held-out test items with the MT-Bench baseline and the chosen judge and print
    both correlations with the paired bootstrap interval of the gain.
 
@@ -26,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_PAIR", "E2E_SPLIT", "PER_GROUP", "find_shared_data", "run_demo"]
+__all__ = ["DEMO_PAIR", "E2E_SPLIT", "PER_GROUP", "explanations_only_in_baseline",
+           "find_shared_data", "run_demo"]
 
 DEMO_PAIR: tuple[str, str] = ("sfres", "naturalness")
 """The demo's task and aspect (see docs/benchmarks.md, "The demo", for why this pair)."""
@@ -93,6 +95,39 @@ def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = Non
     return _head_groups(valid, n_valid), _head_groups(test, n_test)
 
 
+def explanations_only_in_baseline(spec: Any, space: dict[str, list[Any]]
+                                  ) -> list[dict[str, Any]]:
+    """Forbidden combinations that leave the explanation (``cot`` other than ``none``) to
+    the baseline: every other strategy of ``space`` rates without one.
+
+    Args:
+        spec: The task (:class:`judgeopt.judge.JudgeTask`).
+        space: The search's allowed values per factor (factors not named keep all theirs).
+
+    Returns:
+        Partial assignments for :class:`judgeopt.teleprompt.OptimizerConfig`'s ``forbid``.
+    """
+    from .judge import baseline_strategy, hpss_graph
+
+    base = baseline_strategy(spec)
+    full = hpss_graph(spec).space
+    if "cot" not in full.names:
+        return []
+    out: list[dict[str, Any]] = []
+    for c in space.get("cot", full["cot"].values):
+        if c == "none":
+            continue
+        if c != base["cot"]:
+            out.append({"cot": c})
+            continue
+        for name in full.names:
+            if name == "cot":
+                continue
+            out += [{"cot": c, name: v} for v in space.get(name, full[name].values)
+                    if v != base[name]]
+    return out
+
+
 def run_demo(*, model: str = "local", api_base: str | None = None,
              task: str = DEMO_PAIR[0], aspect: str = DEMO_PAIR[1], n_valid: int = 40,
              n_test: int = 100, budget: int = 6, out_dir: Path = Path("runs/demo"),
@@ -144,7 +179,11 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         # The probability-weighted rating carries the small model's signal
         # (docs/judge.md, "Decoding"); the embedded model gives it at greedy's cost.
         space["decoding"] = ["greedy", "expected"]
-    optimizer = JudgeSearch.from_config(preset, budget=budget, space=space, threads=threads,
+    # An explanation costs several times a rating (docs/benchmarks.md, section 3): only the
+    # baseline writes one, so the demo fits in minutes.
+    forbid = explanations_only_in_baseline(spec, space)
+    optimizer = JudgeSearch.from_config(preset, budget=budget, space=space, forbid=forbid,
+                                        threads=threads,
                                         checkpoint_dir=out_dir / "checkpoint",
                                         progress=progress)
     student = JudgeProgram(spec, aspect, lm=lm)

@@ -105,6 +105,9 @@ class OptimizerConfig(BaseModel):
         seed: The search's seed.
         params: Keyword arguments of the search class (e.g. HPSS's ``k``, ``rho``).
         space: Factor -> allowed values, to restrict the space (other factors keep all).
+        forbid: Forbidden combinations: each entry is a partial assignment (``{"cot":
+            "prefix", "scale": 10}``), and no strategy holding all of an entry's values is
+            evaluated (TOML: ``[[forbid]]`` tables). The baseline must not be forbidden.
         threads: Judge calls in flight at once (``None``: what the LM keeps busy,
             :func:`judgeopt.evaluate.default_threads`).
         metric: What the search maximises (default: ``spearman``; ``accuracy`` pairwise).
@@ -131,6 +134,7 @@ class OptimizerConfig(BaseModel):
     seed: int = Field(0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     space: dict[str, list[Value]] = Field(default_factory=dict)
+    forbid: list[dict[str, Value]] = Field(default_factory=list)
     threads: int | None = Field(None, ge=1)
     metric: Metric | None = None
     example_seed: int = Field(0, ge=0)
@@ -243,6 +247,8 @@ class JudgeSearch(Teleprompter):
         seed: The search's seed.
         params: Extra keyword arguments of the search class.
         space: Factor -> allowed values, restricting the HPSS space.
+        forbid: Forbidden combinations of factor values (partial assignments; see
+            :class:`OptimizerConfig`).
         metric: What to maximise (default ``spearman``; ``accuracy`` for pairwise tasks).
         threads: Judge calls in flight at once (``None``: what the LM keeps busy: an
             embedded model's ``parallel``, else 1).
@@ -279,6 +285,7 @@ class JudgeSearch(Teleprompter):
         seed: int = 0,
         params: Mapping[str, Any] | None = None,
         space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
         metric: Metric | None = None,
         threads: int | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
@@ -301,7 +308,8 @@ class JudgeSearch(Teleprompter):
             race = RacingConfig(**racing)
         self.config = OptimizerConfig(
             search=search, budget=budget, seed=seed, params=dict(params or {}),
-            space={k: list(v) for k, v in (space or {}).items()}, threads=threads,
+            space={k: list(v) for k, v in (space or {}).items()},
+            forbid=[dict(a) for a in (forbid or [])], threads=threads,
             metric=metric, example_seed=example_seed, racing=race,
             selection=_selection_config(selection), ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
@@ -349,6 +357,12 @@ class JudgeSearch(Teleprompter):
             for v in factor.values:
                 if not any(type(v) is type(a) and v == a for a in allowed):
                     graph.forbid({name: v}, reason="outside the optimizer's space")
+        for i, assignment in enumerate(self.config.forbid):
+            try:
+                graph.forbid(assignment, reason="the optimizer's `forbid`")
+            except ValueError as e:
+                raise ValueError(f"The optimizer's `forbid` entry {i + 1} ({assignment!r}): "
+                                 f"{e}") from None
         return graph
 
     def _check_decodings(self, student: JudgeProgram, graph: FactorGraph, lm: Any) -> None:
