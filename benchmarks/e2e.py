@@ -153,8 +153,8 @@ def finalist_report(pair_dir: Path, test: list[Record], row: dict[str, Any],
     return out
 
 
-def rules_report(pair_dir: Path, valid: list[Record], row: dict[str, Any],
-                 optimizer: str) -> dict[str, Any]:
+def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
+                 row: dict[str, Any], optimizer: str) -> dict[str, Any]:
     """What two other selection rules would have returned on this pair, and its test gain.
 
     Both are computed from stored judgements without a call: the compile's confirmation
@@ -169,7 +169,9 @@ def rules_report(pair_dir: Path, valid: list[Record], row: dict[str, Any],
       section 11): the same pick unless the one-sided upper bound of its confirmation gain
       over the baseline is below zero.
 
-    A rule that returns the baseline has a test gain of exactly 0 (interval [0, 0]). As a
+    A rule that returns the baseline has a test gain of exactly 0 (interval [0, 0]); each
+    rule's ``minus_chosen`` is its judge's paired test difference from the default rule's
+    chosen judge (0, [0, 0] when they are the same judge). As a
     check of the redone split and the stored items, the default rule is recomputed too and
     must give the gains the compile recorded (``check_max_abs_diff``).
     """
@@ -231,13 +233,28 @@ def rules_report(pair_dir: Path, valid: list[Record], row: dict[str, Any],
              baseline_search_score=base_search, key=top["key"], **kw)
     on_test = {f["key"]: f for f in row.get("finalists_on_test") or []}
 
+    level = row["level"]
+
+    def test_result(strategy: dict[str, Any]) -> EvalResult | None:
+        return stored_result(pair_dir / f"test_{strategy_key(strategy)}.jsonl", test, level)
+
+    def minus_chosen(strategy: dict[str, Any]) -> dict[str, Any]:
+        if strategy == row["chosen_strategy"]:
+            return {"minus_chosen": 0.0, "minus_chosen_ci": [0.0, 0.0]}
+        mine, chosen = test_result(strategy), test_result(row["chosen_strategy"])
+        if mine is None or chosen is None:
+            return {"minus_chosen": None, "minus_chosen_ci": None}
+        c = compare(mine, chosen, test, labels=("chosen", "rule"), seed=sel_cfg.seed)
+        return {"minus_chosen": _num(c.gain), "minus_chosen_ci": list(c.gain_ci)}
+
     def outcome(pick: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         if pick is None:
             return {"returns": "baseline", "test_gain": 0.0, "test_gain_ci": [0.0, 0.0],
-                    **extra}
+                    **minus_chosen(base_strategy), **extra}
         f = on_test.get(pick)
         return {"returns": pick, "test_gain": None if f is None else f["test_gain"],
-                "test_gain_ci": None if f is None else f["test_gain_ci"], **extra}
+                "test_gain_ci": None if f is None else f["test_gain_ci"],
+                **minus_chosen(top["strategy"]), **extra}
 
     best_is_base = base_search is not None and not base_search < float(top["search_score"])
     out["best_search_score"] = outcome(None if best_is_base else top["key"], {})
@@ -362,7 +379,7 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
                     "test": round(sum(r.seconds for r in results.values()), 1)},
     }
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
-    row["rules_on_test"] = rules_report(pair_dir, valid, row, optimizer)
+    row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
     (pair_dir / "result.json").write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
     return row
 
@@ -381,7 +398,7 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
             row[f"{old_key}_this_run"] = row.pop(old_key)
     pair_dir = out_dir / f"{row['task']}_{row['aspect']}"
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
-    row["rules_on_test"] = rules_report(pair_dir, valid, row, optimizer)
+    row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
 
 
 def across_pairs(gains: Sequence[float | None],
@@ -477,6 +494,16 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
                 [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain_ci")
                  for r in rows]),
+            "veto_minus_chosen": across_pairs(
+                [veto_rows.get((r["task"], r["aspect"]), {}).get("minus_chosen")
+                 for r in rows],
+                [veto_rows.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci")
+                 for r in rows]),
+            "best_search_score_minus_chosen": across_pairs(
+                [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen")
+                 for r in rows],
+                [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci")
+                 for r in rows]),
         },
     }
 
@@ -565,8 +592,9 @@ def main(argv: list[str] | None = None) -> int:
         if old.get("settings", {}) == _settings(args):
             rows = [r for r in old.get("pairs", []) if (r["task"], r["aspect"]) in pairs]
     for r in rows:
-        if "finalists_on_test" not in r or "rules_on_test" not in r or "calls" in r:
-            complete_row(r, args.seed, out_dir, args.optimizer)
+        # Derived from stored judgements only (no call), so recomputed every time: a row
+        # written by an older version of this script gets the newer fields.
+        complete_row(r, args.seed, out_dir, args.optimizer)
     if args.report_only:
         result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
         if rows:

@@ -543,6 +543,14 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert (v["returns"] == "baseline") == (
         v["upper_bound"] < 0 or rules["best_search_score"]["returns"] == "baseline")
     assert data["mean_gain_intervals"]["veto"]["mean"] == pytest.approx(v["test_gain"])
+    for name in ("best_search_score", "veto"):
+        pick = rules[name]
+        same = (row["chosen_is_baseline"] if pick["returns"] == "baseline"
+                else by_key[pick["returns"]]["strategy"] == row["chosen_strategy"])
+        if same:
+            assert pick["minus_chosen"] == 0.0 and pick["minus_chosen_ci"] == [0.0, 0.0]
+        else:  # the two judges' gains over the same baseline differ by the margin
+            assert pick["minus_chosen"] == pytest.approx(pick["test_gain"] - row["gain"])
     # --report-only completes a row written by an older version (no finalists) from the
     # stored test items, without building an LM.
     for key in ("finalists_on_test", "baseline_strategy", "rules_on_test"):
