@@ -461,6 +461,16 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
     assert "member 2" in capsys.readouterr().out
+    # --selection veto: the summary says what the rule did, the export records it.
+    vetoed = tmp_path / "veto.json"
+    assert main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", valid,
+                 "--limit", "96", "--optimizer", str(space), "--selection", "veto",
+                 "--model", "scripted", "--out", str(vetoed), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "on 49 search items" in printed and "confirmation (47 items" in printed
+    assert "selection: the search's best" in printed and "is kept" in printed
+    data = json.loads(vetoed.read_text())
+    assert data["selection"]["rule"] == "veto" and len(data["selection"]["finalists"]) == 1
 
 
 def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: Path,
