@@ -455,7 +455,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # -0.18 into -287 %); the mean gain over the mean baseline is the robust companion.
     bases = [abs(r["baseline"]) for r in rows if r["baseline"] is not None]
     base = float(np.mean(bases)) if bases else 0.0
-    return {
+    out = {
         "mean_relative_gain": float(np.mean(rel)) if rel else None,
         "mean_gain": float(np.mean(gains)) if gains else None,
         "mean_relative_gain_ensemble": float(np.mean(ens_rel)) if ens_rel else None,
@@ -506,6 +506,39 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                  for r in rows]),
         },
     }
+    out["criteria"] = {
+        "n_pairs": len(rows),
+        "ensemble": _criterion(rows, out["mean_gain_intervals"]["ensemble_minus_chosen"],
+                               lambda r: r.get("ensemble_gain_ci")),
+        "veto": _criterion(rows, out["mean_gain_intervals"]["veto_minus_chosen"],
+                           lambda r: veto_rows.get((r["task"], r["aspect"]), {})
+                           .get("test_gain_ci")),
+        "best_search_score": _criterion(
+            rows, out["mean_gain_intervals"]["best_search_score_minus_chosen"],
+            lambda r: best_fin.get((r["task"], r["aspect"]), {}).get("test_gain_ci")),
+    }
+    return out
+
+
+def _criterion(rows: list[dict[str, Any]], margin: dict[str, Any] | None,
+               gain_ci: Any) -> dict[str, Any]:
+    """The pre-registered test of a candidate default (docs/benchmarks.md section 11,
+    "Held-out pairs"): over the pairs, its mean margin over the chosen judge has an items
+    interval above zero, and on no pair is it significantly worse than the baseline (every
+    pair must have both numbers)."""
+    worse, missing = [], []
+    for r in rows:
+        ci = gain_ci(r)
+        name = f"{r['task']}/{r['aspect']}"
+        if ci is None or None in ci:
+            missing.append(name)
+        elif ci[1] < 0:
+            worse.append(name)
+    above = margin is not None and margin["n_pairs"] == len(rows) and margin["ci_items"][0] > 0
+    return {"margin_over_chosen": None if margin is None else margin["mean"],
+            "margin_ci_items": None if margin is None else margin["ci_items"],
+            "pairs_significantly_worse_than_baseline": worse, "pairs_missing": missing,
+            "met": bool(rows) and above and not worse and not missing}
 
 
 def table(rows: list[dict[str, Any]]) -> str:

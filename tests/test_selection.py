@@ -553,6 +553,14 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert (v["returns"] == "baseline") == (
         v["upper_bound"] < 0 or rules["best_search_score"]["returns"] == "baseline")
     assert data["mean_gain_intervals"]["veto"]["mean"] == pytest.approx(v["test_gain"])
+    # The pre-registered criteria, mechanically: margin over chosen clear of zero on the
+    # items, and no pair significantly worse than the baseline.
+    for name, margin in (("ensemble", "ensemble_minus_chosen"), ("veto", "veto_minus_chosen"),
+                         ("best_search_score", "best_search_score_minus_chosen")):
+        crit, m = data["criteria"][name], data["mean_gain_intervals"][margin]
+        assert crit["margin_over_chosen"] == m["mean"] and crit["pairs_missing"] == []
+        assert crit["met"] == (m["ci_items"][0] > 0
+                               and not crit["pairs_significantly_worse_than_baseline"])
     for name in ("best_search_score", "veto"):
         pick = rules[name]
         same = (row["chosen_is_baseline"] if pick["returns"] == "baseline"
