@@ -259,8 +259,9 @@ def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
     best_is_base = base_search is not None and not base_search < float(top["search_score"])
     out["best_search_score"] = outcome(None if best_is_base else top["key"], {})
     out["veto"] = outcome(None if v.chosen is None else top["key"],
-                          {"confirm_gain": v.finalists[0].gain.delta,
-                           "upper_bound": v.finalists[0].upper_bound, "reason": v.reason})
+                          {"confirm_gain": _num(v.finalists[0].gain.delta),
+                           "upper_bound": _num(v.finalists[0].upper_bound),
+                           "reason": v.reason})
     return out
 
 
