@@ -177,6 +177,7 @@ def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
     """
     from judgeopt.evaluate import item_predictions
     from judgeopt.selection import choose, confirmation_split, veto
+    from judgeopt.teleprompt import _ItemStore
 
     sel_cfg = load_optimizer(optimizer).selection
     sel = row.get("selection") or {}
@@ -200,23 +201,17 @@ def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
     if len(confirm) != sel.get("confirm_items"):
         raise RuntimeError(f"{row['task']}/{aspect}: the redone split has {len(confirm)} "
                            f"confirmation items, the compile had {sel.get('confirm_items')}")
-    stored: dict[str, dict[str, ItemResult]] = {}
-    for line in (pair_dir / "ckpt" / "items.jsonl").read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-            item = ItemResult(**rec["item"])
-        except (ValueError, TypeError, KeyError):
-            continue
-        stored.setdefault(rec["strategy"], {})[item.id] = item
+    stored = _ItemStore(pair_dir / "ckpt" / "items.jsonl")
 
     def vector(strategy: dict[str, Any]) -> list[float] | None:
-        items = stored.get(json.dumps(strategy, sort_keys=True, default=str), {})
+        items = stored.items(strategy)
         if any(r.id not in items for r in confirm):
             return None
         return item_predictions([items[r.id] for r in confirm])
 
+    level = row["level"]
     human = [r.scores[aspect] for r in confirm]
-    cgroups = [r.group_id or r.id for r in confirm] if row["level"] == "group" else None
+    cgroups = [r.group_id or r.id for r in confirm] if level == "group" else None
     kw = {"method": "spearman", "groups": cgroups, "confidence": sel_cfg.confidence,
           "n_resamples": sel_cfg.n_resamples, "seed": sel_cfg.seed}
     base_vec = vector(base_strategy)
@@ -232,8 +227,6 @@ def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
     v = veto(human, base_vec, vecs[0], search_score=float(top["search_score"]),
              baseline_search_score=base_search, key=top["key"], **kw)
     on_test = {f["key"]: f for f in row.get("finalists_on_test") or []}
-
-    level = row["level"]
 
     def test_result(strategy: dict[str, Any]) -> EvalResult | None:
         return stored_result(pair_dir / f"test_{strategy_key(strategy)}.jsonl", test, level)

@@ -107,6 +107,12 @@ class SelectionConfig(BaseModel):
     n_resamples: int = Field(2000, ge=100)
     seed: int = Field(0, ge=0)
 
+    @property
+    def compared(self) -> int:
+        """How many of the search's best strategies the rule compares with the baseline on
+        the confirmation part (``"veto"`` tests the search's best only)."""
+        return 1 if self.rule == "veto" else self.finalists
+
 
 def confirmation_split(
     humans: Sequence[Any],
@@ -549,7 +555,7 @@ def simulate_selection(
                                                      seed=split_seed)
                 s_scores = _spearman_rows(h[search], y[:, search])
                 ranked = [int(i) for i in np.argsort(-s_scores, kind="stable") if i != 0]
-                top = ranked[: 1 if cfg.rule == "veto" else cfg.finalists]
+                top = ranked[: cfg.compared]
                 if cfg.rule == "veto":
                     result = veto(h[confirm], y[0, confirm], y[top[0], confirm],
                                   search_score=float(s_scores[top[0]]),

@@ -814,10 +814,9 @@ class JudgeSearch(Teleprompter):
         trials = [t for t in search.trials
                   if t.score is not None and math.isfinite(t.score)]
         trials.sort(key=lambda t: (-t.score, t.number))
-        out, seen = [], {json.dumps(base.strategy.as_dict(), sort_keys=True, default=str)}
+        out, seen = [], {_strategy_key(base.strategy)}
         for t in trials:
-            key = json.dumps(base.with_strategy(t.strategy).strategy.as_dict(), sort_keys=True,
-                             default=str)
+            key = _strategy_key(base.with_strategy(t.strategy).strategy)
             if key not in seen:
                 seen.add(key)
                 out.append(t)
@@ -829,11 +828,10 @@ class JudgeSearch(Teleprompter):
     def _search_score(search: SearchStrategy, base: JudgeProgram, program: JudgeProgram
                       ) -> float | None:
         """The best search score of ``program``'s strategy (``None``: not scored)."""
-        key = json.dumps(program.strategy.as_dict(), sort_keys=True, default=str)
+        key = _strategy_key(program.strategy)
         scores = [t.score for t in search.trials
                   if t.score is not None and math.isfinite(t.score)
-                  and json.dumps(base.with_strategy(t.strategy).strategy.as_dict(),
-                                 sort_keys=True, default=str) == key]
+                  and _strategy_key(base.with_strategy(t.strategy).strategy) == key]
         return max(scores) if scores else None
 
     def _select(self, search: SearchStrategy, base: JudgeProgram, student: JudgeProgram,
@@ -847,8 +845,6 @@ class JudgeSearch(Teleprompter):
         stats0 = _lm_stats(lm)
         t0 = time.perf_counter()
         n_members = self.config.ensemble if self.config.ensemble >= 2 else 0
-        # Finalists the rule compares with the baseline: "veto" tests the search's best only.
-        n_confirm = 1 if sel.rule == "veto" else sel.finalists
         record: dict[str, Any] = {"rule": sel.rule, **sel.model_dump(mode="json"),
                                   "search_items": len(search_val), "messages": []}
         comparisons: dict[str, dict[str, Any]] = {}
@@ -869,7 +865,7 @@ class JudgeSearch(Teleprompter):
             note = ("the items the search chose the judge on: the gain is biased upward; "
                     "evaluate on held-out test items for an unbiased estimate")
         else:
-            finalists = self._finalists(search, base, max(n_confirm, n_members))
+            finalists = self._finalists(search, base, max(sel.compared, n_members))
             record["confirm_items"] = len(confirm_val)
             judged_on, split = confirm_val, "confirmation"
             note = ("the confirmation items also chose among the finalists: the gain is "
@@ -880,7 +876,7 @@ class JudgeSearch(Teleprompter):
         results: dict[str, EvalResult] = {}
 
         def judged(program: JudgeProgram, desc: str) -> EvalResult:
-            key = json.dumps(program.strategy.as_dict(), sort_keys=True, default=str)
+            key = _strategy_key(program.strategy)
             if key not in results:
                 results[key] = self._evaluate_stored(program, judged_on, lm, store, desc=desc,
                                                      level=level)
@@ -897,7 +893,7 @@ class JudgeSearch(Teleprompter):
             return correct(items) if pairwise else item_predictions(items)
 
         if confirm_val is not None and fin_progs:
-            confirm_n = min(n_confirm, len(fin_progs))
+            confirm_n = min(sel.compared, len(fin_progs))
             try:
                 if sel.rule == "veto":
                     base_score = self._search_score(search, base, baseline)
@@ -1139,6 +1135,13 @@ class _Selected:
     warn: bool
 
 
+def _strategy_key(strategy: Strategy | Mapping[str, Any]) -> str:
+    """A strategy's identity as text (its values, sorted by factor): the key of the judged
+    items and of the distinct strategies."""
+    values = strategy.as_dict() if isinstance(strategy, Strategy) else dict(strategy)
+    return json.dumps(values, sort_keys=True, default=str)
+
+
 class _ItemStore:
     """Judged items per strategy (``items.jsonl``), so a resumed compile repeats no call.
 
@@ -1157,19 +1160,15 @@ class _ItemStore:
                     continue  # a line cut by an interruption
                 self._items.setdefault(row["strategy"], {})[item.id] = item
 
-    @staticmethod
-    def _key(strategy: Strategy) -> str:
-        return json.dumps(strategy.as_dict(), sort_keys=True, default=str)
-
-    def items(self, strategy: Strategy) -> dict[str, ItemResult]:
-        """The stored items of ``strategy`` by id."""
-        return dict(self._items.get(self._key(strategy), {}))
+    def items(self, strategy: Strategy | Mapping[str, Any]) -> dict[str, ItemResult]:
+        """The stored items of ``strategy`` (or its plain-data form) by id."""
+        return dict(self._items.get(_strategy_key(strategy), {}))
 
     def add(self, strategy: Strategy, item: ItemResult) -> None:
         """Store one judged item (not a failed call)."""
         if item.error is not None:
             return
-        key = self._key(strategy)
+        key = _strategy_key(strategy)
         self._items.setdefault(key, {})[item.id] = item
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
