@@ -12,6 +12,8 @@ chosen strategy, calls and seconds.
 
 Every pair checkpoints its compile (``OUT_DIR/<task>_<aspect>/ckpt``) and judge calls are
 cached (``OUT_DIR/lm-cache``): an interrupted run resumes where it stopped, across sessions.
+Ctrl-C or SIGTERM (the way to stop a ``nohup ... &`` run, which ignores SIGINT) ends the run
+with exit code 130; the same command resumes it.
 The JSON is rewritten after each pair::
 
     {"pairs": [{"task", "aspect", "model", "n_valid", "n_test", "baseline", "chosen",
@@ -34,9 +36,11 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -636,27 +640,54 @@ def main(argv: list[str] | None = None) -> int:
     local = parse_local_model(args.model) is not None
     lm = make_lm(args.model, cache=out_dir / "lm-cache",
                  **({"parallel": args.parallel} if local else {}))
-    for task_name, aspect in pairs:
-        if (task_name, aspect) in done:
-            log.info("%s/%s: done earlier", task_name, aspect)
-            continue
-        t0 = time.perf_counter()
-        row = run_pair(task_name, aspect, model=args.model, lm=lm, budget=args.budget,
-                       n_valid=args.n_valid, n_test=args.n_test, ensemble=args.ensemble,
-                       seed=args.seed, out_dir=out_dir, optimizer=args.optimizer,
-                       progress=not args.no_progress)
-        rows.append(row)
-        log.info("%s/%s done in %.0f s: baseline %s, chosen %s, ensemble %s", task_name, aspect,
-                 time.perf_counter() - t0, row["baseline"], row["chosen"], row["ensemble"])
-        rows.sort(key=lambda r: pairs.index((r["task"], r["aspect"])))
-        result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(table(rows), flush=True)
+    try:
+        with _sigterm_as_interrupt():
+            for task_name, aspect in pairs:
+                if (task_name, aspect) in done:
+                    log.info("%s/%s: done earlier", task_name, aspect)
+                    continue
+                t0 = time.perf_counter()
+                row = run_pair(task_name, aspect, model=args.model, lm=lm, budget=args.budget,
+                               n_valid=args.n_valid, n_test=args.n_test,
+                               ensemble=args.ensemble, seed=args.seed, out_dir=out_dir,
+                               optimizer=args.optimizer, progress=not args.no_progress)
+                rows.append(row)
+                log.info("%s/%s done in %.0f s: baseline %s, chosen %s, ensemble %s",
+                         task_name, aspect, time.perf_counter() - t0, row["baseline"],
+                         row["chosen"], row["ensemble"])
+                rows.sort(key=lambda r: pairs.index((r["task"], r["aspect"])))
+                result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+                print(table(rows), flush=True)
+    except KeyboardInterrupt:
+        # Finished pairs are in the JSON; the running pair's judgements are in its
+        # checkpoint and the LM cache, so only the calls in flight are lost.
+        log.warning("stopped after %d finished pair(s); run the same command to resume",
+                    len(rows))
+        return 130
     result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
     print(table(rows))
     print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
     return 0
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM stops the run as Ctrl-C does (a ``KeyboardInterrupt``).
+
+    A run started in the background with ``nohup ... &`` ignores SIGINT, so SIGTERM is how
+    it is stopped; without this, Python would die at once, skipping the log line that says
+    how to resume. The previous handler is restored on exit.
+    """
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:

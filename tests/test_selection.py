@@ -584,6 +584,65 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
         rules["best_search_score"]["test_gain"] / abs(row["baseline"]))
 
 
+def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path: Path,
+                                                    monkeypatch, capsys) -> None:
+    """SIGTERM (how a ``nohup ... &`` run is stopped) ends benchmarks/e2e.py with exit code
+    130 and a line saying how to resume; the same command then finishes the pair without
+    repeating a finished judge call."""
+    import importlib.util
+    import os
+    import signal
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
+    spec = importlib.util.spec_from_file_location("e2e_benchmark_sigterm", path)
+    e2e = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(e2e)
+    full = load_records(shared_data / "topical_chat" / "full.jsonl")
+    respond = respond_with(full, "scale10")
+    fakes: list[ScriptedLM] = []
+    state = {"n": 0, "kill_at": 0}
+
+    def killing(messages: list[dict[str, Any]]) -> str:
+        state["n"] += 1
+        if state["n"] == state["kill_at"]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return respond(messages)
+
+    def fake_make_lm(model: str, **kw: Any) -> Any:
+        fakes.append(ScriptedLM(killing, cache=kw.get("cache")))
+        return fakes[-1].lm
+
+    monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
+    preset = tmp_path / "preset.toml"
+    preset.write_text("search = 'hpss'\n[params]\nk = 2\n[space]\n" + "\n".join(
+        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+
+    def args(name: str) -> list[str]:
+        return ["--pairs", "topical_chat:naturalness", "--budget", "5", "--n-valid", "60",
+                "--n-test", "30", "--ensemble", "2", "--optimizer", str(preset), "--out-dir",
+                str(tmp_path / name), "--json", str(tmp_path / f"{name}.json"), "--no-progress"]
+
+    assert e2e.main(args("ref")) == 0
+    n_ref = len(fakes[-1].judge_requests)
+    state.update(n=0, kill_at=n_ref // 2)
+    capsys.readouterr()
+    assert e2e.main(args("run")) == 130  # main() sets up logging to stderr
+    assert "stopped after 0 finished pair(s); run the same command to resume" in (
+        capsys.readouterr().err)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert not (tmp_path / "run.json").exists()
+    first = len(fakes[-1].judge_requests)
+    assert 0 < first < n_ref
+    state.update(n=0, kill_at=0)
+    assert e2e.main(args("run")) == 0
+    # At most the calls in flight when the signal came are made again.
+    assert first + len(fakes[-1].judge_requests) <= n_ref + 8
+    ref, run = (json.loads((tmp_path / f"{n}.json").read_text())["pairs"][0]
+                for n in ("ref", "run"))
+    assert run["chosen_strategy"] == ref["chosen_strategy"]
+    assert run["baseline"] == ref["baseline"] and run["chosen"] == ref["chosen"]
+
+
 def test_optimizer_forbid_is_validated_and_the_baseline_must_be_allowed(task, records) -> None:
     fake = ScriptedLM(lambda messages: "Rating: [[2]]")
     student = JudgeProgram(task, ASPECT, lm=fake.lm)
