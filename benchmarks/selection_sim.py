@@ -10,9 +10,12 @@ return the baseline, and the mean true and claimed gains (Spearman scale), and w
 The scenarios and the rules' settings are synthetic: nothing here was tuned on real data,
 and the defaults of ``SelectionConfig`` were chosen from this table.
 
+``--levels 3 --mode-share 0.7`` simulates coarse judges like the embedded 1.5B, which gives its
+most frequent rating to most items (docs/judge.md).
+
 Usage:
     python benchmarks/selection_sim.py [--runs 200] [--n-valid 100] [--budget 20]
-        [--json benchmarks/results/selection_sim.json]
+        [--levels 10] [--mode-share SHARE] [--json benchmarks/results/selection_sim.json]
 """
 
 from __future__ import annotations
@@ -53,16 +56,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-valid", type=int, default=100)
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--baseline-rho", type=float, default=0.3)
+    p.add_argument("--levels", type=int, default=10,
+                   help="rating values of every simulated judge (default %(default)s)")
+    p.add_argument("--mode-share", type=float, default=None,
+                   help="share of each judge's ratings on its central value, the others "
+                        "splitting the rest (default: all values equally likely)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    out: dict[str, object] = {"settings": vars(args), "scenarios": {}}
+    # The settings of the committed default run (10 equally likely values) are written as
+    # before, so its JSON only changes when its numbers do.
+    settings = {k: v for k, v in vars(args).items()
+                if not (k == "levels" and v == 10 or k == "mode_share" and v is None)}
+    out: dict[str, object] = {"settings": settings, "scenarios": {}}
     lines = ["| scenario | rule | P(worse) | P(baseline) | true gain (+- s.e.) | claimed gain |",
              "|---|---|---|---|---|---|"]
     for i, (name, sc) in enumerate(SCENARIOS.items()):
         t0 = time.perf_counter()
         res = simulate_selection(n_valid=args.n_valid, budget=args.budget,
                                  baseline_rho=args.baseline_rho, configs=RULES,
+                                 levels=args.levels, mode_share=args.mode_share,
                                  n_runs=args.runs, seed=args.seed + i, **sc)
         out["scenarios"][name] = {"params": sc, "rules": res}  # type: ignore[index]
         for rule, r in res.items():

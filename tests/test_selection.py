@@ -221,6 +221,37 @@ def test_simulation_rules_are_paired_and_independent_of_each_other() -> None:
     assert more["confirm again"] == more["confirm"]
 
 
+def test_simulated_coarse_judges_have_the_asked_shape_and_bad_settings_are_named() -> None:
+    """``mode_share`` puts that share of every judge's ratings on one central value (the
+    embedded 1.5B's shape); impossible settings are refused with the field and the value."""
+    from judgeopt.selection import _judge_outputs
+
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal(20_000)
+    y = _judge_outputs(rng, h, np.array([0.3, 0.5]), 0.5, 3, 0.7)
+    for row in y:
+        values, counts = np.unique(row, return_counts=True)
+        assert values.tolist() == [0.0, 1.0, 2.0]
+        assert counts / row.size == pytest.approx([0.15, 0.7, 0.15], abs=0.015)
+    even = _judge_outputs(rng, h, np.array([0.3]), 0.5, 4, 0.4)[0]
+    assert np.mean(even == 1.0) == pytest.approx(0.4, abs=0.015)  # the lower central value
+    # Without mode_share, equally likely values, as the committed simulations used.
+    flat = _judge_outputs(rng, h, np.array([0.3]), 0.5, 5, None)[0]
+    assert np.unique(flat, return_counts=True)[1] / flat.size == pytest.approx(
+        [0.2] * 5, abs=0.015)
+    kw = {"n_valid": 40, "budget": 4, "n_runs": 2, "n_resamples": 50}
+    with pytest.raises(ValueError, match=r"`mode_share` must be above 1/levels = 0\.333 .*0\.2"):
+        simulate_selection(levels=3, mode_share=0.2, **kw)
+    with pytest.raises(ValueError, match=r"`mode_share` must be .* got 1\.0"):
+        simulate_selection(levels=3, mode_share=1.0, **kw)
+    with pytest.raises(ValueError, match="`mode_share` needs `levels`"):
+        simulate_selection(levels=None, mode_share=0.7, **kw)
+    with pytest.raises(ValueError, match=r"`levels` must be an integer >= 2 or None, got 1"):
+        simulate_selection(levels=1, **kw)
+    coarse = simulate_selection(levels=3, mode_share=0.7, seed=1, **kw)
+    assert set(coarse) == {"best", "confirm"}
+
+
 def test_selection_config_validation() -> None:
     with pytest.raises(ValueError, match="confirm_fraction"):
         SelectionConfig(confirm_fraction=1.2)

@@ -461,8 +461,28 @@ def _spearman_rows(h: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(den > 0, out, 0.0)
 
 
+def _rating_cuts(levels: int, mode_share: float | None) -> np.ndarray:
+    """Cut points on the standard normal that make ``levels`` rating values.
+
+    Without ``mode_share`` every value is equally likely. With it, the central value (the
+    lower of the two central ones for an even ``levels``) holds ``mode_share`` of the
+    ratings and the other values split the rest equally: the shape of a small model that
+    gives one rating to most items.
+    """
+    from statistics import NormalDist
+
+    if mode_share is None:
+        cum = np.arange(1, levels) / levels
+    else:
+        probs = np.full(levels, (1.0 - mode_share) / (levels - 1))
+        probs[(levels - 1) // 2] = mode_share
+        cum = np.cumsum(probs)[:-1]
+    return np.array([NormalDist().inv_cdf(float(q)) for q in cum])
+
+
 def _judge_outputs(rng: np.random.Generator, h: np.ndarray, rho: np.ndarray,
-                   error_correlation: float, levels: int | None) -> np.ndarray:
+                   error_correlation: float, levels: int | None,
+                   mode_share: float | None = None) -> np.ndarray:
     """Ratings of judges with Pearson correlation ``rho`` to ``h`` and correlated errors."""
     n = h.size
     shared = rng.standard_normal(n)
@@ -470,11 +490,10 @@ def _judge_outputs(rng: np.random.Generator, h: np.ndarray, rho: np.ndarray,
     err = math.sqrt(error_correlation) * shared + math.sqrt(1 - error_correlation) * own
     y = rho[:, None] * h[None, :] + np.sqrt(1 - rho ** 2)[:, None] * err
     if levels is not None:
-        # A coarse rating scale: cut at the standard normal quantiles (ties, as judges give).
-        from statistics import NormalDist
-
-        cuts = np.array([NormalDist().inv_cdf(q) for q in np.arange(1, levels) / levels])
-        y = np.searchsorted(cuts, y).astype(float)
+        # A coarse rating scale: cut at standard normal quantiles (ties, as judges give).
+        # Every judge's ratings are standard normal before the cut, so the cut gives each
+        # judge the same distribution of rating values.
+        y = np.searchsorted(_rating_cuts(levels, mode_share), y).astype(float)
     return y
 
 
@@ -487,6 +506,7 @@ def simulate_selection(
     gain_sd: float = 0.06,
     error_correlation: float = 0.5,
     levels: int | None = 10,
+    mode_share: float | None = None,
     configs: Mapping[str, SelectionConfig] | None = None,
     n_runs: int = 200,
     n_resamples: int = 500,
@@ -515,6 +535,10 @@ def simulate_selection(
         gain_sd: Spread of the candidates' true gains.
         error_correlation: Correlation of the judges' errors.
         levels: Rating values (``None``: continuous ratings).
+        mode_share: Share of every judge's ratings on its central value, the others
+            splitting the rest equally (``None``: all values equally likely). The embedded
+            1.5B gives its most frequent rating to a median 0.62-0.82 of the items on the
+            five e2e pairs, using a median of 2-3 values (docs/judge.md).
         configs: Rules to compare by name (default: ``best`` and the default ``confirm``).
         n_runs: Simulated compiles.
         n_resamples: Bootstrap resamples per comparison.
@@ -527,6 +551,16 @@ def simulate_selection(
         ``best`` and the confirmation gain for ``confirm`` and ``veto``), ``p_best_exists``
         (share of runs with a truly better candidate) and ``se_true_gain``.
     """
+    if levels is not None and (isinstance(levels, bool) or not isinstance(levels, int)
+                               or levels < 2):
+        raise ValueError(f"`levels` must be an integer >= 2 or None, got {levels!r}")
+    if mode_share is not None:
+        if levels is None:
+            raise ValueError("`mode_share` needs `levels` (ratings cut to rating values), "
+                             "got levels=None")
+        if not 1.0 / levels < mode_share < 1.0:
+            raise ValueError(f"`mode_share` must be above 1/levels = {1.0 / levels:.3f} and "
+                             f"below 1, got {mode_share!r}")
     if configs is None:
         configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}
     # One stream for the simulated data and one per run for the rules' randomness, so the
@@ -544,7 +578,7 @@ def simulate_selection(
         true = (6 / math.pi) * np.arcsin(rho / 2)
         exists.append(float((true[1:] > true[0]).any()))
         h = rng.standard_normal(n_valid)
-        y = _judge_outputs(rng, h, rho, error_correlation, levels)
+        y = _judge_outputs(rng, h, rho, error_correlation, levels, mode_share)
         for name, cfg in configs.items():
             if cfg.rule == "best":
                 scores = _spearman_rows(h, y)
