@@ -504,16 +504,33 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert data["selection"]["rule"] == "veto" and len(data["selection"]["finalists"]) == 1
 
 
+def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
+    """benchmarks/e2e.py loaded as module ``name``, and a small HPSS preset (``SPACE``,
+    k = 2) written under ``tmp_path`` for its ``--optimizer``."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    e2e = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(e2e)
+    preset = tmp_path / "preset.toml"
+    preset.write_text("search = 'hpss'\n[params]\nk = 2\n[space]\n" + "\n".join(
+        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    return e2e, preset
+
+
+def _e2e_args(preset: Path, out_dir: Path, out: Path) -> list[str]:
+    """A small e2e run of Topical-Chat naturalness (budget 5, 60 / 30 items, ensemble 2)."""
+    return ["--pairs", "topical_chat:naturalness", "--budget", "5", "--n-valid", "60",
+            "--n-test", "30", "--ensemble", "2", "--optimizer", str(preset), "--out-dir",
+            str(out_dir), "--json", str(out), "--no-progress"]
+
+
 def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: Path,
                                                    monkeypatch) -> None:
     """benchmarks/e2e.py end to end with a scripted LM in place of the local model: the
     split, the compile, the test comparisons, the JSON schema and the resume."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
-    spec = importlib.util.spec_from_file_location("e2e_benchmark", path)
-    e2e = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(e2e)
+    e2e, preset = _e2e_script("e2e_benchmark", tmp_path)
     full = load_records(shared_data / "topical_chat" / "full.jsonl")
     fakes: list[ScriptedLM] = []
 
@@ -522,13 +539,8 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
         return fakes[-1].lm
 
     monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
-    preset = tmp_path / "preset.toml"
-    preset.write_text("search = 'hpss'\n[params]\nk = 2\n[space]\n" + "\n".join(
-        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
     out = tmp_path / "e2e.json"
-    args = ["--pairs", "topical_chat:naturalness", "--budget", "5", "--n-valid", "60",
-            "--n-test", "30", "--ensemble", "2", "--optimizer", str(preset), "--out-dir",
-            str(tmp_path / "run"), "--json", str(out), "--no-progress"]
+    args = _e2e_args(preset, tmp_path / "run", out)
     assert e2e.main(args) == 0
     data = json.loads(out.read_text())
     (row,) = data["pairs"]
@@ -620,14 +632,10 @@ def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path:
     """SIGTERM (how a ``nohup ... &`` run is stopped) ends benchmarks/e2e.py with exit code
     130 and a line saying how to resume; the same command then finishes the pair without
     repeating a finished judge call."""
-    import importlib.util
     import os
     import signal
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
-    spec = importlib.util.spec_from_file_location("e2e_benchmark_sigterm", path)
-    e2e = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(e2e)
+    e2e, preset = _e2e_script("e2e_benchmark_sigterm", tmp_path)
     full = load_records(shared_data / "topical_chat" / "full.jsonl")
     respond = respond_with(full, "scale10")
     fakes: list[ScriptedLM] = []
@@ -644,14 +652,9 @@ def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path:
         return fakes[-1].lm
 
     monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
-    preset = tmp_path / "preset.toml"
-    preset.write_text("search = 'hpss'\n[params]\nk = 2\n[space]\n" + "\n".join(
-        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
 
     def args(name: str) -> list[str]:
-        return ["--pairs", "topical_chat:naturalness", "--budget", "5", "--n-valid", "60",
-                "--n-test", "30", "--ensemble", "2", "--optimizer", str(preset), "--out-dir",
-                str(tmp_path / name), "--json", str(tmp_path / f"{name}.json"), "--no-progress"]
+        return _e2e_args(preset, tmp_path / name, tmp_path / f"{name}.json")
 
     assert e2e.main(args("ref")) == 0
     n_ref = len(fakes[-1].judge_requests)
