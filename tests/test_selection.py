@@ -248,6 +248,14 @@ def test_simulated_coarse_judges_have_the_asked_shape_and_bad_settings_are_named
         simulate_selection(levels=None, mode_share=0.7, **kw)
     with pytest.raises(ValueError, match=r"`levels` must be an integer >= 2 or None, got 1"):
         simulate_selection(levels=1, **kw)
+    for bad in (3.0, True, "3"):
+        with pytest.raises(ValueError, match="`levels` must be an integer >= 2 or None"):
+            simulate_selection(levels=bad, **kw)
+    with pytest.raises(ValueError, match="`mode_share` must be above 1/levels .*'0.7'"):
+        simulate_selection(levels=3, mode_share="0.7", **kw)
+    # numpy scalars (a grid built with np.arange / np.linspace) are the same as Python ones.
+    assert simulate_selection(levels=np.int64(3), mode_share=np.float64(0.7), seed=1, **kw) \
+        == simulate_selection(levels=3, mode_share=0.7, seed=1, **kw)
     coarse = simulate_selection(levels=3, mode_share=0.7, seed=1, **kw)
     assert set(coarse) == {"best", "confirm"}
 

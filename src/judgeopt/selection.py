@@ -49,6 +49,7 @@ Everything here is a pure function of numbers (numpy and :mod:`judgeopt.metrics`
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -551,14 +552,19 @@ def simulate_selection(
         ``best`` and the confirmation gain for ``confirm`` and ``veto``), ``p_best_exists``
         (share of runs with a truly better candidate) and ``se_true_gain``.
     """
-    if levels is not None and (isinstance(levels, bool) or not isinstance(levels, int)
-                               or levels < 2):
-        raise ValueError(f"`levels` must be an integer >= 2 or None, got {levels!r}")
+    if levels is not None:
+        # numpy integers count (a grid over np.arange); bools do not.
+        if isinstance(levels, (bool, np.bool_)) or not isinstance(levels, numbers.Integral) \
+                or levels < 2:
+            raise ValueError(f"`levels` must be an integer >= 2 or None, got {levels!r}")
+        levels = int(levels)
     if mode_share is not None:
         if levels is None:
             raise ValueError("`mode_share` needs `levels` (ratings cut to rating values), "
                              "got levels=None")
-        if not 1.0 / levels < mode_share < 1.0:
+        if isinstance(mode_share, (bool, np.bool_)) \
+                or not isinstance(mode_share, numbers.Real) \
+                or not 1.0 / levels < mode_share < 1.0:
             raise ValueError(f"`mode_share` must be above 1/levels = {1.0 / levels:.3f} and "
                              f"below 1, got {mode_share!r}")
     if configs is None:
