@@ -36,11 +36,9 @@ import json
 import logging
 import math
 import os
-import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -49,6 +47,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np  # noqa: E402
 
+from judgeopt._signals import sigterm_as_interrupt  # noqa: E402
 from judgeopt.data import Record, load_records, split_holdout  # noqa: E402
 from judgeopt.demo import E2E_SPLIT, PER_GROUP  # noqa: E402
 from judgeopt.evaluate import EvalResult, ItemResult, compare, evaluate, merge_results  # noqa: E402
@@ -641,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     lm = make_lm(args.model, cache=out_dir / "lm-cache",
                  **({"parallel": args.parallel} if local else {}))
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             for task_name, aspect in pairs:
                 if (task_name, aspect) in done:
                     log.info("%s/%s: done earlier", task_name, aspect)
@@ -670,24 +669,6 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
     return 0
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM stops the run as Ctrl-C does (a ``KeyboardInterrupt``).
-
-    A run started in the background with ``nohup ... &`` ignores SIGINT, so SIGTERM is how
-    it is stopped; without this, Python would die at once, skipping the log line that says
-    how to resume. The previous handler is restored on exit.
-    """
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:

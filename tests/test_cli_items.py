@@ -48,3 +48,27 @@ def test_evaluate_items_writes_prediction_raw_status_human(
                  "--no-progress", "--model", "openai/x", "--baseline"]) == 0
     rows = [json.loads(line) for line in items.read_text().splitlines()]
     assert [r["judge"] for r in rows] == ["judge.json"] * 4 + ["baseline"] * 4
+
+
+def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
+        shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """SIGTERM during `judgeopt evaluate` (no checkpoint): exit 130, one line on stderr,
+    no traceback, and the previous SIGTERM handler back."""
+    import os
+    import signal
+
+    import judgeopt.lm
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return "[[2]]"
+
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond).lm)
+    task = load_task("topical_chat")
+    path = tmp_path / "judge.json"
+    JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
+    data = str(shared_data / "topical_chat" / "valid.jsonl")
+    assert main(["evaluate", str(path), "--data", data, "--limit", "4", "--no-progress",
+                 "--model", "openai/x", "--threads", "1"]) == 130
+    assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (SIGTERM)"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

@@ -226,6 +226,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 max_parse_failures=args.max_parse_failures, restart=args.restart)
         except ValueError as e:
             raise CLIError(str(e)) from e
+        args.resume_hint = (
+            f"the judgements made so far for {aspect!r} are in the checkpoint {ckpt}"
+            + (f" ({len(written)} of {len(aspects)} aspects written)" if several else "")
+            + ": run the same command to resume")
         # NOTE: an endpoint failure (LMUnavailable) stops every aspect: exit 3, resumable.
         problems += _compile_aspect(args, task, aspect, model, lm, optimizer, out)
         written[aspect] = out.name
@@ -596,6 +600,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     model, program.lm = _lm_from_args(args)
     print(f"grid: {space.size} strategies x {len(records)} items of {dataset} with {model} "
           f"-> {args.out}", file=sys.stderr)
+    args.resume_hint = (f"the strategies finished so far are in {args.out}: run the same "
+                        "command to resume")
     try:
         result = run_grid(program, records, table=args.out, items=args.items, space=space,
                           dataset=dataset, model=model, threads=args.threads,
@@ -772,6 +778,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.task not in (None, DEMO_PAIR[0]) and args.aspect is None:
         raise CLIError("--task needs --aspect (the demo's default aspect belongs to its "
                        f"default task {DEMO_PAIR[0]!r})")
+    args.resume_hint = ("the search's judgements made so far are in "
+                        f"{Path(args.out_dir) / 'checkpoint'}: run the same command to resume "
+                        "(the held-out test items are judged again)")
     try:
         return run_demo(model=_model_string(args), api_base=args.api_base,
                         task=args.task or DEMO_PAIR[0], aspect=args.aspect or DEMO_PAIR[1],
@@ -1226,10 +1235,20 @@ def _not_reported(record: logging.LogRecord) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ._signals import interrupt_reason, sigterm_as_interrupt
     from .lm._errors import LMUnavailable
 
     try:
-        return int(args.func(args))
+        # SIGTERM (how a `nohup ... &` run is stopped) ends the command as Ctrl-C does, so
+        # it can say what was kept; `serve` sets its own handlers inside.
+        with sigterm_as_interrupt():
+            return int(args.func(args))
+    except KeyboardInterrupt as e:
+        # A long command sets `resume_hint` once it has something to resume from.
+        hint = getattr(args, "resume_hint", None)
+        print(f"judgeopt {args.command}: stopped ({interrupt_reason(e)})"
+              + (f"; {hint}" if hint else ""), file=sys.stderr, flush=True)
+        return 130
     except CLIError as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2

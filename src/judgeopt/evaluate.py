@@ -6,7 +6,7 @@ import contextvars
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -123,6 +123,23 @@ class EvalResult:
 def _stats(lm: Any) -> Any:
     fn = getattr(lm, "stats", None)
     return fn() if callable(fn) else None
+
+
+def _record_finished(futures: Mapping[Any, int], results: Sequence[ItemResult | None],
+                     on_item: Callable[[ItemResult], Any]) -> None:
+    """Hand ``on_item`` the calls that finished while an interrupt waited to be handled.
+
+    A signal reaches Python's main thread only when it runs again, and the workers go on
+    meanwhile; their finished items would otherwise be lost to a checkpoint. Best effort:
+    a failing ``on_item`` stops the recording, never hides the interrupt.
+    """
+    for fut, i in futures.items():
+        if results[i] is None and fut.done() and not fut.cancelled() \
+                and fut.exception() is None:
+            try:
+                on_item(fut.result())
+            except Exception:  # the interrupt is what gets reported
+                return
 
 
 def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> ItemResult:
@@ -351,6 +368,7 @@ def evaluate(
                 raise
     else:
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judgeopt-judge")
+        futures: dict[Any, int] = {}
         try:
             # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
             # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
@@ -365,10 +383,12 @@ def evaluate(
                 if bar is not None:
                     bar.update(1)
                 breaker.see(item)
-        except BaseException:
+        except BaseException as e:
             # Interrupted (Ctrl-C, a failing on_item): drop the queued calls instead of
             # running them all before re-raising; calls in flight finish in the background.
             pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(e, KeyboardInterrupt) and on_item is not None:
+                _record_finished(futures, results, on_item)
             if bar is not None:
                 bar.close()
             raise
