@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .metrics import paired_bootstrap, paired_bootstrap_mean
 from .metrics._significance import PairedBootstrapResult
-from .metrics._validation import validate_pair
+from .metrics._validation import Groups, Scores, validate_pair
 from .racing import unit_keys
 
 __all__ = [
@@ -116,8 +116,8 @@ class SelectionConfig(BaseModel):
 
 
 def confirmation_split(
-    humans: Sequence[Any],
-    groups: Sequence[Hashable] | None,
+    humans: Sequence[Any] | np.ndarray,
+    groups: Groups | None,
     *,
     fraction: float,
     seed: int,
@@ -144,7 +144,7 @@ def confirmation_split(
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"`fraction` must be in (0, 1). Got {fraction!r} instead.")
-    _, keys, members = unit_keys(list(humans), groups)
+    _, keys, members = unit_keys(list(humans), None if groups is None else list(groups))
     n = len(members)
     rng = np.random.default_rng(seed)
     tie = rng.permutation(n)
@@ -231,14 +231,14 @@ def _num(x: float) -> float | None:
 
 
 def choose(
-    human: Sequence[float],
-    baseline: Sequence[float],
-    finalists: Sequence[Sequence[float]],
+    human: Scores,
+    baseline: Scores,
+    finalists: Sequence[Scores],
     *,
     search_scores: Sequence[float] | None = None,
     keys: Sequence[Any] | None = None,
     method: str = "spearman",
-    groups: Sequence[Hashable] | None = None,
+    groups: Groups | None = None,
     confidence: float = 0.8,
     interval: float = 0.95,
     n_resamples: int = 2000,
@@ -304,15 +304,15 @@ def choose(
 
 
 def veto(
-    human: Sequence[float],
-    baseline: Sequence[float],
-    candidate: Sequence[float],
+    human: Scores,
+    baseline: Scores,
+    candidate: Scores,
     *,
     search_score: float = math.nan,
     baseline_search_score: float | None = None,
     key: Any = 0,
     method: str = "spearman",
-    groups: Sequence[Hashable] | None = None,
+    groups: Groups | None = None,
     confidence: float = 0.8,
     interval: float = 0.95,
     n_resamples: int = 2000,
@@ -374,14 +374,14 @@ def veto(
 
 
 def _compare_finalists(
-    human: Sequence[float],
-    baseline: Sequence[float],
-    finalists: Sequence[Sequence[float]],
+    human: Scores,
+    baseline: Scores,
+    finalists: Sequence[Scores],
     *,
     search_scores: Sequence[float] | None,
     keys: Sequence[Any] | None,
     method: str,
-    groups: Sequence[Hashable] | None,
+    groups: Groups | None,
     confidence: float,
     interval: float,
     n_resamples: int,
@@ -401,7 +401,7 @@ def _compare_finalists(
                          f"got {len(keys)} keys and {len(scores)} search scores.")
     out: list[Finalist] = []
 
-    def boot(pred: Sequence[float], level: float) -> PairedBootstrapResult:
+    def boot(pred: Scores, level: float) -> PairedBootstrapResult:
         if method == "accuracy":
             return paired_bootstrap_mean(pred, baseline, n_resamples=n_resamples,
                                          confidence=level, seed=seed)
@@ -450,7 +450,7 @@ def _undefined_note(out: Sequence[Finalist]) -> str:
 
 def _spearman_rows(h: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman of ``h`` (n,) with each row of ``y`` (R, n), average ranks for ties."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # type: ignore[import-untyped, unused-ignore]
 
     rh = rankdata(h)
     ry = rankdata(y, axis=1)
@@ -495,7 +495,7 @@ def _judge_outputs(rng: np.random.Generator, h: np.ndarray, rho: np.ndarray,
         # Every judge's ratings are standard normal before the cut, so the cut gives each
         # judge the same distribution of rating values.
         y = np.searchsorted(_rating_cuts(levels, mode_share), y).astype(float)
-    return y
+    return np.asarray(y, dtype=float)
 
 
 def simulate_selection(
