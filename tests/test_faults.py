@@ -374,6 +374,28 @@ def test_constant_human_scores_are_refused_before_any_call(task, records) -> Non
                        trainset=group_constant)
 
 
+def test_cli_evaluate_refuses_constant_labels_before_loading_a_model(
+        task, records, tmp_path: Path, monkeypatch, capsys) -> None:
+    """`judgeopt evaluate` on labels that cannot score a judge: exit 2 and one message
+    naming --data, the aspect and the value, before any model is made or call sent."""
+    import judgeopt.lm
+
+    made: list[Any] = []
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: made.append(m))
+    data = tmp_path / "constant.jsonl"
+    data.write_text("".join(json.dumps({**r.__dict__, "scores": {**r.scores, ASPECT: 2.0}})
+                            + "\n" for r in records))
+    judge = tmp_path / "judge.json"
+    JudgeProgram(task, ASPECT).save(judge)
+    for extra in ([], ["--baseline"]):
+        assert main(["evaluate", str(judge), "--data", str(data), "--model", "openai/x",
+                     "--no-progress", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("judgeopt: error: `--data`: every one of its 12 human "
+                              f"`{ASPECT}` scores is 2, so the correlation")
+    assert made == []
+
+
 # -- 4. data of another task ------------------------------------------------------------------
 
 

@@ -369,11 +369,17 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate, evaluate_against
+    from .evaluate import check_label_spread, evaluate, evaluate_against
     from .judge import JudgeProgram, baseline_strategy, load_any_judge
 
     try:
         judge = load_any_judge(args.judge)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    records = _load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
+    try:
+        # Before the model is loaded: constant labels score no judge, so judging is wasted.
+        check_label_spread(records, judge.task, judge.aspect, "--data")
     except ValueError as e:
         raise CLIError(str(e)) from e
     _, lm = _lm_from_args(args, judge.model_name)
@@ -396,7 +402,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             _, other.lm = _lm_from_args(args, other.model_name)
         labels = (Path(args.compare).name, Path(args.judge).name)
-    records = _load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
     try:
         if other is None:
             result = evaluate(judge, records, threads=args.threads,

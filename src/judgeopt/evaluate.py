@@ -27,6 +27,7 @@ __all__ = [
     "default_threads",
     "evaluate",
     "evaluate_against",
+    "check_label_spread",
     "check_records",
     "item_predictions",
     "merge_results",
@@ -239,6 +240,43 @@ class _Breaker:
                 f"{self.streak} judge calls in a row failed ({item.error}); the model "
                 "endpoint looks down, so judging stopped (circuit breaker, "
                 f"max_consecutive_failures={self.limit})")
+
+
+def check_label_spread(records: Sequence[Record], task: Any, aspect: str, name: str) -> None:
+    """Refuse records whose human scores cannot be correlated with any judge.
+
+    Pointwise tasks only (a pairwise verdict is scored by accuracy). At dataset level the
+    scores must take two values or more; at group level they must vary within at least one
+    group. Called before any judge call, so a hopeless run costs nothing.
+
+    Args:
+        records: The labelled records to score a judge on.
+        task: The task (its ``mode`` and ``correlation_level`` decide the check).
+        aspect: The human score to correlate with.
+        name: How the records are named in the message (``trainset``, ``--data``).
+
+    Raises:
+        ValueError: Naming ``name``, the aspect, and the constant value or the group count.
+    """
+    if task.mode == "pairwise":
+        return
+    level = task.correlation_level or "dataset"
+    humans = [r.scores[aspect] for r in records]
+    if level == "group":
+        by: dict[str, set[float]] = {}
+        for r in records:
+            by.setdefault(r.group_id or r.id, set()).add(r.scores[aspect])
+        if all(len(v) < 2 for v in by.values()):
+            raise ValueError(
+                f"`{name}`: the human `{aspect}` scores are constant within every one of its "
+                f"{len(by)} groups, so the group-level correlation that scores a judge is "
+                "undefined for any judge; use records whose scores vary within groups")
+        return
+    if len(set(humans)) < 2:
+        raise ValueError(
+            f"`{name}`: every one of its {len(humans)} human `{aspect}` scores is "
+            f"{humans[0]:g}, so the correlation that scores a judge is undefined for any "
+            "judge; use records whose human scores vary")
 
 
 def score_items(items: Sequence[ItemResult], *, pairwise: bool, level: str,

@@ -46,6 +46,7 @@ from .data import Record  # noqa: E402
 from .evaluate import (  # noqa: E402
     EvalResult,
     ItemResult,
+    check_label_spread,
     check_records,
     compare,
     correct,
@@ -542,7 +543,8 @@ class JudgeSearch(Teleprompter):
             raise ValueError(f"metric {metric!r} does not fit a {task.mode} task.")
         train = self._records(trainset, student, "trainset")
         val = self._records(valset, student, "valset") if valset is not None else train
-        _check_spread(val, student, "valset" if valset is not None else "trainset")
+        check_label_spread(val, student.task, student.aspect,
+                           "valset" if valset is not None else "trainset")
         lm = student.resolve_lm()
         paths = self._paths()
         resuming = False
@@ -1046,30 +1048,6 @@ class JudgeSearch(Teleprompter):
 
 def _fmt(value: float | None) -> str:
     return "nan" if value is None or math.isnan(value) else f"{value:.4f}"
-
-
-def _check_spread(records: Sequence[Record], student: JudgeProgram, name: str) -> None:
-    """Refuse scoring records whose human scores cannot be correlated with anything."""
-    if student.task.mode == "pairwise":
-        return
-    aspect = student.aspect
-    level = student.task.correlation_level or "dataset"
-    humans = [r.scores[aspect] for r in records]
-    if level == "group":
-        by: dict[str, set[float]] = {}
-        for r in records:
-            by.setdefault(r.group_id or r.id, set()).add(r.scores[aspect])
-        if all(len(v) < 2 for v in by.values()):
-            raise ValueError(
-                f"`{name}`: the human `{aspect}` scores are constant within every one of its "
-                f"{len(by)} groups, so the group-level correlation that scores a judge is "
-                "undefined for every strategy; use records whose scores vary within groups")
-        return
-    if len(set(humans)) < 2:
-        raise ValueError(
-            f"`{name}`: every one of its {len(humans)} human `{aspect}` scores is "
-            f"{humans[0]:g}, so the correlation that scores a judge is undefined for every "
-            "strategy; use records whose human scores vary")
 
 
 #: The messages of the check call a compile makes before the search.
