@@ -72,3 +72,11 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
                  "--model", "openai/x", "--threads", "1"]) == 130
     assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (SIGTERM)"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+    def ctrl_c(messages: list[dict[str, Any]]) -> str:
+        raise KeyboardInterrupt  # what Python's SIGINT handler raises
+
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(ctrl_c).lm)
+    assert main(["evaluate", str(path), "--data", data, "--limit", "4", "--no-progress",
+                 "--model", "openai/x", "--threads", "1"]) == 130
+    assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (Ctrl-C)"

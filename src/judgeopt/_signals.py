@@ -41,5 +41,5 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def interrupt_reason(error: KeyboardInterrupt) -> str:
     """``"SIGTERM"`` for an interrupt raised by :func:`sigterm_as_interrupt`, else
-    ``"interrupted (Ctrl-C)"``."""
-    return str(error.args[0]) if error.args else "interrupted (Ctrl-C)"
+    ``"Ctrl-C"`` (Python's own SIGINT handler raises it without arguments)."""
+    return str(error.args[0]) if error.args else "Ctrl-C"
