@@ -369,7 +369,7 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import check_label_spread, evaluate, evaluate_against
+    from .evaluate import check_label_spread, check_records, evaluate, evaluate_against
     from .judge import JudgeProgram, baseline_strategy, load_any_judge
 
     try:
@@ -378,7 +378,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise CLIError(str(e)) from e
     records = _load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
     try:
-        # Before the model is loaded: constant labels score no judge, so judging is wasted.
+        # Before the model is loaded: another task's data, or constant labels that score no
+        # judge, would waste every call.
+        check_records(judge, records)
         check_label_spread(records, judge.task, judge.aspect, "--data")
     except ValueError as e:
         raise CLIError(str(e)) from e
