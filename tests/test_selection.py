@@ -460,9 +460,7 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     valid = str(shared_data / "topical_chat" / "valid.jsonl")
     test = str(shared_data / "topical_chat" / "test.jsonl")
     out = tmp_path / "judge.json"
-    space = tmp_path / "preset.toml"
-    space.write_text("search = 'hpss'\nbudget = 6\n[params]\nk = 2\n[space]\n" + "\n".join(
-        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    space = _write_preset(tmp_path, budget=6)
     rc = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", valid,
                "--limit", "96", "--test-data", test, "--test-limit", "40", "--optimizer",
                str(space), "--ensemble", "2", "--model", "scripted", "--out", str(out),
@@ -512,18 +510,26 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert data["selection"]["rule"] == "veto" and len(data["selection"]["finalists"]) == 1
 
 
-def test_cli_compile_stops_on_sigterm_and_says_how_to_resume(
-        shared_data: Path, records, tmp_path: Path, monkeypatch, capsys) -> None:
-    """SIGTERM mid-compile: exit 130, a line naming the checkpoint, the previous handler
-    back; the same command then finishes without repeating the finished judgements."""
+def _write_preset(tmp_path: Path, budget: int | None = None) -> Path:
+    """A small HPSS preset (``SPACE``, k = 2, optional budget) under ``tmp_path``."""
+    preset = tmp_path / "preset.toml"
+    preset.write_text("search = 'hpss'\n" + (f"budget = {budget}\n" if budget else "")
+                      + "[params]\nk = 2\n[space]\n" + "\n".join(
+                          f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    return preset
+
+
+def _sigterm_lm(respond: Any, *, keep_cache: bool = False
+                ) -> tuple[dict[str, int], list[ScriptedLM], Any]:
+    """A ``make_lm`` replacement whose scripted LMs answer with ``respond`` and send this
+    process SIGTERM at call ``state["kill_at"]`` (counted in ``state["n"]``; 0: never).
+
+    Returns ``(state, fakes, make_lm)``; ``fakes`` collects every LM made. With
+    ``keep_cache`` the LMs use the ``cache`` the caller asks for.
+    """
     import os
     import signal
 
-    import judgeopt.lm
-    from judgeopt._signals import interrupt_reason
-    from judgeopt.cli import main
-
-    respond = respond_with(records, "scale10")
     fakes: list[ScriptedLM] = []
     state = {"n": 0, "kill_at": 0}
 
@@ -533,14 +539,27 @@ def test_cli_compile_stops_on_sigterm_and_says_how_to_resume(
             os.kill(os.getpid(), signal.SIGTERM)
         return respond(messages)
 
-    def fake_make_lm(model: str, **kw: Any) -> Any:
-        fakes.append(ScriptedLM(killing))
+    def make_lm(model: str, **kw: Any) -> Any:
+        fakes.append(ScriptedLM(killing, cache=kw.get("cache")) if keep_cache
+                     else ScriptedLM(killing))
         return fakes[-1].lm
 
+    return state, fakes, make_lm
+
+
+def test_cli_compile_stops_on_sigterm_and_says_how_to_resume(
+        shared_data: Path, records, tmp_path: Path, monkeypatch, capsys) -> None:
+    """SIGTERM mid-compile: exit 130, a line naming the checkpoint, the previous handler
+    back; the same command then finishes without repeating the finished judgements."""
+    import signal
+
+    import judgeopt.lm
+    from judgeopt._signals import interrupt_reason
+    from judgeopt.cli import main
+
+    state, fakes, fake_make_lm = _sigterm_lm(respond_with(records, "scale10"))
     monkeypatch.setattr(judgeopt.lm, "make_lm", fake_make_lm)
-    preset = tmp_path / "preset.toml"
-    preset.write_text("search = 'hpss'\nbudget = 6\n[params]\nk = 2\n[space]\n" + "\n".join(
-        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    preset = _write_preset(tmp_path, budget=6)
 
     def compile_args(name: str) -> list[str]:
         return ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
@@ -580,10 +599,7 @@ def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
     spec = importlib.util.spec_from_file_location(name, path)
     e2e = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(e2e)
-    preset = tmp_path / "preset.toml"
-    preset.write_text("search = 'hpss'\n[params]\nk = 2\n[space]\n" + "\n".join(
-        f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
-    return e2e, preset
+    return e2e, _write_preset(tmp_path)
 
 
 def _e2e_args(preset: Path, out_dir: Path, out: Path) -> list[str]:
@@ -699,24 +715,11 @@ def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path:
     """SIGTERM (how a ``nohup ... &`` run is stopped) ends benchmarks/e2e.py with exit code
     130 and a line saying how to resume; the same command then finishes the pair without
     repeating a finished judge call."""
-    import os
     import signal
 
     e2e, preset = _e2e_script("e2e_benchmark_sigterm", tmp_path)
     full = load_records(shared_data / "topical_chat" / "full.jsonl")
-    respond = respond_with(full, "scale10")
-    fakes: list[ScriptedLM] = []
-    state = {"n": 0, "kill_at": 0}
-
-    def killing(messages: list[dict[str, Any]]) -> str:
-        state["n"] += 1
-        if state["n"] == state["kill_at"]:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return respond(messages)
-
-    def fake_make_lm(model: str, **kw: Any) -> Any:
-        fakes.append(ScriptedLM(killing, cache=kw.get("cache")))
-        return fakes[-1].lm
+    state, fakes, fake_make_lm = _sigterm_lm(respond_with(full, "scale10"), keep_cache=True)
 
     monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
 
