@@ -63,6 +63,11 @@ DEFAULT_PAIRS = ("sfres:naturalness,topical_chat:naturalness,topical_chat:cohere
 
 log = logging.getLogger("e2e")
 
+# How this version of judgeopt scores a group in which a judge gives one rating to every item
+# (docs/metrics.md): rows written before 2026-11-27 have no ``scoring`` and were scored with
+# such groups left out ("skip"); their derived fields are kept as stored, not recomputed.
+SCORING = {"constant_groups": "zero"}
+
 
 def split_groups(records: Sequence[Record], n_valid: int, n_test: int, seed: int,
                  per_group: int | None = None) -> tuple[list[Record], list[Record]]:
@@ -375,6 +380,7 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
         "seconds_this_run": {"compile": round(compile_seconds, 1),
                     "test": round(sum(r.seconds for r in results.values()), 1)},
     }
+    row["scoring"] = dict(SCORING)
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
     row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
     (pair_dir / "result.json").write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
@@ -384,7 +390,13 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
 def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) -> None:
     """Add the fields of later versions of this script to a row finished earlier, from the
     stored items (no call): the baseline's strategy, the finalists on test and the other
-    selection rules."""
+    selection rules.
+
+    A row scored under another convention than this version's (``SCORING``; rows without
+    ``scoring`` left judge-constant groups out) keeps the derived fields it has: they are
+    what was measured and pre-registered, and recomputing them now would mix two
+    conventions in one row (its baseline, chosen and ensemble scores are stored).
+    """
     task = load_task(row["task"])
     valid, test = split_groups(load_records(DATA / row["task"] / "full.jsonl"),
                                row["n_valid"], row["n_test"], seed,
@@ -394,8 +406,11 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
         if old_key in row:
             row[f"{old_key}_this_run"] = row.pop(old_key)
     pair_dir = out_dir / f"{row['task']}_{row['aspect']}"
-    row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
-    row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
+    frozen = row.get("scoring") != SCORING
+    if not (frozen and "finalists_on_test" in row):
+        row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
+    if not (frozen and "rules_on_test" in row):
+        row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
 
 
 def across_pairs(gains: Sequence[float | None],

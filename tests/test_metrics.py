@@ -113,13 +113,53 @@ def test_constant_and_singleton_groups_are_skipped_and_counted() -> None:
     judge = [1, 3, 2, 1, 2, 3, 7, 7, 7, 1]
     groups = ["a", "a", "a", "b", "b", "b", "c", "c", "c", "d"]
     # a: usable; b: human constant; c: judge constant; d: a single item.
+    rho_a = stats.spearmanr([1, 2, 3], [1, 3, 2]).statistic
+    # Default: the judge ranks nothing in c, which counts as 0; b and d have nothing to rank.
     result = group_correlation(human, judge, groups)
     assert isinstance(result, GroupCorrelation)
-    assert result.n_groups_used == 1
-    assert result.n_groups_skipped == 3
-    assert result.skipped == ("b", "c", "d")
-    assert set(result.per_group) == {"a"}
-    assert result.value == pytest.approx(stats.spearmanr([1, 2, 3], [1, 3, 2]).statistic)
+    assert result.n_groups_used == 2 and result.per_group == {"a": pytest.approx(rho_a),
+                                                              "c": 0.0}
+    assert result.n_groups_skipped == 2 and result.skipped == ("b", "d")
+    assert result.n_groups_constant == 1
+    assert result.value == pytest.approx(rho_a / 2)
+    # The common practice: c is left out too.
+    skip = group_correlation(human, judge, groups, constant_groups="skip")
+    assert skip.n_groups_used == 1 and skip.n_groups_skipped == 3
+    assert skip.skipped == ("b", "c", "d") and set(skip.per_group) == {"a"}
+    assert skip.n_groups_constant == 1
+    assert skip.value == pytest.approx(rho_a)
+    assert correlation(human, judge, groups=groups) == result.value
+    assert correlation(human, judge, groups=groups, constant_groups="skip") == skip.value
+
+
+def test_a_judge_that_breaks_one_tie_is_not_rewarded_at_group_level() -> None:
+    """The failure the "zero" default prevents (SummEval relevance, docs/metrics.md): a
+    judge that gives one rating to every summary of five articles and ranks one article
+    well scored that article's correlation alone under "skip"."""
+    rng = np.random.default_rng(0)
+    human = rng.integers(1, 6, size=48).astype(float)
+    human[::8] = 1.0
+    human[1::8] = 5.0  # every article's human scores vary
+    groups = np.repeat(np.arange(6), 8)
+    near_constant = np.full(48, 5.0)
+    near_constant[:8] = human[:8]  # ranks the first article perfectly, nothing else
+    honest = human + rng.normal(0.0, 1.5, size=48)
+    skip = group_correlation(human, near_constant, groups, constant_groups="skip")
+    assert skip.value == pytest.approx(1.0) and skip.n_groups_used == 1
+    zero = group_correlation(human, near_constant, groups)
+    assert zero.value == pytest.approx(1.0 / 6) and zero.n_groups_constant == 5
+    fair = correlation(human, honest, groups=groups)
+    assert zero.value < fair < skip.value
+
+
+def test_constant_groups_argument_is_checked() -> None:
+    for call in (lambda: correlation([1, 2, 3], [1, 2, 3], constant_groups="none"),
+                 lambda: group_correlation([1, 2, 3], [1, 2, 3], [0, 0, 0],
+                                           constant_groups="Zero"),
+                 lambda: bootstrap_ci([1, 2, 3], [1, 2, 3], constant_groups="drop")):
+        with pytest.raises(ValueError, match=r"constant_groups must be one of 'zero', "
+                                             r"'skip', got '\w+'"):
+            call()
 
 
 def test_group_ids_may_be_any_hashable() -> None:
@@ -518,3 +558,33 @@ def test_paired_bootstrap_mean() -> None:
     r = paired_bootstrap_mean(a, b, seed=0)
     assert r.delta == pytest.approx(0.25) and r.a == 0.75 and r.b == 0.5
     assert 0.1 < r.low < 0.25 < r.high < 0.4 and r.p_not_positive == 0.0
+
+
+@pytest.mark.parametrize("mode", ["zero", "skip"])
+def test_resampling_follows_the_constant_groups_rule(mode: str) -> None:
+    """The bootstrap, the paired bootstrap and the permutation test score a judge-constant
+    group as :func:`group_correlation` does, so their observed values agree with it."""
+    from judgeopt.metrics import paired_bootstrap
+
+    rng = np.random.default_rng(5)
+    human = rng.normal(size=60)
+    groups = np.repeat(np.arange(10), 6)
+    a = human + rng.normal(0.0, 1.0, size=60)
+    a[:18] = 3.0  # constant in groups 0, 1 and 2
+    b = human + rng.normal(0.0, 1.0, size=60)
+    ga = group_correlation(human, a, groups, constant_groups=mode)
+    gb = group_correlation(human, b, groups, constant_groups=mode)
+    assert ga.n_groups_constant == 3
+    assert ga.n_groups_used == (10 if mode == "zero" else 7)
+    boot = bootstrap_ci(human, a, groups=groups, seed=0, constant_groups=mode)
+    assert boot.value == ga.value and boot.low <= ga.value <= boot.high
+    pb = paired_bootstrap(human, a, b, groups=groups, seed=0, constant_groups=mode)
+    assert pb.a == pytest.approx(ga.value) and pb.b == pytest.approx(gb.value)
+    assert pb.delta == pytest.approx(ga.value - gb.value)
+    perm = permutation_test(human, a, b, groups=groups, n_resamples=200, seed=0,
+                            constant_groups=mode)
+    assert perm.delta == pytest.approx(ga.value - gb.value, abs=1e-12)
+    # "zero" pulls the constant judge's value toward 0 by the share of constant groups.
+    if mode == "zero":
+        skip = group_correlation(human, a, groups, constant_groups="skip")
+        assert ga.value == pytest.approx(skip.value * 7 / 10)

@@ -102,32 +102,35 @@ def test_choose_on_accuracy_and_bad_input() -> None:
         choose([1, 2, 3], [1, 2, 3], [[3, 2, 1]], confidence=0.3)
 
 
-def test_choose_skips_a_finalist_that_ranks_nothing_at_group_level() -> None:
+def test_choose_compares_a_finalist_that_ranks_nothing_at_group_level() -> None:
     """A finalist with one rating for every item of every group (seen on SummEval coherence:
-    the 1.5B rated all 56 confirmation summaries 5) has no group-level correlation. It is
-    recorded as not confirmed, with the reason, and the other finalists are still compared;
-    before, the whole confirmation failed and the baseline was kept unexamined."""
+    the 1.5B rated all 56 confirmation summaries 5) ranks nothing: its group-level
+    correlation is 0 (every group counts as 0, docs/metrics.md), so it is compared like any
+    other finalist and loses to the baseline; the other finalists are still compared. (Before
+    the "zero" rule its comparison was undefined and it was recorded as not comparable.)"""
     h, (base, strong) = _judges(160, [0.1, 0.8], seed=3)
     groups = [i // 8 for i in range(160)]
     constant = [5.0] * 160
     r = choose(h, base, [constant, strong], keys=["#8", "#14"], groups=groups)
     bad, good = r.finalists
-    assert not bad.confirmed and bad.error and "every group was skipped" in bad.error
-    assert math.isnan(bad.gain.delta) and math.isnan(bad.lower_bound)
+    assert not bad.confirmed and bad.error is None and bad.confirm_score == 0.0
+    assert bad.gain.delta == pytest.approx(-bad.gain.b) and bad.upper_bound < 0
     assert r.chosen == 1 and good.confirmed and good.error is None
     assert r.baseline_score == pytest.approx(good.gain.b)
-    assert "'#8' was not comparable" in r.reason
-    d = r.to_dict()
-    assert d["finalists"][0]["gain"] is None and d["finalists"][0]["error"] == bad.error
-    assert d["finalists"][1]["error"] is None
-    json.dumps(d)
-    # Not confirmed either way: the baseline is kept, and the reason still names both.
+    assert "not comparable" not in r.reason
+    json.dumps(r.to_dict())
+    # Not confirmed either way: the baseline is kept.
     weak = list(base)
     r = choose(h, base, [constant, weak], keys=["#8", "#3"], groups=groups)
-    assert r.chosen is None and "'#3'" in r.reason and "'#8' was not comparable" in r.reason
-    # When no finalist is comparable (here the baseline ranks nothing) it is an error.
+    assert r.chosen is None and "'#3'" in r.reason
+    # A baseline that ranks nothing scores 0 too, so a finalist is compared with 0.
+    r = choose(h, constant, [strong, weak], groups=groups)
+    assert r.baseline_score == 0.0 and r.chosen == 0
+    # Groups with nothing to rank (every group's human scores constant) leave every
+    # comparison undefined: an error, naming why.
+    flat = [float(i // 8) for i in range(160)]
     with pytest.raises(ValueError, match="every group was skipped"):
-        choose(h, constant, [strong, weak], groups=groups)
+        choose(flat, base, [strong, weak], groups=groups)
     # Malformed input still raises, naming the finalist.
     with pytest.raises(ValueError, match="finalist '#2'"):
         choose(h, base, [strong, strong[:-1]], keys=["#1", "#2"], groups=groups)
@@ -160,7 +163,15 @@ def test_veto_keeps_the_search_best_unless_the_confirmation_refutes_it() -> None
 def test_veto_on_a_candidate_that_ranks_nothing_and_bad_input() -> None:
     h, (base,) = _judges(160, [0.3], seed=4)
     groups = [i // 8 for i in range(160)]
+    # A candidate that ranks nothing scores 0 in every group: worse than the baseline here,
+    # so vetoed.
     r = veto(h, base, [5.0] * 160, search_score=0.5, groups=groups, key="#8")
+    assert r.chosen is None and r.finalists[0].error is None
+    assert r.finalists[0].confirm_score == 0.0 and r.finalists[0].upper_bound < 0
+    assert "baseline is kept" in r.reason
+    # With nothing to rank in any group the comparison is undefined: the baseline is kept.
+    flat = [float(i // 8) for i in range(160)]
+    r = veto(flat, base, list(h), search_score=0.5, groups=groups, key="#8")
     assert r.chosen is None and r.finalists[0].error
     assert "cannot be compared" in r.reason and "baseline is kept" in r.reason
     with pytest.raises(ValueError, match="finalist '#8'"):

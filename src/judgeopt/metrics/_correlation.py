@@ -18,6 +18,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 # scipy ships no type information unless scipy-stubs is installed.
 from scipy import stats  # type: ignore[import-untyped, unused-ignore]
@@ -27,6 +28,7 @@ from judgeopt.metrics._validation import (
     Groups,
     Method,
     Scores,
+    check_constant_groups,
     check_method,
     group_indices,
     validate_groups,
@@ -35,6 +37,7 @@ from judgeopt.metrics._validation import (
 
 __all__ = [
     "GroupCorrelation",
+    "constant_groups_as_zero",
     "correlation",
     "correlations",
     "group_correlation",
@@ -54,13 +57,17 @@ class GroupCorrelation:
     """Result of :func:`group_correlation`.
 
     Attributes:
-        value: Unweighted mean of the per-group correlations that were defined.
+        value: Unweighted mean of the per-group correlations that entered it.
         n_groups_used: Number of groups that entered the mean.
-        n_groups_skipped: Number of groups skipped because they had fewer than two
-            items or a constant side.
+        n_groups_skipped: Number of groups left out: fewer than two items, constant
+            human scores, or (with ``constant_groups="skip"``) constant judge scores.
         per_group: Correlation of every used group, keyed by group id, in the order
-            the groups first appear. Skipped groups are absent.
+            the groups first appear (a judge-constant group counted as 0 is here with
+            0.0). Skipped groups are absent.
         skipped: Ids of the skipped groups, in first-seen order.
+        n_groups_constant: Groups in which the judge's scores are constant while the
+            human scores vary: counted as 0 (``"zero"``, so they are among the used
+            groups) or left out (``"skip"``, among the skipped ones).
     """
 
     value: float
@@ -68,6 +75,7 @@ class GroupCorrelation:
     n_groups_skipped: int
     per_group: dict[Hashable, float]
     skipped: tuple[Hashable, ...] = ()
+    n_groups_constant: int = 0
 
 
 def _pearson_rows(x: FloatArray, y: FloatArray) -> FloatArray:
@@ -150,23 +158,45 @@ def rowwise_correlation(x: FloatArray, y: FloatArray, method: Method) -> FloatAr
     return out
 
 
+def constant_groups_as_zero(values: FloatArray, human_varies: npt.NDArray[np.bool_]
+                            ) -> FloatArray:
+    """Per-group correlations with the undefined ones of judge-constant groups set to 0.
+
+    ``values`` holds one correlation per group (NaN where undefined); ``human_varies`` is
+    true for the groups with at least two items whose human scores vary, so that a NaN
+    there can only come from a constant judge. Other NaN stay NaN (skipped).
+    """
+    out = values.copy()
+    out[np.isnan(out) & human_varies] = 0.0
+    return out
+
+
 def group_correlation(
     human: Scores,
     predicted: Scores,
     groups: Groups,
     method: str = "spearman",
+    constant_groups: str = "zero",
 ) -> GroupCorrelation:
     """Group-level (HPSS "sample-level") correlation with bookkeeping.
 
     For every group the correlation between the human and the predicted scores of
     its items is computed; the result is the unweighted mean over groups. Groups
-    with fewer than two items, or in which either side is constant, are skipped.
+    with fewer than two items, or whose human scores are constant, are skipped (there
+    is nothing to rank). A group whose *predicted* scores are constant while the human
+    scores vary counts as a correlation of 0 by default: the judge ranks nothing there,
+    as a constant judge scores 0 at dataset level. Leaving such groups out instead
+    (``constant_groups="skip"``, the common practice of published evaluation scripts)
+    scores a judge only where it chose to discriminate, so a judge that gives one rating
+    to most groups and breaks a tie in one is rewarded for it (``docs/metrics.md``).
 
     Args:
         human: Human scores, one per item.
         predicted: Judge scores, one per item.
         groups: One hashable group id per item (e.g. the source document id).
         method: ``"spearman"`` (default), ``"kendall"`` (tau-b) or ``"pearson"``.
+        constant_groups: ``"zero"`` (default) or ``"skip"``: how a group with constant
+            predicted and varying human scores counts.
 
     Returns:
         A :class:`GroupCorrelation` with the mean, the used/skipped counts and
@@ -174,23 +204,32 @@ def group_correlation(
 
     Raises:
         ValueError: On invalid input (see :func:`correlation`), if ``groups`` has
-            the wrong length, or if every group is skipped.
+            the wrong length, ``constant_groups`` is not allowed, or if every group is
+            skipped.
     """
     checked = check_method(method)
+    mode = check_constant_groups(constant_groups)
     h, p = validate_pair(human, predicted)
     ids = validate_groups(groups, h.size)
     per_group: dict[Hashable, float] = {}
     skipped: list[Hashable] = []
+    n_constant = 0
     for gid, idx in group_indices(ids).items():
         value = float(rowwise_correlation(h[None, idx], p[None, idx], checked)[0])
+        if np.isnan(value) and idx.size >= 2 and np.ptp(h[idx]) > 0:
+            n_constant += 1
+            if mode == "zero":
+                value = 0.0
         if np.isnan(value):
             skipped.append(gid)
         else:
             per_group[gid] = value
     if not per_group:
+        why = ("fewer than 2 items or constant human scores" if mode == "zero" else
+               "fewer than 2 items or a constant side, with constant_groups='skip'")
         raise ValueError(
-            f"every one of the {len(skipped)} groups was skipped (fewer than 2 items "
-            "or a constant side); a group-level correlation is undefined"
+            f"every one of the {len(skipped)} groups was skipped ({why}); a group-level "
+            "correlation is undefined"
         )
     mean = float(np.mean(np.fromiter(per_group.values(), dtype=np.float64)))
     return GroupCorrelation(
@@ -199,6 +238,7 @@ def group_correlation(
         n_groups_skipped=len(skipped),
         per_group=per_group,
         skipped=tuple(skipped),
+        n_groups_constant=n_constant,
     )
 
 
@@ -207,13 +247,15 @@ def correlation(
     predicted: Scores,
     method: str = "spearman",
     groups: Groups | None = None,
+    constant_groups: str = "zero",
 ) -> float:
     """Correlation between human and judge scores, dataset- or group-level.
 
     Without ``groups`` this is the dataset-level coefficient over all items.
     With ``groups`` it is :func:`group_correlation` ``(...).value``: the
     unweighted mean of within-group correlations, skipping groups with fewer
-    than two items or a constant side.
+    than two items or constant human scores; a group where only the judge is
+    constant counts as 0 (``constant_groups="skip"`` leaves it out).
 
     Args:
         human: Human scores, one per item.
@@ -221,18 +263,22 @@ def correlation(
         method: ``"spearman"`` (default, average ranks for ties), ``"kendall"``
             (tau-b, as :func:`scipy.stats.kendalltau`) or ``"pearson"``.
         groups: Optional group id per item for the group-level variant.
+        constant_groups: ``"zero"`` (default) or ``"skip"``, as in
+            :func:`group_correlation` (group level only; checked either way).
 
     Returns:
         The correlation coefficient in ``[-1, 1]``.
 
     Raises:
         ValueError: If the lengths differ, either input holds NaN/inf, there are
-            fewer than 3 items, either side is constant, ``method`` is unknown,
-            ``groups`` has the wrong length, or every group is skipped.
+            fewer than 3 items, either side is constant, ``method`` or
+            ``constant_groups`` is unknown, ``groups`` has the wrong length, or every
+            group is skipped.
     """
     if groups is not None:
-        return group_correlation(human, predicted, groups, method).value
+        return group_correlation(human, predicted, groups, method, constant_groups).value
     checked = check_method(method)
+    check_constant_groups(constant_groups)
     h, p = validate_pair(human, predicted)
     return float(rowwise_correlation(h[None, :], p[None, :], checked)[0])
 
@@ -241,6 +287,7 @@ def correlations(
     human: Scores,
     predicted: Scores,
     groups: Groups | None = None,
+    constant_groups: str = "zero",
 ) -> dict[str, float]:
     """Spearman, Kendall tau-b and Pearson correlation in one call.
 
@@ -248,6 +295,8 @@ def correlations(
         human: Human scores, one per item.
         predicted: Judge scores, one per item.
         groups: Optional group id per item for group-level correlations.
+        constant_groups: ``"zero"`` (default) or ``"skip"``, as in
+            :func:`group_correlation`.
 
     Returns:
         A dict with keys ``"spearman"``, ``"kendall"`` and ``"pearson"``.
@@ -256,6 +305,7 @@ def correlations(
         ValueError: On invalid input, as for :func:`correlation`.
     """
     return {
-        method: correlation(human, predicted, method=method, groups=groups)
+        method: correlation(human, predicted, method=method, groups=groups,
+                            constant_groups=constant_groups)
         for method in ("spearman", "kendall", "pearson")
     }

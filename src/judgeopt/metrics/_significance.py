@@ -22,12 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from judgeopt.metrics._correlation import correlation, rowwise_correlation
+from judgeopt.metrics._correlation import (
+    constant_groups_as_zero,
+    correlation,
+    rowwise_correlation,
+)
 from judgeopt.metrics._validation import (
+    ConstantGroups,
     FloatArray,
     Groups,
     Method,
     Scores,
+    check_constant_groups,
     check_method,
     check_n_resamples,
     group_indices,
@@ -115,11 +121,27 @@ def _row_means(values: FloatArray) -> FloatArray:
     return out
 
 
+def _human_varies(h: FloatArray, parts: list[npt.NDArray[np.intp]]) -> npt.NDArray[np.bool_]:
+    """Per group: at least two items and human scores that vary (something to rank)."""
+    return np.array([idx.size >= 2 and bool(np.ptp(h[idx]) > 0) for idx in parts], dtype=bool)
+
+
+def _per_group(h: FloatArray, p: FloatArray, parts: list[npt.NDArray[np.intp]],
+               method: Method, mode: ConstantGroups) -> FloatArray:
+    """One judge's correlation in every group (NaN: skipped), ``mode`` applied."""
+    values = np.array([rowwise_correlation(h[None, idx], p[None, idx], method)[0]
+                       for idx in parts], dtype=np.float64)
+    if mode == "zero":
+        values = constant_groups_as_zero(values, _human_varies(h, parts))
+    return values
+
+
 def _correlate_rows(
     h: FloatArray,
     scores: FloatArray,
     method: Method,
     parts: list[npt.NDArray[np.intp]] | None,
+    mode: ConstantGroups = "zero",
 ) -> FloatArray:
     """Dataset- or group-level correlation of ``h`` with every row of ``scores``."""
     if parts is None:
@@ -127,6 +149,9 @@ def _correlate_rows(
     per_group = np.stack(
         [rowwise_correlation(h[None, idx], scores[:, idx], method) for idx in parts]
     )
+    if mode == "zero":
+        varies = _human_varies(h, parts)
+        per_group[np.isnan(per_group) & varies[:, None]] = 0.0
     return _row_means(per_group)
 
 
@@ -144,6 +169,7 @@ def permutation_test(
     groups: Groups | None = None,
     n_resamples: int = 1000,
     seed: int | np.random.Generator | None = None,
+    constant_groups: str = "zero",
 ) -> PermutationResult:
     """PERM-INPUTS paired permutation test of Deutsch, Dror & Roth (2021).
 
@@ -165,6 +191,8 @@ def permutation_test(
         groups: Optional group id per item; the group-level correlation is used.
         n_resamples: Number of random permutations.
         seed: Seed or :class:`numpy.random.Generator` for reproducibility.
+        constant_groups: ``"zero"`` (default) or ``"skip"``: how a group where a metric
+            is constant and the humans vary counts (:func:`group_correlation`).
 
     Returns:
         A :class:`PermutationResult`.
@@ -175,6 +203,7 @@ def permutation_test(
             correlation is undefined for every group.
     """
     checked = check_method(method)
+    mode = check_constant_groups(constant_groups)
     n_resamples = check_n_resamples(n_resamples)
     h, a = validate_pair(human, metric_a, ("human", "metric_a"))
     _, b = validate_pair(human, metric_b, ("human", "metric_b"))
@@ -182,12 +211,12 @@ def permutation_test(
     if groups is not None:
         parts = list(group_indices(validate_groups(groups, h.size)).values())
         # Validates that both observed group-level correlations are defined.
-        correlation(h, a, checked, groups)
-        correlation(h, b, checked, groups)
+        correlation(h, a, checked, groups, mode)
+        correlation(h, b, checked, groups, mode)
     za, zb = _zscore(a), _zscore(b)
     observed = float(
-        _correlate_rows(h, za[None, :], checked, parts)[0]
-        - _correlate_rows(h, zb[None, :], checked, parts)[0]
+        _correlate_rows(h, za[None, :], checked, parts, mode)[0]
+        - _correlate_rows(h, zb[None, :], checked, parts, mode)[0]
     )
     rng = np.random.default_rng(seed)
     count = 0
@@ -196,8 +225,8 @@ def permutation_test(
         swap = rng.random((size, h.size)) < 0.5
         perm_a = np.where(swap, zb, za)
         perm_b = np.where(swap, za, zb)
-        deltas = _correlate_rows(h, perm_a, checked, parts) - _correlate_rows(
-            h, perm_b, checked, parts
+        deltas = _correlate_rows(h, perm_a, checked, parts, mode) - _correlate_rows(
+            h, perm_b, checked, parts, mode
         )
         finite = ~np.isnan(deltas)
         n_valid += int(finite.sum())
@@ -218,13 +247,15 @@ def bootstrap_ci(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int | np.random.Generator | None = None,
+    constant_groups: str = "zero",
 ) -> BootstrapResult:
     """Percentile bootstrap confidence interval of a correlation.
 
     Without ``groups`` items are resampled with replacement. With ``groups``
     whole groups are resampled with replacement (the within-group correlations
     are fixed; a resample's value is the mean over its drawn groups whose
-    correlation is defined, counting duplicates). Resamples with an undefined
+    correlation is defined, counting duplicates; a group where the judge is constant
+    and the humans vary counts as 0 unless ``constant_groups="skip"``). Resamples with an undefined
     correlation (a constant side, or only skipped groups drawn) are skipped and
     reported in ``n_degenerate``. The bounds are the ``(1 - confidence) / 2`` and
     ``(1 + confidence) / 2`` quantiles of the remaining values.
@@ -237,6 +268,8 @@ def bootstrap_ci(
         n_resamples: Number of bootstrap resamples.
         confidence: Coverage of the interval, strictly between 0 and 1.
         seed: Seed or :class:`numpy.random.Generator` for reproducibility.
+        constant_groups: ``"zero"`` (default) or ``"skip"``, as in
+            :func:`group_correlation`.
 
     Returns:
         A :class:`BootstrapResult`.
@@ -250,7 +283,8 @@ def bootstrap_ci(
     n_resamples = check_n_resamples(n_resamples)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
-    value = correlation(human, predicted, checked, groups)
+    mode = check_constant_groups(constant_groups)
+    value = correlation(human, predicted, checked, groups, mode)
     h, p = validate_pair(human, predicted)
     rng = np.random.default_rng(seed)
     pieces: list[FloatArray] = []
@@ -259,10 +293,8 @@ def bootstrap_ci(
             idx = rng.integers(0, h.size, size=(size, h.size))
             pieces.append(rowwise_correlation(h[idx], p[idx], checked))
     else:
-        parts = group_indices(validate_groups(groups, h.size)).values()
-        per_group = np.array(
-            [rowwise_correlation(h[None, idx], p[None, idx], checked)[0] for idx in parts]
-        )
+        parts = list(group_indices(validate_groups(groups, h.size)).values())
+        per_group = _per_group(h, p, parts, checked, mode)
         for size in _chunks(n_resamples, per_group.size):
             draw = rng.integers(0, per_group.size, size=(size, per_group.size))
             pieces.append(_row_means(per_group[draw].T))
@@ -336,6 +368,7 @@ def paired_bootstrap(
     n_resamples: int = 2000,
     confidence: float = 0.95,
     seed: int | np.random.Generator | None = None,
+    constant_groups: str = "zero",
 ) -> PairedBootstrapResult:
     """Percentile bootstrap interval of ``corr(human, a) - corr(human, b)``.
 
@@ -348,11 +381,12 @@ def paired_bootstrap(
     Conventions (those of :func:`judgeopt.evaluate.score_items`): at dataset
     level a judge that is constant on a resample gets correlation 0 (it cannot
     rank anything); a resample whose human scores are constant is skipped. At
-    group level each judge's value is the mean of its defined per-group
-    correlations among the drawn groups (a group where that judge, or the humans,
-    are constant is left out of that judge's mean, as :func:`group_correlation`
-    does), so the observed ``delta`` is exactly the difference of the two
-    group-level correlations.
+    group level each judge's value is the mean of its per-group correlations among
+    the drawn groups, as :func:`group_correlation` computes it: a group whose human
+    scores are constant is left out, one where only that judge is constant counts
+    as 0 (left out of that judge's mean with ``constant_groups="skip"``), so the
+    observed ``delta`` is exactly the difference of the two group-level
+    correlations.
 
     Args:
         human: Human scores, one per item.
@@ -363,6 +397,8 @@ def paired_bootstrap(
         n_resamples: Number of bootstrap resamples.
         confidence: Two-sided coverage of the interval, strictly between 0 and 1.
         seed: Seed or :class:`numpy.random.Generator` for reproducibility.
+        constant_groups: ``"zero"`` (default) or ``"skip"``, as in
+            :func:`group_correlation` (group level only).
 
     Returns:
         A :class:`PairedBootstrapResult`.
@@ -381,6 +417,7 @@ def paired_bootstrap(
         (0.071, True)
     """
     checked = check_method(method)
+    mode = check_constant_groups(constant_groups)
     n_resamples = check_n_resamples(n_resamples)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
@@ -405,10 +442,8 @@ def paired_bootstrap(
     else:
         parts = list(group_indices(validate_groups(groups, h.size)).values())
         n = len(parts)
-        per_a = np.array([rowwise_correlation(h[None, i], pa[None, i], checked)[0]
-                          for i in parts])
-        per_b = np.array([rowwise_correlation(h[None, i], pb[None, i], checked)[0]
-                          for i in parts])
+        per_a = _per_group(h, pa, parts, checked, mode)
+        per_b = _per_group(h, pb, parts, checked, mode)
         if np.isnan(per_a).all() or np.isnan(per_b).all():
             raise ValueError(
                 "every group was skipped for one judge (fewer than 2 items or a constant "

@@ -14,12 +14,15 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "CONSTANT_GROUPS",
     "METHODS",
+    "ConstantGroups",
     "FloatArray",
     "Groups",
     "Method",
     "Scores",
     "as_scores",
+    "check_constant_groups",
     "check_method",
     "check_n_resamples",
     "group_indices",
@@ -41,6 +44,13 @@ Method: TypeAlias = Literal["spearman", "kendall", "pearson"]
 
 METHODS: Final[tuple[str, ...]] = ("spearman", "kendall", "pearson")
 """Allowed values of the ``method`` argument, in documentation order."""
+
+ConstantGroups: TypeAlias = Literal["zero", "skip"]
+"""How a group-level correlation counts a group in which the judge's scores are constant
+and the human scores vary: ``"zero"`` (the judge ranks nothing there) or ``"skip"``."""
+
+CONSTANT_GROUPS: Final[tuple[str, ...]] = ("zero", "skip")
+"""Allowed values of the ``constant_groups`` argument, the default first."""
 
 
 def as_scores(values: Scores, name: str) -> FloatArray:
@@ -173,6 +183,24 @@ def check_method(method: str) -> Method:
     if method in METHODS:
         return cast(Method, method)
     raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
+
+
+def check_constant_groups(constant_groups: str) -> ConstantGroups:
+    """Check the ``constant_groups`` argument of the group-level metrics.
+
+    Args:
+        constant_groups: ``"zero"`` or ``"skip"``.
+
+    Returns:
+        The same value, typed as :data:`ConstantGroups`.
+
+    Raises:
+        ValueError: Naming the value and the allowed ones.
+    """
+    if constant_groups in CONSTANT_GROUPS:
+        return cast(ConstantGroups, constant_groups)
+    raise ValueError(f"constant_groups must be one of {', '.join(map(repr, CONSTANT_GROUPS))}, "
+                     f"got {constant_groups!r}")
 
 
 def check_n_resamples(n_resamples: int) -> int:
