@@ -385,6 +385,50 @@ def test_compile_with_the_veto_rule(task, records) -> None:
     assert kept.comparisons["confirmation"]["gain"] == 0.0
 
 
+def respond_half_unparsed(records) -> Any:
+    """Scale-10 prompts rate by the human score but give no rating for half the items (by
+    a hash of the response); every other prompt is hash noise."""
+    good = respond_with(records, "scale10")
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1]["content"])
+        response = text.split("## The Start of the Response")[-1].split("## The End")[0]
+        if "scale of 1 to 10" in text and int(hashlib.sha256(
+                response.encode()).hexdigest(), 16) % 2:
+            return "The response is fine, I think."
+        return good(messages)
+
+    return respond
+
+
+@pytest.mark.parametrize("rule", ["confirm", "veto", "best"])
+def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule) -> None:
+    """A search score that rests on the half of the answers that parsed (the rest imputed by
+    the mean) is not a reason to choose a judge: such strategies are passed over as
+    finalists (and by rule ``best``), said so, and recorded; with a looser
+    ``max_parse_failures`` they are chosen as before."""
+    respond = respond_half_unparsed(records)
+    judge, _ = compile_with(task, records, respond, selection=rule)
+    sel, res = judge.selection, judge.search_result
+    shares = {f"#{s['number']}": (s["parse_failures"] + s["call_failures"]) / s["n"]
+              for s in res.evaluation_summaries}
+    scores = {f"#{s['number']}": s["spearman"] for s in res.evaluation_summaries}
+    assert sel["excluded"], sel
+    for e in sel["excluded"]:
+        assert shares[e["key"]] > 0.25 and e["unrated"] / e["n"] == shares[e["key"]]
+    best_key = max(scores, key=lambda k: scores[k])
+    assert best_key in {e["key"] for e in sel["excluded"]}
+    assert judge.strategy["scale"] == 3
+    if rule != "best":  # rule best records no finalists (``finalists`` is the setting)
+        assert all(f["strategy"]["scale"] == 3 for f in sel["finalists"])
+    assert any("passed over" in m and "max_parse_failures=0.25" in m for m in sel["messages"])
+    assert not any("no rating" in p for p in res.problems)
+    loose, _ = compile_with(task, records, respond, selection=rule, max_parse_failures=0.6)
+    assert "excluded" not in loose.selection
+    if rule != "confirm":  # confirm may still keep the baseline on the confirmation items
+        assert loose.strategy["scale"] == 10
+
+
 def test_too_few_items_fall_back_to_best_and_say_so(task, records) -> None:
     judge, fake = compile_with(task, records[:24], respond_with(records, "scale10"), budget=4)
     sel = judge.selection

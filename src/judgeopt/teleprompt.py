@@ -674,7 +674,8 @@ class JudgeSearch(Teleprompter):
             raise RuntimeError("The search evaluated no strategy.")
         try:
             selected = self._select(search, base, student, search_val, confirm_val, lm,
-                                    metric=metric, level=level, store=judged)
+                                    metric=metric, level=level, store=judged,
+                                    summaries=summaries)
         except LMUnavailable as e:
             raise self._stopped(e, "choosing the judge after the search",
                                 search.n_evaluations) from e
@@ -811,20 +812,54 @@ class JudgeSearch(Teleprompter):
         self._split_note = None
         return [val[i] for i in search_idx], confirm
 
-    def _finalists(self, search: SearchStrategy, base: JudgeProgram, n: int) -> list[Any]:
-        """The ``n`` best distinct trials other than the baseline, by search score."""
+    def _finalists(self, search: SearchStrategy, base: JudgeProgram, n: int,
+                   unrated: Mapping[int, tuple[int, int]] | None = None,
+                   excluded: list[dict[str, Any]] | None = None) -> list[Any]:
+        """The ``n`` best distinct trials other than the baseline, by search score.
+
+        A trial that gave no rating (unparsed or failed) for more than
+        ``max_parse_failures`` of its search items (``unrated``: number -> (no rating,
+        items)) is passed over: its score rests on the few answers that parsed (the rest
+        are imputed), and as the compiled judge it would be reported as untrustworthy.
+        The trials passed over before the last finalist are appended to ``excluded``.
+        """
+        limit = self.config.max_parse_failures
         trials = [t for t in search.trials
                   if t.score is not None and math.isfinite(t.score)]
         trials.sort(key=lambda t: (-t.score, t.number))
         out, seen = [], {_strategy_key(base.strategy)}
         for t in trials:
             key = _strategy_key(base.with_strategy(t.strategy).strategy)
-            if key not in seen:
-                seen.add(key)
-                out.append(t)
+            if key in seen:
+                continue
+            seen.add(key)
+            bad, n_items = (unrated or {}).get(t.number, (0, 0))
+            if n_items and bad / n_items > limit:
+                if excluded is not None:
+                    excluded.append({"key": f"#{t.number}", "search_score": t.score,
+                                     "unrated": bad, "n": n_items})
+                continue
+            out.append(t)
             if len(out) == n:
                 break
         return out
+
+    def _best_rated(self, search: SearchStrategy, unrated: Mapping[int, tuple[int, int]],
+                    excluded: list[dict[str, Any]]) -> Any | None:
+        """The trial with the best search score (the baseline's included) among those that
+        rated at least ``1 - max_parse_failures`` of their items; ``None`` if none did. The
+        trials passed over are appended to ``excluded``."""
+        limit = self.config.max_parse_failures
+        trials = sorted((t for t in search.trials
+                         if t.score is not None and math.isfinite(t.score)),
+                        key=lambda t: (-t.score, t.number))
+        for t in trials:
+            bad, n_items = unrated.get(t.number, (0, 0))
+            if not (n_items and bad / n_items > limit):
+                return t
+            excluded.append({"key": f"#{t.number}", "search_score": t.score,
+                             "unrated": bad, "n": n_items})
+        return None
 
     @staticmethod
     def _search_score(search: SearchStrategy, base: JudgeProgram, program: JudgeProgram
@@ -838,7 +873,8 @@ class JudgeSearch(Teleprompter):
 
     def _select(self, search: SearchStrategy, base: JudgeProgram, student: JudgeProgram,
                 search_val: list[Record], confirm_val: list[Record] | None, lm: Any, *,
-                metric: str, level: str, store: _ItemStore) -> _Selected:
+                metric: str, level: str, store: _ItemStore,
+                summaries: Sequence[Mapping[str, Any]] = ()) -> _Selected:
         """Choose the compiled judge (``docs/judge.md``, "Choosing the judge")."""
         sel = self.config.selection
         baseline = base.with_strategy(student.strategy)
@@ -850,30 +886,47 @@ class JudgeSearch(Teleprompter):
         record: dict[str, Any] = {"rule": sel.rule, **sel.model_dump(mode="json"),
                                   "search_items": len(search_val), "messages": []}
         comparisons: dict[str, dict[str, Any]] = {}
+        unrated = {int(s["number"]): (int(s.get("parse_failures") or 0)
+                                      + int(s.get("call_failures") or 0), int(s.get("n") or 0))
+                   for s in summaries}
+        excluded: list[dict[str, Any]] = []
         if confirm_val is None:
-            # Rule "best" (asked for, or too few items to confirm): the best search score.
+            # Rule "best" (asked for, or too few items to confirm): the best search score
+            # among the strategies that rated enough of their items.
             record["rule"] = "best"
             record["confirm_items"] = 0
             if sel.rule != "best":
                 record["messages"].append(
                     f"selection: {self._split_note}; the judge with the best validation score "
                     "is returned, which is biased upward (winner's curse)")
-            chosen = base.with_strategy(best_trial.strategy)
-            finalists = [best_trial] if n_members == 0 else self._finalists(
-                search, base, n_members)
+            top = self._best_rated(search, unrated, excluded) or best_trial
+            chosen = base.with_strategy(top.strategy)
+            finalists = [top] if n_members == 0 else self._finalists(
+                search, base, n_members, unrated, excluded)
             if not finalists:
-                finalists = [best_trial]
+                finalists = [top]
             judged_on, split = search_val, "validation"
             note = ("the items the search chose the judge on: the gain is biased upward; "
                     "evaluate on held-out test items for an unbiased estimate")
         else:
-            finalists = self._finalists(search, base, max(sel.compared, n_members))
+            finalists = self._finalists(search, base, max(sel.compared, n_members), unrated,
+                                        excluded)
             record["confirm_items"] = len(confirm_val)
             judged_on, split = confirm_val, "confirmation"
             note = ("the confirmation items also chose among the finalists: the gain is "
                     "somewhat optimistic; evaluate on held-out test items for an unbiased "
                     "estimate")
             chosen = baseline
+        if excluded:
+            unique = list({e["key"]: e for e in excluded}.values())
+            record["excluded"] = unique
+            listed = ", ".join(f"{e['key']} ({e['unrated']} of {e['n']}; search score "
+                               f"{e['search_score']:.3f})" for e in unique)
+            record["messages"].append(
+                f"selection: passed over {len(unique)} strateg{'y' if len(unique) == 1 else 'ies'}"
+                f" with a high search score that gave no rating for more than "
+                f"max_parse_failures={self.config.max_parse_failures:g} of their search "
+                f"items (their score rests on the few answers that parsed): {listed}")
         pairwise = base.task.mode == "pairwise"
         results: dict[str, EvalResult] = {}
 
