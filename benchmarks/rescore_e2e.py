@@ -18,10 +18,11 @@ Then the three rules are applied to the new finalists as the compile applies the
 (``confirm``, the default, ``veto`` and the search's best), with the confirmation items the
 compile held out, and each rule's pick is looked up on test. By default it makes no call
 and changes no result: a finalist whose confirmation or test items were never judged is
-listed as such, and a rule that needs it gives no answer. ``--judge-missing`` judges those
-items with the embedded model (as ``benchmarks/e2e.py`` would have; kept beside the pair's
-other judgements, ``confirm_<key>.jsonl`` and ``test_<key>.jsonl``, so nothing is judged
-twice).
+listed as such, and a rule that needs it gives no answer. ``--judge-missing`` judges, with
+the embedded model, the confirmation items of every new finalist and the test items of every
+rule's pick (not of the other finalists), as ``benchmarks/e2e.py`` would have; they are kept
+beside the pair's other judgements (``confirm_<key>.jsonl``, ``test_<key>.jsonl``), so
+nothing is judged twice and an interrupted run resumes.
 
 It is a re-ranking of the strategies the search evaluated, not a new search: with other
 scores HPSS would have proposed other strategies after its first rounds. And it is after
@@ -134,8 +135,8 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
             out.append(s)
         return out[:n_finalists]
 
-    def judged(strategy: dict[str, Any], records: list[Record], part: str
-               ) -> EvalResult | None:
+    def judged(strategy: dict[str, Any], records: list[Record], part: str,
+               call: bool = True) -> EvalResult | None:
         """``strategy`` on ``records``: from the stored judgements, else (``lm`` given)
         judged now and kept; ``None`` when not stored and no LM."""
         path = pair_dir / f"{part}_{e2e.strategy_key(strategy)}.jsonl"
@@ -147,7 +148,7 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
                     items=[kept[r.id] for r in records])], records, pairwise=False,
                     level=level)
         res = e2e.stored_result(path, records, level)
-        if res is None and lm is not None:
+        if res is None and lm is not None and call:
             program = JudgeProgram(task, aspect, lm=lm).with_strategy(strategy)
             res = e2e.evaluate_stored(program, records, path, desc=f"{part}: {strategy}",
                                       progress=progress)
@@ -155,8 +156,8 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
 
     base_test = judged(base_dict, test, "test")
 
-    def on_test(strategy: dict[str, Any]) -> dict[str, Any]:
-        res = judged(strategy, test, "test")
+    def on_test(strategy: dict[str, Any], call: bool = True) -> dict[str, Any]:
+        res = judged(strategy, test, "test", call)
         if res is None or base_test is None:
             return {"test": None, "test_gain": None, "test_gain_ci": None}
         c = compare(res, base_test, test, seed=0)
@@ -165,7 +166,7 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
 
     def brief(s: dict[str, Any]) -> dict[str, Any]:
         return {"key": s["key"], "old": s.get("old"), "new": s.get("new"),
-                "unrated": s["unrated"], "n": s["n"], **on_test(s["strategy"])}
+                "unrated": s["unrated"], "n": s["n"], **on_test(s["strategy"], False)}
 
     base_entry = next((s for s in strategies if s["strategy"] == base_dict), None)
     now = ranked("new", True)
@@ -275,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=str(RESULTS / "rescore_e2e.json"))
     p.add_argument("--finalists", type=int, default=3)
     p.add_argument("--judge-missing", action="store_true",
-                   help="judge the confirmation and test items the new finalists lack")
+                   help="judge the new finalists' confirmation items and the rules' picks' "
+                        "test items that are not stored")
     p.add_argument("--model", default="local")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
