@@ -16,7 +16,9 @@ member before), its test gain over the baseline, scored under the current rules.
 
 Then the three rules are applied to the new finalists as the compile applies them
 (``confirm``, the default, ``veto`` and the search's best), with the confirmation items the
-compile held out, and each rule's pick is looked up on test. By default it makes no call
+compile held out, and each rule's pick is looked up on test; ``summary`` gives each rule's
+mean test gain over every pair and over the held-out pairs, with the items and the pairs
+interval of ``e2e.across_pairs``. By default it makes no call
 and changes no result: a finalist whose confirmation or test items were never judged is
 listed as such, and a rule that needs it gives no answer. ``--judge-missing`` judges, with
 the embedded model, the confirmation items of every new finalist and the test items of every
@@ -237,6 +239,28 @@ def apply_rules(finalists: list[dict[str, Any]], base_entry: dict[str, Any] | No
     return out
 
 
+RULES = ("confirm", "veto", "best_search_score")
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each rule's mean test gain (``e2e.across_pairs``: the items and the pairs interval),
+    over every pair and over the held-out pairs alone, and relative to the mean baseline."""
+    base = [r["baseline_test"] for r in rows if r.get("baseline_test") is not None]
+    mean_base = float(np.mean(base)) if base else None
+    out: dict[str, Any] = {"mean_baseline": mean_base, "n_pairs": len(base)}
+    parts = {"all": rows, "heldout": [r for r in rows if r["source"] == "e2e_heldout.json"]}
+    for name in RULES:
+        out[name] = {}
+        for part, subset in parts.items():
+            picks = [r["rules_now"].get(name) or {} for r in subset]
+            mean = e2e.across_pairs([p.get("test_gain") for p in picks],
+                                    [p.get("test_gain_ci") for p in picks])
+            if mean is not None and part == "all" and mean_base:
+                mean["relative"] = mean["mean"] / mean_base
+            out[name][part] = mean
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     def f(x: Any) -> str:
         return "n/a" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
@@ -258,7 +282,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                      f"{'yes' if r['changed'] else 'no'} |")
     lines += ["", "| pair | rule | returns | test gain [95% CI] |", "|---|---|---|---|"]
     for r in rows:
-        for name in ("confirm", "veto", "best_search_score"):
+        for name in RULES:
             pick = r["rules_now"].get(name) or {}
             if "error" in pick or "returns" not in pick:
                 lines.append(f"| {r['task']}/{r['aspect']} | {name} | "
@@ -268,6 +292,20 @@ def table(rows: list[dict[str, Any]]) -> str:
             gain = ("test not judged" if pick.get("test_gain") is None else
                     f"{f(pick['test_gain'])} [{f(ci[0])}, {f(ci[1])}]")
             lines.append(f"| {r['task']}/{r['aspect']} | {name} | {pick['returns']} | {gain} |")
+    summary = summarise(rows)
+    lines += ["", f"mean baseline on test: {f(summary['mean_baseline'])} "
+              f"({summary['n_pairs']} pairs)", "",
+              "| rule | pairs | mean test gain | items 95% CI | pairs 95% CI | relative |",
+              "|---|---|---|---|---|---|"]
+    for name in RULES:
+        for part, m in summary[name].items():
+            if m is None:
+                lines.append(f"| {name} | {part} | no test gain | | | |")
+                continue
+            ci_p = m["ci_pairs"] or [None, None]
+            lines.append(f"| {name} | {part} ({m['n_pairs']}) | {f(m['mean'])} | "
+                         f"[{f(m['ci_items'][0])}, {f(m['ci_items'][1])}] | "
+                         f"[{f(ci_p[0])}, {f(ci_p[1])}] | {f(m.get('relative'))} |")
     return "\n".join(lines)
 
 
@@ -303,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped; the judgements made are kept: run the same command to resume",
               file=sys.stderr)
         return 130
-    out = {"max_parse_failures": limit, "finalists": args.finalists, "pairs": rows}
+    out = {"max_parse_failures": limit, "finalists": args.finalists, "pairs": rows,
+           "summary": summarise(rows)}
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(table(rows))
     return 0

@@ -850,3 +850,13 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
     assert relevance["changed"] and all(f["old"] == pytest.approx(0.514, abs=1e-3)
                                         for f in relevance["finalists_before"])
     assert all(f["new"] < 0.4 for f in relevance["finalists_now"])
+    # The summary is each rule's mean over the pairs whose pick was judged on test, with the
+    # end-to-end summary's two intervals around it.
+    for rule in ("confirm", "veto", "best_search_score"):
+        gains = [r["rules_now"][rule]["test_gain"] for r in data["pairs"]
+                 if r["rules_now"][rule].get("test_gain") is not None]
+        mean = data["summary"][rule]["all"]
+        assert mean["n_pairs"] == len(gains)
+        assert mean["mean"] == pytest.approx(float(np.mean(gains)))
+        assert mean["ci_items"][0] <= mean["mean"] <= mean["ci_items"][1]
+        assert mean["ci_pairs"][0] <= mean["mean"] <= mean["ci_pairs"][1]
