@@ -13,7 +13,15 @@ numpy/scipy/networkx and import neither DSPy nor LiteLLM. The names below that n
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
+
+from ._errors import JudgeoptError
+
+# LiteLLM reads this when it is first imported: without it, it fetches a price list from the
+# network at import time (and stalls offline). Every judgeopt module is imported after this file,
+# so this is the one place that sets the default.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 __version__ = "0.1.0"
 
@@ -41,7 +49,7 @@ _LAZY = {
     "CheckpointMismatchError": "judgeopt._checkpoint",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["JudgeoptError", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

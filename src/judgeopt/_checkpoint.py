@@ -15,6 +15,7 @@ and mtime).
 
 from __future__ import annotations
 
+from ._errors import JudgeoptError
 import hashlib
 import json
 import logging
@@ -40,7 +41,7 @@ FINGERPRINT_FILE = "fingerprint.json"
 _FORMAT = 1
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(JudgeoptError, ValueError):
     """A checkpoint directory was written by a run with other settings, data or model.
 
     Attributes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._errors import JudgeoptError
 import argparse
 import json
 import logging
@@ -16,7 +17,7 @@ from . import __version__
 log = logging.getLogger("judgeopt")
 
 
-class CLIError(Exception):
+class CLIError(JudgeoptError):
     """A user error reported as ``judgeopt: error: ...`` with exit status 2."""
 
 
@@ -111,7 +112,7 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
                            f"model_name), not a model string; got {args.model!r}")
         return f"router:{router}" + (f"#{args.model}" if args.model else "")
     if not args.model and default_model:
-        from .lm._spec import loadable_spec
+        from .lm import loadable_spec
 
         try:
             return loadable_spec(default_model)
@@ -122,7 +123,7 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
 
 def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> Any:
     from .lm import RECOMMENDED_PARALLEL, make_lm
-    from .lm._factory import parse_local_model
+    from .lm import parse_local_model
 
     model = _model_string(args, default_model)
     kwargs: dict[str, Any] = {}
@@ -564,7 +565,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         select_subspace,
     )
     from .judge import JudgeProgram, PrExMeProgram, load_task
-    from .judge._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
+    from .judge import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
 
     try:
         config = load_grid_config(args.space) if args.space else GridConfig()
@@ -708,8 +709,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import time
 
     from .lm import start_servers
-    from .lm._factory import parse_local_model
-    from .lm._serve import DEFAULT_SERVE_SETTINGS
+    from .lm import parse_local_model
+    from .lm import DEFAULT_SERVE_SETTINGS
 
     try:
         model = parse_local_model(args.model) or args.model
@@ -1139,7 +1140,7 @@ def build_parser() -> argparse.ArgumentParser:
     gb.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     gb.set_defaults(func=_cmd_glassbox)
 
-    from .lm._serve import ENGINES
+    from .lm import ENGINES
 
     sv = sub.add_parser(
         "serve", help="start local llama.cpp or vLLM servers on 127.0.0.1 and write a "
@@ -1243,7 +1244,7 @@ def _not_reported(record: logging.LogRecord) -> bool:
 
 def _run(args: argparse.Namespace) -> int:
     from ._signals import interrupt_reason, sigterm_as_interrupt
-    from .lm._errors import LMUnavailable
+    from .lm import LMUnavailable
 
     try:
         # SIGTERM (how a `nohup ... &` run is stopped) ends the command as Ctrl-C does, so

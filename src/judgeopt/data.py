@@ -45,6 +45,7 @@ what was expected; in-memory lists of dicts are located as ``records[i]``.
 
 from __future__ import annotations
 
+from ._errors import JudgeoptError
 import csv
 import json
 import math
@@ -115,7 +116,7 @@ class Record:
         return hash((self.id, self.group_id, self.system_id))
 
 
-class DataFormatError(ValueError):
+class DataFormatError(JudgeoptError, ValueError):
     """A record could not be read.
 
     Attributes:
@@ -176,7 +177,7 @@ def load_records(
         if path.suffix.lower() == ".csv":
             rows = _csv_rows(path, plain, score_map)
         else:
-            rows = _jsonl_rows(path)
+            rows = iter_jsonl_rows(path)
     else:
         rows = ((f"records[{i}]", item) for i, item in enumerate(source))
     if plain or score_map:
@@ -201,7 +202,7 @@ def load_records(
     return records
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
+def iter_jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():

@@ -157,7 +157,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     from .evaluate import evaluate_against
     from .judge import JudgeProgram, load_task
     from .lm import RECOMMENDED_PARALLEL, make_lm
-    from .lm._factory import parse_local_model
+    from .lm import parse_local_model
     from .teleprompt import JudgeSearch, load_optimizer
 
     valid, test = demo_split(task, n_valid, n_test)

@@ -65,7 +65,7 @@ class ItemResult:
     def transient(self) -> bool:
         """The call failed for a reason outside the request (endpoint down, timeout,
         overload): trying again later may succeed (:data:`judgeopt.lm.TRANSIENT_KINDS`)."""
-        from .lm._errors import TRANSIENT_KINDS
+        from .lm import TRANSIENT_KINDS
 
         return self.error is not None and self.error_kind in TRANSIENT_KINDS
 
@@ -209,7 +209,7 @@ def check_records(program: Any, records: Sequence[Record]) -> None:
 def _error_kind(exc: BaseException) -> str:
     """The ``kind`` of the first :class:`judgeopt.lm.LMError` in ``exc``'s chain, else
     ``"error"`` (an artifact or adapter failure wraps the LM's error)."""
-    from .lm._errors import LMError
+    from .lm import LMError
 
     seen: list[BaseException] = []
     current: BaseException | None = exc
@@ -234,7 +234,7 @@ class _Breaker:
             return
         self.streak = self.streak + 1 if item.transient else 0
         if self.streak >= self.limit:
-            from .lm._errors import LMUnavailable
+            from .lm import LMUnavailable
 
             raise LMUnavailable(
                 f"{self.streak} judge calls in a row failed ({item.error}); the model "

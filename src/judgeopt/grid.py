@@ -25,6 +25,7 @@ options (:func:`parse_factor_options`) or a TOML file (:func:`load_grid_config`)
 
 from __future__ import annotations
 
+from ._errors import JudgeoptError
 import csv
 import hashlib
 import io
@@ -67,7 +68,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
 """The columns after the factor columns (``sample`` fingerprints the judged item ids)."""
 
 
-class GridError(ValueError):
+class GridError(JudgeoptError, ValueError):
     """A grid run cannot start: bad selection, or an output file from another run."""
 
 
@@ -93,9 +94,9 @@ def _resolve(factor: Factor, text: Value) -> Value:
         if text in factor:
             return text
         text = str(text)
-    from .judge._prexme import resolve_value
+    from .judge import resolve_prexme_value
 
-    return resolve_value(factor, text)
+    return resolve_prexme_value(factor, text)
 
 
 def select_subspace(space: FactorSpace, selection: Mapping[str, Sequence[Value] | str]

@@ -281,7 +281,7 @@ def write_judge_report(judge: str | os.PathLike[str] | Mapping[str, Any] | Any,
     if isinstance(judge, Mapping):
         data = dict(judge)
     elif isinstance(judge, str | os.PathLike):
-        from .judge._export import read_judge_file
+        from .judge import read_judge_file
 
         data = read_judge_file(judge)
     else:

@@ -58,8 +58,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .metrics import paired_bootstrap, paired_bootstrap_mean
-from .metrics._significance import PairedBootstrapResult
-from .metrics._validation import Groups, Scores, validate_pair
+from .metrics import Groups, PairedBootstrapResult, Scores, validate_pair
 from .racing import unit_keys
 
 __all__ = [

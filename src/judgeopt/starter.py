@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .data import _jsonl_rows
+from .data import iter_jsonl_rows
 
 __all__ = ["starter_task"]
 
@@ -53,7 +53,7 @@ def _columns(path: Path, max_rows: int) -> tuple[list[str], dict[str, list[Any]]
                     break
                 rows.append(dict(row))
     else:
-        for location, obj in _jsonl_rows(path):
+        for location, obj in iter_jsonl_rows(path):
             if len(rows) >= max_rows:
                 break
             if not isinstance(obj, dict):
@@ -89,7 +89,7 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
     if not p.is_file():
         raise ValueError(f"Data file not found: {p}")
     order, values = _columns(p, max_rows)
-    from .judge._task import RESERVED
+    from .judge import RESERVED_FIELDS as RESERVED
 
     texts: list[str] = []
     reserved: list[str] = []

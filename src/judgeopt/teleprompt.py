@@ -19,31 +19,31 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import inspect  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import math  # noqa: E402
-import time  # noqa: E402
-import tomllib  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Literal  # noqa: E402
+import inspect
+import json
+import logging
+import math
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
 
-from dspy.teleprompt import Teleprompter  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
+from dspy.teleprompt import Teleprompter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._checkpoint import (  # noqa: E402
+from ._checkpoint import (
     FINGERPRINT_FILE,
     CheckpointMismatchError,
     check_fingerprint,
     run_fingerprint,
 )
-from ._io import write_text_atomic  # noqa: E402
-from .data import Record  # noqa: E402
-from .evaluate import (  # noqa: E402
+from ._io import write_text_atomic
+from ._resources import shipped_file, shipped_names
+from .data import Record
+from .evaluate import (
     EvalResult,
     ItemResult,
     check_label_spread,
@@ -54,14 +54,17 @@ from .evaluate import (  # noqa: E402
     item_predictions,
     merge_results,
 )
-from .judge import JudgeEnsemble, JudgeProgram, hpss_graph  # noqa: E402
-from .judge._artifacts import ArtifactStore  # noqa: E402
-from .judge._decoding import check_decodings  # noqa: E402
-from .judge._program import to_records  # noqa: E402
-from .lm._errors import TRANSIENT_KINDS, LMError, LMUnavailable  # noqa: E402
-from .lm._spec import model_spec  # noqa: E402
-from .metrics import group_correlation  # noqa: E402
-from .racing import (  # noqa: E402
+from .judge import (
+    ArtifactStore,
+    JudgeEnsemble,
+    JudgeProgram,
+    check_decodings,
+    hpss_graph,
+    to_records,
+)
+from .lm import TRANSIENT_KINDS, LMError, LMUnavailable, model_spec
+from .metrics import group_correlation
+from .racing import (
     RacingConfig,
     checkpoint_sizes,
     race_decision,
@@ -69,8 +72,8 @@ from .racing import (  # noqa: E402
     threshold,
     unit_keys,
 )
-from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value  # noqa: E402
-from .selection import SelectionConfig, choose, confirmation_split, veto  # noqa: E402
+from .search import SEARCHES, FactorGraph, SearchStrategy, Strategy, Value
+from .selection import SelectionConfig, choose, confirmation_split, veto
 
 __all__ = [
     "CheckpointMismatchError",
@@ -165,12 +168,10 @@ def load_optimizer(path_or_name: str | os.PathLike[str]) -> OptimizerConfig:
     """
     path = Path(path_or_name)
     if not path.is_file():
-        shipped = Path(__file__).resolve().parents[2] / "optimizers" / f"{path_or_name}.toml"
-        packaged = Path(__file__).resolve().parent / "_presets" / f"{path_or_name}.toml"
-        path = shipped if shipped.is_file() else packaged
+        path = shipped_file("optimizers", str(path_or_name)) or path
     if not path.is_file():
         raise ValueError(f"Optimizer preset {str(path_or_name)!r} not found (a TOML file or "
-                         "one of: auto, hpss, greedy, stepwise, random, quick, racing).")
+                         f"one of: {', '.join(shipped_names('optimizers'))}).")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         return OptimizerConfig(**data)

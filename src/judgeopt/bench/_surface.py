@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..search import FactorSpace, Strategy
-from ..search._csv import read_csv_rows
+from ..search import read_csv_rows
 
 
 @dataclass(frozen=True)

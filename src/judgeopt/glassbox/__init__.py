@@ -24,11 +24,8 @@ See ``docs/glassbox.md``.
 
 from __future__ import annotations
 
-import os
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from ._api import (  # noqa: E402
+from ._api import (
     BACKENDS,
     DEFAULT_FEATURES,
     FEATURES,
@@ -40,7 +37,7 @@ from ._api import (  # noqa: E402
     correlate_features,
     make_backend,
 )
-from ._backend import (  # noqa: E402
+from ._backend import (
     BACKEND_CAPABILITIES,
     Capability,
     CapabilityError,
@@ -49,7 +46,7 @@ from ._backend import (  # noqa: E402
     LogprobBackend,
     ScoredText,
 )
-from ._features import (  # noqa: E402
+from ._features import (
     attention_entropy,
     ensemble_stats,
     log_softmax,
@@ -64,9 +61,9 @@ from ._features import (  # noqa: E402
     token_logprob_variances_topk,
     topk_logprobs,
 )
-from ._litellm import LiteLLMBackend, generation_from_logprobs  # noqa: E402
-from ._llamacpp import LlamaCppBackend  # noqa: E402
-from ._rating import (  # noqa: E402
+from ._litellm import LiteLLMBackend, generation_from_logprobs
+from ._llamacpp import LlamaCppBackend
+from ._rating import (
     ExpectedRating,
     RatingDistribution,
     SelfConsistency,
@@ -79,7 +76,7 @@ from ._rating import (  # noqa: E402
     self_consistency_rating,
     topk_token_logprobs,
 )
-from ._transformers import TransformersBackend  # noqa: E402
+from ._transformers import TransformersBackend
 
 __all__ = [
     "BACKENDS",

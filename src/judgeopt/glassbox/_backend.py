@@ -14,6 +14,7 @@ Exception tree::
 
 from __future__ import annotations
 
+from .._errors import JudgeoptError
 import enum
 import os
 from abc import ABC, abstractmethod
@@ -105,7 +106,7 @@ BACKEND_CAPABILITIES: Mapping[str, tuple[frozenset[Capability], str]] = {
 }
 
 
-class GlassBoxError(Exception):
+class GlassBoxError(JudgeoptError):
     """Base class of the errors raised by :mod:`judgeopt.glassbox`."""
 
 

@@ -40,8 +40,17 @@ from ._render import (
     render_template,
 )
 from ._task import JudgeTask, available_tasks, load_task
+from ._task import RESERVED as RESERVED_FIELDS
+from ._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
+from ._prexme import resolve_value as resolve_prexme_value
+from ._export import read_judge_file
 
 __all__ = [
+    "RESERVED_FIELDS",
+    "ONE_SHOT_BASE_PROMPTS",
+    "ZERO_SHOT_BASE_PROMPTS",
+    "resolve_prexme_value",
+    "read_judge_file",
     "DECODING_PARAMS",
     "ArtifactError",
     "ArtifactMaker",

@@ -11,6 +11,7 @@ carries the ones it uses.
 
 from __future__ import annotations
 
+from .._errors import JudgeoptError
 import hashlib
 import json
 import os
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-class ArtifactError(RuntimeError):
+class ArtifactError(JudgeoptError, RuntimeError):
     """An artifact could not be made (its LM call failed or returned nothing)."""
 
 

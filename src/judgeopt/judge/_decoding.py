@@ -29,6 +29,7 @@ compile start (:func:`check_decodings`).
 
 from __future__ import annotations
 
+from .._errors import JudgeoptError
 import logging
 import math
 import weakref
@@ -170,7 +171,7 @@ def decoding_for(strategy: Strategy | Mapping[str, Value] | str | None,
     return base.with_params(params) if params else base
 
 
-class LogprobsUnavailableError(ValueError):
+class LogprobsUnavailableError(JudgeoptError, ValueError):
     """A decoding needs token log-probabilities that the judge's LM cannot give.
 
     Raised at compile start when the user asked for such a decoding explicitly (in the

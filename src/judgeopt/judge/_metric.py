@@ -10,6 +10,7 @@ unparsed answers a documented value.
 
 from __future__ import annotations
 
+from .._errors import JudgeoptError
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ __all__ = ["JudgeMetric", "UnparsedJudgement"]
 _PAIRWISE_VALUE = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 
 
-class UnparsedJudgement(ValueError):
+class UnparsedJudgement(JudgeoptError, ValueError):
     """The judge's answer held no rating (``on_unparsed="raise"``).
 
     Attributes:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import re
 import threading
 from collections import Counter
@@ -36,13 +35,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
-import numpy as np  # noqa: E402
+import dspy
+import numpy as np
 
-from judgeopt.data import Record  # noqa: E402
-from judgeopt.search import Factor, FactorSpace, Strategy, Value  # noqa: E402
+from judgeopt.data import Record
+from judgeopt.search import Factor, FactorSpace, Strategy, Value
 
 __all__ = [
     "BASE_PROMPTS",

@@ -2,47 +2,47 @@
 
 from __future__ import annotations
 
+from .._errors import JudgeoptError
 import os
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import asyncio  # noqa: E402
-import copy  # noqa: E402
-import functools  # noqa: E402
-from collections.abc import (  # noqa: E402
-    Callable,  # noqa: E402
+import asyncio
+import copy
+import functools
+from collections.abc import (
+    Callable,
     Mapping,
     Sequence,
 )
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from pathlib import Path
+from typing import Any
 
-import dspy  # noqa: E402
+import dspy
 
-from judgeopt.data import Record, load_records  # noqa: E402
-from judgeopt.search import Strategy, Value  # noqa: E402
+from judgeopt.data import Record, load_records
+from judgeopt.search import Strategy, Value
 
-from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of  # noqa: E402
-from ._decoding import (  # noqa: E402
+from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
+from ._decoding import (
     Decoding,
     decoding_for,
     expected_prediction,
     output_text,
     samples_prediction,
 )
-from ._examples import ExamplePool  # noqa: E402
-from ._factors import baseline_strategy, hpss_space, hpss_strategy  # noqa: E402
-from ._parse import parse_preference, parse_rating  # noqa: E402
-from ._predict import JudgePredict  # noqa: E402
-from ._render import render_messages  # noqa: E402
-from ._task import JudgeTask, load_task  # noqa: E402
+from ._examples import ExamplePool
+from ._factors import baseline_strategy, hpss_space, hpss_strategy
+from ._parse import parse_preference, parse_rating
+from ._predict import JudgePredict
+from ._render import render_messages
+from ._task import JudgeTask, load_task
 
 __all__ = ["JudgeAdapter", "JudgeProgram", "NoLMError"]
 
 ARTIFACTS_KEY = "__judge_artifacts__"
 
 
-class NoLMError(RuntimeError):
+class NoLMError(JudgeoptError, RuntimeError):
     """No language model is configured for a judge."""
 
 

@@ -19,12 +19,12 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .._resources import shipped_dir
 from ._factors import ARTIFACTS, SCALES
 from ._task_defaults import fill_task_defaults
 
@@ -876,24 +876,10 @@ def _format_errors(source: str, error: ValidationError) -> str:
 # Shipped signatures
 # --------------------------------------------------------------------------------------
 def signature_dirs() -> list[Path]:
-    """Directories searched for shipped signatures, in order.
-
-    1. ``signatures/`` at the root of a source checkout (beside ``src/``);
-    2. ``judgeopt/signatures`` inside the installed package (package data).
-    """
-    dirs: list[Path] = []
-    repo = Path(__file__).resolve().parents[3] / "signatures"
-    if repo.is_dir():
-        dirs.append(repo)
-    try:
-        packaged = resources.files("judgeopt").joinpath("signatures")
-        if packaged.is_dir():
-            p = Path(str(packaged))
-            if p not in dirs:
-                dirs.append(p)
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - defensive
-        pass
-    return dirs
+    """Directories searched for shipped signatures: ``signatures/`` at the repository's top
+    level, shipped in the wheel as ``judgeopt/signatures`` (see :mod:`judgeopt._resources`)."""
+    folder = shipped_dir("signatures")
+    return [folder] if folder is not None else []
 
 
 def available_tasks() -> tuple[str, ...]:

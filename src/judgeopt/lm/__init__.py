@@ -20,13 +20,11 @@ See ``docs/lm.md``.
 
 from __future__ import annotations
 
-import os
 
 # Before anything imports LiteLLM: otherwise it downloads a price list at start-up.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from ._cache import LMCache, cache_key, default_cache_dir  # noqa: E402
-from ._errors import (  # noqa: E402
+from ._cache import LMCache, cache_key, default_cache_dir
+from ._errors import (
     LMAuthError,
     LMBadRequest,
     LMConnectionError,
@@ -39,10 +37,10 @@ from ._errors import (  # noqa: E402
     LocalModelError,
     wrap_exception,
 )
-from ._factory import make_lm  # noqa: E402
-from ._litellm import JudgeLM, resolve_endpoint  # noqa: E402
-from ._local import RECOMMENDED_PARALLEL, LlamaCppLM  # noqa: E402
-from ._models import (  # noqa: E402
+from ._factory import make_lm
+from ._litellm import JudgeLM, resolve_endpoint
+from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
+from ._models import (
     DEFAULT_LOCAL_MODEL,
     LOCAL_MODELS,
     LocalModelSpec,
@@ -50,7 +48,7 @@ from ._models import (  # noqa: E402
     ensure_local_model,
     local_model_dir,
 )
-from ._router import (  # noqa: E402
+from ._router import (
     RouterConfig,
     RouterConfigError,
     RouterDeployment,
@@ -58,11 +56,16 @@ from ._router import (  # noqa: E402
     load_router_config,
     write_router_config,
 )
-from ._serve import ServerGroup, start_servers  # noqa: E402
-from ._server import LlamaServer, start_llama_server  # noqa: E402
-from ._spec import model_spec  # noqa: E402
-from ._stats import DeploymentStats, LMStats  # noqa: E402
-from ._vllm import (  # noqa: E402
+from ._serve import ServerGroup, start_servers
+from ._server import LlamaServer, start_llama_server
+from ._spec import model_spec
+from ._errors import TRANSIENT_KINDS
+from ._factory import parse_local_model
+from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES
+from ._spec import loadable_spec
+from ._local import check_gguf, default_threads, effective_n_ctx
+from ._stats import DeploymentStats, LMStats
+from ._vllm import (
     VLLMEnvironment,
     VLLMServer,
     convert_gguf_to_hf,
@@ -71,6 +74,14 @@ from ._vllm import (  # noqa: E402
 )
 
 __all__ = [
+    "TRANSIENT_KINDS",
+    "parse_local_model",
+    "DEFAULT_SERVE_SETTINGS",
+    "ENGINES",
+    "loadable_spec",
+    "check_gguf",
+    "default_threads",
+    "effective_n_ctx",
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODELS",
     "RECOMMENDED_PARALLEL",

@@ -15,12 +15,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from dspy.utils.callback import with_callbacks  # noqa: E402
+from dspy.utils.callback import with_callbacks
 
-from ._cache import LMCache, cache_key  # noqa: E402
-from ._stats import LMStats, StatsRecorder  # noqa: E402
+from ._cache import LMCache, cache_key
+from ._stats import LMStats, StatsRecorder
 
 __all__ = ["AttrDict", "JudgeoptLMMixin", "attributes", "resolve_cache", "to_plain", "usage_of"]
 

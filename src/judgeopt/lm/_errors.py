@@ -25,14 +25,12 @@ Every wrapped error is raised ``from`` the original exception and its message sa
 
 from __future__ import annotations
 
-import os
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from .._errors import JudgeoptError
+import re
+from typing import Any
 
-import re  # noqa: E402
-from typing import Any  # noqa: E402
-
-from dspy.utils import exceptions as _dspy_exc  # noqa: E402
+from dspy.utils import exceptions as _dspy_exc
 
 __all__ = [
     "LMAuthError",
@@ -50,7 +48,7 @@ __all__ = [
 ]
 
 
-class LMError(_dspy_exc.LMError):
+class LMError(JudgeoptError, _dspy_exc.LMError):
     """Base class of every judgeopt LM failure.
 
     Args:

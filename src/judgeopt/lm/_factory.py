@@ -5,15 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
+import dspy
 
-from ._cache import LMCache  # noqa: E402
-from ._litellm import JudgeLM  # noqa: E402
-from ._local import LlamaCppLM  # noqa: E402
-from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS  # noqa: E402
-from ._router import RouterLM, parse_router_model  # noqa: E402
+from ._cache import LMCache
+from ._litellm import JudgeLM
+from ._local import LlamaCppLM
+from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
+from ._router import RouterLM, parse_router_model
 
 __all__ = ["make_lm", "parse_local_model"]
 

@@ -11,15 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
-from dspy.clients.base_lm import LM_CLASS_STATE_KEY  # noqa: E402
+import dspy
+from dspy.clients.base_lm import LM_CLASS_STATE_KEY
 
-from ._base import JudgeoptLMMixin, Messages, resolve_cache, usage_of  # noqa: E402
-from ._cache import LMCache  # noqa: E402
-from ._errors import LMError, wrap_exception  # noqa: E402
-from ._stats import StatsRecorder  # noqa: E402
+from ._base import JudgeoptLMMixin, Messages, resolve_cache, usage_of
+from ._cache import LMCache
+from ._errors import LMError, wrap_exception
+from ._stats import StatsRecorder
 
 __all__ = ["JudgeLM", "resolve_endpoint"]
 

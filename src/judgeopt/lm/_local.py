@@ -11,24 +11,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
-from dspy.clients.base_lm import LM_CLASS_STATE_KEY  # noqa: E402
+import dspy
+from dspy.clients.base_lm import LM_CLASS_STATE_KEY
 
-from ._base import JudgeoptLMMixin, Messages, attributes, resolve_cache  # noqa: E402
-from ._cache import LMCache  # noqa: E402
+from ._base import JudgeoptLMMixin, Messages, attributes, resolve_cache
+from ._cache import LMCache
 from ._errors import (
     LMBadRequest,
     LMContextOverflow,
     LMError,
     LocalModelError,
     overflow_from_llama,
-)  # noqa: E402
-from ._llama_batch import BatchEngine, batch_width  # noqa: E402
-from ._llama_decode import Sampling, greedy_with_logprobs  # noqa: E402
-from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model  # noqa: E402
-from ._stats import StatsRecorder  # noqa: E402
+)
+from ._llama_batch import BatchEngine, batch_width
+from ._llama_decode import Sampling, greedy_with_logprobs
+from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model
+from ._stats import StatsRecorder
 
 __all__ = ["RECOMMENDED_PARALLEL", "LlamaCppLM", "check_gguf", "default_threads",
            "effective_n_ctx"]

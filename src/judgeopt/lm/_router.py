@@ -9,6 +9,7 @@ concurrency and the DSPy integration. See ``docs/lm.md``, "Several servers".
 
 from __future__ import annotations
 
+from .._errors import JudgeoptError
 import json
 import logging
 import os
@@ -22,16 +23,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
-from dspy.clients.base_lm import LM_CLASS_STATE_KEY  # noqa: E402
+import dspy
+from dspy.clients.base_lm import LM_CLASS_STATE_KEY
 
-from ._base import JudgeoptLMMixin, Messages, resolve_cache, to_plain, usage_of  # noqa: E402
-from ._cache import LMCache  # noqa: E402
-from ._errors import LMError, LMServerError, wrap_exception  # noqa: E402
-from ._litellm import _OPENAI_COMPATIBLE, NO_KEY, _provider_of  # noqa: E402
-from ._stats import StatsRecorder  # noqa: E402
+from ._base import JudgeoptLMMixin, Messages, resolve_cache, to_plain, usage_of
+from ._cache import LMCache
+from ._errors import LMError, LMServerError, wrap_exception
+from ._litellm import _OPENAI_COMPATIBLE, NO_KEY, _provider_of
+from ._stats import StatsRecorder
 
 __all__ = [
     "ROUTER_PREFIX",
@@ -80,7 +80,7 @@ _REFUSED_SETTINGS = {
 _RETRY_AFTER = re.compile(r"[Tt]ry again in (\d+(?:\.\d+)?) seconds")
 
 
-class RouterConfigError(ValueError):
+class RouterConfigError(JudgeoptError, ValueError):
     """A router config file is unreadable or invalid; the message names the file and field."""
 
 

@@ -44,8 +44,12 @@ from judgeopt.metrics._significance import (
     permutation_test,
 )
 from judgeopt.metrics._validation import METHODS
+from judgeopt.metrics._validation import Groups, Scores, validate_pair
 
 __all__ = [
+    "Groups",
+    "Scores",
+    "validate_pair",
     "METHODS",
     "PAIRWISE_LABELS",
     "BootstrapResult",

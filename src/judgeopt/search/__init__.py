@@ -16,8 +16,10 @@ from ._priors import FactorPriors
 from ._registry import SEARCHES
 from ._space import Factor, FactorSpace, Strategy, Value
 from ._tpe import TPESearch
+from ._csv import read_csv_rows
 
 __all__ = [
+    "read_csv_rows",
     "BUDGET_DEFAULTS",
     "HPSS",
     "SEARCHES",
