@@ -15,16 +15,18 @@ and mtime).
 
 from __future__ import annotations
 
-from ._errors import JudgeoptError
 import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ._errors import JudgeoptError
 from ._io import write_text_atomic
-from .data import Record
+
+if TYPE_CHECKING:  # a foundation module: the data layer above it is named in types only
+    from .data import Record
 
 __all__ = [
     "CheckpointMismatchError",

@@ -1,0 +1,71 @@
+"""The wheel a user installs works without the source tree: it carries the task signatures and
+the optimizer presets (the repository's top-level ``signatures/`` and ``optimizers/``), and a
+compile with a shipped preset runs from it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Run inside a virtual environment that holds only the wheel (its dependencies come from this
+# environment's site-packages, read-only), from a folder outside the checkout.
+SCRIPT = textwrap.dedent("""
+    import json, pathlib, sys
+    import judgeopt
+    from judgeopt.judge import JudgeProgram, available_tasks, load_task
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+    from judgeopt.testing import ScriptedLM
+
+    where = pathlib.Path(judgeopt.__file__).resolve()
+    tasks = available_tasks()
+    preset = load_optimizer("quick")
+    task = load_task("sfres")
+    records = [{"source": f"inform(name=place {i})", "system_output": f"place {i} is nice",
+                "aspect_scores": {"naturalness": 1 + i % 5}, "group_id": str(i // 4)}
+               for i in range(24)]
+    fake = ScriptedLM(lambda m: f"Rating: [[{1 + len(str(m[-1]['content'])) % 5}]]")
+    opt = JudgeSearch.from_config(preset, budget=3, progress=False, checkpoint_dir=None)
+    judge = opt.compile(JudgeProgram(task, "naturalness", lm=fake.lm), trainset=records)
+    print(json.dumps({"file": str(where), "tasks": list(tasks), "search": preset.search,
+                      "evaluated": len(judge.search_result.evaluation_summaries)}))
+""")
+
+
+@pytest.mark.slow
+def test_wheel_ships_tasks_and_presets_and_compiles(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(dist), str(ROOT)], check=True, capture_output=True,
+                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    (wheel,) = dist.glob("judgeopt-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {p.name for p in (ROOT / "signatures").glob("*.toml")}
+    assert {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/signatures/")} == shipped
+    presets = {p.name for p in (ROOT / "optimizers").glob("*.toml")}
+    assert {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/optimizers/")} == presets
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+                    str(wheel)], check=True, capture_output=True)
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(python), "-c", SCRIPT], cwd=away, env=env, check=True,
+                         capture_output=True, text=True, timeout=600)
+    result = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    # The package came from the wheel, not from the checkout.
+    assert Path(result["file"]).is_relative_to(venv), result["file"]
+    assert sorted(result["tasks"]) == sorted(p.removesuffix(".toml") for p in shipped)
+    assert result["search"] == "auto"
+    assert result["evaluated"] == 3
