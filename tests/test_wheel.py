@@ -28,8 +28,8 @@ SCRIPT = textwrap.dedent("""
     tasks = available_tasks()
     preset = load_optimizer("quick")
     task = load_task("sfres")
-    records = [{"source": f"inform(name=place {i})", "system_output": f"place {i} is nice",
-                "aspect_scores": {"naturalness": 1 + i % 5}, "group_id": str(i // 4)}
+    records = [{"source": f"inform(name=place {i})", "output": f"place {i} is nice",
+                "naturalness": 1 + i % 5}
                for i in range(24)]
     fake = ScriptedLM(lambda m: f"Rating: [[{1 + len(str(m[-1]['content'])) % 5}]]")
     opt = JudgeSearch.from_config(preset, budget=3, progress=False, checkpoint_dir=None)
@@ -61,8 +61,9 @@ def test_wheel_ships_tasks_and_presets_and_compiles(tmp_path: Path) -> None:
     away = tmp_path / "elsewhere"
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([str(python), "-c", SCRIPT], cwd=away, env=env, check=True,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([str(python), "-c", SCRIPT], cwd=away, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
     result = __import__("json").loads(out.stdout.strip().splitlines()[-1])
     # The package came from the wheel, not from the checkout.
     assert Path(result["file"]).is_relative_to(venv), result["file"]
