@@ -98,6 +98,7 @@ def test_unknown_method_lists_allowed(dev_surfaces) -> None:
 
 
 def test_cli_bench_search_writes_json(shared_data: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("optuna")  # the `tpe` method needs the [tpe] extra
     out = tmp_path / "r.json"
     rc = main(["bench-search", "--surface", str(shared_data / "prexme_surface" / "dev.csv"),
                "--group", "model,task", "--factors", ",".join(FACTORS), "--objective",
