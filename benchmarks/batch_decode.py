@@ -45,7 +45,6 @@ from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import LlamaCppLM, make_lm
 from judgeopt.metrics import correlation
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()
 
 

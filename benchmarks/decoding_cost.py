@@ -38,7 +38,6 @@ from judgeopt.data import load_records
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import LlamaCppLM, make_lm
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()
 
 

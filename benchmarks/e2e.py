@@ -64,7 +64,6 @@ from judgeopt.teleprompt import JudgeSearch, load_optimizer
 # also read from this module by rescore_e2e.py.
 __all__ = ["across_pairs", "main", "run_pair", "split_groups", "stored_items", "summarise"]
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()
 DEFAULT_PAIRS = ("sfres:naturalness,topical_chat:naturalness,topical_chat:coherence,"
                  "summeval:coherence")

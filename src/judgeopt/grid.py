@@ -94,7 +94,7 @@ def _resolve(factor: Factor, text: Value) -> Value:
         if text in factor:
             return text
         text = str(text)
-    from .judge import resolve_prexme_value
+    from .judge import resolve_prexme_value  # lazy: judgeopt.judge loads DSPy
 
     return resolve_prexme_value(factor, text)
 

@@ -229,7 +229,7 @@ def _paired_pvalue(
     rng: np.random.Generator,
 ) -> float:
     """PERM-INPUTS p-value of "best beats other" on the items both scored (NaN if untestable)."""
-    from judgeopt.metrics import permutation_test
+    from ..metrics import permutation_test  # lazy: judgeopt.metrics loads SciPy
 
     pos = {item: i for i, item in enumerate(other[0])}
     ia: list[int] = []

@@ -17,8 +17,8 @@ from ._common import (
     Subparsers,
     add_model,
     csv_list,
-    load_data,
     lm_from_args,
+    load_data,
     positive_int,
     share,
 )

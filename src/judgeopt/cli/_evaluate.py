@@ -12,7 +12,7 @@ from typing import Any
 
 from ..evaluate import check_label_spread, check_records, evaluate, evaluate_against
 from ..search import Strategy
-from ._common import CLIError, Subparsers, add_model, load_data, lm_from_args, positive_int
+from ._common import CLIError, Subparsers, add_model, lm_from_args, load_data, positive_int
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
