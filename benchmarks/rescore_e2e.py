@@ -68,8 +68,7 @@ from judgeopt.judge import JudgeProgram, load_task
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm
 from judgeopt.metrics import correlation
 from judgeopt.selection import choose, confirmation_split, veto
-# NOTE: the compile's item store (the checkpoint's items.jsonl) has no public reader yet.
-from judgeopt.teleprompt import _ItemStore, load_optimizer
+from judgeopt.teleprompt import _ItemStore, load_optimizer  # NOTE: no public item store yet
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
