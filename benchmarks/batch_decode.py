@@ -32,33 +32,20 @@ Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from judgeopt.bench import normal_interval, shared_data_dir, write_json
+from judgeopt.data import load_records
+from judgeopt.evaluate import evaluate
+from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+from judgeopt.lm import LlamaCppLM, make_lm
+from judgeopt.metrics import correlation
 
-from judgeopt.data import load_records  # noqa: E402
-from judgeopt.evaluate import evaluate  # noqa: E402
-from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
-from judgeopt.lm import LlamaCppLM, make_lm  # noqa: E402
-from judgeopt.metrics import correlation  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("JUDGEOPT_DATA", ROOT.parent / "shared" / "data"))
-
-
-def _interval(values: list[float]) -> list[float]:
-    """Mean +- 1.96 standard errors (nan below 2 values)."""
-    if len(values) < 2:
-        return [float("nan"), float("nan")]
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / len(values) ** 0.5
-    return [round(mean - 1.96 * se, 4), round(mean + 1.96 * se, 4)]
+DATA = shared_data_dir()
 
 
 def _corr(scores: list[Any], humans: list[Any]) -> float | None:
@@ -111,7 +98,7 @@ def run_strategy(name: str, task: Any, aspect: str, strategy: Any, records: list
         "batched_s_per_item": round(sum(seconds["batched"]) / n, 4),
         "speedup": round(sum(seconds["one"]) / sum(seconds["batched"]), 4),
         "block_speedups": [round(x, 4) for x in per_block],
-        "speedup_interval": _interval(per_block),
+        "speedup_interval": [round(x, 4) for x in normal_interval(per_block)],
         "same_rating": round(sum(a == b for a, b in both) / len(both), 4) if both else None,
         "same_text": round(sum(a.raw == b.raw for a, b in zip(items["one"], items["batched"],
                                                               strict=True)) / n, 4),
@@ -188,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['parse_failures']}")
     if args.json:
         out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(out, result)
         print(f"wrote {out}")
     return 0
 

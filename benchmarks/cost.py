@@ -20,25 +20,41 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from judgeopt.bench import sample_groups, shared_data_dir, write_json
+from judgeopt.data import Record, load_records
+from judgeopt.evaluate import evaluate
+from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task
+from judgeopt.teleprompt import JudgeSearch
 
-from judgeopt.data import Record, load_records  # noqa: E402
-from judgeopt.evaluate import evaluate  # noqa: E402
-from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task  # noqa: E402
-from judgeopt.teleprompt import JudgeSearch  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+DATA = shared_data_dir() / "topical_chat"
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# The reduced space (no generated artifacts), the data and the sampling of whole dialogue
-# contexts are those of the end-to-end benchmark.
-from e2e_topical_chat import DATA, ROOT, SPACE, SPACE_EXPECTED, by_groups  # noqa: E402
+# A reduced HPSS space that a 2-core CPU can search in minutes (that of the first end-to-end
+# runs, docs/benchmarks.md sections 1-2): the factors whose values need no generated
+# artifacts, and three orders (9 initialisation strategies).
+SPACE = {
+    "scale": [3, 5, 10],
+    "examples": [0, 3],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix", "suffix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
+    # Greedy only, as when the recorded results were made (before the decoding factor).
+    "decoding": ["greedy"],
+}
+
+# `--decoding expected`: the probability-weighted rating read from the rating token's
+# distribution (needs logprobs). Without explanations (cot "none"), so each call generates a
+# few tokens.
+SPACE_EXPECTED = {**SPACE, "cot": ["none"], "decoding": ["expected"]}
 
 # --quick: four strategies of SmolLM2 without explanations (short outputs).
 QUICK_SPACE = {
@@ -213,8 +229,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from judgeopt.lm import make_lm
 
     task = load_task("topical_chat")
-    valid = by_groups(load_records(DATA / "valid.jsonl"), n_valid, seed=0)
-    test = by_groups(load_records(DATA / "test.jsonl"), n_test, seed=1)
+    # Whole dialogue contexts, as in the end-to-end runs.
+    valid = sample_groups(load_records(DATA / "valid.jsonl"), n_valid, seed=0)
+    test = sample_groups(load_records(DATA / "test.jsonl"), n_test, seed=1)
     racing = {"min_items": min_items, "confidence": args.confidence}
     print(f"model {model}; {len(valid)} validation items, {len(test)} test items; "
           f"{args.search} budget {budget}, k {k}, seed {args.seed}; racing {racing}", flush=True)
@@ -229,8 +246,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                   budget=budget, k=k, search=args.search, seed=args.seed, racing=racing,
                   quick=quick, threads=args.threads, decoding=args.decoding)
     print(table(result))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    write_json(out, result, indent=1, default=str)
     print(f"wrote {out}")
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, default=str))
 

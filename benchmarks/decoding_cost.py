@@ -27,22 +27,18 @@ Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from judgeopt.bench import normal_interval, shared_data_dir, write_json
+from judgeopt.data import load_records
+from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+from judgeopt.lm import LlamaCppLM, make_lm
 
-from judgeopt.data import load_records  # noqa: E402
-from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
-from judgeopt.lm import LlamaCppLM, make_lm  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("JUDGEOPT_DATA", ROOT.parent / "shared" / "data"))
+DATA = shared_data_dir()
 
 
 def _cold(lm: Any) -> None:
@@ -57,15 +53,6 @@ def _timed(judge: JudgeProgram, record: Any, lm: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     pred = judge.judge(record.inputs, sample_id=record.id, lm=lm)
     return time.perf_counter() - t0, pred
-
-
-def _interval(values: list[float]) -> list[float]:
-    """Mean +- 1.96 standard errors."""
-    if len(values) < 2:
-        return [float("nan"), float("nan")]
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / len(values) ** 0.5
-    return [mean - 1.96 * se, mean + 1.96 * se]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": lm.n_threads,
         "repeats": max(1, args.repeats),
         "seconds": {n: [round(s, 4) for s in v] for n, v in seconds.items()},
-        "mean_interval": {n: [round(x, 4) for x in _interval(v)] for n, v in seconds.items()},
+        "mean_interval": {n: [round(x, 4) for x in normal_interval(v)] for n, v in seconds.items()},
         "scores": scores,
         "parse_failures": {n: sum(s is None for s in v) for n, v in scores.items()},
     }
@@ -161,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"largest |expected - expected_logits_all|: {result['max_abs_rating_difference']}")
     if args.json:
         out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(out, result)
         print(f"wrote {out}")
     return 0
 

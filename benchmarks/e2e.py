@@ -31,33 +31,40 @@ Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import numpy as np
 
-import numpy as np  # noqa: E402
+from judgeopt.bench import (
+    EXIT_INTERRUPTED,
+    evaluate_stored,
+    markdown_table,
+    run_interruptible,
+    shared_data_dir,
+    stored_items,
+    stored_result,
+    strategy_key,
+    write_json,
+)
+from judgeopt.data import Record, load_records, split_holdout
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.evaluate import EvalResult, ItemResult, compare, merge_results
+from judgeopt.judge import JudgeProgram, load_task
+from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
+from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
-from judgeopt._signals import sigterm_as_interrupt  # noqa: E402
-from judgeopt.data import Record, load_records, split_holdout  # noqa: E402
-from judgeopt.demo import E2E_SPLIT, PER_GROUP  # noqa: E402
-from judgeopt.evaluate import EvalResult, ItemResult, compare, evaluate, merge_results  # noqa: E402
-from judgeopt.judge import JudgeProgram, load_task  # noqa: E402
-from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm  # noqa: E402
-from judgeopt.lm._factory import parse_local_model  # noqa: E402
-from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
+# NOTE: stored_items, evaluate_stored, stored_result and strategy_key (judgeopt.bench) are
+# also read from this module by rescore_e2e.py.
+__all__ = ["across_pairs", "main", "run_pair", "split_groups", "stored_items", "summarise"]
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("JUDGEOPT_DATA", ROOT.parent / "shared" / "data"))
+DATA = shared_data_dir()
 DEFAULT_PAIRS = ("sfres:naturalness,topical_chat:naturalness,topical_chat:coherence,"
                  "summeval:coherence")
 
@@ -73,58 +80,6 @@ def split_groups(records: Sequence[Record], n_valid: int, n_test: int, seed: int
                  per_group: int | None = None) -> tuple[list[Record], list[Record]]:
     """Disjoint validation and test sets of whole groups (:func:`judgeopt.data.split_holdout`)."""
     return split_holdout(records, n_valid, n_test, seed=seed, per_group=per_group)
-
-
-def stored_items(path: Path) -> dict[str, ItemResult]:
-    """The judged items kept in ``path`` (JSONL) by id, failed calls left out; {} if none."""
-    done: dict[str, ItemResult] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                item = ItemResult(**json.loads(line))
-            except (ValueError, TypeError):
-                continue
-            if item.error is None:
-                done[item.id] = item
-    return done
-
-
-def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: str,
-                    progress: bool) -> EvalResult:
-    """Evaluate ``program`` on ``records``, keeping every judged item in ``path`` (JSONL), so
-    that a resumed run (even in a fresh checkout without the LM cache) repeats no call."""
-    done = stored_items(path)
-    level = program.task.correlation_level or "dataset"
-    parts = []
-    if done:
-        parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0, level=level,
-                                items=[done[r.id] for r in records if r.id in done]))
-    todo = [r for r in records if r.id not in done]
-    if todo:
-        with path.open("a", encoding="utf-8") as fh:
-            def keep(item: ItemResult) -> None:
-                if item.error is None:
-                    fh.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
-                    fh.flush()
-
-            parts.append(evaluate(program, todo, progress=progress, desc=desc, on_item=keep))
-    return merge_results(parts, records, pairwise=False, level=level)
-
-
-def strategy_key(strategy: dict[str, Any]) -> str:
-    """The file-name key of a strategy's stored test items (``test_<key>.jsonl``)."""
-    return hashlib.sha256(json.dumps(strategy, sort_keys=True, default=str).encode()
-                          ).hexdigest()[:16]
-
-
-def stored_result(path: Path, records: list[Record], level: str) -> EvalResult | None:
-    """The evaluation kept in ``path`` (every record judged), without any call; else None."""
-    done = stored_items(path)
-    if any(r.id not in done for r in records):
-        return None
-    return merge_results([EvalResult(n=len(done), parse_failures=0, call_failures=0,
-                                     level=level, items=[done[r.id] for r in records])],
-                         records, pairwise=False, level=level)
 
 
 def finalist_report(pair_dir: Path, test: list[Record], row: dict[str, Any],
@@ -383,7 +338,7 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
     row["scoring"] = dict(SCORING)
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
     row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
-    (pair_dir / "result.json").write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
+    write_json(pair_dir / "result.json", row)
     return row
 
 
@@ -557,46 +512,47 @@ def table(rows: list[dict[str, Any]]) -> str:
     def f(x: Any) -> str:
         return "n/a" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
 
-    lines = ["| pair | level | n valid / test | baseline | chosen | gain [95% CI] | ensemble "
-             "| ensemble gain [95% CI] | chosen = baseline |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        ci = r["gain_ci"]
-        eci = r["ensemble_gain_ci"] or [None, None]
-        lines.append(
-            f"| {r['task']}/{r['aspect']} | {r['level']} | {r['n_valid']} / {r['n_test']} | "
-            f"{f(r['baseline'])} | {f(r['chosen'])} | {f(r['gain'])} [{f(ci[0])}, {f(ci[1])}] "
-            f"| {f(r['ensemble'])} | {f(r['ensemble_gain'])} [{f(eci[0])}, {f(eci[1])}] | "
-            f"{'yes' if r['chosen_is_baseline'] else 'no'} |")
-    lines += ["", "Other selection rules on test (from the stored judgements, no call; the "
-              "baseline's own search score counts):", "",
-              "| pair | baseline search score | best search score: returns | test gain "
-              "[95% CI] | veto: returns | confirmation gain (80% upper bound) | test gain "
-              "[95% CI] |", "|---|---|---|---|---|---|---|"]
+    def ci(pair: Any) -> str:
+        lo, hi = pair or [None, None]
+        return f"[{f(lo)}, {f(hi)}]"
+
+    main_rows = [
+        [f"{r['task']}/{r['aspect']}", r["level"], f"{r['n_valid']} / {r['n_test']}",
+         f(r["baseline"]), f(r["chosen"]), f"{f(r['gain'])} {ci(r['gain_ci'])}",
+         f(r["ensemble"]), f"{f(r['ensemble_gain'])} {ci(r['ensemble_gain_ci'])}",
+         "yes" if r["chosen_is_baseline"] else "no"]
+        for r in rows]
+    rule_rows = []
     for r in rows:
         rules = r.get("rules_on_test") or {}
         b, v = rules.get("best_search_score"), rules.get("veto")
         if b is None or v is None:
             continue
-        bci, vci = b["test_gain_ci"] or [None, None], v["test_gain_ci"] or [None, None]
-        lines.append(
-            f"| {r['task']}/{r['aspect']} | {f(rules['baseline_search_score'])} | "
-            f"{b['returns']} | {f(b['test_gain'])} [{f(bci[0])}, {f(bci[1])}] | "
-            f"{v['returns']} | {f(v['confirm_gain'])} ({f(v['upper_bound'])}) | "
-            f"{f(v['test_gain'])} [{f(vci[0])}, {f(vci[1])}] |")
-    lines += ["", "Finalists on test (search rank 1 is the paper's rule's pick unless the "
-              "baseline's search score is higher):", "",
-              "| pair | finalist | search rank | search score | confirmation gain | confirmed "
-              "| test | test gain [95% CI] |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        for fin in r.get("finalists_on_test") or []:
-            ci = fin["test_gain_ci"]
-            lines.append(
-                f"| {r['task']}/{r['aspect']} | {fin['key']} | {fin['search_rank']} | "
-                f"{f(fin['search_score'])} | {f(fin['confirm_gain'])} | "
-                f"{'yes' if fin['confirmed'] else 'no'} | {f(fin['test'])} | "
-                f"{f(fin['test_gain'])} [{f(ci[0])}, {f(ci[1])}] |")
-    return "\n".join(lines)
+        rule_rows.append(
+            [f"{r['task']}/{r['aspect']}", f(rules["baseline_search_score"]), b["returns"],
+             f"{f(b['test_gain'])} {ci(b['test_gain_ci'])}", v["returns"],
+             f"{f(v['confirm_gain'])} ({f(v['upper_bound'])})",
+             f"{f(v['test_gain'])} {ci(v['test_gain_ci'])}"])
+    finalist_rows = [
+        [f"{r['task']}/{r['aspect']}", fin["key"], fin["search_rank"], f(fin["search_score"]),
+         f(fin["confirm_gain"]), "yes" if fin["confirmed"] else "no", f(fin["test"]),
+         f"{f(fin['test_gain'])} {ci(fin['test_gain_ci'])}"]
+        for r in rows for fin in r.get("finalists_on_test") or []]
+    return "\n".join([
+        markdown_table(["pair", "level", "n valid / test", "baseline", "chosen",
+                        "gain [95% CI]", "ensemble", "ensemble gain [95% CI]",
+                        "chosen = baseline"], main_rows),
+        "", "Other selection rules on test (from the stored judgements, no call; the "
+        "baseline's own search score counts):", "",
+        markdown_table(["pair", "baseline search score", "best search score: returns",
+                        "test gain [95% CI]", "veto: returns",
+                        "confirmation gain (80% upper bound)", "test gain [95% CI]"],
+                       rule_rows),
+        "", "Finalists on test (search rank 1 is the paper's rule's pick unless the "
+        "baseline's search score is higher):", "",
+        markdown_table(["pair", "finalist", "search rank", "search score",
+                        "confirmation gain", "confirmed", "test", "test gain [95% CI]"],
+                       finalist_rows)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -643,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
         if rows:
-            out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+            write_json(out, result)
         print(table(rows))
         print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
         return 0
@@ -654,32 +610,33 @@ def main(argv: list[str] | None = None) -> int:
     local = parse_local_model(args.model) is not None
     lm = make_lm(args.model, cache=out_dir / "lm-cache",
                  **({"parallel": args.parallel} if local else {}))
-    try:
-        with sigterm_as_interrupt():
-            for task_name, aspect in pairs:
-                if (task_name, aspect) in done:
-                    log.info("%s/%s: done earlier", task_name, aspect)
-                    continue
-                t0 = time.perf_counter()
-                row = run_pair(task_name, aspect, model=args.model, lm=lm, budget=args.budget,
-                               n_valid=args.n_valid, n_test=args.n_test,
-                               ensemble=args.ensemble, seed=args.seed, out_dir=out_dir,
-                               optimizer=args.optimizer, progress=not args.no_progress)
-                rows.append(row)
-                log.info("%s/%s done in %.0f s: baseline %s, chosen %s, ensemble %s",
-                         task_name, aspect, time.perf_counter() - t0, row["baseline"],
-                         row["chosen"], row["ensemble"])
-                rows.sort(key=lambda r: pairs.index((r["task"], r["aspect"])))
-                result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-                print(table(rows), flush=True)
-    except KeyboardInterrupt:
+    def run_pairs() -> int:
+        for task_name, aspect in pairs:
+            if (task_name, aspect) in done:
+                log.info("%s/%s: done earlier", task_name, aspect)
+                continue
+            t0 = time.perf_counter()
+            row = run_pair(task_name, aspect, model=args.model, lm=lm, budget=args.budget,
+                           n_valid=args.n_valid, n_test=args.n_test,
+                           ensemble=args.ensemble, seed=args.seed, out_dir=out_dir,
+                           optimizer=args.optimizer, progress=not args.no_progress)
+            rows.append(row)
+            log.info("%s/%s done in %.0f s: baseline %s, chosen %s, ensemble %s",
+                     task_name, aspect, time.perf_counter() - t0, row["baseline"],
+                     row["chosen"], row["ensemble"])
+            rows.sort(key=lambda r: pairs.index((r["task"], r["aspect"])))
+            write_json(out, {"settings": _settings(args), "pairs": rows, **summarise(rows)})
+            print(table(rows), flush=True)
+        return 0
+
+    def stopped() -> None:
         # Finished pairs are in the JSON; the running pair's judgements are in its
         # checkpoint and the LM cache, so only the calls in flight are lost.
         log.warning("stopped after %d finished pair(s); run the same command to resume",
                     len(rows))
-        return 130
+
+    if run_interruptible(run_pairs, on_stop=stopped) == EXIT_INTERRUPTED:
+        return EXIT_INTERRUPTED
     result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
     print(table(rows))
     print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))

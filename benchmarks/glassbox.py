@@ -31,19 +31,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import resource
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import numpy as np
+from scipy import stats
 
-import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from judgeopt.data import load_records  # noqa: E402
-from judgeopt.glassbox import (  # noqa: E402
+from judgeopt.bench import sample_groups, shared_data_dir, write_json
+from judgeopt.data import load_records
+from judgeopt.glassbox import (
     Capability,
     FeatureResult,
     attention_entropy,
@@ -59,11 +57,11 @@ from judgeopt.glassbox import (  # noqa: E402
     token_logprob_variances_topk,
     topk_logprobs,
 )
-from judgeopt.judge import baseline_strategy, load_task, parse_rating, render_messages  # noqa: E402
-from judgeopt.metrics import correlation  # noqa: E402
+from judgeopt.judge import baseline_strategy, load_task, parse_rating, render_messages
+from judgeopt.metrics import correlation
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = shared_data_dir()
 
 DATASETS: dict[str, dict[str, Any]] = {
     "topical_chat": {
@@ -85,21 +83,6 @@ DATASETS: dict[str, dict[str, Any]] = {
     },
 }
 TOPK = (5, 10, 20)
-
-
-def by_groups(records: list[Any], n_items: int, seed: int) -> list[Any]:
-    """Whole groups in a seeded random order until ``n_items`` records, cut to ``n_items``."""
-    groups = sorted({r.group_id for r in records})
-    chosen: list[str] = []
-    count = 0
-    for i in np.random.default_rng(seed).permutation(len(groups)):
-        if count >= n_items:
-            break
-        chosen.append(groups[int(i)])
-        count += sum(r.group_id == groups[int(i)] for r in records)
-    order = {g: k for k, g in enumerate(chosen)}
-    picked = sorted((r for r in records if r.group_id in order), key=lambda r: order[r.group_id])
-    return picked[:n_items]
 
 
 def _corr(human: np.ndarray, pred: np.ndarray, groups: list[Any] | None) -> float:
@@ -235,7 +218,8 @@ def ratings(records: list[Any], backend: Any, dataset: str, spec: dict[str, Any]
 
 def run_dataset(dataset: str, backend: Any, args: argparse.Namespace) -> dict[str, Any]:
     spec = DATASETS[dataset]
-    records = by_groups(load_records(DATA / spec["file"]), args.limit, args.seed)
+    # Whole groups in the order drawn, cut to the limit.
+    records = sample_groups(load_records(DATA / spec["file"]), args.limit, args.seed, cut=True)
     print(f"\n=== {dataset}: {len(records)} records, "
           f"{len({r.group_id for r in records})} groups ===", flush=True)
     out: dict[str, Any] = {"n_items": len(records), "ids": [r.id for r in records]}
@@ -413,8 +397,7 @@ def main() -> None:
     if args.compare_with:
         payload["comparison"] = compare_runs(results, args.compare_with)
     out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_json(out, payload)
     print(f"wrote {out}")
 
 

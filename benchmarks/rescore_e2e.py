@@ -39,32 +39,40 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import e2e  # noqa: E402
-from judgeopt.data import Record, load_records  # noqa: E402
-from judgeopt.evaluate import (  # noqa: E402
+from judgeopt.bench import (
+    EXIT_INTERRUPTED,
+    evaluate_stored,
+    run_interruptible,
+    stored_result,
+    strategy_key,
+    write_json,
+)
+from judgeopt.data import Record, load_records
+from judgeopt.evaluate import (
     EvalResult,
     compare,
     item_predictions,
+    merge_results,
     score_items,
 )
-from judgeopt.judge import JudgeProgram, load_task  # noqa: E402
-from judgeopt.metrics import correlation  # noqa: E402
-from judgeopt.selection import choose, confirmation_split, veto  # noqa: E402
-from judgeopt.teleprompt import _ItemStore, load_optimizer  # noqa: E402
+from judgeopt.judge import JudgeProgram, load_task
+from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm
+from judgeopt.metrics import correlation
+from judgeopt.selection import choose, confirmation_split, veto
+from judgeopt.teleprompt import _ItemStore, load_optimizer  # NOTE: no public item store yet
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+e2e = importlib.import_module("e2e")  # the sibling script: its split, intervals and DATA
 
 RESULTS = ROOT / "benchmarks" / "results"
 SOURCES = ("e2e.json", "e2e_heldout.json")
@@ -141,19 +149,19 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
                call: bool = True) -> EvalResult | None:
         """``strategy`` on ``records``: from the stored judgements, else (``lm`` given)
         judged now and kept; ``None`` when not stored and no LM."""
-        path = pair_dir / f"{part}_{e2e.strategy_key(strategy)}.jsonl"
+        path = pair_dir / f"{part}_{strategy_key(strategy)}.jsonl"
         if part == "confirm":
             kept = store.items(strategy)
             if all(r.id in kept for r in records):
-                return e2e.merge_results([EvalResult(
+                return merge_results([EvalResult(
                     n=len(records), parse_failures=0, call_failures=0, level=level,
                     items=[kept[r.id] for r in records])], records, pairwise=False,
                     level=level)
-        res = e2e.stored_result(path, records, level)
+        res = stored_result(path, records, level)
         if res is None and lm is not None and call:
             program = JudgeProgram(task, aspect, lm=lm).with_strategy(strategy)
-            res = e2e.evaluate_stored(program, records, path, desc=f"{part}: {strategy}",
-                                      progress=progress)
+            res = evaluate_stored(program, records, path, desc=f"{part}: {strategy}",
+                                  progress=progress)
         return res
 
     base_test = judged(base_dict, test, "test")
@@ -322,38 +330,33 @@ def main(argv: list[str] | None = None) -> int:
     limit = load_optimizer("auto").max_parse_failures
     lm = None
     if args.judge_missing:
-        from judgeopt._signals import sigterm_as_interrupt
-        from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm
-
         lm = make_lm(args.model, cache=RESULTS / "e2e_runs" / "lm-cache",
                      parallel=RECOMMENDED_PARALLEL)
     rows = []
-    try:
-        with (sigterm_as_interrupt() if lm is not None else _nothing()):
-            for source in SOURCES:
-                path = RESULTS / source
-                if not path.is_file():
-                    continue
-                for row in json.loads(path.read_text(encoding="utf-8"))["pairs"]:
-                    rows.append(rescore_pair(row, source, limit, args.finalists, lm=lm,
-                                             progress=not args.no_progress))
-    except KeyboardInterrupt:
+
+    def rescore_all() -> int:
+        for source in SOURCES:
+            path = RESULTS / source
+            if not path.is_file():
+                continue
+            for row in json.loads(path.read_text(encoding="utf-8"))["pairs"]:
+                rows.append(rescore_pair(row, source, limit, args.finalists, lm=lm,
+                                         progress=not args.no_progress))
+        return 0
+
+    def stopped() -> None:
         print("stopped; the judgements made are kept: run the same command to resume",
               file=sys.stderr)
-        return 130
+
+    # Only a run that judges (--judge-missing) has something to keep on SIGTERM.
+    if run_interruptible(rescore_all, on_stop=stopped,
+                         sigterm=lm is not None) == EXIT_INTERRUPTED:
+        return EXIT_INTERRUPTED
     out = {"max_parse_failures": limit, "finalists": args.finalists, "pairs": rows,
            "summary": summarise(rows)}
-    Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    write_json(args.json, out)
     print(table(rows))
     return 0
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -18,18 +18,23 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from judgeopt.bench import RunCache, cross_validate_searches, load_surfaces
-from judgeopt.bench._cv import Factory
+from judgeopt.bench import (
+    Factory,
+    RunCache,
+    cross_validate_searches,
+    load_surfaces,
+    shared_data_dir,
+    write_json,
+)
 from judgeopt.search import HPSS, AutoSearch, TPESearch
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV = ROOT.parent / "shared" / "data" / "prexme_surface" / "dev.csv"
+DEV = shared_data_dir() / "prexme_surface" / "dev.csv"
 BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
 
 
@@ -147,8 +152,7 @@ def main() -> None:
     if args.test_objective:
         out["test_only"] = _test_only(args, budgets, shipped)
     path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    write_json(path, out, indent=1)
     print(f"wrote {path}")
 
 

@@ -12,16 +12,15 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from judgeopt.bench import load_surfaces, run_search_benchmark
+from judgeopt.bench import load_surfaces, run_search_benchmark, shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV = ROOT.parent / "shared" / "data" / "prexme_surface" / "dev.csv"
+DEV = shared_data_dir() / "prexme_surface" / "dev.csv"
 BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
 ALL = ("auto,hpss,hpss-no-exploit,hpss-no-explore-term,hpss-no-heuristic,random,greedy,"
        "stepwise,tpe")
@@ -75,8 +74,7 @@ def main() -> None:
                   f"{m['hpss']['norm_regret']:>8.3f}{m['tpe']['norm_regret']:>8.3f}"
                   f"{d['auto_margin']:>+9.3f}  {wins}/{len(d['surfaces'])}")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"objective": args.objective, "results": results}, indent=1) + "\n")
+    write_json(out, {"objective": args.objective, "results": results}, indent=1)
     print(f"wrote {out}")
 
 

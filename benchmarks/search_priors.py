@@ -21,17 +21,22 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from judgeopt.bench import leave_one_out_priors, load_surfaces, run_search_benchmark
+from judgeopt.bench import (
+    leave_one_out_priors,
+    load_surfaces,
+    run_search_benchmark,
+    shared_data_dir,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV = ROOT.parent / "shared" / "data" / "prexme_surface" / "dev.csv"
+DEV = shared_data_dir() / "prexme_surface" / "dev.csv"
 BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
 FACTORS = ["base_prompt", "task_description", "format_requirement"]
 # label suffix -> arguments of leave_one_out_priors
@@ -130,12 +135,11 @@ def main() -> None:
         print()
         # Written after every budget, so a long run keeps what it has finished.
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({
+        write_json(out, {
             "objective": args.objective, "baseline": BASELINE,
             "priors": {("+priors" + k): v for k, v in PRIOR_SETS.items()},
             "hold_out": "model", "results": results,
-        }, indent=1) + "\n")
+        }, indent=1)
     print(f"wrote {args.out}")
 
 

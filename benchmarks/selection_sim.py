@@ -21,11 +21,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from judgeopt.bench import write_json
 from judgeopt.selection import SelectionConfig, simulate_selection
 
 SCENARIOS = {
@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     if args.json:
         path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        write_json(path, out)
         print(f"wrote {path}")
     return 0
 

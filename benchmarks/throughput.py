@@ -58,17 +58,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from judgeopt.data import Record, load_records  # noqa: E402
-from judgeopt.evaluate import evaluate  # noqa: E402
-from judgeopt.judge import JudgeProgram, baseline_strategy, load_task  # noqa: E402
-from judgeopt.judge._program import ARTIFACTS_KEY  # noqa: E402
-from judgeopt.lm import make_lm, start_servers, write_router_config  # noqa: E402
-from judgeopt.lm._litellm import NO_KEY  # noqa: E402
+from judgeopt.bench import shared_data_dir, write_json
+from judgeopt.data import Record, load_records
+from judgeopt.evaluate import evaluate
+from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+from judgeopt.judge._program import ARTIFACTS_KEY
+from judgeopt.lm import make_lm, start_servers, write_router_config
+from judgeopt.lm._litellm import NO_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = shared_data_dir()
 OUT = ROOT / "benchmarks" / "results" / "throughput.json"
 WARM_UP = [{"role": "user", "content": "Reply with one digit: 7"}]
 
@@ -427,13 +426,11 @@ def _report_latency(args: argparse.Namespace, arms: dict[str, Arms], pool: list[
     load_after = os.getloadavg()
     print(f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"backend": "scripted" if args.overhead else args.model,
-                               "delay": args.delay, "task": args.task,
-                               "seconds": time.perf_counter() - t0,
-                               "load_average_before": load_before,
-                               "load_average_after": load_after, "latency": results},
-                              indent=2) + "\n", encoding="utf-8")
+    write_json(out, {"backend": "scripted" if args.overhead else args.model,
+                     "delay": args.delay, "task": args.task,
+                     "seconds": time.perf_counter() - t0,
+                     "load_average_before": load_before,
+                     "load_average_after": load_after, "latency": results})
     print(f"wrote {out}")
     return 0
 
@@ -510,8 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "seconds": seconds, "load_average_before": load_before,
               "load_average_after": load_after, "summary": summary, "cells": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_json(out, result)
     print(f"wrote {out}")
     return 0
 

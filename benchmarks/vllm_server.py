@@ -24,7 +24,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -33,11 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from judgeopt.data import load_records  # noqa: E402
-from judgeopt.judge import baseline_strategy, load_task, render_messages  # noqa: E402
-from judgeopt.lm import (  # noqa: E402
+from judgeopt.bench import shared_data_dir, write_json
+from judgeopt.data import load_records
+from judgeopt.judge import baseline_strategy, load_task, render_messages
+from judgeopt.lm import (
     convert_gguf_to_hf,
     find_vllm_python,
     make_lm,
@@ -45,7 +43,7 @@ from judgeopt.lm import (  # noqa: E402
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "topical_chat" / "valid.jsonl"
+DATA = shared_data_dir() / "topical_chat" / "valid.jsonl"
 LONG = [{"role": "user", "content": "Write a 300-word story about a lighthouse keeper."}]
 
 
@@ -279,8 +277,7 @@ def main() -> None:
         f"{results['conversion_seconds']} s; vLLM start-up {results['vllm_startup_seconds']} s"
     )
     out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_json(out, results)
     print(f"wrote {out}")
 
 

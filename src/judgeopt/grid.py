@@ -25,7 +25,6 @@ options (:func:`parse_factor_options`) or a TOML file (:func:`load_grid_config`)
 
 from __future__ import annotations
 
-from ._errors import JudgeoptError
 import csv
 import hashlib
 import io
@@ -42,6 +41,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._errors import JudgeoptError
 from ._io import write_text_atomic
 from .data import Record
 from .evaluate import EvalResult, evaluate
@@ -94,7 +94,7 @@ def _resolve(factor: Factor, text: Value) -> Value:
         if text in factor:
             return text
         text = str(text)
-    from .judge import resolve_prexme_value
+    from .judge import resolve_prexme_value  # lazy: judgeopt.judge loads DSPy
 
     return resolve_prexme_value(factor, text)
 

@@ -71,7 +71,7 @@ def factor_effects(trace: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[st
 
 
 def _baseline_score(data: Mapping[str, Any], trace: Sequence[Mapping[str, Any]]) -> float | None:
-    from .judge import JudgeTask, baseline_strategy
+    from .judge import JudgeTask, baseline_strategy  # lazy: judgeopt.judge loads DSPy
 
     try:
         task = JudgeTask.from_dict(data["task"])
@@ -281,7 +281,7 @@ def write_judge_report(judge: str | os.PathLike[str] | Mapping[str, Any] | Any,
     if isinstance(judge, Mapping):
         data = dict(judge)
     elif isinstance(judge, str | os.PathLike):
-        from .judge import read_judge_file
+        from .judge import read_judge_file  # lazy: judgeopt.judge loads DSPy
 
         data = read_judge_file(judge)
     else:

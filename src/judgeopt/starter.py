@@ -89,7 +89,7 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
     if not p.is_file():
         raise ValueError(f"Data file not found: {p}")
     order, values = _columns(p, max_rows)
-    from .judge import RESERVED_FIELDS as RESERVED
+    from .judge import RESERVED_FIELDS as RESERVED  # lazy: judgeopt.judge loads DSPy
 
     texts: list[str] = []
     reserved: list[str] = []

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int
 from ._table import FloatArray, ResultsTable, _parse_number
 
 __all__ = [
@@ -228,7 +229,7 @@ def _paired_pvalue(
     rng: np.random.Generator,
 ) -> float:
     """PERM-INPUTS p-value of "best beats other" on the items both scored (NaN if untestable)."""
-    from judgeopt.metrics import permutation_test
+    from ..metrics import permutation_test  # lazy: judgeopt.metrics loads SciPy
 
     pos = {item: i for i, item in enumerate(other[0])}
     ia: list[int] = []
@@ -401,9 +402,8 @@ def _build_cluster(
 def _check_common(alpha: float, max_candidates: int, n_resamples: int) -> None:
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise ValueError(f"`alpha` must be a number in (0, 1). Got {alpha!r} instead.")
-    for name, v in (("max_candidates", max_candidates), ("n_resamples", n_resamples)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"`{name}` must be an int >= 1. Got {v!r} instead.")
+    check_int(max_candidates, "max_candidates", min_value=1)
+    check_int(n_resamples, "n_resamples", min_value=1)
 
 
 def _n(table: ResultsTable, row: int) -> float | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int
 from ._aggregate import AGGREGATIONS, aggregate, check_aggregation, kendall_tau_b
 from ._table import BoolArray, FloatArray, IntArray, ResultsTable
 
@@ -521,8 +522,7 @@ def compare_aggregations(
     aggs = tuple(check_aggregation(a, "aggregations") for a in aggregations)
     if len(set(aggs)) < 2:
         raise ValueError(f"`aggregations` must name at least two aggregations. Got {aggs!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"`n_resamples` must be an int >= 1. Got {n_resamples!r} instead.")
+    check_int(n_resamples, "n_resamples", min_value=1, owner="compare_aggregations")
     mask = table.finite
     taus: dict[str, list[FloatArray]] = {a: [] for a in aggs}
     per_changed: dict[str, dict[str, float]] = {a: {} for a in aggs}

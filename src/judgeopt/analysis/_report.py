@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ._aggregate import AGGREGATIONS, check_aggregation
 from ._clusters import Cluster, ItemScores, best_between, best_strategies
 from ._figures import figures_available, plot_grouped_bars, plot_heatmap, plot_shares
@@ -116,8 +117,6 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form of the whole analysis."""
-        from judgeopt import __version__
-
         t = self.table
         shares = {f: {k: _round_tree(v) for k, v in self.share_tables(f).items()}
                   for f in t.factors}

@@ -16,11 +16,27 @@ strategy the search evaluated:
 * ``evals``: unique evaluations spent.
 
 The benchmark reports the mean of each over surfaces x seeds.
+
+The plumbing of the benchmark scripts (``benchmarks/*.py``) lives here too, so each script
+holds only its experiment: :func:`shared_data_dir`, :func:`sample_groups` (seeded samples of
+whole groups), :func:`normal_interval`, :func:`markdown_table`, :func:`write_json` (atomic),
+:func:`run_interruptible` (Ctrl-C or SIGTERM end a run with :data:`EXIT_INTERRUPTED`, 130, and
+the same command resumes it) and the judged-item files that make a resumed run repeat no call
+(:func:`stored_items`, :func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
 """
 
 from __future__ import annotations
 
-from ._cv import CVMethodResult, CVResult, RunCache, cross_validate_searches
+from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
+from ._harness import (
+    EXIT_INTERRUPTED,
+    markdown_table,
+    normal_interval,
+    run_interruptible,
+    sample_groups,
+    shared_data_dir,
+    write_json,
+)
 from ._runner import (
     METHODS,
     PRIOR_METHODS,
@@ -30,20 +46,33 @@ from ._runner import (
     make_search,
     run_search_benchmark,
 )
+from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 from ._surface import Surface, load_surfaces
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "METHODS",
     "PRIOR_METHODS",
     "RunCache",
     "BenchResult",
     "CVMethodResult",
     "CVResult",
+    "Factory",
     "MethodResult",
     "Surface",
     "cross_validate_searches",
+    "evaluate_stored",
     "leave_one_out_priors",
     "load_surfaces",
     "make_search",
+    "markdown_table",
+    "normal_interval",
+    "run_interruptible",
     "run_search_benchmark",
+    "sample_groups",
+    "shared_data_dir",
+    "stored_items",
+    "stored_result",
+    "strategy_key",
+    "write_json",
 ]

@@ -36,6 +36,7 @@ import numpy as np
 from ..search import FactorSpace, SearchStrategy, Strategy, Value
 from ._surface import Surface
 
+#: A search configuration: ``(space, budget, seed, baseline) -> search``.
 Factory = Callable[[FactorSpace, int, int, Strategy], SearchStrategy]
 Family = Mapping[str, Factory]
 

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._optional import import_optional
+from .._validation import check_int
 from ..search import (
     HPSS,
     AutoSearch,
@@ -246,8 +248,7 @@ def run_search_benchmark(
     """
     if not surfaces:
         raise ValueError("No surfaces to run on.")
-    if seeds < 1:
-        raise ValueError(f"`seeds` must be >= 1. Got {seeds}.")
+    check_int(seeds, "seeds", min_value=1, owner="run_search_benchmark")
     unknown = [m for m in methods if m not in METHODS and m not in PRIOR_METHODS]
     if unknown:
         raise ValueError(f"Unknown search method(s) {unknown!r}. Allowed: {_all_methods()!r}.")
@@ -257,8 +258,7 @@ def run_search_benchmark(
             raise ValueError(f"The `+priors` methods need priors for every surface; none for "
                              f"{lacking!r}.")
     if "tpe" in methods:
-        import optuna
-
+        optuna = import_optional("optuna", extra="tpe", purpose="The `tpe` method (TPESearch)")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     bar = None
     if progress:

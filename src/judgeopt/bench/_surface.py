@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..search import FactorSpace, Strategy
-from ..search import read_csv_rows
+from ..search import FactorSpace, Strategy, read_csv_rows
 
 
 @dataclass(frozen=True)

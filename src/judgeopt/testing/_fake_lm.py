@@ -61,7 +61,7 @@ class ScriptedLM:
     def __init__(self, respond: Respond, *, cache: Any = False,
                  model: str = "openai/scripted", num_retries: int = 0,
                  logprobs: Logprobs | None = None) -> None:
-        from judgeopt.lm import JudgeLM
+        from judgeopt.lm import JudgeLM  # lazy: judgeopt.lm loads DSPy and LiteLLM
 
         self.respond = respond
         self.logprobs = logprobs
@@ -74,7 +74,7 @@ class ScriptedLM:
     @property
     def judge_requests(self) -> list[dict[str, Any]]:
         """:attr:`requests` without the endpoint check a compile makes before its search."""
-        from judgeopt.teleprompt import ENDPOINT_CHECK
+        from judgeopt.teleprompt import ENDPOINT_CHECK  # lazy: loads DSPy
 
         check = [dict(m) for m in ENDPOINT_CHECK]
         return [r for r in self.requests if list(r["messages"]) != check]

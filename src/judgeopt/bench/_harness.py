@@ -1,0 +1,120 @@
+"""Plumbing shared by the benchmark scripts (``benchmarks/*.py``): where the data is, seeded
+samples of whole groups, intervals, markdown tables, JSON results, and runs that Ctrl-C or
+SIGTERM stop cleanly (exit status 130) so the same command resumes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from .._io import write_text_atomic
+from .._signals import sigterm_as_interrupt
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "markdown_table",
+    "normal_interval",
+    "run_interruptible",
+    "sample_groups",
+    "shared_data_dir",
+    "write_json",
+]
+
+#: The exit status of a run stopped by Ctrl-C or SIGTERM (as a shell reports SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+
+class _Grouped(Protocol):
+    """What :func:`sample_groups` reads of a record (:class:`judgeopt.data.Record` has it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def group_id(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=_Grouped)
+
+
+def shared_data_dir() -> Path:
+    """The shared datasets: ``$JUDGEOPT_DATA``, else ``../shared/data`` beside the project
+    checkout (the path is returned whether or not it exists)."""
+    env = os.environ.get("JUDGEOPT_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+
+
+def sample_groups(records: Sequence[R], n_items: int, seed: int, *,
+                  cut: bool = False) -> list[R]:
+    """Whole groups of ``records``, in a seeded random order, until ``n_items`` are reached.
+
+    A record without a group is a group of its own. By default the chosen records keep their
+    order in ``records`` (at least ``n_items`` of them, whole groups only); with ``cut`` they
+    come group by group in the order drawn and are cut to ``n_items``.
+    """
+    def key(r: R) -> str:
+        return r.group_id or r.id
+
+    groups = sorted({key(r) for r in records})
+    chosen: list[str] = []
+    count = 0
+    for i in np.random.default_rng(seed).permutation(len(groups)):
+        if count >= n_items:
+            break
+        g = groups[int(i)]
+        chosen.append(g)
+        count += sum(key(r) == g for r in records)
+    if not cut:
+        keep = set(chosen)
+        return [r for r in records if key(r) in keep]
+    order = {g: k for k, g in enumerate(chosen)}
+    picked = sorted((r for r in records if key(r) in order), key=lambda r: order[key(r)])
+    return picked[:n_items]
+
+
+def normal_interval(values: Sequence[float]) -> list[float]:
+    """The mean +- 1.96 standard errors of ``values`` (``[nan, nan]`` below two values)."""
+    if len(values) < 2:
+        return [float("nan"), float("nan")]
+    mean = statistics.fmean(values)
+    se = statistics.stdev(values) / len(values) ** 0.5
+    return [mean - 1.96 * se, mean + 1.96 * se]
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A markdown table: ``| a | b |``, ``|---|---|``, then one line per row (cells as
+    ``str``)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_json(path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2,
+               default: Callable[[Any], Any] | None = None) -> Path:
+    """Write ``payload`` as JSON (and a final newline) to ``path``, creating its folder; the
+    file is replaced atomically, so an interrupted run never leaves half a result."""
+    text = json.dumps(payload, indent=indent, default=default) + "\n"
+    return write_text_atomic(path, text)
+
+
+def run_interruptible(body: Callable[[], int], *, on_stop: Callable[[], None],
+                      sigterm: bool = True) -> int:
+    """Run ``body`` and return its exit status; Ctrl-C (and, with ``sigterm``, SIGTERM: how a
+    ``nohup ... &`` run is stopped) calls ``on_stop`` (say what was kept and how to resume)
+    and returns :data:`EXIT_INTERRUPTED`. The previous SIGTERM handler is put back after."""
+    try:
+        with sigterm_as_interrupt() if sigterm else nullcontext():
+            return body()
+    except KeyboardInterrupt:
+        on_stop()
+        return EXIT_INTERRUPTED

@@ -1,0 +1,201 @@
+"""``judgeopt evaluate`` and ``judgeopt show``: use an exported judge (score labelled data,
+optionally against the baseline or another judge; print its prompt)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..evaluate import check_label_spread, check_records, evaluate, evaluate_against
+from ..search import Strategy
+from ._common import CLIError, Subparsers, add_model, lm_from_args, load_data, positive_int
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from ..judge import JudgeProgram, baseline_strategy, load_any_judge  # lazy: loads DSPy
+
+    try:
+        judge = load_any_judge(args.judge)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    records = load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
+    try:
+        # Before the model is loaded: another task's data, or constant labels that score no
+        # judge, would waste every call.
+        check_records(judge, records)
+        check_label_spread(records, judge.task, judge.aspect, "--data")
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    _, lm = lm_from_args(args, judge.model_name)
+    judge.lm = lm
+    other: Any = None
+    labels = ("baseline", Path(args.judge).name)
+    if args.baseline:
+        other = JudgeProgram(judge.task, judge.aspect, baseline_strategy(judge.task), lm=lm)
+    elif args.compare:
+        try:
+            other = load_any_judge(args.compare)
+        except ValueError as e:
+            raise CLIError(f"--compare: {e}") from e
+        if (other.task.name, other.aspect) != (judge.task.name, judge.aspect):
+            raise CLIError(f"--compare: {args.compare} judges {other.task.name}/{other.aspect}, "
+                           f"{args.judge} judges {judge.task.name}/{judge.aspect}")
+        # The other judge runs on its own model unless --model/--router names one for both.
+        if args.model or getattr(args, "router", None) or other.model_name == judge.model_name:
+            other.lm = lm
+        else:
+            _, other.lm = lm_from_args(args, other.model_name)
+        labels = (Path(args.compare).name, Path(args.judge).name)
+    try:
+        if other is None:
+            result = evaluate(judge, records, threads=args.threads,
+                              progress=not args.no_progress,
+                              max_consecutive_failures=args.max_consecutive_failures)
+            payload: dict[str, Any] = result.summary()
+            print(json.dumps(payload, indent=2))
+        else:
+            result, ref, comp = evaluate_against(
+                judge, other, records, labels=labels, threads=args.threads,
+                progress=not args.no_progress,
+                max_consecutive_failures=args.max_consecutive_failures)
+            payload = {"judge": result.summary(), "other": ref.summary(),
+                       "comparison": comp.to_dict()}
+            for line in comp.lines(f"{Path(args.data).name}"):
+                print(line)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.items:
+        runs = [(labels[1], result)] if other is None else [(labels[1], result),
+                                                             (labels[0], ref)]
+        n = _write_items(args.items, runs, records)
+        print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
+    return 0
+
+
+def item_rows(label: str, items: Sequence[Any], records: Sequence[Any]) -> list[dict[str, Any]]:
+    """One JSON-ready row per judged item (``judgeopt evaluate --items``).
+
+    ``status`` is ``ok`` (a rating or verdict was read), ``unparsed`` (the answer held none:
+    ``parse_error`` says why, ``raw`` is the answer) or ``failed`` (the call failed: ``error``).
+    """
+    inputs = {r.id: r.inputs for r in records}
+    rows = []
+    for item in items:
+        status = "failed" if item.error else ("unparsed" if item.score is None else "ok")
+        rows.append({"id": item.id, "judge": label, "prediction": item.score,
+                     "human": item.human, "status": status, "parse_error": item.parse_error,
+                     "error": item.error, "raw": item.raw, "inputs": inputs.get(item.id)})
+    return rows
+
+
+def _write_items(path: str, runs: Sequence[tuple[str, Any]], records: Sequence[Any]) -> int:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for label, result in runs:
+            for row in item_rows(label, result.items, records):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    return n
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    # lazy: judgeopt.judge loads DSPy
+    from ..judge import (
+        baseline_strategy,
+        hpss_strategy,
+        load_task,
+        render_template,
+    )
+
+    try:
+        if args.judge:
+            from ..judge import JudgeEnsemble, load_any_judge  # lazy: loads DSPy
+
+            loaded = load_any_judge(args.judge)
+            members = loaded.members if isinstance(loaded, JudgeEnsemble) else [loaded]
+            for i, judge in enumerate(members):
+                data = judge.export()
+                if len(members) > 1:
+                    print(f"## member {i + 1} of {len(members)}")
+                print(f"# {data['task_name']} / {data['aspect']}: {judge.strategy}\n")
+                if args.template:
+                    if judge.task.system:
+                        print(f"[system]\n{judge.task.system}\n")
+                    print(f"[user]\n{data['template']}\n")
+                    continue
+                for message in data["messages"]:
+                    print(f"[{message['role']}]\n{message['content']}\n")
+                print("# placeholders: " + ", ".join("{" + n + "}"
+                                                     for n in data["placeholders"]))
+            return 0
+        if not (args.task and args.aspect):
+            raise CLIError("give a judge file, or --task and --aspect")
+        task = load_task(args.task)
+        task.aspect(args.aspect)
+        if args.strategy in (None, "baseline"):
+            strategy = baseline_strategy(task)
+        else:
+            text = args.strategy
+            if not text.lstrip().startswith("{"):
+                text = Path(text).read_text(encoding="utf-8")
+            strategy = hpss_strategy(task, Strategy.from_json(text))
+        print(f"# {task.name} / {args.aspect}: {strategy}\n")
+        if task.system:
+            print(f"[system]\n{task.system}\n")
+        print(f"[user]\n{render_template(task, args.aspect, strategy)}")
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    return 0
+
+
+def add_evaluate_parser(sub: Subparsers) -> None:
+    """Add ``judgeopt evaluate``."""
+    e = sub.add_parser("evaluate", help="evaluate an exported judge on labelled data")
+    e.add_argument("judge", help="exported judge JSON")
+    e.add_argument("--data", required=True, help="labelled JSONL/CSV")
+    e.add_argument("--limit", type=positive_int, help="use the first N records")
+    e.add_argument("--json", help="also write the summary to this file")
+    e.add_argument("--items", metavar="OUT.jsonl",
+                   help="write one JSON line per judged item: id, judge, prediction, human "
+                        "score, status (ok / unparsed / failed), parse_error, error, raw "
+                        "answer and inputs (with --baseline/--compare: both judges' items)")
+    against = e.add_mutually_exclusive_group()
+    against.add_argument("--baseline", action="store_true",
+                         help="also evaluate the task's MT-Bench baseline prompt on the same "
+                              "items and report the paired gain with its bootstrap interval")
+    against.add_argument("--compare", metavar="OTHER.json",
+                         help="also evaluate another exported judge (or ensemble) on the same "
+                              "items and report the paired difference with its interval")
+    e.add_argument("--max-consecutive-failures", type=positive_int, default=5, metavar="N",
+                   help="stop (exit 3) after N judge calls in a row failed with connection "
+                        "errors, timeouts or 5xx: the endpoint is down (5)")
+    add_model(e, default="default: the model the judge records (its `model`, e.g. "
+                         "'local:qwen2.5-coder-1.5b'), else 'local'")
+    e.set_defaults(func=_cmd_evaluate)
+
+
+def add_show_parser(sub: Subparsers) -> None:
+    """Add ``judgeopt show``."""
+    s = sub.add_parser("show", help="print a judge's rendered prompt",
+                       description="Print the messages of an exported judge (every artifact "
+                                   "filled in, placeholders for the item's fields), or of a "
+                                   "task's strategy.")
+    s.add_argument("judge", nargs="?", help="exported judge JSON")
+    s.add_argument("--task", help="signature TOML file or shipped task name")
+    s.add_argument("--aspect", help="the aspect")
+    s.add_argument("--strategy", help="'baseline' (default), a JSON object or a JSON file")
+    s.add_argument("--template", action="store_true",
+                   help="for a judge file: show the template with the artifacts as "
+                        "placeholders ({icl_examples}, ...) instead of the filled messages")
+    s.set_defaults(func=_cmd_show)
+
