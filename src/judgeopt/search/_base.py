@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import numpy as np
 
+from .._validation import check_int
 from ._graph import FactorGraph
 from ._space import FactorSpace, Strategy
 
@@ -112,11 +113,9 @@ class SearchStrategy(abc.ABC):
         seed: int | None = None,
         graph: FactorGraph | None = None,
     ) -> None:
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise ValueError(f"The `budget` of {type(self).__name__} must be an int >= 1. "
-                             f"Got {budget!r} instead.")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"`seed` must be a non-negative int or None. Got {seed!r} instead.")
+        owner = type(self).__name__
+        budget = check_int(budget, "budget", min_value=1, owner=owner)
+        seed = check_int(seed, "seed", min_value=0, allow_none=True, owner=owner)
         if graph is not None and graph.space != space:
             raise ValueError("`graph` was built for a different FactorSpace than `space`.")
         self.space = space
