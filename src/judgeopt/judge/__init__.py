@@ -39,8 +39,9 @@ from ._render import (
     render_prompt,
     render_template,
 )
-from ._task import JudgeTask, available_tasks, load_task
-from ._task import RESERVED as RESERVED_FIELDS
+from ._catalog import available_tasks, load_task
+from ._task import JudgeTask
+from ._vocabulary import RESERVED as RESERVED_FIELDS
 from ._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
 from ._prexme import resolve_value as resolve_prexme_value
 from ._export import read_judge_file

@@ -35,7 +35,8 @@ from ._factors import baseline_strategy, hpss_space, hpss_strategy
 from ._parse import parse_preference, parse_rating
 from ._predict import JudgePredict
 from ._render import render_messages
-from ._task import JudgeTask, load_task
+from ._catalog import load_task
+from ._task import JudgeTask
 
 __all__ = ["JudgeAdapter", "JudgeProgram", "NoLMError"]
 
