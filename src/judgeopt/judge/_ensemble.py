@@ -33,7 +33,7 @@ from ._program import JudgeProgram
 __all__ = ["INDEX_FORMAT", "JudgeEnsemble", "load_any_judge", "load_judges", "write_judge_index"]
 
 
-class JudgeEnsemble(dspy.Module):
+class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type information
     """The mean of several judges' z-normalised ratings, as one DSPy module.
 
     Call it like a :class:`JudgeProgram`: ``ensemble(**fields)`` returns a
@@ -148,7 +148,7 @@ class JudgeEnsemble(dspy.Module):
             "comparisons": self.comparisons,
         }
 
-    def save(self, path: str | os.PathLike[str], **_: Any) -> None:  # type: ignore[override]
+    def save(self, path: str | os.PathLike[str], **_: Any) -> None:
         """Write the ensemble as one JSON file; never pickles."""
         write_text_atomic(path, json.dumps(self.export(), indent=2, ensure_ascii=False) + "\n")
 
@@ -185,7 +185,7 @@ class JudgeEnsemble(dspy.Module):
         return ens
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeEnsemble:  # type: ignore[override]
+    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeEnsemble:
         """Rebuild an ensemble from its JSON file (validated; no pickle).
 
         Args:

@@ -166,7 +166,7 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
             elif req.name == "autocot_steps":
                 autocot = value
     examples = program.maker.examples_for_export(program.strategy) if int(
-        program.strategy["examples"]) > 0 else {}  # type: ignore[arg-type]
+        program.strategy["examples"]) > 0 else {}
     template = render_template(task, program.aspect, program.strategy,
                                criteria_text=criteria_text, autocot_steps=autocot)
     messages, placeholders = rendered_messages(program, criteria_text, autocot, examples)
@@ -197,7 +197,7 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
         placeholders=placeholders,
         scoring=Scoring(
             parser=parser,
-            scale=None if pairwise else int(program.strategy["scale"]),  # type: ignore[arg-type]
+            scale=None if pairwise else int(program.strategy["scale"]),
             rating_min=lo, rating_max=hi, decoding=decoding["name"],
             samples=decoding["samples"], temperature=decoding["temperature"],
             top_logprobs=decoding["top_logprobs"], seed=decoding["seed"],
@@ -239,7 +239,7 @@ def rendered_messages(program: ExportableJudge, criteria_text: str | None,
     task = program.task
     pairs = [(item["inputs"], item["rating"]) for items in examples.values() for item in items]
     strategy = program.strategy
-    n_examples = int(strategy["examples"])  # type: ignore[arg-type]
+    n_examples = int(strategy["examples"])
     user = render_template(task, program.aspect, strategy, criteria_text=criteria_text,
                            autocot_steps=autocot,
                            examples=pairs if n_examples > 0 and len(pairs) == n_examples

@@ -195,7 +195,7 @@ class JudgeTask(TaskModel):
             for k, a in self.aspects.items():
                 # NOTE: by value, not by `model_fields_set`: an exported task (model_dump)
                 # lists every field with its default, and must load again.
-                defaults = {"score_range": None, "rating_min": 1, "scale_max": {}}
+                defaults: dict[str, Any] = {"score_range": None, "rating_min": 1, "scale_max": {}}
                 extra = sorted(f for f, d in defaults.items() if getattr(a, f) != d)
                 if extra:
                     raise ValueError(f"aspects.{k}: {extra!r} only apply to pointwise tasks")
