@@ -11,7 +11,6 @@ carries the ones it uses.
 
 from __future__ import annotations
 
-from .._errors import JudgeoptError
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from judgeopt._io import write_text_atomic
 from judgeopt.data import Record
 from judgeopt.search import Strategy
 
+from .._errors import JudgeoptError
 from ._examples import ExamplePool
 from ._factors import artifact_key, hpss_graph
 from ._render import criteria_for, generation_prompt
