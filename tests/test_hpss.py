@@ -95,6 +95,31 @@ def test_no_heuristic_is_uniform_and_no_explore_term_drops_ucb() -> None:
     np.testing.assert_allclose(p_plain, p_full)
 
 
+def test_no_explore_term_is_softmax_of_advantages_alone() -> None:
+    # Once the iterative search has counted some values more than others (M differs), the
+    # UCB bonus is no longer a constant shift: without the exploration term the distribution
+    # must be the softmax of the advantage differences alone (Eq. 3 with lambda = 0).
+    space = toy_space()
+    plain = HPSS(space, budget=100, seed=0, tau=5.0, lambda_=4.0, exploration_term=False)
+    full = HPSS(space, budget=100, seed=0, tau=5.0, lambda_=4.0)
+    drive(plain, 30)
+    drive(full, 30)
+    c, t = space.default(), 30
+    options, p_plain = plain.neighbour_distribution(c, t)
+    counts = {int(plain._M[i][j]) for _s, i, j in options}
+    assert len(counts) > 1, "the test needs values counted a different number of times"
+    adv = plain.advantages()
+    assert adv is not None
+    expected = []
+    for _s, i, j in options:
+        f = space.factors[i]
+        expected.append((adv[f.name][str(f.values[j])] - adv[f.name][str(c[f.name])]) / 5.0)
+    e = np.exp(np.asarray(expected) - max(expected))
+    np.testing.assert_allclose(p_plain, e / e.sum(), rtol=1e-12)
+    _, p_full = full.neighbour_distribution(c, t)
+    assert not np.allclose(p_plain, p_full)
+
+
 def test_advantage_update_is_running_mean_then_recentred() -> None:
     space = FactorSpace({"a": ["x", "y", "z"], "b": [0, 1]})
     search = HPSS(space, budget=100, seed=0)

@@ -22,7 +22,8 @@ from judgeopt.judge._render import (
     render_prompt,
     render_template,
 )
-from judgeopt.judge._task import JudgeTask, load_task
+from judgeopt.judge._catalog import load_task
+from judgeopt.judge._task import JudgeTask
 from judgeopt.search import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]

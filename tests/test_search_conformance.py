@@ -104,3 +104,20 @@ class TestAutoPortfolioEarly(SearchConformance):
         return lambda space, budget, seed, graph: AutoSearch(
             space, budget=budget, seed=seed, graph=graph, init_fraction=0.0, k=1,
             portfolio=True)
+
+
+def test_from_state_restores_exactly_the_searches_listed() -> None:
+    from judgeopt.search import SEARCHES
+    from judgeopt.search._base import search_classes
+
+    assert search_classes() == SEARCHES
+
+
+def test_from_state_refuses_a_user_subclass_name() -> None:
+    class Mine(RandomSearch):
+        name = "mine"
+
+    space = FactorSpace({"a": [0, 1]})
+    state = Mine(space, budget=2, seed=0).state_dict()
+    with pytest.raises(ValueError, match="Unknown search 'mine'"):
+        SearchStrategy.from_state(state)

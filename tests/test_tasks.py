@@ -21,14 +21,9 @@ from judgeopt.judge._factors import (
     hpss_space,
     order_components,
 )
-from judgeopt.judge._task import (
-    JudgeTask,
-    available_tasks,
-    load_task,
-    placeholders,
-    signature_dirs,
-    substitute,
-)
+from judgeopt.judge._catalog import available_tasks, load_task, signature_dirs
+from judgeopt.judge._task import JudgeTask
+from judgeopt.judge._template import placeholders, substitute
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNATURES = ROOT / "signatures"

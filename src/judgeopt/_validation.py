@@ -58,7 +58,7 @@ def check_int(value: object, name: str, *, min_value: int | None = None,
         return None
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if ok:
-        number = int(value)  # type: ignore[call-overload]
+        number: int = int(value)  # type: ignore[call-overload]
         ok = (min_value is None or number >= min_value) and (
             max_value is None or number <= max_value)
     if not ok:

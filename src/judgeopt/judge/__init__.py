@@ -14,7 +14,7 @@ from ._decoding import (
 )
 from ._ensemble import JudgeEnsemble, load_any_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
-from ._export import ExportedJudge, export_judge, load_judge, save_judge
+from ._export import ExportedJudge, export_judge, save_judge
 from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._metric import JudgeMetric, UnparsedJudgement
 from ._parse import PreferenceParse, RatingParse, parse_preference, parse_rating
@@ -39,11 +39,13 @@ from ._render import (
     render_prompt,
     render_template,
 )
-from ._task import JudgeTask, available_tasks, load_task
-from ._task import RESERVED as RESERVED_FIELDS
+from ._catalog import available_tasks, load_task
+from ._task import JudgeTask
+from ._vocabulary import RESERVED as RESERVED_FIELDS
 from ._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
 from ._prexme import resolve_value as resolve_prexme_value
 from ._export import read_judge_file
+from ._load import load_judge
 
 __all__ = [
     "RESERVED_FIELDS",

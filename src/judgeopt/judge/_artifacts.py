@@ -11,7 +11,6 @@ carries the ones it uses.
 
 from __future__ import annotations
 
-from .._errors import JudgeoptError
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from judgeopt._io import write_text_atomic
 from judgeopt.data import Record
 from judgeopt.search import Strategy
 
+from .._errors import JudgeoptError
 from ._examples import ExamplePool
 from ._factors import artifact_key, hpss_graph
 from ._render import criteria_for, generation_prompt
@@ -185,7 +185,7 @@ class ArtifactMaker:
         """
         out = Artifacts()
         task, aspect = self.task, self.aspect
-        scale = int(strategy["scale"]) if "scale" in strategy else None  # type: ignore[arg-type]
+        scale = int(strategy["scale"]) if "scale" in strategy else None
         for req in self.graph.artifacts_for(strategy):
             key = artifact_key(task, aspect, req, sample_id if req.per_sample else None)
             out.keys[req.name] = key
@@ -234,7 +234,7 @@ class ArtifactMaker:
     def _example_scale(self, strategy: Strategy) -> int:
         if self.task.mode == "pairwise":
             return 0
-        return int(strategy["scale"])  # type: ignore[arg-type]
+        return int(strategy["scale"])
 
     def _select_kwargs(self, n: int, scale: int) -> dict[str, Any]:
         lo, hi = self.task.human_range(self.aspect)
@@ -245,14 +245,14 @@ class ArtifactMaker:
 
     def _select(self, strategy: Strategy, exclude_ids: Sequence[str]
                 ) -> list[tuple[Record, int | float | str]]:
-        n = int(strategy["examples"])  # type: ignore[arg-type]
+        n = int(strategy["examples"])
         if self.pool is None:
             raise ValueError(
                 f"Strategy uses {n} in-context examples but the judge has no labelled pool: "
                 "compile it with a trainset, or load an exported judge that carries them.")
         if self.task.mode == "pairwise":
-            return pairwise_examples(self.pool.records, n=n, seed=self.example_seed,
-                                     exclude_ids=exclude_ids)
+            return [*pairwise_examples(self.pool.records, n=n, seed=self.example_seed,
+                                       exclude_ids=exclude_ids)]
         sel = self.pool.select(**self._select_kwargs(n, self._example_scale(strategy)),
                                exclude_ids=list(exclude_ids))
         return [(rec, rating) for rec, rating in sel]

@@ -23,15 +23,17 @@ from typing import Any
 
 import dspy
 
+from judgeopt import __version__
 from judgeopt._io import write_text_atomic
 
-from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, judge_from_dict
+from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, read_judge_file
+from ._load import judge_from_dict
 from ._program import JudgeProgram
 
 __all__ = ["INDEX_FORMAT", "JudgeEnsemble", "load_any_judge", "load_judges", "write_judge_index"]
 
 
-class JudgeEnsemble(dspy.Module):
+class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type information
     """The mean of several judges' z-normalised ratings, as one DSPy module.
 
     Call it like a :class:`JudgeProgram`: ``ensemble(**fields)`` returns a
@@ -128,8 +130,6 @@ class JudgeEnsemble(dspy.Module):
     # Export ------------------------------------------------------------------------------
     def export(self) -> dict[str, Any]:
         """The exported form (a JSON object)."""
-        from judgeopt import __version__
-
         return {
             "format": ENSEMBLE_FORMAT,
             "format_version": FORMAT_VERSION,
@@ -148,7 +148,7 @@ class JudgeEnsemble(dspy.Module):
             "comparisons": self.comparisons,
         }
 
-    def save(self, path: str | os.PathLike[str], **_: Any) -> None:  # type: ignore[override]
+    def save(self, path: str | os.PathLike[str], **_: Any) -> None:
         """Write the ensemble as one JSON file; never pickles."""
         write_text_atomic(path, json.dumps(self.export(), indent=2, ensure_ascii=False) + "\n")
 
@@ -185,15 +185,13 @@ class JudgeEnsemble(dspy.Module):
         return ens
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeEnsemble:  # type: ignore[override]
+    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeEnsemble:
         """Rebuild an ensemble from its JSON file (validated; no pickle).
 
         Args:
             path: The exported ensemble.
             **kwargs: Passed to every member's constructor (e.g. ``lm=``).
         """
-        from ._export import read_judge_file
-
         return cls.from_dict(read_judge_file(path), source=str(path), **kwargs)
 
     def __repr__(self) -> str:
@@ -212,8 +210,6 @@ def load_any_judge(path: str | os.PathLike[str],
     Raises:
         ValueError: On a missing or invalid file.
     """
-    from ._export import read_judge_file
-
     raw = read_judge_file(Path(path))
     if raw.get("format") == ENSEMBLE_FORMAT:
         return JudgeEnsemble.from_dict(raw, source=str(path), **kwargs)
@@ -236,8 +232,6 @@ def write_judge_index(path: str | os.PathLike[str], task: str, judges: dict[str,
     file is ``{"format": "judgeopt-index", "format_version": 1, "task", "model",
     "judges": {aspect: file}}``; read it with :func:`load_judges`.
     """
-    from judgeopt import __version__
-
     data = {"format": INDEX_FORMAT, "format_version": 1, "judgeopt_version": __version__,
             "task": task, "model": model, "judges": dict(judges)}
     return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
@@ -255,8 +249,6 @@ def load_judges(path: str | os.PathLike[str],
     Raises:
         ValueError: On a missing or invalid index (naming the field) or judge file.
     """
-    from ._export import read_judge_file
-
     p = Path(path)
     if p.is_dir():
         p = p / "index.json"

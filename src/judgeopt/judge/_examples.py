@@ -39,6 +39,7 @@ from typing import Final, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from judgeopt._validation import check_int
 from judgeopt.data import Record
 
 __all__ = ["Example", "ExamplePool", "rescale", "select_examples"]
@@ -255,7 +256,7 @@ class ExamplePool:
             ValueError: As for :meth:`select`.
         """
         _check_count(n)
-        _check_seed(seed)
+        check_int(seed, "seed", min_value=0, owner="ExamplePool")
         if n == 0:
             raise ValueError("n must be at least 1 to form strata")
         layout = self._layout(aspect, n, seed)
@@ -292,7 +293,7 @@ class ExamplePool:
         """
         _check_count(n)
         _check_scale(scale, rating_min)
-        _check_seed(seed)
+        check_int(seed, "seed", min_value=0, owner="ExamplePool")
         low, high = _check_range(score_range)
         if isinstance(exclude_ids, str):
             raise TypeError(
@@ -437,11 +438,6 @@ def _check_scale(scale: int, rating_min: int) -> None:
 def _check_count(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-
-
-def _check_seed(seed: int) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
 
 
 def _preview(ids: Sequence[str]) -> str:

@@ -6,33 +6,41 @@ without pickle: the full task definition, the aspect, the strategy, the artifact
 per slot), the rendered message template with placeholders for the input fields, the scoring
 settings, the model it was compiled for, the validation/test results and a search summary.
 It never holds an API key or endpoint credentials.
+
+This module knows the file, not the program class: :func:`export_judge` reads any judge with
+the attributes of :class:`ExportableJudge`, and :func:`build_judge` / :func:`read_judge` are
+given the class to build (``JudgeProgram`` passes itself; :mod:`._load` binds it for
+:func:`~judgeopt.judge.load_judge`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from judgeopt import __version__
 from judgeopt._io import write_text_atomic
+from judgeopt.search import Strategy
 
+from ._artifacts import ArtifactMaker, ArtifactStore
+from ._decoding import Decoding
 from ._factors import artifact_key, hpss_graph
 from ._render import render_template
 from ._task import JudgeTask
 
-if TYPE_CHECKING:
-    from ._program import JudgeProgram
-
 __all__ = [
     "ENSEMBLE_FORMAT",
     "FORMAT_VERSION",
+    "ExportableJudge",
     "ExportedJudge",
+    "build_judge",
     "export_judge",
-    "judge_from_dict",
-    "load_judge",
+    "read_judge",
     "read_judge_file",
     "save_judge",
 ]
@@ -40,6 +48,40 @@ __all__ = [
 FORMAT_VERSION = 1
 #: The ``format`` field of an exported ensemble (:class:`judgeopt.judge.JudgeEnsemble`).
 ENSEMBLE_FORMAT = "judgeopt-ensemble"
+
+
+class ExportableJudge(Protocol):
+    """What :func:`export_judge` reads of a judge (:class:`~judgeopt.judge.JudgeProgram` has
+    it). ``selection``, ``comparisons`` and ``test_items`` are read when present."""
+
+    @property
+    def task(self) -> JudgeTask: ...
+    @property
+    def aspect(self) -> str: ...
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def store(self) -> ArtifactStore: ...
+    @property
+    def maker(self) -> ArtifactMaker: ...
+    @property
+    def rating_bounds(self) -> tuple[int, int]: ...
+    @property
+    def decoding(self) -> Decoding: ...
+    @property
+    def search_result(self) -> Any: ...
+    @property
+    def model_name(self) -> str | None: ...
+    @property
+    def example_seed(self) -> int: ...
+    @property
+    def validation(self) -> dict[str, Any] | None: ...
+    @property
+    def test(self) -> dict[str, Any] | None: ...
+    def lm_kwargs(self) -> dict[str, Any]: ...
+
+
+_J = TypeVar("_J", bound=ExportableJudge)
 
 
 class _Model(BaseModel):
@@ -106,10 +148,8 @@ class ExportedJudge(_Model):
     test_items: list[dict[str, Any]] | None = None
 
 
-def export_judge(program: JudgeProgram) -> ExportedJudge:
+def export_judge(program: ExportableJudge) -> ExportedJudge:
     """The exported form of ``program`` (see the module docstring)."""
-    from judgeopt import __version__
-
     task = program.task
     graph = hpss_graph(task)
     texts: dict[str, str] = {}
@@ -126,7 +166,7 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
             elif req.name == "autocot_steps":
                 autocot = value
     examples = program.maker.examples_for_export(program.strategy) if int(
-        program.strategy["examples"]) > 0 else {}  # type: ignore[arg-type]
+        program.strategy["examples"]) > 0 else {}
     template = render_template(task, program.aspect, program.strategy,
                                criteria_text=criteria_text, autocot_steps=autocot)
     messages, placeholders = rendered_messages(program, criteria_text, autocot, examples)
@@ -157,7 +197,7 @@ def export_judge(program: JudgeProgram) -> ExportedJudge:
         placeholders=placeholders,
         scoring=Scoring(
             parser=parser,
-            scale=None if pairwise else int(program.strategy["scale"]),  # type: ignore[arg-type]
+            scale=None if pairwise else int(program.strategy["scale"]),
             rating_min=lo, rating_max=hi, decoding=decoding["name"],
             samples=decoding["samples"], temperature=decoding["temperature"],
             top_logprobs=decoding["top_logprobs"], seed=decoding["seed"],
@@ -184,7 +224,7 @@ def _test_items(items: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def rendered_messages(program: JudgeProgram, criteria_text: str | None,
+def rendered_messages(program: ExportableJudge, criteria_text: str | None,
                       autocot: str | None, examples: dict[str, list[dict[str, Any]]]
                       ) -> tuple[list[dict[str, str]], list[str]]:
     """The judge's chat messages with every artifact it can fill, and what is left open.
@@ -199,7 +239,7 @@ def rendered_messages(program: JudgeProgram, criteria_text: str | None,
     task = program.task
     pairs = [(item["inputs"], item["rating"]) for items in examples.values() for item in items]
     strategy = program.strategy
-    n_examples = int(strategy["examples"])  # type: ignore[arg-type]
+    n_examples = int(strategy["examples"])
     user = render_template(task, program.aspect, strategy, criteria_text=criteria_text,
                            autocot_steps=autocot,
                            examples=pairs if n_examples > 0 and len(pairs) == n_examples
@@ -214,7 +254,7 @@ def rendered_messages(program: JudgeProgram, criteria_text: str | None,
     return messages, [*task.input_names, *open_artifacts]
 
 
-def _check_rendered(program: JudgeProgram, data: ExportedJudge, source: str) -> None:
+def _check_rendered(program: ExportableJudge, data: ExportedJudge, source: str) -> None:
     """Refuse a file whose ``template`` or ``messages`` no longer match its judge."""
     fresh = export_judge(program)
     for name in ("template", "messages"):
@@ -228,18 +268,20 @@ def _check_rendered(program: JudgeProgram, data: ExportedJudge, source: str) -> 
                 "file to load it as it is.")
 
 
-def save_judge(program: JudgeProgram, path: str | os.PathLike[str]) -> Path:
+def save_judge(program: ExportableJudge, path: str | os.PathLike[str]) -> Path:
     """Write ``program`` as one JSON file (atomically). Returns the path."""
     data = export_judge(program).model_dump(mode="json")
     return write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
-    """Validate an exported judge and rebuild the program (no pickle).
+def read_judge(program_type: Callable[..., _J], path: str | os.PathLike[str],
+               **kwargs: Any) -> _J:
+    """Validate an exported judge and rebuild it as a ``program_type`` (no pickle).
 
     Args:
+        program_type: The judge class (``JudgeProgram``), called like its constructor.
         path: The JSON file.
-        **kwargs: Passed to :class:`JudgeProgram` (e.g. ``lm=``).
+        **kwargs: Passed to ``program_type`` (e.g. ``lm=``).
 
     Raises:
         ValueError: On a missing file, malformed JSON, an unsupported ``format_version`` or
@@ -250,7 +292,7 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
     if raw.get("format") == ENSEMBLE_FORMAT:
         raise ValueError(f"{p} is a judge ensemble: load it with judgeopt.load_judge() or "
                          "judgeopt.JudgeEnsemble.load().")
-    return judge_from_dict(raw, source=str(p), **kwargs)
+    return build_judge(program_type, raw, source=str(p), **kwargs)
 
 
 def read_judge_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -271,13 +313,10 @@ def read_judge_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return raw
 
 
-def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
-                    **kwargs: Any) -> JudgeProgram:
-    """Validate the exported form of one judge and rebuild the program (see
-    :func:`load_judge`; ``source`` names the origin in error messages)."""
-    from ._artifacts import ArtifactStore
-    from ._program import JudgeProgram
-
+def build_judge(program_type: Callable[..., _J], raw: dict[str, Any], *,
+                source: str = "<dict>", **kwargs: Any) -> _J:
+    """Validate the exported form of one judge and rebuild it as a ``program_type`` (see
+    :func:`read_judge`; ``source`` names the origin in error messages)."""
     p = source
     if isinstance(raw, dict) and raw.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{p}: format_version {raw.get('format_version')!r} is not supported "
@@ -295,7 +334,7 @@ def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
         raise ValueError(f"{p}: invalid exported judge: `scoring.decoding` is "
                          f"{scoring.decoding!r} but the strategy's decoding is {decoding!r}.")
     try:
-        program = JudgeProgram(task, data.aspect, data.strategy,
+        program = program_type(task, data.aspect, data.strategy,
                                artifacts=ArtifactStore(data=data.artifacts.texts),
                                example_seed=data.example_seed,
                                fixed_examples=data.artifacts.examples,
@@ -309,12 +348,17 @@ def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
     except ValueError as e:
         # An unknown aspect, factor or value (a hand-edited file, or one of another version).
         raise ValueError(f"{p}: invalid exported judge: {e}") from None
+    _restore_results(program, data)
+    _check_rendered(program, data, p)
+    return program
+
+
+def _restore_results(program: Any, data: ExportedJudge) -> None:
+    """Give a rebuilt judge the results its file records."""
     program.validation = data.validation
     program.test = data.test
     program.selection = data.selection
     program.comparisons = data.comparisons
     program.test_items = data.test_items
     program.model_name = data.model
-    program.exported_search = data.search  # type: ignore[attr-defined]
-    _check_rendered(program, data, p)
-    return program
+    program.exported_search = data.search

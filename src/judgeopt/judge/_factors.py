@@ -35,12 +35,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from judgeopt.search import ArtifactRequest, Factor, FactorGraph, FactorSpace, Strategy, Value
 
-if TYPE_CHECKING:
-    from ._task import JudgeTask
+from ._task import JudgeTask
+from ._vocabulary import (
+    ARTIFACT_KINDS,
+    ARTIFACTS,
+    AUTOCOT,
+    COT,
+    CRITERIA,
+    DECODINGS,
+    EXAMPLES,
+    FACTOR_DEFAULTS,
+    FACTOR_NAMES,
+    METRICS,
+    ORDERS,
+    REFERENCE,
+    SCALES,
+    order_components,
+)
 
 __all__ = [
     "ARTIFACTS",
@@ -63,80 +78,6 @@ __all__ = [
     "hpss_strategy",
     "order_components",
 ]
-
-SCALES: Final[tuple[int, ...]] = (3, 5, 10, 50, 100)
-"""Values of the ``scale`` factor: the judge rates on 1..scale."""
-
-EXAMPLES: Final[tuple[int, ...]] = (0, 3, 5, 10)
-"""Values of the ``examples`` factor: how many in-context examples the prompt shows."""
-
-CRITERIA: Final[tuple[str, ...]] = ("none", "human", "self")
-"""Values of the ``criteria`` factor (``"self"`` is pointwise only)."""
-
-REFERENCE: Final[tuple[str, ...]] = ("none", "self", "dialectic")
-"""Values of the ``reference`` factor."""
-
-COT: Final[tuple[str, ...]] = ("none", "prefix", "suffix")
-"""Values of the ``cot`` factor."""
-
-AUTOCOT: Final[tuple[str, ...]] = ("off", "on")
-"""Values of the ``autocot`` factor."""
-
-METRICS: Final[tuple[str, ...]] = ("off", "on")
-"""Values of the ``metrics`` factor."""
-
-ORDERS: Final[tuple[str, ...]] = (
-    "TD-ER-IC",
-    "TD-IC-ER",
-    "ER-TD-IC",
-    "ER-IC-TD",
-    "IC-TD-ER",
-    "IC-ER-TD",
-)
-"""Values of the ``order`` factor: the order of Task Description, Evaluation Rules and
-Input Content in the prompt (Table 1's order)."""
-
-DECODINGS: Final[tuple[str, ...]] = ("greedy", "expected", "sc5")
-"""Values of the ``decoding`` factor (pointwise only): parse one greedy answer, the
-probability-weighted expected rating, or self-consistency over 5 samples."""
-
-FACTOR_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType({"decoding": "greedy"})
-"""Values assumed for factors added after strategies were first saved: a strategy (exported
-judge, checkpoint, CLI argument) that does not name ``decoding`` decodes greedily."""
-
-FACTOR_NAMES: Final[tuple[str, ...]] = (
-    "scale",
-    "examples",
-    "criteria",
-    "reference",
-    "cot",
-    "autocot",
-    "metrics",
-    "order",
-    "decoding",
-)
-"""All factor names: Table 1's order, then ``decoding`` (pairwise spaces leave out ``scale``
-and ``decoding``)."""
-
-ARTIFACTS: Final[tuple[str, ...]] = (
-    "self_criteria",
-    "autocot_steps",
-    "metrics_questions",
-    "self_reference",
-    "icl_examples",
-)
-"""Artifact names of :func:`hpss_graph`."""
-
-ARTIFACT_KINDS: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "self_criteria": "criteria",
-        "autocot_steps": "autocot",
-        "metrics_questions": "metrics",
-        "self_reference": "reference",
-    }
-)
-"""Artifact name -> ``kind`` argument of :func:`~judgeopt.judge._render.generation_prompt`
-for the artifacts an LLM generates (``icl_examples`` are selected from data instead)."""
 
 _DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -323,15 +264,3 @@ def artifact_key(
             )
         return f"{task.name}/{aspect}/{request.sample_key(sample_id)}"
     return f"{task.name}/{aspect}/{request.key}"
-
-
-def order_components(order: str) -> tuple[str, str, str]:
-    """The three components of an ``order`` value, e.g. ``("TD", "ER", "IC")``.
-
-    Raises:
-        ValueError: If ``order`` is not one of :data:`ORDERS` (the message lists them).
-    """
-    if order not in ORDERS:
-        raise ValueError(f"Unknown order {order!r}. Allowed: {list(ORDERS)!r}.")
-    a, b, c = order.split("-")
-    return a, b, c

@@ -10,14 +10,13 @@ unparsed answers a documented value.
 
 from __future__ import annotations
 
-from .._errors import JudgeoptError
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ._program import JudgeProgram
+from .._errors import JudgeoptError
+from ._task import JudgeTask
 
-__all__ = ["JudgeMetric", "UnparsedJudgement"]
+__all__ = ["JudgeMetric", "MetricJudge", "UnparsedJudgement"]
 
 _PAIRWISE_VALUE = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 
@@ -61,6 +60,18 @@ def _names(obj: Any) -> list[str]:
         else []
 
 
+class MetricJudge(Protocol):
+    """What :class:`JudgeMetric` needs of a judge (:class:`~judgeopt.judge.JudgeProgram` has
+    it): its task, its rating range, and a call on the input fields returning a prediction
+    with ``score``, ``raw`` and ``parse_error``."""
+
+    @property
+    def task(self) -> JudgeTask: ...
+    @property
+    def rating_bounds(self) -> tuple[int, int]: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class JudgeMetric:
     """A :class:`~judgeopt.judge.JudgeProgram` as a DSPy metric or reward function.
 
@@ -99,7 +110,7 @@ class JudgeMetric:
             or a bad ``prefer`` (each naming the value and what is allowed).
     """
 
-    def __init__(self, judge: JudgeProgram, *, threshold: float | None = None,
+    def __init__(self, judge: MetricJudge, *, threshold: float | None = None,
                  on_unparsed: float | str = 0.0,
                  fields: Mapping[str, str | Callable[[Any, Any], Any]] | None = None,
                  prefer: str = "b") -> None:

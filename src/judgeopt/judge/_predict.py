@@ -17,7 +17,7 @@ import dspy
 __all__ = ["JudgePredict"]
 
 
-class JudgePredict(dspy.Predict):
+class JudgePredict(dspy.Predict):  # type: ignore[misc]  # dspy ships no type information
     """The predictor a :class:`~judgeopt.judge.JudgeProgram` exposes to DSPy.
 
     It carries the judge's signature (its input fields, ``score``, ``rationale``, ...) and

@@ -31,11 +31,14 @@ from ._decoding import (
     samples_prediction,
 )
 from ._examples import ExamplePool
+from ._export import export_judge, read_judge, save_judge
 from ._factors import baseline_strategy, hpss_space, hpss_strategy
+from ._metric import JudgeMetric
 from ._parse import parse_preference, parse_rating
 from ._predict import JudgePredict
 from ._render import render_messages
-from ._task import JudgeTask, load_task
+from ._catalog import load_task
+from ._task import JudgeTask
 
 __all__ = ["JudgeAdapter", "JudgeProgram", "NoLMError"]
 
@@ -204,11 +207,9 @@ class _Load:
                 path: The exported judge.
                 **kwargs: Passed to the constructor (e.g. ``lm=``).
             """
-            from ._export import load_judge
-
             kwargs.pop("allow_pickle", None)
             kwargs.pop("allow_unsafe_lm_state", None)
-            return load_judge(path, **kwargs)
+            return read_judge(JudgeProgram, path, **kwargs)
 
         return load
 
@@ -421,8 +422,6 @@ class JudgeProgram(dspy.Module):
         ``on_unparsed`` (default 0.0) or, with ``on_unparsed="raise"``, an
         :class:`~judgeopt.judge.UnparsedJudgement`.
         """
-        from ._metric import JudgeMetric
-
         return JudgeMetric(self, threshold=threshold, on_unparsed=on_unparsed, fields=fields,
                            prefer=prefer)
 
@@ -436,8 +435,6 @@ class JudgeProgram(dspy.Module):
                 cloudpickle mode: a judge is saved as JSON only), or a path not ending in
                 ``.json``.
         """
-        from ._export import save_judge
-
         if save_program or modules_to_serialize is not None:
             raise ValueError(
                 "JudgeProgram.save does not support save_program=True / modules_to_serialize "
@@ -452,12 +449,10 @@ class JudgeProgram(dspy.Module):
 
     def _load_into(self, path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
         """``judge.load(path)``: make this judge the one in the file (see :attr:`load`)."""
-        from ._export import load_judge
-
         kwargs.pop("allow_pickle", None)  # never pickled: nothing to allow
         kwargs.pop("allow_unsafe_lm_state", None)
         kwargs.setdefault("lm", self.lm)
-        new = load_judge(path, **kwargs)
+        new = read_judge(JudgeProgram, path, **kwargs)
         callbacks, history = self.callbacks, self.history
         self.__dict__.clear()
         self.__dict__.update(new.__dict__)
@@ -467,8 +462,6 @@ class JudgeProgram(dspy.Module):
 
     def export(self) -> dict[str, Any]:
         """The exported form as a dict."""
-        from ._export import export_judge
-
         return export_judge(self).model_dump(mode="json")
 
     def __repr__(self) -> str:

@@ -25,8 +25,10 @@ from typing import Final, Literal, TypeAlias
 
 from judgeopt.search import Strategy, Value
 
-from ._factors import SCALES, hpss_strategy, order_components
-from ._task import JudgeTask, placeholders, substitute
+from ._factors import hpss_strategy
+from ._task import JudgeTask
+from ._template import placeholders, substitute
+from ._vocabulary import SCALES, order_components
 
 __all__ = [
     "GENERATION_KINDS",

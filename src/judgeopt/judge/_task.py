@@ -1,15 +1,15 @@
-"""Task signatures: what is judged, how the inputs are shown, and the task-specific wording.
+"""The task schema: :class:`JudgeTask`, what is judged and the wording of every HPSS prompt.
 
 A :class:`JudgeTask` is loaded from a TOML file (``signatures/<name>.toml``; the format is
-documented in ``docs/tasks.md``). It holds everything about a task that the HPSS prompt
-templates (Tables 11-18 of the paper) need: the judged text and its context fields, the
-aspects with their human-written criteria, the human score range, the baseline scale, the
-correlation level, and the wording of the judge prompt and of the prompts that generate
-references, AutoCoT steps, metrics questions and criteria.
+documented in ``docs/tasks.md``; :mod:`._catalog` finds the shipped ones). It holds everything
+about a task that the HPSS prompt templates (Tables 11-18 of the paper) need: the judged text
+and its context fields, the aspects with their human-written criteria, the human score range,
+the baseline scale, the correlation level, and the wording of the judge prompt and of the
+prompts that generate references, AutoCoT steps, metrics questions and criteria.
 
-Text templates use ``{name}`` placeholders. They are filled by :func:`substitute`, a single
-pass that never re-reads inserted text, so input text containing braces is harmless.
-``{{`` and ``}}`` stand for literal braces.
+Its parts are the models of :mod:`._task_parts`; keys a file leaves out get the defaults of
+:mod:`._task_defaults`; its texts are templates (:mod:`._template`) whose placeholders are
+checked here against the vocabulary of :mod:`._vocabulary`.
 """
 
 from __future__ import annotations
@@ -18,401 +18,31 @@ import hashlib
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .._resources import shipped_dir
-from ._factors import ARTIFACTS, SCALES
-from ._task_defaults import fill_task_defaults
+from ._task_defaults import fill_defaults
+from ._task_parts import (
+    IDENTIFIER,
+    Aspect,
+    GenerationSpec,
+    InputField,
+    PromptSpec,
+    TaskModel,
+    check_score_range,
+)
+from ._template import check_placeholders, placeholders
+from ._vocabulary import COMMON_PLACEHOLDERS, SCALE_PLACEHOLDERS, SCALES
 
-__all__ = [
-    "Aspect",
-    "GenerationSpec",
-    "InputField",
-    "JudgeTask",
-    "PromptSpec",
-    "available_tasks",
-    "load_task",
-    "placeholders",
-    "signature_dirs",
-    "substitute",
-]
+__all__ = ["JudgeTask"]
 
-_PLACEHOLDER: Final = re.compile(r"\{\{|\}\}|( ?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_IDENTIFIER: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TASK_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
-COMMON_PLACEHOLDERS: Final[frozenset[str]] = frozenset({"aspect", "noun", "Noun", "target"})
-"""Placeholders every prompt text may use: the aspect label and the task's nouns."""
 
-SCALE_PLACEHOLDERS: Final[frozenset[str]] = frozenset({"min", "max"})
-"""The rating bounds (pointwise only)."""
-
-RESERVED: Final[frozenset[str]] = (
-    COMMON_PLACEHOLDERS
-    | SCALE_PLACEHOLDERS
-    | frozenset(
-        {
-            "position",
-            "criteria",
-            "metrics",
-            "reference",
-            "autocot",
-            "rating",
-            "number",
-            "examples",
-            *ARTIFACTS,
-        }
-    )
-)
-"""Placeholder names judgeopt fills itself (and the artifact names that
-:func:`~judgeopt.judge._render.render_template` leaves as placeholders); input fields may not
-use them as names."""
-
-
-# --------------------------------------------------------------------------------------
-# Placeholders
-# --------------------------------------------------------------------------------------
-def _check_score_range(v: tuple[float, float] | None) -> tuple[float, float] | None:
-    """Validator shared by tasks and aspects: ``score_range`` is ``[min, max]``, min < max."""
-    if v is not None and not v[0] < v[1]:
-        raise ValueError(f"score_range must be [min, max] with min < max; got {list(v)!r}")
-    return v
-
-
-def placeholders(template: str) -> frozenset[str]:
-    """The placeholder names ``{name}`` used in ``template`` (``{{``/``}}`` are escapes)."""
-    return frozenset(m.group(2) for m in _PLACEHOLDER.finditer(template) if m.group(2))
-
-
-def substitute(
-    template: str,
-    values: Mapping[str, str],
-    *,
-    keep_unknown: bool = False,
-    collapse_empty: bool = True,
-) -> str:
-    """Fill ``{name}`` placeholders in one pass; inserted text is never re-scanned.
-
-    With ``collapse_empty``, a placeholder preceded by one space and filled with an empty
-    string takes the space with it, so ``"of the summary. {criteria}"`` becomes
-    ``"of the summary."`` when there are no criteria. ``{{`` and ``}}`` become ``{`` and
-    ``}`` (with ``keep_unknown`` they are left as they are).
-
-    Args:
-        template: The template text.
-        values: Placeholder name -> text.
-        keep_unknown: Leave placeholders that ``values`` does not name, and ``{{``/``}}``,
-            as they are (otherwise an unknown placeholder is an error).
-        collapse_empty: Drop the space before a placeholder filled with ``""``.
-
-    Returns:
-        The filled text.
-
-    Raises:
-        ValueError: On a placeholder ``values`` does not name (unless ``keep_unknown``).
-    """
-
-    def fill(m: re.Match[str]) -> str:
-        token = m.group(0)
-        if token == "{{":
-            return "{" if not keep_unknown else token
-        if token == "}}":
-            return "}" if not keep_unknown else token
-        space, name = m.group(1), m.group(2)
-        if name not in values:
-            if keep_unknown:
-                return token
-            raise ValueError(
-                f"Template placeholder {{{name}}} has no value. Known: {sorted(values)!r}."
-            )
-        value = values[name]
-        if not value and space and collapse_empty:
-            return ""
-        return space + value
-
-    return _PLACEHOLDER.sub(fill, template)
-
-
-def _check_placeholders(
-    where: str,
-    template: str,
-    allowed: Iterable[str],
-    required: Iterable[str] = (),
-) -> None:
-    used = placeholders(template)
-    allowed_s = frozenset(allowed) | frozenset(required)
-    unknown = sorted(used - allowed_s)
-    if unknown:
-        raise ValueError(
-            f"`{where}` uses unknown placeholder(s) "
-            + ", ".join("{" + u + "}" for u in unknown)
-            + f"; allowed here: {', '.join('{' + a + '}' for a in sorted(allowed_s))}."
-        )
-    missing = sorted(frozenset(required) - used)
-    if missing:
-        raise ValueError(
-            f"`{where}` must contain the placeholder(s) "
-            + ", ".join("{" + m + "}" for m in missing)
-            + f". Got {template!r}."
-        )
-
-
-# --------------------------------------------------------------------------------------
-# Models
-# --------------------------------------------------------------------------------------
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class InputField(_Model):
-    """One input text field of a sample and how the prompt shows it.
-
-    Attributes:
-        name: The field's name in the data (``inputs`` of a record), e.g. ``"source"``.
-        label: The field's heading in the prompt, e.g. ``"Article"``.
-        style: ``"heading"`` shows ``## <label>`` then the text; ``"markers"`` wraps the
-            text in ``## The Start of the <label>`` / ``## The End of the <label>``.
-        start: Replaces the start marker line (``"markers"`` only).
-        end: Replaces the end marker line (``"markers"`` only).
-    """
-
-    name: str
-    label: str = Field(min_length=1)
-    style: Literal["heading", "markers"] = "heading"
-    start: str | None = None
-    end: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name_ok(cls, v: str) -> str:
-        if not _IDENTIFIER.match(v):
-            raise ValueError(
-                f"input field name {v!r} must be an identifier (letters, digits, _; not "
-                "starting with a digit)"
-            )
-        if v in RESERVED:
-            raise ValueError(
-                f"input field name {v!r} is reserved for a placeholder; reserved names: "
-                f"{sorted(RESERVED)!r}"
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _markers_only(self) -> InputField:
-        if self.style != "markers" and (self.start is not None or self.end is not None):
-            raise ValueError(
-                f"input `{self.name}`: `start`/`end` are only allowed with style = "
-                f'"markers" (style is {self.style!r})'
-            )
-        return self
-
-    def block(self, text: str) -> str:
-        """The field as shown in the prompt, with ``text`` inserted verbatim."""
-        if self.style == "heading":
-            return f"## {self.label}\n{text}"
-        start = self.start if self.start is not None else f"## The Start of the {self.label}"
-        end = self.end if self.end is not None else f"## The End of the {self.label}"
-        return f"{start}\n{text}\n{end}"
-
-
-class Aspect(_Model):
-    """One evaluation aspect of a task.
-
-    Attributes:
-        criteria: The human-written criteria: one text, or one text per scale value
-            (``{3 = "...", 5 = "...", 10 = "...", 50 = "...", 100 = "..."}``) when the
-            text names the scale's ratings.
-        label: How the aspect is named in the prompt (``[Aspect]``); default: its key.
-        score_range: The human score range ``[min, max]`` when it differs from the task's.
-        rating_min: The lowest rating the judge may give (``on a scale of <min> to <max>``).
-        scale_max: The highest rating per scale value when it is not the scale itself,
-            e.g. ``{3 = 1}`` for a 0/1 aspect judged on its native scale.
-    """
-
-    criteria: str | dict[int, str]
-    label: str | None = Field(default=None, min_length=1)
-    score_range: tuple[float, float] | None = None
-    rating_min: int = 1
-    scale_max: dict[int, int] = Field(default_factory=dict)
-
-    @field_validator("criteria")
-    @classmethod
-    def _criteria_ok(cls, v: str | dict[int, str]) -> str | dict[int, str]:
-        if isinstance(v, str):
-            if not v.strip():
-                raise ValueError("criteria must not be empty")
-            return v
-        keys = set(v)
-        if keys != set(SCALES):
-            missing = sorted(set(SCALES) - keys)
-            extra = sorted(keys - set(SCALES))
-            raise ValueError(
-                "per-scale criteria need exactly one text per scale value "
-                f"{list(SCALES)!r}; missing {missing!r}, not allowed {extra!r}"
-            )
-        empty = sorted(k for k, t in v.items() if not t.strip())
-        if empty:
-            raise ValueError(f"per-scale criteria for scale(s) {empty!r} are empty")
-        return {s: v[s] for s in SCALES}
-
-    _range_ok = field_validator("score_range")(_check_score_range)
-
-    @field_validator("scale_max")
-    @classmethod
-    def _scale_max_ok(cls, v: dict[int, int]) -> dict[int, int]:
-        bad = sorted(k for k in v if k not in SCALES)
-        if bad:
-            raise ValueError(f"scale_max keys must be scale values {list(SCALES)!r}; got {bad!r}")
-        return v
-
-    @model_validator(mode="after")
-    def _bounds_ok(self) -> Aspect:
-        for s in SCALES:
-            hi = self.scale_max.get(s, s)
-            if not self.rating_min < hi:
-                raise ValueError(
-                    f"rating_min ({self.rating_min}) must be below the highest rating "
-                    f"({hi}) at scale {s}"
-                )
-        return self
-
-
-class PromptSpec(_Model):
-    """The task-specific wording of the judge prompt (Tables 11, 13, 15, 17).
-
-    Keys left out of the TOML file get the defaults documented in ``docs/tasks.md``
-    (derived from ``noun`` / ``target`` and the mode).
-    """
-
-    instruction_heading: str
-    instruction: str
-    reference_intro: str
-    dialectic: str
-    cot_none: str
-    cot_prefix: str
-    cot_suffix: str
-    rules_heading: str
-    rules: tuple[str, ...] = Field(min_length=1)
-    autocot_block: str
-    examples_intro: str
-    examples_outro: str
-    example_heading: str
-    example_rating: str
-    metrics_block: str
-    reference_block: str
-    metrics_after: str
-
-
-class GenerationSpec(_Model):
-    """Templates of the prompts that generate artifacts (Tables 12, 14, 16, 18).
-
-    Attributes:
-        reference: Generates a reference output for a sample (``reference=self``).
-        autocot: Generates evaluation steps (``autocot=on``).
-        metrics: Generates sample-specific questions (``metrics=on``).
-        criteria: Generates evaluation criteria (``criteria=self``; pointwise only).
-    """
-
-    reference: str
-    autocot: str
-    metrics: str
-    criteria: str | None = None
-
-
-_POINTWISE_COT: Final[Mapping[str, str]] = {
-    "cot_none": (
-        "You must directly output your rating of the {noun} on a scale of {min} to {max} "
-        'without any explanation by strictly following this format: "[[rating]]", for '
-        'example: "Rating: [[{max}]]".'
-    ),
-    "cot_prefix": (
-        "Begin your evaluation by providing a short explanation. After providing your "
-        "explanation, you must rate the {noun} on a scale of {min} to {max} by strictly "
-        'following this format: "[[rating]]", for example: "Rating: [[{max}]]".'
-    ),
-    "cot_suffix": (
-        "You must rate the {noun} on a scale of {min} to {max} first by strictly following "
-        'this format: "[[rating]]", for example: "Rating: [[{max}]]". And then provide your '
-        "explanation."
-    ),
-}
-
-_VERDICT_FORMAT: Final = (
-    'by strictly following this format: "[[A]]" if assistant A is better, "[[B]]" if '
-    'assistant B is better, and "[[C]]" for a tie.'
-)
-
-_PAIRWISE_COT: Final[Mapping[str, str]] = {
-    "cot_none": (
-        "You must directly output your final verdict without any explanation " + _VERDICT_FORMAT
-    ),
-    "cot_prefix": (
-        "Begin your evaluation by comparing the two responses and provide a short "
-        "explanation. After providing your explanation, output your final verdict "
-        + _VERDICT_FORMAT
-    ),
-    "cot_suffix": (
-        "You must output your final verdict first "
-        + _VERDICT_FORMAT
-        + " And then provide your explanation."
-    ),
-}
-
-_COMMON_DEFAULTS: Final[Mapping[str, Any]] = {
-    "instruction_heading": "## Instruction",
-    "instruction": (
-        "Please act as an impartial judge and evaluate the quality of {target} displayed "
-        "{position} on its {aspect}."
-    ),
-    "rules_heading": "Here are some rules of the evaluation:",
-    "autocot_block": "Evaluation Steps:\n{autocot}",
-    "example_heading": "## Example {number}:",
-    "metrics_block": (
-        "## Questions about {Noun}\nHere are some questions about the {noun}. You can do "
-        "the evaluation based on thinking about all the questions.\n{metrics}"
-    ),
-    "reference_block": (
-        "## The Start of Reference {Noun}\n{reference}\n## The End of Reference {Noun}"
-    ),
-}
-
-_MODE_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
-    "pointwise": {
-        **_POINTWISE_COT,
-        "rules": (
-            "Your evaluation should consider the {aspect} of the {noun}. {criteria}",
-            "Be as objective as possible.",
-        ),
-        "examples_intro": "Here are some examples and their corresponding ratings:",
-        "examples_outro": (
-            "Following these examples, evaluate the quality of {target} displayed below on "
-            "its {aspect}:"
-        ),
-        "example_rating": "## Rating\n{rating}",
-    },
-    "pairwise": {
-        **_PAIRWISE_COT,
-        "rules": (
-            "Your evaluation should consider the {aspect} of their responses. {criteria}",
-            "Avoid any position biases and ensure that the order in which the responses were "
-            "presented does not influence your decision.",
-            "Do not allow the length of the responses to influence your evaluation.",
-            "Do not favor certain names of the assistants.",
-            "Be as objective as possible.",
-        ),
-        "examples_intro": "Here are some examples and their corresponding verdicts:",
-        "examples_outro": "Following these examples, evaluate the quality of {target} "
-        "displayed below:",
-        "example_rating": "## Verdict\n{rating}",
-    },
-}
-
-
-class JudgeTask(_Model):
+class JudgeTask(TaskModel):
     """A judging task: inputs, aspects, scales and the wording of every HPSS prompt.
 
     Load one with :func:`load_task`. Every model rejects unknown keys; validation errors
@@ -459,28 +89,7 @@ class JudgeTask(_Model):
     def _fill_defaults(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        out = fill_task_defaults(data)
-        noun = out.get("noun")
-        if "noun_title" not in out and isinstance(noun, str) and noun:
-            out["noun_title"] = noun[:1].upper() + noun[1:]
-        mode = out.get("mode")
-        # An invalid mode is reported by its own field; the pointwise defaults then keep the
-        # prompt section from adding "Field required" noise.
-        defaults = (
-            _MODE_DEFAULTS.get(mode, _MODE_DEFAULTS["pointwise"])
-            if isinstance(mode, str)
-            else _MODE_DEFAULTS["pointwise"]
-        )
-        prompt = out.get("prompt", {})
-        if isinstance(prompt, Mapping):
-            merged = {**_COMMON_DEFAULTS, **defaults}
-            if "metrics_after" not in prompt:
-                default_after = _default_metrics_after(out)
-                if default_after is not None:
-                    merged["metrics_after"] = default_after
-            merged.update(prompt)
-            out["prompt"] = merged
-        return out
+        return fill_defaults(data)
 
     # -- field checks --------------------------------------------------------------------
     @field_validator("name")
@@ -496,12 +105,12 @@ class JudgeTask(_Model):
     @field_validator("aspects")
     @classmethod
     def _aspect_names_ok(cls, v: dict[str, Aspect]) -> dict[str, Aspect]:
-        bad = [k for k in v if not _IDENTIFIER.match(k)]
+        bad = [k for k in v if not IDENTIFIER.match(k)]
         if bad:
             raise ValueError(f"aspect names must be identifiers (letters, digits, _); got {bad!r}")
         return v
 
-    _range_ok = field_validator("score_range")(_check_score_range)
+    _range_ok = field_validator("score_range")(check_score_range)
 
     @field_validator("baseline_scale")
     @classmethod
@@ -586,7 +195,7 @@ class JudgeTask(_Model):
             for k, a in self.aspects.items():
                 # NOTE: by value, not by `model_fields_set`: an exported task (model_dump)
                 # lists every field with its default, and must load again.
-                defaults = {"score_range": None, "rating_min": 1, "scale_max": {}}
+                defaults: dict[str, Any] = {"score_range": None, "rating_min": 1, "scale_max": {}}
                 extra = sorted(f for f, d in defaults.items() if getattr(a, f) != d)
                 if extra:
                     raise ValueError(f"aspects.{k}: {extra!r} only apply to pointwise tasks")
@@ -610,11 +219,11 @@ class JudgeTask(_Model):
             "instruction_heading",
             "rules_heading",
         ):
-            _check_placeholders(f"prompt.{key}", getattr(p, key), base | {"position"})
+            check_placeholders(f"prompt.{key}", getattr(p, key), base | {"position"})
         for key in ("examples_intro", "examples_outro"):  # always before the inputs
-            _check_placeholders(f"prompt.{key}", getattr(p, key), base)
+            check_placeholders(f"prompt.{key}", getattr(p, key), base)
         for key in ("cot_none", "cot_prefix", "cot_suffix"):
-            _check_placeholders(
+            check_placeholders(
                 f"prompt.{key}",
                 getattr(p, key),
                 base | {"position"},
@@ -627,38 +236,38 @@ class JudgeTask(_Model):
                 f"go); {len(with_criteria)} do: {list(p.rules)!r}"
             )
         for i, rule in enumerate(p.rules):
-            _check_placeholders(f"prompt.rules[{i}]", rule, base | {"criteria"})
-        _check_placeholders("prompt.autocot_block", p.autocot_block, base, {"autocot"})
-        _check_placeholders("prompt.example_heading", p.example_heading, base, {"number"})
-        _check_placeholders("prompt.example_rating", p.example_rating, base, {"rating"})
-        _check_placeholders("prompt.metrics_block", p.metrics_block, base, {"metrics"})
-        _check_placeholders("prompt.reference_block", p.reference_block, base, {"reference"})
+            check_placeholders(f"prompt.rules[{i}]", rule, base | {"criteria"})
+        check_placeholders("prompt.autocot_block", p.autocot_block, base, {"autocot"})
+        check_placeholders("prompt.example_heading", p.example_heading, base, {"number"})
+        check_placeholders("prompt.example_rating", p.example_rating, base, {"rating"})
+        check_placeholders("prompt.metrics_block", p.metrics_block, base, {"metrics"})
+        check_placeholders("prompt.reference_block", p.reference_block, base, {"reference"})
 
         g = self.generation
         ctx = frozenset(context)
         # Cache keys follow hpss_graph(): a template may only use what its key depends on.
-        _check_placeholders("generation.reference", g.reference, COMMON_PLACEHOLDERS | ctx)
+        check_placeholders("generation.reference", g.reference, COMMON_PLACEHOLDERS | ctx)
         if not placeholders(g.reference) & ctx:
             raise ValueError(
                 f"`generation.reference` must show at least one context field {sorted(ctx)!r}"
             )
-        _check_placeholders("generation.autocot", g.autocot, base | {"criteria"})
+        check_placeholders("generation.autocot", g.autocot, base | {"criteria"})
         metrics_scale = scale_ph if self.criteria_per_scale else frozenset()
-        _check_placeholders(
+        check_placeholders(
             "generation.metrics",
             g.metrics,
             COMMON_PLACEHOLDERS | {"criteria"} | ctx | metrics_scale,
         )
         if g.criteria is not None:
             if self.criteria_per_scale:
-                _check_placeholders(
+                check_placeholders(
                     "generation.criteria",
                     g.criteria,
                     COMMON_PLACEHOLDERS | scale_ph,
                     required={"max"},
                 )
             else:
-                _check_placeholders("generation.criteria", g.criteria, COMMON_PLACEHOLDERS)
+                check_placeholders("generation.criteria", g.criteria, COMMON_PLACEHOLDERS)
 
     # -- accessors -----------------------------------------------------------------------
     def __hash__(self) -> int:
@@ -828,23 +437,6 @@ class JudgeTask(_Model):
         return cls.from_toml(text, source=str(p))
 
 
-def _default_metrics_after(data: Mapping[str, Any]) -> str | None:
-    """The last context field before the first judged field (raw TOML data)."""
-    inputs = data.get("inputs")
-    judged = data.get("judged_fields")
-    if not isinstance(inputs, list | tuple) or not isinstance(judged, list | tuple):
-        return None
-    last: str | None = None
-    for item in inputs:
-        name = item.get("name") if isinstance(item, Mapping) else None
-        if not isinstance(name, str):
-            return None
-        if name in judged:
-            break
-        last = name
-    return last
-
-
 def _check_scale(scale: object) -> None:
     if isinstance(scale, bool) or scale not in SCALES:
         raise ValueError(f"scale {scale!r} is not a scale value; allowed: {list(SCALES)!r}.")
@@ -870,57 +462,3 @@ def _format_errors(source: str, error: ValidationError) -> str:
                 shown = shown[:117] + "..."
             lines.append(f"  - {loc}: {msg} (got {shown})")
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------
-# Shipped signatures
-# --------------------------------------------------------------------------------------
-def signature_dirs() -> list[Path]:
-    """Directories searched for shipped signatures: ``signatures/`` at the repository's top
-    level, shipped in the wheel as ``judgeopt/signatures`` (see :mod:`judgeopt._resources`)."""
-    folder = shipped_dir("signatures")
-    return [folder] if folder is not None else []
-
-
-def available_tasks() -> tuple[str, ...]:
-    """Names of the shipped task signatures (``load_task(name)`` accepts them)."""
-    names: set[str] = set()
-    for d in signature_dirs():
-        names.update(p.stem for p in d.glob("*.toml"))
-    return tuple(sorted(names))
-
-
-def load_task(name_or_path: str | os.PathLike[str]) -> JudgeTask:
-    """Load a task signature by shipped name (``"summeval"``) or by file path.
-
-    A value that names an existing file, ends in ``.toml`` or contains a path separator is a
-    path; anything else is a shipped name looked up in :func:`signature_dirs`.
-
-    Args:
-        name_or_path: A shipped task name or the path of a TOML signature.
-
-    Returns:
-        The validated task.
-
-    Raises:
-        ValueError: On an unknown name (the message lists the shipped ones), an unreadable
-            file, or an invalid signature.
-    """
-    text = os.fspath(name_or_path)
-    looks_like_path = (
-        isinstance(name_or_path, os.PathLike)
-        or text.endswith(".toml")
-        or "/" in text
-        or os.sep in text
-        or Path(text).is_file()
-    )
-    if looks_like_path:
-        return JudgeTask.from_file(text)
-    for d in signature_dirs():
-        candidate = d / f"{text}.toml"
-        if candidate.is_file():
-            return JudgeTask.from_file(candidate)
-    raise ValueError(
-        f"Unknown task {text!r}. Shipped tasks: {list(available_tasks())!r}; or give the path "
-        "of a .toml signature."
-    )

@@ -1,4 +1,7 @@
-"""Defaults of a task signature's boilerplate, derived from its fields and nouns.
+"""Defaults of a task signature's boilerplate: the prompt wording, and what its fields imply.
+
+The judge prompt's wording defaults to the HPSS templates (Tables 11, 13, 15, 17) of the
+task's mode, written with the task's nouns.
 
 A new pointwise task needs only its name, its inputs, the judged field, the aspects with
 their criteria and the human score range (``docs/tasks.md``, "A minimal task"). Everything
@@ -14,11 +17,151 @@ and malformed data is left alone for the validator to report.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from ._factors import SCALES
+from ._vocabulary import SCALES
 
-__all__ = ["fill_task_defaults"]
+__all__ = ["fill_defaults", "fill_task_defaults"]
+
+# --------------------------------------------------------------------------------------
+# The default wording of the judge prompt (HPSS Tables 11, 13, 15, 17)
+# --------------------------------------------------------------------------------------
+_POINTWISE_COT: Final[Mapping[str, str]] = {
+    "cot_none": (
+        "You must directly output your rating of the {noun} on a scale of {min} to {max} "
+        'without any explanation by strictly following this format: "[[rating]]", for '
+        'example: "Rating: [[{max}]]".'
+    ),
+    "cot_prefix": (
+        "Begin your evaluation by providing a short explanation. After providing your "
+        "explanation, you must rate the {noun} on a scale of {min} to {max} by strictly "
+        'following this format: "[[rating]]", for example: "Rating: [[{max}]]".'
+    ),
+    "cot_suffix": (
+        "You must rate the {noun} on a scale of {min} to {max} first by strictly following "
+        'this format: "[[rating]]", for example: "Rating: [[{max}]]". And then provide your '
+        "explanation."
+    ),
+}
+
+_VERDICT_FORMAT: Final = (
+    'by strictly following this format: "[[A]]" if assistant A is better, "[[B]]" if '
+    'assistant B is better, and "[[C]]" for a tie.'
+)
+
+_PAIRWISE_COT: Final[Mapping[str, str]] = {
+    "cot_none": (
+        "You must directly output your final verdict without any explanation " + _VERDICT_FORMAT
+    ),
+    "cot_prefix": (
+        "Begin your evaluation by comparing the two responses and provide a short "
+        "explanation. After providing your explanation, output your final verdict "
+        + _VERDICT_FORMAT
+    ),
+    "cot_suffix": (
+        "You must output your final verdict first "
+        + _VERDICT_FORMAT
+        + " And then provide your explanation."
+    ),
+}
+
+_COMMON_DEFAULTS: Final[Mapping[str, Any]] = {
+    "instruction_heading": "## Instruction",
+    "instruction": (
+        "Please act as an impartial judge and evaluate the quality of {target} displayed "
+        "{position} on its {aspect}."
+    ),
+    "rules_heading": "Here are some rules of the evaluation:",
+    "autocot_block": "Evaluation Steps:\n{autocot}",
+    "example_heading": "## Example {number}:",
+    "metrics_block": (
+        "## Questions about {Noun}\nHere are some questions about the {noun}. You can do "
+        "the evaluation based on thinking about all the questions.\n{metrics}"
+    ),
+    "reference_block": (
+        "## The Start of Reference {Noun}\n{reference}\n## The End of Reference {Noun}"
+    ),
+}
+
+_MODE_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "pointwise": {
+        **_POINTWISE_COT,
+        "rules": (
+            "Your evaluation should consider the {aspect} of the {noun}. {criteria}",
+            "Be as objective as possible.",
+        ),
+        "examples_intro": "Here are some examples and their corresponding ratings:",
+        "examples_outro": (
+            "Following these examples, evaluate the quality of {target} displayed below on "
+            "its {aspect}:"
+        ),
+        "example_rating": "## Rating\n{rating}",
+    },
+    "pairwise": {
+        **_PAIRWISE_COT,
+        "rules": (
+            "Your evaluation should consider the {aspect} of their responses. {criteria}",
+            "Avoid any position biases and ensure that the order in which the responses were "
+            "presented does not influence your decision.",
+            "Do not allow the length of the responses to influence your evaluation.",
+            "Do not favor certain names of the assistants.",
+            "Be as objective as possible.",
+        ),
+        "examples_intro": "Here are some examples and their corresponding verdicts:",
+        "examples_outro": "Following these examples, evaluate the quality of {target} "
+        "displayed below:",
+        "example_rating": "## Verdict\n{rating}",
+    },
+}
+
+
+def fill_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a parsed signature) with every default filled in: the derived fields of
+    :func:`fill_task_defaults`, the noun in headings, and the prompt wording of the mode."""
+    out = fill_task_defaults(data)
+    noun = out.get("noun")
+    if "noun_title" not in out and isinstance(noun, str) and noun:
+        out["noun_title"] = noun[:1].upper() + noun[1:]
+    mode = out.get("mode")
+    # An invalid mode is reported by its own field; the pointwise defaults then keep the
+    # prompt section from adding "Field required" noise.
+    defaults = (
+        _MODE_DEFAULTS.get(mode, _MODE_DEFAULTS["pointwise"])
+        if isinstance(mode, str)
+        else _MODE_DEFAULTS["pointwise"]
+    )
+    prompt = out.get("prompt", {})
+    if isinstance(prompt, Mapping):
+        merged = {**_COMMON_DEFAULTS, **defaults}
+        if "metrics_after" not in prompt:
+            default_after = _default_metrics_after(out)
+            if default_after is not None:
+                merged["metrics_after"] = default_after
+        merged.update(prompt)
+        out["prompt"] = merged
+    return out
+
+
+def _default_metrics_after(data: Mapping[str, Any]) -> str | None:
+    """The last context field before the first judged field (raw TOML data)."""
+    inputs = data.get("inputs")
+    judged = data.get("judged_fields")
+    if not isinstance(inputs, list | tuple) or not isinstance(judged, list | tuple):
+        return None
+    last: str | None = None
+    for item in inputs:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str):
+            return None
+        if name in judged:
+            break
+        last = name
+    return last
+
+
+# --------------------------------------------------------------------------------------
+# Defaults derived from the task's own fields
+# --------------------------------------------------------------------------------------
 
 
 def _words(name: str) -> str:

@@ -43,8 +43,7 @@ from judgeopt.metrics._significance import (
     paired_bootstrap_mean,
     permutation_test,
 )
-from judgeopt.metrics._validation import METHODS
-from judgeopt.metrics._validation import Groups, Scores, validate_pair
+from judgeopt.metrics._validation import METHODS, Groups, Scores, validate_pair
 
 __all__ = [
     "Groups",

@@ -10,13 +10,13 @@ from __future__ import annotations
 from ._auto import BUDGET_DEFAULTS, AutoSearch
 from ._base import Kind, SearchStrategy, Trial
 from ._baselines import Greedy, GridSearch, RandomSearch, StepwiseGreedy
+from ._csv import read_csv_rows
 from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph
 from ._hpss import HPSS
 from ._priors import FactorPriors
 from ._registry import SEARCHES
 from ._space import Factor, FactorSpace, Strategy, Value
 from ._tpe import TPESearch
-from ._csv import read_csv_rows
 
 __all__ = [
     "read_csv_rows",

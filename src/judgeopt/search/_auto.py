@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int, check_number
 from ._base import SearchGenerator
 from ._density import parzen_proposal
 from ._graph import FactorGraph
@@ -149,17 +150,12 @@ class AutoSearch(HPSS):
                          k=k, g=g, rho=0.0, tau=tau, lambda_=lambda_, exploitation=True,
                          exploration_term=True, heuristic=True, score_scale=score_scale,
                          priors=priors, prior_weight=prior_weight, prior_start=prior_start)
-        if not (kappa >= 0 and math.isfinite(kappa)):
-            raise ValueError(f"The `kappa` of AutoSearch must be a finite float >= 0. "
-                             f"Got {kappa!r} instead.")
-        self.kappa = float(kappa)
+        self.kappa = check_number(kappa, "kappa", min_value=0, owner="AutoSearch")
         if not 0.0 <= init_fraction <= 1.0:
             raise ValueError(f"The `init_fraction` of AutoSearch must be in [0, 1]. "
                              f"Got {init_fraction!r} instead.")
-        if isinstance(min_init_factors, bool) or not isinstance(min_init_factors, int) or (
-                min_init_factors < 1):
-            raise ValueError(f"The `min_init_factors` of AutoSearch must be an int >= 1. "
-                             f"Got {min_init_factors!r} instead.")
+        min_init_factors = check_int(min_init_factors, "min_init_factors", min_value=1,
+                                     owner="AutoSearch")
         self.init_fraction = float(init_fraction)
         self.min_init_factors = min_init_factors
         self.portfolio = bool(portfolio)

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import numpy as np
 
+from .._validation import check_int
 from ._graph import FactorGraph
 from ._space import FactorSpace, Strategy
 
@@ -112,11 +113,9 @@ class SearchStrategy(abc.ABC):
         seed: int | None = None,
         graph: FactorGraph | None = None,
     ) -> None:
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise ValueError(f"The `budget` of {type(self).__name__} must be an int >= 1. "
-                             f"Got {budget!r} instead.")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"`seed` must be a non-negative int or None. Got {seed!r} instead.")
+        owner = type(self).__name__
+        budget = check_int(budget, "budget", min_value=1, owner=owner)
+        seed = check_int(seed, "seed", min_value=0, allow_none=True, owner=owner)
         if graph is not None and graph.space != space:
             raise ValueError("`graph` was built for a different FactorSpace than `space`.")
         self.space = space
@@ -294,8 +293,7 @@ class SearchStrategy(abc.ABC):
             ValueError: On an unknown search name, a format version mismatch, or a history
                 that the search would not have produced (a corrupted or foreign state).
         """
-        from ._registry import SEARCHES
-
+        searches = search_classes()
         data = json.loads(state) if isinstance(state, str) else dict(state)
         if data.get("format_version") != STATE_FORMAT_VERSION:
             raise ValueError(
@@ -303,9 +301,9 @@ class SearchStrategy(abc.ABC):
                 f"this version reads {STATE_FORMAT_VERSION}."
             )
         name = data.get("search")
-        if name not in SEARCHES:
-            raise ValueError(f"Unknown search {name!r}. Allowed: {sorted(SEARCHES)!r}.")
-        klass = SEARCHES[name]
+        if name not in searches:
+            raise ValueError(f"Unknown search {name!r}. Allowed: {sorted(searches)!r}.")
+        klass = searches[name]
         if cls is not SearchStrategy and klass is not cls:
             raise ValueError(f"State is for search {name!r}, not {cls.name!r}.")
         space = FactorSpace.from_dict(data["space"])
@@ -326,3 +324,21 @@ class SearchStrategy(abc.ABC):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(budget={self.budget}, seed={self.seed}, "
                 f"evaluations={len(self._trials)})")
+
+
+def search_classes() -> dict[str, type[SearchStrategy]]:
+    """The searches of this package by name, for :meth:`SearchStrategy.from_state`.
+
+    Found among the subclasses of :class:`SearchStrategy` (so this module needs no import of
+    the algorithms, which import it): only classes defined in ``judgeopt.search`` that set
+    their own ``name`` count, so the set is closed, the one :data:`judgeopt.search.SEARCHES`
+    lists; a user's subclass is never picked by the name in a state.
+    """
+    found: dict[str, type[SearchStrategy]] = {}
+    stack = list(SearchStrategy.__subclasses__())
+    while stack:
+        klass = stack.pop()
+        stack.extend(klass.__subclasses__())
+        if klass.__module__.startswith(f"{__package__}.") and "name" in vars(klass):
+            found[klass.name] = klass
+    return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._validation import check_int
 from ._base import SearchGenerator, SearchStrategy, rank_key
 from ._graph import FactorGraph
 from ._hpss import resolve_baseline
@@ -109,10 +110,8 @@ class Greedy(SearchStrategy):
         n_perturbations: int = 5,
     ) -> None:
         super().__init__(space, budget=budget, seed=seed, graph=graph)
-        if isinstance(n_perturbations, bool) or not isinstance(n_perturbations, int) or (
-            n_perturbations < 1
-        ):
-            raise ValueError(f"`n_perturbations` must be an int >= 1. Got {n_perturbations!r}.")
+        n_perturbations = check_int(n_perturbations, "n_perturbations", min_value=1,
+                                    owner=type(self).__name__)
         self.baseline = resolve_baseline(space, baseline)
         if graph is not None:
             graph.check(self.baseline)

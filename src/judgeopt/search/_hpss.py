@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int, check_number
 from ._base import Kind, SearchGenerator, SearchStrategy, rank_key
 from ._graph import FactorGraph
 from ._priors import FactorPriors
@@ -134,9 +135,9 @@ class HPSS(SearchStrategy):
         prior_start: int = 1,
     ) -> None:
         super().__init__(space, budget=budget, seed=seed, graph=graph)
-        for pname, val in (("k", k), ("g", g)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"The `{pname}` of HPSS must be an int >= 1. Got {val!r} instead.")
+        owner = type(self).__name__
+        k = check_int(k, "k", min_value=1, owner=owner)
+        g = check_int(g, "g", min_value=1, owner=owner)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"The `rho` of HPSS must be in [0, 1]. Got {rho!r} instead.")
         if not tau > 0:
@@ -157,14 +158,8 @@ class HPSS(SearchStrategy):
                        else FactorPriors.from_dict(priors))
         if self.priors is not None:
             self.priors.check(space)
-        if not (isinstance(prior_weight, int | float) and not isinstance(prior_weight, bool)
-                and math.isfinite(prior_weight) and prior_weight >= 0):
-            raise ValueError(f"The `prior_weight` of {type(self).__name__} must be a finite "
-                             f"float >= 0. Got {prior_weight!r} instead.")
-        if isinstance(prior_start, bool) or not isinstance(prior_start, int) or prior_start < 0:
-            raise ValueError(f"The `prior_start` of {type(self).__name__} must be an int >= 0. "
-                             f"Got {prior_start!r} instead.")
-        self.prior_weight, self.prior_start = float(prior_weight), prior_start
+        self.prior_weight = check_number(prior_weight, "prior_weight", min_value=0, owner=owner)
+        self.prior_start = check_int(prior_start, "prior_start", min_value=0, owner=owner)
         sizes = [len(f.values) for f in space.factors]
         self._A = [np.zeros(m) for m in sizes]  # advantages
         # Exploration counts; float so that a prior can count as a fractional observation.

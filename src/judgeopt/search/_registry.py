@@ -1,4 +1,5 @@
-"""The closed map from search names to classes (used by state restore, presets and the CLI)."""
+"""The closed map from search names to classes (used by presets and the CLI; state restore
+finds the same classes through :func:`._base.search_classes`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Human-labelled meta-evaluation records: loading, validation and splitting.
+"""Loading records from JSON Lines, CSV or a list of dicts.
 
-A :class:`Record` is one judged item: pointwise (human ``scores`` per aspect) or
+A :class:`~._records.Record` is one judged item: pointwise (human ``scores`` per aspect) or
 pairwise (a ``label`` saying which of ``output_a`` / ``output_b`` is better). The
 loaders read the shared JSONL schema (``shared/data/README.md``) and a CSV layout.
 
@@ -45,35 +45,18 @@ what was expected; in-memory lists of dicts are located as ``records[i]``.
 
 from __future__ import annotations
 
-from ._errors import JudgeoptError
 import csv
 import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
-import numpy as np
+from .._validation import check_int
+from ._records import LABELS, DataFormatError, Record, check_names
 
-__all__ = [
-    "LABELS",
-    "DataFormatError",
-    "Label",
-    "Record",
-    "group_ids",
-    "load_records",
-    "split_holdout",
-    "split_records",
-    "validate_records",
-]
-
-Label: TypeAlias = Literal["a", "b", "tie"]
-"""Pairwise gold label: ``output_a`` better, ``output_b`` better, or a tie."""
-
-LABELS: Final[tuple[Label, ...]] = ("a", "b", "tie")
-"""Allowed pairwise labels."""
+__all__ = ["iter_jsonl_rows", "load_records"]
 
 _JSON_KEYS: Final[tuple[str, ...]] = (
     "id",
@@ -84,54 +67,6 @@ _JSON_KEYS: Final[tuple[str, ...]] = (
     "label",
     "meta",
 )
-_MAX_REPORTED: Final[int] = 5
-
-
-@dataclass(frozen=True)
-class Record:
-    """One human-labelled item.
-
-    Attributes:
-        id: Unique id within its dataset.
-        group_id: The shared source item (article, dialogue context, prompt), or
-            ``None`` when the dataset has no grouping.
-        system_id: The system that produced the judged text, when known.
-        inputs: Named text fields, e.g. ``{"source": ..., "summary": ...}``.
-        scores: Aspect name to human score, as published (not rescaled).
-        label: Pairwise gold label, ``None`` for pointwise records.
-        meta: Extras that scoring does not need.
-
-    Records compare by value and hash by ``(id, group_id, system_id)``.
-    """
-
-    id: str
-    group_id: str | None
-    system_id: str | None
-    inputs: dict[str, str]
-    scores: dict[str, float] = field(default_factory=dict)
-    label: Label | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def __hash__(self) -> int:
-        return hash((self.id, self.group_id, self.system_id))
-
-
-class DataFormatError(JudgeoptError, ValueError):
-    """A record could not be read.
-
-    Attributes:
-        location: Where the problem is, e.g. ``"data.jsonl, line 3"`` or ``"records[2]"``.
-        field: The offending field (``"scores.coherence"``), or ``None`` for the whole line.
-    """
-
-    def __init__(self, location: str, field_name: str | None, problem: str) -> None:
-        self.location = location
-        self.field = field_name
-        where = f"{location}: field '{field_name}'" if field_name else location
-        super().__init__(f"{where}: {problem}")
-
-
-# ---------------------------------------------------------------------------- loading
 
 
 def load_records(
@@ -164,9 +99,8 @@ def load_records(
         ValueError: If ``limit`` is negative, or ``fields`` / ``scores`` overlap.
         FileNotFoundError: If the file does not exist.
     """
-    if limit is not None and (isinstance(limit, bool) or limit < 0):
-        raise ValueError(f"limit must be None or a non-negative int, got {limit!r}")
-    plain = _check_names(fields, "fields")
+    limit = check_int(limit, "limit", min_value=0, allow_none=True, owner="load_records")
+    plain = check_names(fields, "fields")
     score_map = _score_map(scores)
     both = sorted(plain & set(score_map))
     if both:
@@ -203,6 +137,11 @@ def load_records(
 
 
 def iter_jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """``(location, parsed object)`` for each non-blank line of a JSON Lines file.
+
+    Raises:
+        DataFormatError: On a line that is not valid JSON (naming the file, line and column).
+    """
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -432,226 +371,3 @@ def _describe(value: Any) -> str:
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{text} ({type(value).__name__})"
-
-
-def _check_names(names: Sequence[str] | None, argument: str) -> frozenset[str]:
-    if names is None:
-        return frozenset()
-    if isinstance(names, str):
-        raise TypeError(f"{argument} must be a sequence of names, not a single string {names!r}")
-    return frozenset(names)
-
-
-# ------------------------------------------------------------------------- validation
-
-
-def validate_records(
-    records: Sequence[Record],
-    *,
-    required_fields: Sequence[str],
-    aspect: str | None = None,
-    score_range: tuple[float, float] | None = None,
-    pairwise: bool = False,
-) -> None:
-    """Check that records are usable for one judging task.
-
-    Args:
-        records: The records to check.
-        required_fields: Input fields every record must have (e.g. ``["source", "summary"]``).
-        aspect: If given, every record must have a score for this aspect.
-        score_range: Inclusive ``(low, high)``. Checked for the ``aspect`` score, or
-            for every score of a record when ``aspect`` is ``None``.
-        pairwise: If true, every record must have a label ``"a"``, ``"b"`` or ``"tie"``.
-
-    Raises:
-        ValueError: If ``records`` is empty, ids repeat, or any record fails a check.
-            The message lists up to five problems, each naming the record id (missing
-            field with the fields it has; out-of-range score with value and range;
-            missing aspect with the aspects present; missing or invalid label), and
-            the number of further problems.
-        TypeError: If ``required_fields`` is a single string.
-    """
-    required = _check_names(required_fields, "required_fields")
-    if score_range is not None:
-        low, high = _check_range(score_range, "score_range")
-    if not records:
-        raise ValueError("no records to validate")
-    problems: list[str] = []
-    seen: set[str] = set()
-    for record in records:
-        prefix = f"record {record.id!r}"
-        if record.id in seen:
-            problems.append(f"{prefix}: duplicate id")
-        seen.add(record.id)
-        missing = sorted(required.difference(record.inputs))
-        if missing:
-            has = ", ".join(sorted(record.inputs)) or "none"
-            problems.append(f"{prefix}: missing input field {missing[0]!r} (has: {has})")
-        if aspect is not None and aspect not in record.scores:
-            present = ", ".join(sorted(record.scores)) or "no scores"
-            problems.append(f"{prefix}: no score for aspect {aspect!r} (has: {present})")
-        if score_range is not None:
-            names = [aspect] if aspect is not None else sorted(record.scores)
-            for name in names:
-                value = record.scores.get(name)
-                if value is not None and not low <= value <= high:
-                    problems.append(
-                        f"{prefix}: score {name!r} = {value:g} outside range [{low:g}, {high:g}]"
-                    )
-        if pairwise and record.label not in LABELS:
-            what = "missing pairwise label" if record.label is None else "invalid pairwise label"
-            problems.append(f"{prefix}: {what} {record.label!r} (expected 'a', 'b' or 'tie')")
-    if problems:
-        shown = problems[:_MAX_REPORTED]
-        more = len(problems) - len(shown)
-        tail = f"\n... and {more} more problem{'s' if more != 1 else ''}" if more else ""
-        raise ValueError("\n".join(shown) + tail)
-
-
-def _check_range(value: tuple[float, float], name: str) -> tuple[float, float]:
-    try:
-        low, high = (float(v) for v in value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a (low, high) pair of numbers, got {value!r}") from exc
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"{name} must be finite with low < high, got {value!r}")
-    return low, high
-
-
-# -------------------------------------------------------------------------- splitting
-
-
-def group_ids(records: Sequence[Record]) -> list[str]:
-    """One group id per record, for group-level metrics.
-
-    Args:
-        records: The records.
-
-    Returns:
-        ``record.group_id``, or the record's own ``id`` when it has no group (so
-        ungrouped records form singleton groups), aligned with ``records``.
-    """
-    return [record.group_id if record.group_id is not None else record.id for record in records]
-
-
-def split_records(
-    records: Sequence[Record],
-    *,
-    fraction: float,
-    seed: int,
-    by_group: bool = True,
-) -> tuple[list[Record], list[Record]]:
-    """Split records into two parts at random, reproducibly.
-
-    The split units (groups when ``by_group``, records otherwise; a record without
-    a ``group_id`` is its own unit) are sorted by key, shuffled with
-    ``numpy.random.default_rng(seed)``, and the shortest prefix whose record count
-    is closest to ``fraction * len(records)`` goes to the first part (both parts
-    keep at least one unit). The result depends only on the set of records and the
-    seed, not on their order; each part keeps the input order.
-
-    Args:
-        records: Records with unique ids.
-        fraction: Share of records for the first part, strictly between 0 and 1.
-        seed: Non-negative random seed.
-        by_group: Keep all records of a group on the same side.
-
-    Returns:
-        ``(first, second)``.
-
-    Raises:
-        ValueError: If ``fraction`` is not in (0, 1), ``seed`` is negative, ids
-            repeat, or there are fewer than two units to split.
-    """
-    if isinstance(fraction, bool) or not 0.0 < fraction < 1.0:
-        raise ValueError(f"fraction must be strictly between 0 and 1, got {fraction!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    ids = [record.id for record in records]
-    if len(set(ids)) != len(ids):
-        raise ValueError("record ids must be unique to split reproducibly")
-
-    unit_of: list[tuple[str, str]] = []
-    for record in records:
-        if by_group and record.group_id is not None:
-            unit_of.append(("group", record.group_id))
-        else:
-            unit_of.append(("record", record.id))
-    sizes: dict[tuple[str, str], int] = {}
-    for unit in unit_of:
-        sizes[unit] = sizes.get(unit, 0) + 1
-    units = sorted(sizes)
-    if len(units) < 2:
-        kind = "group" if by_group else "record"
-        raise ValueError(f"cannot split {len(records)} records: only {len(units)} {kind} unit")
-
-    order = np.random.default_rng(seed).permutation(len(units))
-    shuffled = [units[int(i)] for i in order]
-    cumulative = np.cumsum([sizes[unit] for unit in shuffled])
-    target = fraction * len(records)
-    # Prefix lengths 1 .. len(units) - 1 keep both sides non-empty; argmin takes the shortest tie.
-    cut = 1 + int(np.argmin(np.abs(cumulative[:-1] - target)))
-    first_units = set(shuffled[:cut])
-    first = [r for r, unit in zip(records, unit_of, strict=True) if unit in first_units]
-    second = [r for r, unit in zip(records, unit_of, strict=True) if unit not in first_units]
-    return first, second
-
-
-def split_holdout(
-    records: Sequence[Record],
-    n_valid: int,
-    n_test: int,
-    *,
-    seed: int,
-    per_group: int | None = None,
-) -> tuple[list[Record], list[Record]]:
-    """Disjoint validation and test sets of whole groups, in a seeded random order.
-
-    The groups (a record without ``group_id`` is its own group) are sorted by id and
-    permuted with ``numpy.random.default_rng(seed)``; whole groups go to the validation set
-    until it holds at least ``n_valid`` records, then to the test set until it holds at least
-    ``n_test``. The rest is left out. ``benchmarks/e2e.py`` and ``judgeopt demo`` split this
-    way, so the demo's test items are the benchmark's test items, never its validation items.
-
-    Args:
-        records: Records with unique ids.
-        n_valid: Least number of validation records.
-        n_test: Least number of test records.
-        seed: Non-negative random seed.
-        per_group: When given, each group first keeps this many members (seeded), e.g. 8 of
-            SummEval's 16 summaries per article.
-
-    Raises:
-        ValueError: When the records cannot fill both sets, or an argument is out of range.
-    """
-    for name, value in (("n_valid", n_valid), ("n_test", n_test)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if per_group is not None and (isinstance(per_group, bool) or not isinstance(per_group, int)
-                                  or per_group < 1):
-        raise ValueError(f"per_group must be a positive int or None, got {per_group!r}")
-    rng = np.random.default_rng(seed)
-    members: dict[str, list[Record]] = {}
-    for r in records:
-        members.setdefault(r.group_id or r.id, []).append(r)
-    if per_group is not None:
-        for g, rs in members.items():
-            if len(rs) > per_group:
-                keep = sorted(int(i) for i in rng.choice(len(rs), size=per_group, replace=False))
-                members[g] = [rs[i] for i in keep]
-    groups = sorted(members)
-    valid: list[Record] = []
-    test: list[Record] = []
-    for i in rng.permutation(len(groups)):
-        rs = members[groups[int(i)]]
-        if len(valid) < n_valid:
-            valid.extend(rs)
-        elif len(test) < n_test:
-            test.extend(rs)
-        else:
-            break
-    if len(valid) < n_valid or len(test) < n_test:
-        raise ValueError(f"not enough records: {len(records)} records in {len(groups)} groups "
-                         f"give {len(valid)} validation and {len(test)} test records; asked for "
-                         f"{n_valid} and {n_test}")
-    return valid, test

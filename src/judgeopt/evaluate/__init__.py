@@ -1,0 +1,29 @@
+"""Run a judge over a labelled dataset and measure its agreement with the human labels.
+
+:func:`evaluate` judges every record (:mod:`._run`) after checking that the records fit the
+judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._results`);
+:func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`).
+"""
+
+from __future__ import annotations
+
+from ._checks import check_label_spread, check_records
+from ._compare import Comparison, compare, evaluate_against
+from ._results import EvalResult, ItemResult, correct, item_predictions, merge_results, score_items
+from ._run import default_threads, evaluate
+
+__all__ = [
+    "Comparison",
+    "EvalResult",
+    "ItemResult",
+    "check_label_spread",
+    "check_records",
+    "compare",
+    "correct",
+    "default_threads",
+    "evaluate",
+    "evaluate_against",
+    "item_predictions",
+    "merge_results",
+    "score_items",
+]

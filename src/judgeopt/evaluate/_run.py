@@ -1,0 +1,222 @@
+"""Running a judge over labelled records: threads, progress, checkpoint hooks, a circuit breaker."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any
+
+from .._validation import check_int
+from ..data import Record
+from ..lm import LMError, LMUnavailable
+from ._checks import check_records
+from ._results import EvalResult, ItemResult, result_of
+
+if TYPE_CHECKING:
+    from ..judge import JudgeProgram
+
+__all__ = ["default_threads", "evaluate"]
+
+log = logging.getLogger("judgeopt.evaluate")
+
+
+def evaluate(
+    program: JudgeProgram,
+    records: Sequence[Record],
+    *,
+    lm: Any = None,
+    threads: int | None = None,
+    progress: bool = True,
+    desc: str | None = None,
+    on_item: Callable[[ItemResult], None] | None = None,
+    max_consecutive_failures: int | None = None,
+) -> EvalResult:
+    """Judge every record and compare with the human labels.
+
+    Failed calls and unparseable outputs are recorded and counted, never raised; only a
+    streak of transient call failures (the endpoint is down) stops the run, when
+    ``max_consecutive_failures`` is set.
+
+    Args:
+        program: The judge.
+        records: Labelled records (the aspect's score, or a pairwise label).
+        lm: The LM (default: the program's, else DSPy's configured one).
+        threads: Judge calls in flight at once; ``None``: what the LM keeps busy
+            (:func:`default_threads`: ``parallel`` for an embedded model, else 1).
+        progress: Show a progress bar.
+        desc: Progress bar label.
+        on_item: Called with every judged item as it finishes (in the calling thread, in
+            completion order), e.g. to checkpoint finished judgements.
+        max_consecutive_failures: Stop after this many judge calls in a row (in completion
+            order) failed transiently (connection, timeout, 5xx, rate limit after the LM's
+            own retries); ``None``: never stop.
+
+    Returns:
+        An :class:`EvalResult` at the task's correlation level (group level for tasks whose
+        ``correlation_level`` is ``"group"``, e.g. SummEval; else dataset level).
+
+    Raises:
+        ValueError: When there are no records, a record does not fit the judge's task (a
+            missing input field, no score for the aspect or no pairwise label; naming the
+            record), or ``threads < 1``.
+        NoLMError: When no LM is configured.
+        LMUnavailable: When ``max_consecutive_failures`` calls in a row failed
+            transiently (the items judged before were passed to ``on_item``).
+    """
+    if not records:
+        raise ValueError("evaluate() needs at least one record.")
+    threads = check_int(threads, "threads", min_value=1, allow_none=True, owner="evaluate")
+    max_consecutive_failures = check_int(max_consecutive_failures, "max_consecutive_failures",
+                                         min_value=1, allow_none=True, owner="evaluate")
+    check_records(program, records)
+    breaker = _Breaker(max_consecutive_failures)
+    the_lm = program.resolve_lm(lm)
+    if threads is None:
+        threads = default_threads(the_lm)
+    before = _stats(the_lm)
+    t0 = time.perf_counter()
+    aspect = program.aspect
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(records), desc=desc or f"judging {aspect}", unit="item",
+                   leave=False)
+    results: list[ItemResult | None] = [None] * len(records)
+    # NOTE: judging the members of a group one after another lets a server or llama.cpp reuse
+    # the shared prompt prefix (the same article or dialogue); results keep the input order.
+    order = sorted(range(len(records)), key=lambda i: (records[i].group_id or "", i))
+    if threads == 1:
+        for i in order:
+            results[i] = _judge_one(program, records[i], the_lm, aspect)
+            if on_item is not None:
+                on_item(results[i])  # type: ignore[arg-type]
+            if bar is not None:
+                bar.update(1)
+            try:
+                breaker.see(results[i])  # type: ignore[arg-type]
+            except BaseException:
+                if bar is not None:
+                    bar.close()
+                raise
+    else:
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judgeopt-judge")
+        futures: dict[Any, int] = {}
+        try:
+            # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
+            # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
+            futures = {pool.submit(contextvars.copy_context().run, _judge_one, program,
+                                   records[i], the_lm, aspect): i for i in order}
+            # Collected as they finish: the bar and on_item follow real completion (a slow
+            # item holds nothing up); results keep the input order.
+            for fut in as_completed(futures):
+                item = results[futures[fut]] = fut.result()
+                if on_item is not None:
+                    on_item(item)
+                if bar is not None:
+                    bar.update(1)
+                breaker.see(item)
+        except BaseException as e:
+            # Interrupted (Ctrl-C, a failing on_item): drop the queued calls instead of
+            # running them all before re-raising; calls in flight finish in the background.
+            pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(e, KeyboardInterrupt) and on_item is not None:
+                _record_finished(futures, results, on_item)
+            if bar is not None:
+                bar.close()
+            raise
+        pool.shutdown(wait=True)
+    if bar is not None:
+        bar.close()
+    items = [r for r in results if r is not None]
+    seconds = time.perf_counter() - t0
+    after = _stats(the_lm)
+    pairwise = program.task.mode == "pairwise"
+    level = "dataset" if pairwise else (program.task.correlation_level or "dataset")
+    kw: dict[str, Any] = {}
+    if before is not None and after is not None:
+        kw = {"calls": after.calls - before.calls,
+              "cache_hits": after.cache_hits - before.cache_hits,
+              "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
+              "completion_tokens": after.completion_tokens - before.completion_tokens}
+    return result_of(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
+
+
+def default_threads(lm: Any) -> int:
+    """Judge calls to keep in flight for ``lm`` when the caller does not say: its
+    ``preferred_threads`` (an embedded model's ``parallel``: the requests it decodes
+    together), else 1."""
+    value = getattr(lm, "preferred_threads", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
+def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> ItemResult:
+    human: float | str | None
+    if program.task.mode == "pairwise":
+        human = record.label
+    else:
+        human = record.scores.get(aspect)
+    try:
+        pred = program.judge(record.inputs, sample_id=record.id, lm=lm)
+    except Exception as e:  # noqa: BLE001 - a failed call is recorded, never fatal
+        log.warning("judging %s failed: %s", record.id, e)
+        return ItemResult(record.id, human, None, error=f"{type(e).__name__}: {e}",
+                          error_kind=_error_kind(e))
+    return ItemResult(record.id, human, pred.score, parse_error=pred.parse_error, raw=pred.raw)
+
+
+def _error_kind(exc: BaseException) -> str:
+    """The ``kind`` of the first :class:`judgeopt.lm.LMError` in ``exc``'s chain, else
+    ``"error"`` (an artifact or adapter failure wraps the LM's error)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(seen) < 10 and all(current is not e for e in seen):
+        if isinstance(current, LMError):
+            return current.kind
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return "error"
+
+
+class _Breaker:
+    """Counts judge calls that failed transiently in a row; trips at ``limit``."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.streak = 0
+
+    def see(self, item: ItemResult) -> None:
+        """Record one finished item; raise :class:`judgeopt.lm.LMUnavailable` on a trip."""
+        if self.limit is None:
+            return
+        self.streak = self.streak + 1 if item.transient else 0
+        if self.streak >= self.limit:
+            raise LMUnavailable(
+                f"{self.streak} judge calls in a row failed ({item.error}); the model "
+                "endpoint looks down, so judging stopped (circuit breaker, "
+                f"max_consecutive_failures={self.limit})")
+
+
+def _stats(lm: Any) -> Any:
+    fn = getattr(lm, "stats", None)
+    return fn() if callable(fn) else None
+
+
+def _record_finished(futures: Mapping[Any, int], results: Sequence[ItemResult | None],
+                     on_item: Callable[[ItemResult], Any]) -> None:
+    """Hand ``on_item`` the calls that finished while an interrupt waited to be handled.
+
+    A signal reaches Python's main thread only when it runs again, and the workers go on
+    meanwhile; their finished items would otherwise be lost to a checkpoint. Best effort:
+    a failing ``on_item`` stops the recording, never hides the interrupt.
+    """
+    for fut, i in futures.items():
+        if results[i] is None and fut.done() and not fut.cancelled() \
+                and fut.exception() is None:
+            try:
+                on_item(fut.result())
+            except Exception:  # the interrupt is what gets reported
+                return
