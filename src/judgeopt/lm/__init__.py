@@ -15,63 +15,75 @@
   (``$JUDGEOPT_VLLM_PYTHON``); :func:`convert_gguf_to_hf` turns a GGUF into the Hugging Face
   folder vLLM loads.
 
+The names load lazily (PEP 562): ``import judgeopt.lm`` imports neither DSPy nor LiteLLM,
+and a name brings in only its own module (``load_llama``, ``ensure_local_model``,
+``parse_local_model``, ``check_gguf``... need neither; the LMs and the error classes, which
+derive from DSPy's, need DSPy).
+
 See ``docs/lm.md``.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
-# Before anything imports LiteLLM: otherwise it downloads a price list at start-up.
-
-from ._cache import LMCache, cache_key, default_cache_dir
-from ._errors import (
-    LMAuthError,
-    LMBadRequest,
-    LMConnectionError,
-    LMContextOverflow,
-    LMError,
-    LMRateLimit,
-    LMServerError,
-    LMTimeout,
-    LMUnavailable,
-    LocalModelError,
-    wrap_exception,
-)
-from ._factory import make_lm
-from ._litellm import JudgeLM, resolve_endpoint
-from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
-from ._models import (
-    DEFAULT_LOCAL_MODEL,
-    LOCAL_MODELS,
-    LocalModelSpec,
-    ModelPart,
-    ensure_local_model,
-    local_model_dir,
-)
-from ._router import (
-    RouterConfig,
-    RouterConfigError,
-    RouterDeployment,
-    RouterLM,
-    load_router_config,
-    write_router_config,
-)
-from ._serve import ServerGroup, start_servers
-from ._server import LlamaServer, start_llama_server
-from ._spec import model_spec
-from ._errors import TRANSIENT_KINDS
-from ._factory import parse_local_model
-from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES
-from ._spec import loadable_spec
-from ._local import check_gguf, default_threads, effective_n_ctx
-from ._stats import DeploymentStats, LMStats
-from ._vllm import (
-    VLLMEnvironment,
-    VLLMServer,
-    convert_gguf_to_hf,
-    find_vllm_python,
-    start_vllm_server,
-)
+# Public name -> the submodule of this package that defines it.
+_LAZY: dict[str, str] = {
+    "LMCache": "_cache",
+    "cache_key": "_cache",
+    "default_cache_dir": "_cache",
+    "LMAuthError": "_errors",
+    "LMBadRequest": "_errors",
+    "LMConnectionError": "_errors",
+    "LMContextOverflow": "_errors",
+    "LMError": "_errors",
+    "LMRateLimit": "_errors",
+    "LMServerError": "_errors",
+    "LMTimeout": "_errors",
+    "LMUnavailable": "_errors",
+    "LocalModelError": "_errors",
+    "TRANSIENT_KINDS": "_errors",
+    "wrap_exception": "_errors",
+    "make_lm": "_factory",
+    "JudgeLM": "_litellm",
+    "resolve_endpoint": "_endpoint",
+    "RECOMMENDED_PARALLEL": "_local",
+    "LlamaCppLM": "_local",
+    "check_gguf": "_llama_load",
+    "default_threads": "_llama_load",
+    "effective_n_ctx": "_llama_load",
+    "load_llama": "_llama_load",
+    "DEFAULT_LOCAL_MODEL": "_models",
+    "LOCAL_MODELS": "_models",
+    "LocalModelSpec": "_models",
+    "ModelPart": "_models",
+    "ensure_local_model": "_models",
+    "local_model_dir": "_models",
+    "parse_local_model": "_models",
+    "RouterConfig": "_router_config",
+    "RouterConfigError": "_router_config",
+    "RouterDeployment": "_router_config",
+    "load_router_config": "_router_config",
+    "write_router_config": "_router_config",
+    "RouterLM": "_router",
+    "DEFAULT_SERVE_SETTINGS": "_serve",
+    "ENGINES": "_serve",
+    "ServerGroup": "_serve",
+    "start_servers": "_serve",
+    "LlamaServer": "_server",
+    "start_llama_server": "_server",
+    "loadable_spec": "_spec",
+    "model_spec": "_spec",
+    "DeploymentStats": "_stats",
+    "LMStats": "_stats",
+    "VLLMEnvironment": "_vllm",
+    "VLLMServer": "_vllm",
+    "convert_gguf_to_hf": "_vllm",
+    "find_vllm_python": "_vllm",
+    "start_vllm_server": "_vllm",
+}
 
 __all__ = [
     "TRANSIENT_KINDS",
@@ -82,6 +94,7 @@ __all__ = [
     "check_gguf",
     "default_threads",
     "effective_n_ctx",
+    "load_llama",
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODELS",
     "RECOMMENDED_PARALLEL",
@@ -126,3 +139,70 @@ __all__ = [
     "wrap_exception",
     "write_router_config",
 ]
+
+if TYPE_CHECKING:  # what static checkers and IDEs see; at run time __getattr__ imports lazily
+    from ._cache import LMCache, cache_key, default_cache_dir
+    from ._errors import (
+        LMAuthError,
+        LMBadRequest,
+        LMConnectionError,
+        LMContextOverflow,
+        LMError,
+        LMRateLimit,
+        LMServerError,
+        LMTimeout,
+        LMUnavailable,
+        LocalModelError,
+        TRANSIENT_KINDS,
+        wrap_exception,
+    )
+    from ._factory import make_lm
+    from ._litellm import JudgeLM
+    from ._endpoint import resolve_endpoint
+    from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
+    from ._llama_load import check_gguf, default_threads, effective_n_ctx, load_llama
+    from ._models import (
+        DEFAULT_LOCAL_MODEL,
+        LOCAL_MODELS,
+        LocalModelSpec,
+        ModelPart,
+        ensure_local_model,
+        local_model_dir,
+        parse_local_model,
+    )
+    from ._router_config import (
+        RouterConfig,
+        RouterConfigError,
+        RouterDeployment,
+        load_router_config,
+        write_router_config,
+    )
+    from ._router import RouterLM
+    from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
+    from ._server import LlamaServer, start_llama_server
+    from ._spec import loadable_spec, model_spec
+    from ._stats import DeploymentStats, LMStats
+    from ._vllm import (
+        VLLMEnvironment,
+        VLLMServer,
+        convert_gguf_to_hf,
+        find_vllm_python,
+        start_vllm_server,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+    if name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # A private submodule (``judgeopt.lm._local``): loaded on first attribute access, as
+        # when this package imported every submodule eagerly.
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
