@@ -15,19 +15,20 @@
   (``$JUDGEOPT_VLLM_PYTHON``); :func:`convert_gguf_to_hf` turns a GGUF into the Hugging Face
   folder vLLM loads.
 
-The names load lazily (PEP 562): ``import judgeopt.lm`` imports neither DSPy nor LiteLLM,
-and a name brings in only its own module (``load_llama``, ``ensure_local_model``,
-``parse_local_model``, ``check_gguf``... need neither; the LMs and the error classes, which
-derive from DSPy's, need DSPy).
+The names load lazily (PEP 562): ``import judgeopt.lm`` imports neither DSPy nor LiteLLM.
+A name whose module needs neither (``load_llama``, ``ensure_local_model``, ``LOCAL_MODELS``,
+``parse_local_model``, ``check_gguf``, ``load_router_config``, ``LMCache``...) loads its own
+module only; the first name that needs DSPy (the LMs, the error classes, which derive from
+DSPy's, the servers) loads the whole package, as an eager import would.
 
 See ``docs/lm.md``.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import importlib.util as _importlib_util
+import typing as _typing
 
 # Public name -> the submodule of this package that defines it.
 _LAZY: dict[str, str] = {
@@ -140,9 +141,11 @@ __all__ = [
     "write_router_config",
 ]
 
-if TYPE_CHECKING:  # what static checkers and IDEs see; at run time __getattr__ imports lazily
+if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports lazily
     from ._cache import LMCache, cache_key, default_cache_dir
+    from ._endpoint import resolve_endpoint
     from ._errors import (
+        TRANSIENT_KINDS,
         LMAuthError,
         LMBadRequest,
         LMConnectionError,
@@ -153,14 +156,12 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time __getattr__ 
         LMTimeout,
         LMUnavailable,
         LocalModelError,
-        TRANSIENT_KINDS,
         wrap_exception,
     )
     from ._factory import make_lm
     from ._litellm import JudgeLM
-    from ._endpoint import resolve_endpoint
-    from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
     from ._llama_load import check_gguf, default_threads, effective_n_ctx, load_llama
+    from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
     from ._models import (
         DEFAULT_LOCAL_MODEL,
         LOCAL_MODELS,
@@ -170,6 +171,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time __getattr__ 
         local_model_dir,
         parse_local_model,
     )
+    from ._router import RouterLM
     from ._router_config import (
         RouterConfig,
         RouterConfigError,
@@ -177,7 +179,6 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time __getattr__ 
         load_router_config,
         write_router_config,
     )
-    from ._router import RouterLM
     from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
     from ._server import LlamaServer, start_llama_server
     from ._spec import loadable_spec, model_spec
@@ -191,16 +192,30 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time __getattr__ 
     )
 
 
-def __getattr__(name: str) -> Any:
+# The submodules that import neither DSPy nor LiteLLM: their names load one module at a time.
+_LIGHT = frozenset({"_cache", "_endpoint", "_llama_load", "_models", "_router_config", "_spec",
+                    "_stats"})
+
+
+def _load(module: str) -> None:
+    """Import ``module`` and bind the public names it provides in this package."""
+    loaded = _importlib.import_module(f"{__name__}.{module}")
+    for name, where in _LAZY.items():
+        if where == module:
+            globals()[name] = getattr(loaded, name)
+
+
+def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value
-        return value
-    if name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # A DSPy-based name costs DSPy's import anyway: bind the whole face at once.
+        for each in [module] if module in _LIGHT else dict.fromkeys(_LAZY.values()):
+            _load(each)
+        return globals()[name]
+    if name.startswith("_") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
         # A private submodule (``judgeopt.lm._local``): loaded on first attribute access, as
         # when this package imported every submodule eagerly.
-        return importlib.import_module(f"{__name__}.{name}")
+        return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -25,6 +25,7 @@ from ._errors import (
 from ._llama_batch import BatchEngine, batch_width
 from ._llama_decode import Sampling, greedy_with_logprobs
 from ._llama_load import LlamaHandle as _Handle
+from ._llama_load import _handles as _handles  # tests release loaded models through it
 from ._llama_load import (
     _handles_guard,
     check_gguf,

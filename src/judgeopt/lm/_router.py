@@ -222,7 +222,8 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
                 f"its config file ({config.source}), and it serves chat completions only.")
         settings = dict(config.router_settings)
         if timeout is not None:
-            check_config_number("RouterLM", "timeout", timeout, integer=False, minimum=0, strict=True)
+            check_config_number("RouterLM", "timeout", timeout, integer=False, minimum=0,
+                                strict=True)
             settings["timeout"] = float(timeout)
         if num_retries is not None:
             check_config_number("RouterLM", "num_retries", num_retries, integer=True, minimum=0)

@@ -214,7 +214,8 @@ def _check_fallbacks(source: str, field: str, value: Any, groups: Sequence[str])
         ((key, targets),) = item.items()
         names = [targets] if isinstance(targets, str) else targets
         if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
-            raise config_error(source, f"{field}[{i}].{key}", targets, "must be a list of model groups")
+            raise config_error(source, f"{field}[{i}].{key}", targets,
+                               "must be a list of model groups")
         for name in ([] if key == "*" else [key]) + names:
             if name not in groups:
                 raise config_error(source, f"{field}[{i}]", name,
@@ -258,7 +259,8 @@ def _check_router_settings(source: str, settings: Mapping[str, Any], groups: Seq
     if "routing_strategy" in settings:
         strategies = _routing_strategies(parameters["routing_strategy"].annotation)
         if strategies and settings["routing_strategy"] not in strategies:
-            raise config_error(source, "router_settings.routing_strategy", settings["routing_strategy"],
+            raise config_error(source, "router_settings.routing_strategy",
+                               settings["routing_strategy"],
                         f"must be one of {strategies}")
     for key in ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks"):
         if settings.get(key):
@@ -392,13 +394,15 @@ def build_router_config(document: Any, *, source: str = "<in-memory router confi
 
     own = document.get("judgeopt") or {}
     if not isinstance(own, Mapping):
-        raise config_error(source, "judgeopt", own, f"must be a mapping with keys {list(_JUDGEOPT_KEYS)}")
+        raise config_error(source, "judgeopt", own,
+                           f"must be a mapping with keys {list(_JUDGEOPT_KEYS)}")
     unknown = sorted(set(own) - set(_JUDGEOPT_KEYS))
     if unknown:
         raise RouterConfigError(f"{source}: unknown key(s) {unknown} in `judgeopt`. Allowed: "
                                 f"{list(_JUDGEOPT_KEYS)}.")
     if own.get("max_concurrency") is not None:
-        check_config_number(source, "judgeopt.max_concurrency", own["max_concurrency"], integer=True,
+        check_config_number(source, "judgeopt.max_concurrency", own["max_concurrency"],
+                            integer=True,
                       minimum=1)
     logprobs = own.get("supports_logprobs")
     if logprobs is not None and not isinstance(logprobs, bool):
@@ -413,7 +417,8 @@ def build_router_config(document: Any, *, source: str = "<in-memory router confi
         chosen = groups[0]
     if chosen not in groups:
         field = "judgeopt.model_name" if model_name is None else "the model group"
-        raise config_error(source, field, chosen, f"must be one of the file's model groups {groups}")
+        raise config_error(source, field, chosen,
+                           f"must be one of the file's model groups {groups}")
 
     model_list = []
     for entry, deployment in zip(entries, deployments, strict=True):

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._validation import check_int
+from .._validation import check_int, check_number
 from ._errors import LocalModelError
 from ._llama_load import check_gguf, default_threads
 from ._models import LOCAL_MODELS, ensure_local_model, local_model_dir, sha256_file
@@ -486,10 +486,7 @@ def start_vllm_server(
         )
     threads = default_threads() if n_threads is None else n_threads
     check_int(threads, "n_threads", min_value=1)
-    if not isinstance(startup_timeout, (int, float)) or startup_timeout <= 0:
-        raise ValueError(
-            f"The `startup_timeout` argument must be a number > 0. Got {startup_timeout!r} instead."
-        )
+    check_number(startup_timeout, "startup_timeout", min_value=0, min_open=True)
     vllm_env = find_vllm_python(python)
     served, source, default_alias = _resolve_model(model, vllm_env.python)
     name = alias or default_alias.replace(" ", "-")

@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from .._validation import check_int
 from ._backend import LogprobBackend
 from ._features import log_softmax
 
@@ -107,9 +108,8 @@ def rating_scale(scale: int, rating_min: int = 1) -> tuple[int, ...]:
         ValueError: If ``scale`` or ``rating_min`` is not an int, or not
             ``0 <= rating_min < scale``.
     """
-    for name, value in (("scale", scale), ("rating_min", rating_min)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"The `{name}` argument must be an int. Got {value!r} instead.")
+    check_int(scale, "scale")
+    check_int(rating_min, "rating_min")
     if rating_min < 0 or rating_min >= scale:
         raise ValueError(
             f"The rating scale must satisfy 0 <= rating_min < scale. Got {rating_min}..{scale}."
@@ -227,8 +227,7 @@ def topk_token_logprobs(
         k: How many to keep.
     """
     row = log_softmax(np.asarray(logprobs, dtype=np.float64))
-    if not 1 <= k <= row.size:
-        raise ValueError(f"`k` must be in 1..{row.size}. Got {k!r} instead.")
+    check_int(k, "k", min_value=1, max_value=row.size)
     top = np.argpartition(row, row.size - k)[-k:]
     out: dict[str, float] = {}
     for i in top[np.argsort(-row[top])]:

@@ -41,6 +41,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from .._validation import check_int
+
 __all__ = [
     "attention_entropy",
     "ensemble_stats",
@@ -151,8 +153,7 @@ def topk_logprobs(logits: Any, k: int) -> FloatArray:
     This is what an OpenAI-compatible server reports as ``top_logprobs``.
     """
     arr = _as_2d(logits, "logits")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= arr.shape[1]:
-        raise ValueError(f"`k` must be an int in 1..{arr.shape[1]}. Got {k!r} instead.")
+    check_int(k, "k", min_value=1, max_value=arr.shape[1])
     out = np.empty((arr.shape[0], k), dtype=np.float64)
     for start in range(0, arr.shape[0], _CHUNK_ROWS):
         lp = log_softmax(arr[start : start + _CHUNK_ROWS])
