@@ -21,6 +21,7 @@ from ._llama_load import gguf_identity
 from ._models import LOCAL_MODELS
 from ._router_config import ROUTER_PREFIX, write_router_config
 from ._server import start_llama_server
+from ._vllm import start_vllm_server
 
 __all__ = ["ENGINES", "DEFAULT_SERVE_SETTINGS", "Engine", "ServerGroup", "start_servers"]
 
@@ -86,8 +87,6 @@ def _vllm_model_id(model: str) -> str:
 def _start_vllm(model: str, *, port: int | None, alias: str, n_ctx: int,
                 n_threads: int | None, logits_all: bool) -> Server:
     # vLLM always returns logprobs when asked: ``logits_all`` has no counterpart there.
-    from ._vllm import start_vllm_server
-
     return start_vllm_server(model, port=port, alias=alias, max_model_len=n_ctx,
                              n_threads=n_threads)
 
