@@ -799,3 +799,15 @@ def test_public_api_all_matches_public_names() -> None:
     public = {n for n in vars(gb) if not n.startswith("_")} - {"annotations", "os"}
     modules = {n for n in public if type(getattr(gb, n)).__name__ == "module"}
     assert set(gb.__all__) == public - modules
+
+
+def test_importing_glassbox_loads_neither_dspy_nor_litellm() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, judgeopt.glassbox; "
+            "loaded = [m for m in ('dspy', 'litellm') if m in sys.modules]; "
+            "assert not loaded, loaded")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judgeopt.judge._parse import (
+from judgeopt.scoring import (
     PREFERENCE_RULES,
     RATING_RULES,
     PreferenceParse,

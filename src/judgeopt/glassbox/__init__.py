@@ -19,37 +19,34 @@
   multi-token ratings), :func:`self_consistency_rating`, and the raw helpers
   :func:`rating_distribution`, :func:`rating_from_generation`, :func:`self_consistency`.
 
+The protocol, the features and the rating maths live in :mod:`judgeopt.scoring` (shared with
+the judge) and are re-exported here. ``import judgeopt.glassbox`` loads neither DSPy nor
+LiteLLM: they are loaded when a LiteLLM backend is built or features are computed.
+
 See ``docs/glassbox.md``.
 """
 
 from __future__ import annotations
 
-
-from ._api import (
-    BACKENDS,
-    DEFAULT_FEATURES,
-    FEATURES,
-    PROMPT_POOL,
-    FeatureCorrelations,
-    FeatureResult,
-    FeatureSpec,
-    compute_features,
-    correlate_features,
-    make_backend,
-)
-from ._backend import (
+from judgeopt.scoring import (
     BACKEND_CAPABILITIES,
     Capability,
     CapabilityError,
+    ExpectedRating,
     Generation,
     GlassBoxError,
     LogprobBackend,
+    RatingDistribution,
     ScoredText,
-)
-from ._features import (
+    SelfConsistency,
     attention_entropy,
+    digit_logprobs,
     ensemble_stats,
+    generation_from_logprobs,
     log_softmax,
+    rating_distribution,
+    rating_from_generation,
+    self_consistency,
     sentprob,
     sentprob_ref,
     softmax_combo,
@@ -60,22 +57,16 @@ from ._features import (
     token_logprob_variances,
     token_logprob_variances_topk,
     topk_logprobs,
-)
-from ._litellm import LiteLLMBackend, generation_from_logprobs
-from ._llamacpp import LlamaCppBackend
-from ._rating import (
-    ExpectedRating,
-    RatingDistribution,
-    SelfConsistency,
-    digit_logprobs,
-    expected_rating,
-    greedy_rating,
-    rating_distribution,
-    rating_from_generation,
-    self_consistency,
-    self_consistency_rating,
     topk_token_logprobs,
 )
+
+from ._compute import compute_features
+from ._factory import BACKENDS, make_backend
+from ._litellm import LiteLLMBackend
+from ._llamacpp import LlamaCppBackend
+from ._rating import expected_rating, greedy_rating, self_consistency_rating
+from ._registry import DEFAULT_FEATURES, FEATURES, PROMPT_POOL, FeatureSpec
+from ._results import FeatureCorrelations, FeatureResult, correlate_features
 from ._transformers import TransformersBackend
 
 __all__ = [

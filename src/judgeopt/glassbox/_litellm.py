@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import (
+from judgeopt.scoring import (
     BACKEND_CAPABILITIES,
     Capability,
     CapabilityError,
@@ -31,10 +31,10 @@ from ._backend import (
     LogprobBackend,
     Messages,
     ScoredText,
-    char_offsets,
+    generation_from_logprobs,
 )
 
-__all__ = ["LiteLLMBackend", "generation_from_logprobs"]
+__all__ = ["LiteLLMBackend"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,61 +43,6 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(key, default)
     return getattr(obj, key, default)
-
-
-def generation_from_logprobs(
-    content: Sequence[Any],
-    *,
-    keep_top: bool = True,
-    finish_reason: str = "stop",
-    text: str | None = None,
-) -> Generation:
-    """A :class:`Generation` from the ``logprobs.content`` list of an OpenAI-shaped choice.
-
-    Each entry has ``token``, ``logprob``, optionally ``bytes`` (the token's UTF-8 bytes, used
-    for character offsets when a character is split over tokens) and ``top_logprobs`` (a list
-    of ``{token, logprob}``). Entries may be dicts or SDK objects. When two alternatives
-    decode to the same text the larger log-probability is kept.
-
-    Args:
-        content: The ``choices[i].logprobs.content`` list (one entry per generated token).
-        keep_top: Keep the per-position alternatives as ``top_logprobs``.
-        finish_reason: The choice's finish reason.
-        text: The choice's message text. vLLM lists the stop token it ended on (``<|im_end|>``)
-            in ``content`` but leaves it out of the text; given ``text``, trailing entries
-            past it are dropped, so the generation's text is the message's.
-    """
-    items = list(content)
-    pieces: list[bytes] = []
-    for item in items:
-        raw = _get(item, "bytes")
-        pieces.append(bytes(raw) if raw is not None else str(_get(item, "token", "")).encode())
-    target = text.strip() if text is not None else ""
-    if target:
-        # Drop trailing tokens while what remains still holds the whole message text.
-        while pieces and target in b"".join(pieces[:-1]).decode("utf-8", errors="replace"):
-            pieces.pop()
-        items = items[: len(pieces)]
-    tokens: list[str] = []
-    lps: list[float] = []
-    tops: list[dict[str, float]] = []
-    for item in items:
-        tokens.append(str(_get(item, "token", "")))
-        lps.append(float(_get(item, "logprob")))
-        alternatives: dict[str, float] = {}
-        for alt in _get(item, "top_logprobs") or []:
-            alt_text = str(_get(alt, "token", ""))
-            value = float(_get(alt, "logprob"))
-            alternatives[alt_text] = max(value, alternatives.get(alt_text, -np.inf))
-        tops.append(alternatives)
-    return Generation(
-        text=b"".join(pieces).decode("utf-8", errors="replace"),
-        tokens=tuple(tokens),
-        offsets=char_offsets(pieces),
-        token_logprobs=np.asarray(lps, dtype=np.float64),
-        top_logprobs=tuple(tops) if keep_top else None,
-        finish_reason=finish_reason,
-    )
 
 
 class LiteLLMBackend(LogprobBackend):
@@ -137,7 +82,7 @@ class LiteLLMBackend(LogprobBackend):
         cache: bool | str | os.PathLike[str] = True,
         **lm_kwargs: Any,
     ) -> None:
-        from judgeopt.lm import JudgeLM, make_lm
+        from judgeopt.lm import JudgeLM, make_lm  # DSPy-based: loaded when a backend is built
 
         if isinstance(model, JudgeLM):
             if api_base is not None or api_key is not None or lm_kwargs:

@@ -27,13 +27,18 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import (
+from judgeopt.lm import effective_n_ctx, ensure_local_model, load_llama
+from judgeopt.scoring import (
     BACKEND_CAPABILITIES,
     FloatArray,
     Generation,
     LogprobBackend,
     Messages,
     ScoredText,
+    log_softmax,
+)
+
+from ._inprocess import (
     check_decoding_args,
     check_fits,
     decode_tokens,
@@ -41,7 +46,6 @@ from ._backend import (
     local_model_args,
     scored_text,
 )
-from ._features import log_softmax
 
 __all__ = ["LlamaCppBackend"]
 
@@ -82,8 +86,6 @@ class LlamaCppBackend(LogprobBackend):
         n_threads: int | None = None,
         model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        from judgeopt.lm._local import effective_n_ctx
-
         args = local_model_args("LlamaCppBackend", model, n_ctx=n_ctx, n_threads=n_threads)
         self._registry_name, self._path, label, threads = args
         self.model = f"local:{label}"
@@ -103,15 +105,12 @@ class LlamaCppBackend(LogprobBackend):
 
     def _get(self) -> Any:
         if self._handle is None:
-            from judgeopt.lm._local import _load
-            from judgeopt.lm._models import ensure_local_model
-
             if self._path is None:
                 assert self._registry_name is not None
                 self._path = ensure_local_model(self._registry_name, model_dir=self.model_dir)
             # NOTE: the LM layer's loader, so a LlamaCppLM(logits_all=True) with the same
             # settings shares this Llama (and its lock) instead of loading a second copy.
-            self._handle = _load(self._path, self.n_ctx, self.n_threads, True)
+            self._handle = load_llama(self._path, self.n_ctx, self.n_threads, True)
         return self._handle
 
     @property
@@ -123,7 +122,7 @@ class LlamaCppBackend(LogprobBackend):
         if self._formatter is None:
             from llama_cpp import llama_chat_format
 
-            from judgeopt.lm import LocalModelError
+            from judgeopt.lm import LocalModelError  # DSPy-based error: loaded when needed
 
             llama = self._get().llama
             template = llama.metadata.get("tokenizer.chat_template")

@@ -28,7 +28,6 @@ its ``n_threads`` before each call.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -41,7 +40,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import (
+from judgeopt.lm import ensure_local_model
+from judgeopt.scoring import (
     BACKEND_CAPABILITIES,
     Capability,
     FloatArray,
@@ -49,6 +49,11 @@ from ._backend import (
     LogprobBackend,
     Messages,
     ScoredText,
+    log_softmax,
+)
+
+from .._optional import MissingDependencyError, install_hint, is_installed
+from ._inprocess import (
     check_decoding_args,
     check_fits,
     decode_tokens,
@@ -56,13 +61,12 @@ from ._backend import (
     local_model_args,
     scored_text,
 )
-from ._features import log_softmax
 
 __all__ = ["TransformersBackend"]
 
 logger = logging.getLogger(__name__)
 
-INSTALL = "pip install 'judgeopt[transformers]'"
+INSTALL = install_hint("transformers")
 
 #: The weight dtypes offered (CPU float16 matmuls are slow or missing, so not offered).
 DTYPES = ("float32", "bfloat16")
@@ -172,7 +176,7 @@ def _byte_decoder() -> dict[str, int]:
 def missing_packages() -> list[str]:
     """The packages of the ``transformers`` extra that are not installed."""
     return [name for name in ("torch", "transformers", "accelerate", "gguf")
-            if importlib.util.find_spec(name) is None]
+            if not is_installed(name)]
 
 
 class TransformersBackend(LogprobBackend):
@@ -221,10 +225,9 @@ class TransformersBackend(LogprobBackend):
     ) -> None:
         missing = missing_packages()
         if missing:
-            raise ImportError(
+            raise MissingDependencyError(
                 f"TransformersBackend needs {', '.join(missing)}: {INSTALL} (CPU torch==2.13.0, "
-                "transformers, accelerate, gguf)."
-            )
+                "transformers, accelerate, gguf).", name=missing[0])
         if dtype not in DTYPES:
             raise ValueError(
                 f"The `dtype` argument of TransformersBackend must be one of {list(DTYPES)}. "
@@ -278,8 +281,7 @@ class TransformersBackend(LogprobBackend):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from judgeopt.lm import LocalModelError
-        from judgeopt.lm._models import ensure_local_model
+        from judgeopt.lm import LocalModelError  # DSPy-based error: loaded when needed
 
         if self._path is None:
             assert self._registry_name is not None

@@ -17,7 +17,7 @@ from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, save_judge
 from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._metric import JudgeMetric, UnparsedJudgement
-from ._parse import PreferenceParse, RatingParse, parse_preference, parse_rating
+from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
 from ._predict import JudgePredict
 from ._prexme import (
     PREXME_TASKS,

@@ -11,7 +11,7 @@ value           what the judge does
                 explanation when the strategy has CoT). Ratings of several tokens (``10``,
                 ``50``, ``100``) are chained, digits missing from the top-k count as 0 and
                 ``P`` is renormalised over the valid ratings
-                (:func:`judgeopt.glassbox.rating_from_generation`). Needs logprobs.
+                (:func:`judgeopt.scoring.rating_from_generation`). Needs logprobs.
 ``sc5``         5 answers sampled at temperature 1.0 (seeds 0..4); the mean of the ratings
                 that parsed (HPSS Appendix I / Wang et al. 2023 self-consistency, with the
                 G-Eval temperature). Costs 5 calls per item.
@@ -29,7 +29,6 @@ compile start (:func:`check_decodings`).
 
 from __future__ import annotations
 
-from .._errors import JudgeoptError
 import logging
 import math
 import weakref
@@ -37,8 +36,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from judgeopt.scoring import (
+    generation_from_logprobs,
+    parse_rating,
+    rating_from_generation,
+    self_consistency,
+)
 from judgeopt.search import Strategy, Value
 
+from .._errors import JudgeoptError
+from .._validation import check_int, check_number
 from ._factors import DECODINGS
 
 __all__ = [
@@ -75,21 +82,14 @@ class Decoding:
     def __post_init__(self) -> None:
         if self.name not in DECODINGS:
             raise ValueError(f"Unknown decoding {self.name!r}. Allowed: {list(DECODINGS)!r}.")
-        for name, value, minimum in (("samples", self.samples, 1), ("seed", self.seed, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"The `{name}` field of Decoding must be an int >= {minimum}. "
-                                 f"Got {value!r} instead.")
-        if self.top_logprobs is not None and (
-                isinstance(self.top_logprobs, bool) or not isinstance(self.top_logprobs, int)
-                or not 1 <= self.top_logprobs <= 20):
-            # NOTE: 20 is OpenAI's maximum; llama.cpp and vLLM servers allow more, but 20
-            # already holds every digit token at a rating position in practice.
-            raise ValueError("The `top_logprobs` field of Decoding must be None or an int in "
-                             f"1..20. Got {self.top_logprobs!r} instead.")
-        if (isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float))
-                or not self.temperature >= 0):
-            raise ValueError("The `temperature` field of Decoding must be a number >= 0. "
-                             f"Got {self.temperature!r} instead.")
+        check_int(self.samples, "samples", min_value=1, kind="field", owner="Decoding")
+        check_int(self.seed, "seed", min_value=0, kind="field", owner="Decoding")
+        # NOTE: 20 is OpenAI's maximum; llama.cpp and vLLM servers allow more, but 20 already
+        # holds every digit token at a rating position in practice.
+        check_int(self.top_logprobs, "top_logprobs", min_value=1, max_value=20,
+                  allow_none=True, kind="field", owner="Decoding")
+        check_number(self.temperature, "temperature", min_value=0, kind="field",
+                     owner="Decoding")
         kind = {"greedy": (False, False), "expected": (False, True), "sc5": (True, False)}
         many, logprobs = kind[self.name]
         if (self.samples > 1) != many or (self.top_logprobs is not None) != logprobs:
@@ -335,11 +335,6 @@ def expected_prediction(text: str, logprobs: Any, *, bounds: tuple[int, int],
     ``greedy_score`` (the answer's parsed rating) and ``distribution`` (``{"probs": {rating:
     p}, "mass": ..., "expected": ...}`` or ``None``).
     """
-    from judgeopt.glassbox._litellm import generation_from_logprobs
-    from judgeopt.glassbox._rating import rating_from_generation
-
-    from ._parse import parse_rating
-
     lo, hi = bounds
     content = _get(logprobs, "content") if logprobs is not None else None
     greedy = parse_rating(text, scale=hi, rating_min=lo)
@@ -374,8 +369,6 @@ def samples_prediction(texts: Sequence[str], *, bounds: tuple[int, int]) -> dict
     Returns a dict with ``score`` (``None`` when no sample parsed), ``parse_error``,
     ``parse_method`` and ``samples`` (each sample's rating, ``None`` for a failed parse).
     """
-    from judgeopt.glassbox._rating import self_consistency
-
     lo, hi = bounds
     sc = self_consistency(list(texts), scale=hi, rating_min=lo)
     error = None

@@ -15,63 +15,76 @@
   (``$JUDGEOPT_VLLM_PYTHON``); :func:`convert_gguf_to_hf` turns a GGUF into the Hugging Face
   folder vLLM loads.
 
+The names load lazily (PEP 562): ``import judgeopt.lm`` imports neither DSPy nor LiteLLM.
+A name whose module needs neither (``load_llama``, ``ensure_local_model``, ``LOCAL_MODELS``,
+``parse_local_model``, ``check_gguf``, ``load_router_config``, ``LMCache``...) loads its own
+module only; the first name that needs DSPy (the LMs, the error classes, which derive from
+DSPy's, the servers) loads the whole package, as an eager import would.
+
 See ``docs/lm.md``.
 """
 
 from __future__ import annotations
 
+import importlib as _importlib
+import importlib.util as _importlib_util
+import typing as _typing
 
-# Before anything imports LiteLLM: otherwise it downloads a price list at start-up.
-
-from ._cache import LMCache, cache_key, default_cache_dir
-from ._errors import (
-    LMAuthError,
-    LMBadRequest,
-    LMConnectionError,
-    LMContextOverflow,
-    LMError,
-    LMRateLimit,
-    LMServerError,
-    LMTimeout,
-    LMUnavailable,
-    LocalModelError,
-    wrap_exception,
-)
-from ._factory import make_lm
-from ._litellm import JudgeLM, resolve_endpoint
-from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
-from ._models import (
-    DEFAULT_LOCAL_MODEL,
-    LOCAL_MODELS,
-    LocalModelSpec,
-    ModelPart,
-    ensure_local_model,
-    local_model_dir,
-)
-from ._router import (
-    RouterConfig,
-    RouterConfigError,
-    RouterDeployment,
-    RouterLM,
-    load_router_config,
-    write_router_config,
-)
-from ._serve import ServerGroup, start_servers
-from ._server import LlamaServer, start_llama_server
-from ._spec import model_spec
-from ._errors import TRANSIENT_KINDS
-from ._factory import parse_local_model
-from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES
-from ._spec import loadable_spec
-from ._local import check_gguf, default_threads, effective_n_ctx
-from ._stats import DeploymentStats, LMStats
-from ._vllm import (
-    VLLMEnvironment,
-    VLLMServer,
-    convert_gguf_to_hf,
-    find_vllm_python,
-    start_vllm_server,
-)
+# Public name -> the submodule of this package that defines it.
+_LAZY: dict[str, str] = {
+    "LMCache": "_cache",
+    "cache_key": "_cache",
+    "default_cache_dir": "_cache",
+    "LMAuthError": "_errors",
+    "LMBadRequest": "_errors",
+    "LMConnectionError": "_errors",
+    "LMContextOverflow": "_errors",
+    "LMError": "_errors",
+    "LMRateLimit": "_errors",
+    "LMServerError": "_errors",
+    "LMTimeout": "_errors",
+    "LMUnavailable": "_errors",
+    "LocalModelError": "_errors",
+    "TRANSIENT_KINDS": "_errors",
+    "wrap_exception": "_errors",
+    "make_lm": "_factory",
+    "JudgeLM": "_litellm",
+    "resolve_endpoint": "_endpoint",
+    "RECOMMENDED_PARALLEL": "_local",
+    "LlamaCppLM": "_local",
+    "check_gguf": "_llama_load",
+    "default_threads": "_llama_load",
+    "effective_n_ctx": "_llama_load",
+    "load_llama": "_llama_load",
+    "DEFAULT_LOCAL_MODEL": "_models",
+    "LOCAL_MODELS": "_models",
+    "LocalModelSpec": "_models",
+    "ModelPart": "_models",
+    "ensure_local_model": "_models",
+    "local_model_dir": "_models",
+    "parse_local_model": "_models",
+    "RouterConfig": "_router_config",
+    "RouterConfigError": "_router_config",
+    "RouterDeployment": "_router_config",
+    "load_router_config": "_router_config",
+    "write_router_config": "_router_config",
+    "RouterLM": "_router",
+    "DEFAULT_SERVE_SETTINGS": "_serve",
+    "ENGINES": "_serve",
+    "ServerGroup": "_serve",
+    "start_servers": "_serve",
+    "LlamaServer": "_server",
+    "start_llama_server": "_server",
+    "loadable_spec": "_spec",
+    "model_spec": "_spec",
+    "DeploymentStats": "_stats",
+    "LMStats": "_stats",
+    "VLLMEnvironment": "_vllm",
+    "VLLMServer": "_vllm",
+    "convert_gguf_to_hf": "_vllm",
+    "find_vllm_python": "_vllm",
+    "start_vllm_server": "_vllm",
+}
 
 __all__ = [
     "TRANSIENT_KINDS",
@@ -82,6 +95,7 @@ __all__ = [
     "check_gguf",
     "default_threads",
     "effective_n_ctx",
+    "load_llama",
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODELS",
     "RECOMMENDED_PARALLEL",
@@ -126,3 +140,84 @@ __all__ = [
     "wrap_exception",
     "write_router_config",
 ]
+
+if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports lazily
+    from ._cache import LMCache, cache_key, default_cache_dir
+    from ._endpoint import resolve_endpoint
+    from ._errors import (
+        TRANSIENT_KINDS,
+        LMAuthError,
+        LMBadRequest,
+        LMConnectionError,
+        LMContextOverflow,
+        LMError,
+        LMRateLimit,
+        LMServerError,
+        LMTimeout,
+        LMUnavailable,
+        LocalModelError,
+        wrap_exception,
+    )
+    from ._factory import make_lm
+    from ._litellm import JudgeLM
+    from ._llama_load import check_gguf, default_threads, effective_n_ctx, load_llama
+    from ._local import RECOMMENDED_PARALLEL, LlamaCppLM
+    from ._models import (
+        DEFAULT_LOCAL_MODEL,
+        LOCAL_MODELS,
+        LocalModelSpec,
+        ModelPart,
+        ensure_local_model,
+        local_model_dir,
+        parse_local_model,
+    )
+    from ._router import RouterLM
+    from ._router_config import (
+        RouterConfig,
+        RouterConfigError,
+        RouterDeployment,
+        load_router_config,
+        write_router_config,
+    )
+    from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
+    from ._server import LlamaServer, start_llama_server
+    from ._spec import loadable_spec, model_spec
+    from ._stats import DeploymentStats, LMStats
+    from ._vllm import (
+        VLLMEnvironment,
+        VLLMServer,
+        convert_gguf_to_hf,
+        find_vllm_python,
+        start_vllm_server,
+    )
+
+
+# The submodules that import neither DSPy nor LiteLLM: their names load one module at a time.
+_LIGHT = frozenset({"_cache", "_endpoint", "_llama_load", "_models", "_router_config", "_spec",
+                    "_stats"})
+
+
+def _load(module: str) -> None:
+    """Import ``module`` and bind the public names it provides in this package."""
+    loaded = _importlib.import_module(f"{__name__}.{module}")
+    for name, where in _LAZY.items():
+        if where == module:
+            globals()[name] = getattr(loaded, name)
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        # A DSPy-based name costs DSPy's import anyway: bind the whole face at once.
+        for each in [module] if module in _LIGHT else dict.fromkeys(_LAZY.values()):
+            _load(each)
+        return globals()[name]
+    if name.startswith("_") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+        # A private submodule (``judgeopt.lm._local``): loaded on first attribute access, as
+        # when this package imported every submodule eagerly.
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -15,7 +15,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-
 from dspy.utils.callback import with_callbacks
 
 from ._cache import LMCache, cache_key

@@ -25,12 +25,12 @@ Every wrapped error is raised ``from`` the original exception and its message sa
 
 from __future__ import annotations
 
-
-from .._errors import JudgeoptError
 import re
 from typing import Any
 
 from dspy.utils import exceptions as _dspy_exc
+
+from .._errors import JudgeoptError
 
 __all__ = [
     "LMAuthError",

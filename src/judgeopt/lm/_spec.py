@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._models import LOCAL_MODELS
+
 __all__ = ["loadable_spec", "model_spec"]
 
 
@@ -39,8 +41,6 @@ def loadable_spec(recorded: str) -> str:
         ValueError: For ``local/FILE`` that names no registry model (the file's path was not
             recorded: pass ``--model local:PATH``).
     """
-    from ._models import LOCAL_MODELS
-
     if not recorded.startswith("local/"):
         return recorded
     filename = recorded.removeprefix("local/")

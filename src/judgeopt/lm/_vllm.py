@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._validation import check_int, check_number
 from ._errors import LocalModelError
-from ._local import check_gguf, default_threads
+from ._llama_load import check_gguf, default_threads
 from ._models import LOCAL_MODELS, ensure_local_model, local_model_dir, sha256_file
 from ._server import ServerProcess, _free_port, check_alias, check_host, launch_server
 
@@ -287,7 +288,7 @@ def convert_gguf_to_hf(
             f"Got {dtype!r} instead."
         )
     threads = default_threads() if n_threads is None else n_threads
-    _check_int("n_threads", threads, 1)
+    check_int(threads, "n_threads", min_value=1)
     source, sha256, name = _source_gguf(model)
     folder = (
         Path(output_dir).expanduser()
@@ -476,19 +477,16 @@ def start_vllm_server(
     check_host(host)
     if alias is not None:
         check_alias(alias)
-    _check_int("max_model_len", max_model_len, 16)
+    check_int(max_model_len, "max_model_len", min_value=16)
     if kv_cache_gb is not None:
-        _check_int("kv_cache_gb", kv_cache_gb, 1)
+        check_int(kv_cache_gb, "kv_cache_gb", min_value=1)
     if dtype not in _DTYPES:
         raise ValueError(
             f"The `dtype` argument must be one of {list(_DTYPES)}. Got {dtype!r} instead."
         )
     threads = default_threads() if n_threads is None else n_threads
-    _check_int("n_threads", threads, 1)
-    if not isinstance(startup_timeout, (int, float)) or startup_timeout <= 0:
-        raise ValueError(
-            f"The `startup_timeout` argument must be a number > 0. Got {startup_timeout!r} instead."
-        )
+    check_int(threads, "n_threads", min_value=1)
+    check_number(startup_timeout, "startup_timeout", min_value=0, min_open=True)
     vllm_env = find_vllm_python(python)
     served, source, default_alias = _resolve_model(model, vllm_env.python)
     name = alias or default_alias.replace(" ", "-")
@@ -538,10 +536,3 @@ def start_vllm_server(
     server.python = vllm_env.python
     server.vllm_version = vllm_env.vllm
     return server
-
-
-def _check_int(field: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"The `{field}` argument must be an int >= {minimum}. Got {value!r} instead."
-        )

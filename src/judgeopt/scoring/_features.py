@@ -1,6 +1,6 @@
 """The glass-box features of Huang et al. (seed 003), as pure numpy functions of arrays.
 
-Backends give the arrays (logits, token log-probabilities, attention weights); these
+Logprob backends give the arrays (logits, token log-probabilities, attention weights); these
 functions turn them into numbers. Notation: a response of ``T`` tokens ``y_1..y_T``; ``p_t``
 is the model's next-token distribution that predicted ``y_t`` (over a vocabulary of ``V``
 entries); ``log`` is natural.
@@ -40,6 +40,8 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from .._validation import check_int
 
 __all__ = [
     "attention_entropy",
@@ -151,8 +153,7 @@ def topk_logprobs(logits: Any, k: int) -> FloatArray:
     This is what an OpenAI-compatible server reports as ``top_logprobs``.
     """
     arr = _as_2d(logits, "logits")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= arr.shape[1]:
-        raise ValueError(f"`k` must be an int in 1..{arr.shape[1]}. Got {k!r} instead.")
+    check_int(k, "k", min_value=1, max_value=arr.shape[1])
     out = np.empty((arr.shape[0], k), dtype=np.float64)
     for start in range(0, arr.shape[0], _CHUNK_ROWS):
         lp = log_softmax(arr[start : start + _CHUNK_ROWS])
@@ -306,8 +307,6 @@ def attention_entropy(weights: Any) -> FloatArray:
     ``-(1/T) sum_t sum_j a_tj log a_tj``. AttnEnt-Min is ``out.min()``, AttnEnt-Avg
     ``out.mean()``.
     """
-    from scipy.special import entr
-
     arr = np.asarray(weights)
     if arr.ndim != 4:
         raise ValueError(f"`weights` must be a 4-D array (layers, heads, response tokens, "
@@ -317,5 +316,14 @@ def attention_entropy(weights: Any) -> FloatArray:
     out: FloatArray = np.empty(arr.shape[:2], dtype=np.float64)
     for layer in range(arr.shape[0]):  # one layer at a time bounds the float64 working copy
         # entr(x) = -x log x, and 0 at x = 0 (masked positions contribute nothing).
-        out[layer] = entr(np.asarray(arr[layer], dtype=np.float64)).sum(axis=2).mean(axis=1)
+        out[layer] = _entr(np.asarray(arr[layer], dtype=np.float64)).sum(axis=2).mean(axis=1)
+    return out
+
+
+def _entr(x: FloatArray) -> FloatArray:
+    """Elementwise ``-x log x``: 0 at ``x = 0``, ``-inf`` below 0 (``scipy.special.entr``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: FloatArray = np.where(x > 0, -x * np.log(np.where(x > 0, x, 1.0)), 0.0)
+    out = np.where(x < 0, -np.inf, out)
+    out = np.where(np.isnan(x), np.nan, out)
     return out
