@@ -49,6 +49,10 @@ MORE_MESSAGES = [
 # ------------------------------------------------------------------- without loading a model
 
 
+@pytest.mark.skipif(any(importlib.util.find_spec(m) is None
+                        for m in ("transformers", "accelerate", "gguf")),
+                    reason="simulates torch alone missing: needs the rest of the transformers "
+                           "extra installed")
 def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from ..data import Record
-from ..lm import TRANSIENT_KINDS
 from ..metrics import correlation
 
 __all__ = [
@@ -52,6 +51,8 @@ class ItemResult:
     def transient(self) -> bool:
         """The call failed for a reason outside the request (endpoint down, timeout,
         overload): trying again later may succeed (:data:`judgeopt.lm.TRANSIENT_KINDS`)."""
+        from ..lm import TRANSIENT_KINDS  # lazy: lm's error module loads DSPy
+
         return self.error is not None and self.error_kind in TRANSIENT_KINDS
 
 

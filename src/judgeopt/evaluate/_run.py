@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._validation import check_int
 from ..data import Record
-from ..lm import LMError, LMUnavailable
 from ._checks import check_records
 from ._results import EvalResult, ItemResult, result_of
 
@@ -171,6 +170,8 @@ def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> I
 def _error_kind(exc: BaseException) -> str:
     """The ``kind`` of the first :class:`judgeopt.lm.LMError` in ``exc``'s chain, else
     ``"error"`` (an artifact or adapter failure wraps the LM's error)."""
+    from ..lm import LMError  # lazy: lm's errors derive from DSPy's (evaluate loads without it)
+
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and len(seen) < 10 and all(current is not e for e in seen):
@@ -194,6 +195,8 @@ class _Breaker:
             return
         self.streak = self.streak + 1 if item.transient else 0
         if self.streak >= self.limit:
+            from ..lm import LMUnavailable  # lazy: lm's errors derive from DSPy's
+
             raise LMUnavailable(
                 f"{self.streak} judge calls in a row failed ({item.error}); the model "
                 "endpoint looks down, so judging stopped (circuit breaker, "
