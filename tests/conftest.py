@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 # Before any test module imports DSPy or LiteLLM: otherwise LiteLLM tries to download a price
 # list at import time (and stalls on this network).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# The tests' own LM response cache, fresh for each run: never the user's ~/.cache/judgeopt/lm, so
+# a warm machine runs the same suite as a cold one (calls repeated within the run still hit it).
+# The joined model files ($JUDGEOPT_MODEL_DIR) are an install product and stay shared.
+_TEST_CACHE = tempfile.TemporaryDirectory(prefix="judgeopt-test-cache-")
+os.environ["JUDGEOPT_CACHE_DIR"] = _TEST_CACHE.name
 
 from collections.abc import Callable
 
