@@ -332,8 +332,8 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
     scores = {name: _num(res.metric(metric)) for name, res in results.items()}
     chosen_c = comps["chosen"]
     ens_c = comps.get("ensemble")
-    judge.test = results["chosen"].summary()
-    judge.comparisons = {**(judge.comparisons or {}), "test": chosen_c.to_dict()}
+    judge = judge.with_report(judge.report_.with_test(results["chosen"].summary(),
+                                                      comparison=chosen_c.to_dict()))
     judge.save(pair_dir / "judge.json")
     if ens is not None:
         ens.model_name = model

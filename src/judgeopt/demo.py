@@ -188,7 +188,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
                                         progress=progress)
     student = JudgeProgram(spec, aspect, lm=lm)
     judge = optimizer.compile(student, trainset=valid)
-    judge.model_name = model
+    judge = judge.with_report(judge.report_.with_model(model))
     res = judge.search_result
     sel = judge.selection or {}
     print()
@@ -207,9 +207,8 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     baseline = judge.with_strategy(student.strategy)
     tres, _, comp = evaluate_against(judge, baseline, test, threads=threads, progress=progress,
                                      desc="test")
-    judge.test = tres.summary()
-    judge.test_items = tres.items
-    judge.comparisons = {**(judge.comparisons or {}), "test": comp.to_dict()}
+    judge = judge.with_report(judge.report_.with_test(tres.summary(), tres.items,
+                                                      comparison=comp.to_dict()))
     judge.save(out_dir / "judge.json")
     seconds = time.perf_counter() - t0
     print()

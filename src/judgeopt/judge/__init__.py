@@ -44,6 +44,7 @@ from ._task import RESERVED as RESERVED_FIELDS
 from ._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
 from ._prexme import resolve_value as resolve_prexme_value
 from ._export import read_judge_file
+from ._compiled import CompileReport, JudgeStudent
 
 __all__ = [
     "RESERVED_FIELDS",
@@ -51,6 +52,8 @@ __all__ = [
     "ZERO_SHOT_BASE_PROMPTS",
     "resolve_prexme_value",
     "read_judge_file",
+    "CompileReport",
+    "JudgeStudent",
     "DECODING_PARAMS",
     "ArtifactError",
     "ArtifactMaker",

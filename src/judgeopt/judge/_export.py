@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from judgeopt._io import write_text_atomic
 
+from ._compiled import CompileReport
 from ._factors import artifact_key, hpss_graph
 from ._render import render_template
 from ._task import JudgeTask
@@ -309,12 +310,9 @@ def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
     except ValueError as e:
         # An unknown aspect, factor or value (a hand-edited file, or one of another version).
         raise ValueError(f"{p}: invalid exported judge: {e}") from None
-    program.validation = data.validation
-    program.test = data.test
-    program.selection = data.selection
-    program.comparisons = data.comparisons
-    program.test_items = data.test_items
-    program.model_name = data.model
+    program = program.with_report(CompileReport(
+        validation=data.validation, test=data.test, selection=data.selection,
+        comparisons=data.comparisons, test_items=data.test_items, model_name=data.model))
     program.exported_search = data.search  # type: ignore[attr-defined]
     _check_rendered(program, data, p)
     return program
