@@ -241,7 +241,7 @@ class Chooser:
         base_res = judged(baseline, f"{split}: baseline")
         fin_progs = [base.with_strategy(t.strategy) for t in finalists]
         fin_res = [judged(p, f"{split}: finalist {i + 1}") for i, p in enumerate(fin_progs)]
-        humans = [r.label if pairwise else r.scores[base.aspect] for r in judged_on]
+        humans: list[Any] = [r.label if pairwise else r.scores[base.aspect] for r in judged_on]
         groups = [r.group_id or r.id for r in judged_on] if level == "group" else None
 
         def vector(res: EvalResult) -> list[float]:
@@ -312,7 +312,7 @@ class Chooser:
             return None
         keep, means, sds = [], [], []
         for prog, res in zip(members, results, strict=True):
-            parsed = [float(i.score) for i in res.items if i.score is not None]  # type: ignore[arg-type]
+            parsed = [float(i.score) for i in res.items if i.score is not None]
             if len(parsed) < 2:
                 continue
             mean = sum(parsed) / len(parsed)
@@ -332,7 +332,7 @@ class Chooser:
             ratings = []
             for _, res in keep:
                 item = in_order(res, records)[i]
-                ratings.append(None if item.score is None else float(item.score))  # type: ignore[arg-type]
+                ratings.append(None if item.score is None else float(item.score))
             score, _ = ens.combine(ratings)
             items.append(ItemResult(r.id, r.scores.get(ens.aspect), score,
                                     parse_error=None if score is not None else "no member parsed"))

@@ -133,5 +133,5 @@ def selection_config(value: str | SelectionConfig | Mapping[str, Any] | None
     if isinstance(value, SelectionConfig):
         return value
     if isinstance(value, str):
-        return SelectionConfig(rule=value)  # type: ignore[arg-type]
+        return SelectionConfig(rule=value)
     return SelectionConfig(**value)

@@ -42,7 +42,7 @@ def check_endpoint(lm: Any) -> None:
         return
     quiet = lm.copy()
     # A one-token answer ends with finish_reason="length" by design.
-    quiet._check_truncation = lambda *_a, **_k: None  # type: ignore[method-assign]
+    quiet._check_truncation = lambda *_a, **_k: None
     if isinstance(quiet, JudgeLM):
         # One retry at most: a dead endpoint is reported in about a second, not after the
         # full backoff of a judge call.
@@ -173,6 +173,11 @@ class Evaluator:
         """
         pending, store, level = self.journal.pending, self.journal.items, self.level
         pairwise = program.task.mode == "pairwise"
+
+        def keep(item: ItemResult) -> None:
+            pending.add(item)
+            store.add(program.strategy, item)
+
         done = pending.resume(number, strategy)
         parts: list[EvalResult] = []
         if done:
@@ -184,9 +189,8 @@ class Evaluator:
             recs = plan.records(size)
             todo = [r for r in recs if r.id not in done]
             if todo:
-                res = self.retrying(
-                    program, todo, desc=f"strategy {number + 1}",
-                    on_item=lambda item: (pending.add(item), store.add(program.strategy, item)))
+                res = self.retrying(program, todo, desc=f"strategy {number + 1}",
+                                    on_item=keep)
                 parts.append(res)
                 done.update((i.id, i) for i in res.items)
             if not race.enabled:
@@ -218,11 +222,11 @@ class Evaluator:
 def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: str
               ) -> float | None:
     """Spread of the per-group correlations of judged items (mean-imputed, as scored)."""
-    parsed = [float(i.score) for i in items if i.score is not None]  # type: ignore[arg-type]
+    parsed = [float(i.score) for i in items if i.score is not None]
     if len(parsed) < 3:
         return None
     fill = sum(parsed) / len(parsed)
-    pred = [fill if i.score is None else float(i.score) for i in items]  # type: ignore[arg-type]
+    pred = [fill if i.score is None else float(i.score) for i in items]
     human = [float(i.human) for i in items]  # type: ignore[arg-type]
     try:
         per = list(group_correlation(human, pred, [r.group_id or r.id for r in records],

@@ -59,7 +59,7 @@ def build_graph(config: OptimizerConfig, student: Any, lm: Any) -> FactorGraph:
         LogprobsUnavailableError: When the preset's ``space`` or the student's strategy asks
             for a decoding that needs logprobs and the LM gives none.
     """
-    graph = student.search_graph()
+    graph: FactorGraph = student.search_graph()
     space = graph.space
     for name, allowed in config.space.items():
         if name not in space:
