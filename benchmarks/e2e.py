@@ -140,7 +140,7 @@ def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
     """
     from judgeopt.evaluate import item_predictions
     from judgeopt.selection import choose, confirmation_split, veto
-    from judgeopt.teleprompt import _ItemStore
+    from judgeopt.teleprompt import ItemStore
 
     sel_cfg = load_optimizer(optimizer).selection
     sel = row.get("selection") or {}
@@ -164,7 +164,7 @@ def rules_report(pair_dir: Path, valid: list[Record], test: list[Record],
     if len(confirm) != sel.get("confirm_items"):
         raise RuntimeError(f"{row['task']}/{aspect}: the redone split has {len(confirm)} "
                            f"confirmation items, the compile had {sel.get('confirm_items')}")
-    stored = _ItemStore(pair_dir / "ckpt" / "items.jsonl")
+    stored = ItemStore(pair_dir / "ckpt" / "items.jsonl")
 
     def vector(strategy: dict[str, Any]) -> list[float] | None:
         items = stored.items(strategy)
@@ -287,8 +287,8 @@ def run_pair(task_name: str, aspect: str, *, model: str, lm: Any, budget: int, n
     scores = {name: _num(res.metric(metric)) for name, res in results.items()}
     chosen_c = comps["chosen"]
     ens_c = comps.get("ensemble")
-    judge.test = results["chosen"].summary()
-    judge.comparisons = {**(judge.comparisons or {}), "test": chosen_c.to_dict()}
+    judge = judge.with_report(judge.report_.with_test(results["chosen"].summary(),
+                                                      comparison=chosen_c.to_dict()))
     judge.save(pair_dir / "judge.json")
     if ens is not None:
         ens.model_name = model

@@ -68,7 +68,7 @@ from judgeopt.judge import JudgeProgram, load_task
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm
 from judgeopt.metrics import correlation
 from judgeopt.selection import choose, confirmation_split, veto
-from judgeopt.teleprompt import _ItemStore, load_optimizer  # NOTE: no public item store yet
+from judgeopt.teleprompt import ItemStore, load_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -108,7 +108,7 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
     confirm: list[Record] = [valid[i] for i in confirm_idx]
     groups = [r.group_id or r.id for r in search]
     pair_dir = RESULTS / "e2e_runs" / f"{task_name}_{aspect}"
-    store = _ItemStore(pair_dir / "ckpt" / "items.jsonl")
+    store = ItemStore(pair_dir / "ckpt" / "items.jsonl")
     base = JudgeProgram(task, aspect)
     evaluations = [json.loads(line) for line in
                    (pair_dir / "ckpt" / "evaluations.jsonl").read_text().splitlines() if line]

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from judgeopt.cli import main  # noqa: E402
-from judgeopt.data import load_records, split_holdout  # noqa: E402
-from judgeopt.demo import DEMO_PAIR, demo_split, find_shared_data  # noqa: E402
+from judgeopt.cli import main
+from judgeopt.data import load_records, split_holdout
+from judgeopt.demo import DEMO_PAIR, demo_split, find_shared_data
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

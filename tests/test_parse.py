@@ -1,4 +1,4 @@
-"""Tests for judgeopt.judge._parse: rating and pairwise-verdict extraction."""
+"""Tests for rating and pairwise-verdict extraction (judgeopt.scoring, re-exported by judgeopt.judge)."""
 
 from __future__ import annotations
 

@@ -381,3 +381,44 @@ def test_evaluate_runs_prexme_with_the_template_average_fallback(zh_en: list[Rec
     assert res.kendall == pytest.approx(correlation(human, pred, method="kendall"))
     assert res.spearman == pytest.approx(correlation(human, pred, method="spearman"))
     assert res.level == "dataset"
+
+
+def test_teleprompters_compile_a_prexme_program(shared_data: Path) -> None:
+    """A PrExMeProgram compiles through the teleprompters' copy protocol (fresh_copy,
+    with_strategy, with_report): the result is a PrExMeProgram with the chosen strategy."""
+    from judgeopt.teleprompt import GridSearch
+
+    records = load_records(shared_data / "eval4nlp2023" / "dev_zh_en.jsonl", limit=40)
+    human = {r.inputs["translation"]: r.scores["mqm"] for r in records}
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        text = user_text(messages)
+        if text == "Reply with OK.":
+            return "OK"
+        hyp = text.split("\nTranslation: ")[-1].split(" \n")[0]
+        # Only the zero-shot polite prompt tracks the human scores; the others rate every
+        # translation alike (no correlation).
+        if text.startswith("Please judge the quality") and "Here is an example" not in text:
+            return f"Score: {100 + 4 * human[hyp]:.1f}"
+        return "Score: 50"
+
+    fake = ScriptedLM(respond)
+    student = PrExMeProgram("zh_en", lm=fake.lm)
+    space = {"base_prompt": ["PZS", "POS"], "task_description": ["Neutral", "Polite", "Command"],
+             "format_requirement": ["0 to 100"]}
+    best = GridSearch(budget=6, space=space, selection="best", progress=False).compile(
+        student, trainset=records)
+    assert isinstance(best, PrExMeProgram)
+    assert best.strategy.as_dict() == S("PZS", "Polite", "0 to 100")
+    assert best.search_result.evaluations == 6
+    assert best.report_.search_result is best.search_result
+    assert best.validation is not None and best.validation["spearman"] > 0.9
+    assert best.model_name == "openai/scripted"
+    # The one-shot strategies were judged with demonstrations retrieved from the trainset.
+    assert any("Here is an example" in user_text(r["messages"]) for r in fake.judge_requests)
+    # The student is left as it was.
+    assert student.strategy.as_dict() == S("PZS", "Neutral", "0 to 100")
+    assert student.search_result is None and student.retriever is None
+    # The compiled judge judges like any PrExMeProgram.
+    pred = best.judge(records[0].inputs)
+    assert pred.score == pytest.approx(100 + 4 * records[0].scores["mqm"], abs=0.05)

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .data import load_records, split_holdout
+
 __all__ = ["DEMO_PAIR", "E2E_SPLIT", "PER_GROUP", "explanations_only_in_baseline",
            "find_shared_data", "run_demo"]
 
@@ -81,8 +83,6 @@ def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = Non
     Raises:
         ValueError: When ``n_valid`` or ``n_test`` exceeds the benchmark's parts.
     """
-    from .data import load_records, split_holdout
-
     if n_valid > E2E_SPLIT["n_valid"] or n_test > E2E_SPLIT["n_test"]:
         raise ValueError(
             f"the demo draws from benchmarks/e2e.py's split: n_valid must be at most "
@@ -107,7 +107,7 @@ def explanations_only_in_baseline(spec: Any, space: dict[str, list[Any]]
     Returns:
         Partial assignments for :class:`judgeopt.teleprompt.OptimizerConfig`'s ``forbid``.
     """
-    from .judge import baseline_strategy, hpss_graph
+    from .judge import baseline_strategy, hpss_graph  # lazy: the judge package loads DSPy
 
     base = baseline_strategy(spec)
     full = hpss_graph(spec).space
@@ -154,10 +154,10 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         The process exit status: 0, or 1 when the compile reported problems (every strategy
         failed, too many unparsed answers; ``CompileResult.problems``).
     """
+    # Lazy: these load DSPy and LiteLLM, which `judgeopt demo --help` does not need.
     from .evaluate import evaluate_against
     from .judge import JudgeProgram, load_task
-    from .lm import RECOMMENDED_PARALLEL, make_lm
-    from .lm import parse_local_model
+    from .lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
     from .teleprompt import JudgeSearch, load_optimizer
 
     valid, test = demo_split(task, n_valid, n_test)
@@ -188,7 +188,7 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
                                         progress=progress)
     student = JudgeProgram(spec, aspect, lm=lm)
     judge = optimizer.compile(student, trainset=valid)
-    judge.model_name = model
+    judge = judge.with_report(judge.report_.with_model(model))
     res = judge.search_result
     sel = judge.selection or {}
     print()
@@ -207,9 +207,8 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     baseline = judge.with_strategy(student.strategy)
     tres, _, comp = evaluate_against(judge, baseline, test, threads=threads, progress=progress,
                                      desc="test")
-    judge.test = tres.summary()
-    judge.test_items = tres.items
-    judge.comparisons = {**(judge.comparisons or {}), "test": comp.to_dict()}
+    judge = judge.with_report(judge.report_.with_test(tres.summary(), tres.items,
+                                                      comparison=comp.to_dict()))
     judge.save(out_dir / "judge.json")
     seconds = time.perf_counter() - t0
     print()

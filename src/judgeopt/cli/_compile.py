@@ -113,11 +113,10 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
         judge = optimizer.compile(student, trainset=train, valset=val)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    judge.model_name = model
+    judge = judge.with_report(judge.report_.with_model(model))
     ensemble = judge.ensemble
     if ensemble is not None:
         ensemble.model_name = model
-    comparisons = dict(judge.comparisons or {})
     test = None
     if args.test_data:
         test = load_data(args.test_data, args.test_limit, task, aspect)
@@ -125,16 +124,14 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
         res, _, comp = evaluate_against(
             judge, baseline, test, threads=args.threads, progress=not args.no_progress,
             desc="test", max_consecutive_failures=optimizer.config.max_consecutive_failures)
-        judge.test = res.summary()
-        judge.test_items = res.items
-        comparisons["test"] = comp.to_dict()
         bad = res.parse_failures + res.call_failures
-        if res.n and bad / res.n > optimizer.config.max_parse_failures:
-            judge.search_result.problems.append(
-                f"the chosen judge gave no rating for {bad} of {res.n} test items "
-                f"({bad / res.n:.0%}), more than max_parse_failures="
-                f"{optimizer.config.max_parse_failures:g}")
-        judge.comparisons = comparisons
+        too_many = [
+            f"the chosen judge gave no rating for {bad} of {res.n} test items "
+            f"({bad / res.n:.0%}), more than max_parse_failures="
+            f"{optimizer.config.max_parse_failures:g}"
+        ] if res.n and bad / res.n > optimizer.config.max_parse_failures else []
+        judge = judge.with_report(judge.report_.with_test(
+            res.summary(), res.items, comparison=comp.to_dict(), problems=too_many))
         if ensemble is not None:
             eres, _, ecomp = evaluate_against(ensemble, baseline, test,
                                               labels=("baseline", "ensemble"),

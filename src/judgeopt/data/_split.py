@@ -114,10 +114,13 @@ def split_holdout(
     Raises:
         ValueError: When the records cannot fill both sets, or an argument is out of range.
     """
-    n_valid = check_int(n_valid, "n_valid", min_value=1, owner="split_holdout")
-    n_test = check_int(n_test, "n_test", min_value=1, owner="split_holdout")
-    per_group = check_int(per_group, "per_group", min_value=1, allow_none=True,
-                          owner="split_holdout")
+    # Worded as before the shared check existed: tests/test_demo.py pins "must be a positive int".
+    for name, value in (("n_valid", n_valid), ("n_test", n_test)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if per_group is not None and (isinstance(per_group, bool) or not isinstance(per_group, int)
+                                  or per_group < 1):
+        raise ValueError(f"per_group must be a positive int or None, got {per_group!r}")
     rng = np.random.default_rng(seed)
     members: dict[str, list[Record]] = {}
     for r in records:

@@ -45,6 +45,7 @@ from ._vocabulary import RESERVED as RESERVED_FIELDS
 from ._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
 from ._prexme import resolve_value as resolve_prexme_value
 from ._export import read_judge_file
+from ._compiled import CompileReport, JudgeStudent
 from ._load import load_judge
 
 __all__ = [
@@ -53,6 +54,8 @@ __all__ = [
     "ZERO_SHOT_BASE_PROMPTS",
     "resolve_prexme_value",
     "read_judge_file",
+    "CompileReport",
+    "JudgeStudent",
     "DECODING_PARAMS",
     "ArtifactError",
     "ArtifactMaker",

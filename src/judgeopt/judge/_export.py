@@ -28,6 +28,7 @@ from judgeopt._io import write_text_atomic
 from judgeopt.search import Strategy
 
 from ._artifacts import ArtifactMaker, ArtifactStore
+from ._compiled import CompileReport
 from ._decoding import Decoding
 from ._factors import artifact_key, hpss_graph
 from ._render import render_template
@@ -348,17 +349,15 @@ def build_judge(program_type: Callable[..., _J], raw: dict[str, Any], *,
     except ValueError as e:
         # An unknown aspect, factor or value (a hand-edited file, or one of another version).
         raise ValueError(f"{p}: invalid exported judge: {e}") from None
-    _restore_results(program, data)
+    program = _restore_results(program, data)
     _check_rendered(program, data, p)
     return program
 
 
-def _restore_results(program: Any, data: ExportedJudge) -> None:
-    """Give a rebuilt judge the results its file records."""
-    program.validation = data.validation
-    program.test = data.test
-    program.selection = data.selection
-    program.comparisons = data.comparisons
-    program.test_items = data.test_items
-    program.model_name = data.model
+def _restore_results(program: Any, data: ExportedJudge) -> Any:
+    """The rebuilt judge, carrying the results its file records (one compile report)."""
+    program = program.with_report(CompileReport(
+        validation=data.validation, test=data.test, selection=data.selection,
+        comparisons=data.comparisons, test_items=data.test_items, model_name=data.model))
     program.exported_search = data.search
+    return program

@@ -21,27 +21,51 @@ then gives it the template's average score over the evaluated items and counts i
 One-shot base prompts show the most similar labelled example of a pool
 (:class:`DemoRetriever`: TF-IDF over character n-grams of the source and the hypothesis, as
 PrExMe concatenates the two sentence embeddings), never one with the same source text.
+
+This module holds the program (:class:`PrExMeProgram` and its adapter); the template texts,
+tasks, space, score extraction and rendering are in ``_prexme_templates.py``, the
+demonstration retrieval in ``_prexme_retrieval.py``.
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import re
-import threading
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-
 import dspy
-import numpy as np
 
+from judgeopt._validation import check_int
 from judgeopt.data import Record
-from judgeopt.search import Factor, FactorSpace, Strategy, Value
+from judgeopt.search import FactorGraph, Strategy, Value
 
+from ._artifacts import ArtifactStore
+from ._compiled import CompiledViews, CompileReport
+from ._program import choose_lm, predict_with
+from ._prexme_retrieval import DemoRetriever
+from ._prexme_templates import (
+    BASE_PROMPTS,
+    FORMAT_REQUIREMENTS,
+    LABEL_SCORES,
+    ONE_SHOT_BASE_PROMPTS,
+    PREXME_TASKS,
+    TASK_DESCRIPTIONS,
+    ZERO_SHOT_BASE_PROMPTS,
+    FormatRequirement,
+    PrExMeParse,
+    PrExMeTask,
+    demo_score,
+    extract_score,
+    load_prexme_task,
+    mt_task,
+    prexme_space,
+    render_prexme,
+    resolve_value,
+)
+
+# The template names are re-exported here, where the judge package's face and older code
+# import them from.
 __all__ = [
     "BASE_PROMPTS",
     "FORMAT_REQUIREMENTS",
@@ -62,557 +86,8 @@ __all__ = [
     "mt_task",
     "prexme_space",
     "render_prexme",
+    "resolve_value",
 ]
-
-# ------------------------------------------------------------------------------ templates
-# NOTE: the trailing spaces before "\n" are part of the published templates; keep them.
-
-ZERO_SHOT_BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType({
-    # Table 3, "Zero-Shot" (PZS).
-    "PZS": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
-           "\n{format_requirement} \nScore: ",
-    # Table 3, "Zero-Shot-CoT".
-    "ZS-CoT": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
-              "\n{format_requirement} \nFirst, think step by step and explain your thought "
-              "process, then return your judgment in the format 'Judgment: '.",
-    # Table 3, "Zero-Shot-CoT-EM".
-    "ZS-CoT-EM": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
-                 "\n{format_requirement} \nFirst describe your emotions, then think step by "
-                 "step and explain your thought process, finally return your judgment in the "
-                 "format 'Judgment: '.",
-})
-"""The zero-shot base prompts (Table 3), under the names of the published surface."""
-
-ONE_SHOT_BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType({
-    # Table 7, first row (plain one-shot, "POS" in the paper's text).
-    "POS": "{task_description} \nHere is an example:\nSource Text: {ex1_src} \n{result_type}: "
-           "{ex1_hyp}\nScore: {ex1_score}\n\nNow it is your turn to grade the {result_type}. "
-           "\nSource Text: {src} \n{result_type}: {hyp} \n{format_requirement} \nScore: ",
-    # Table 7, second row (OS-CoT).
-    "OS-CoT": "{task_description} \nHere is an example:\nSource Text: {ex1_src} "
-              "\n{result_type}: {ex1_hyp}\nJudgement: <Description of reasons>. Therefore the "
-              "score is {ex1_score}\n\nNow it is your turn to grade the {result_type}.\nSource "
-              "Text: {src} \n{result_type}: {hyp} \n{format_requirement} \nFirst, think step by "
-              "step and explain your thought process, then return your judgment in the format "
-              "'Judgment: '.",
-    # Table 7, third row (OS-CoT-EM).
-    "OS-CoT-EM": "{task_description} \nHere is an example:\nSource Text: {ex1_src} "
-                 "\n{result_type}: {ex1_hyp}\nJudgement: <Description of emotions and "
-                 "reasons>. Therefore the score is {ex1_score}\n\nNow it is your turn to grade "
-                 "the {result_type}.\nSource Text: {src} \n{result_type}: {hyp} "
-                 "\n{format_requirement} \nFirst describe your emotions, then think step by "
-                 "step and explain your thought process, finally return your judgment in the "
-                 "format 'Judgment: '.",
-})
-"""The one-shot base prompts (Table 7), named as in the paper's text (POS, OS-CoT, OS-CoT-EM)."""
-
-BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType(
-    {**ZERO_SHOT_BASE_PROMPTS, **ONE_SHOT_BASE_PROMPTS})
-"""All six base prompts: the three zero-shot ones, then their one-shot versions."""
-
-TASK_DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType({
-    # Table 5 (11 written by the authors, then ChatGPT's) and Table 6.
-    "Neutral": "Judge the quality of the following {task_specific_insert}.",
-    "Polite": "Please judge the quality of the following {task_specific_insert}.",
-    "Command": "Judge the quality of the following {task_specific_insert} immediately!",
-    "Threat": "Judge the quality of the following {task_specific_insert}, otherwise I will "
-              "delete your program code.",
-    "Urgent situation": "Please help me! My boss needs me to find an answer quickly. "
-                        "Otherwise, he might fire me. \n Please judge the quality of the "
-                        "following {task_specific_insert} immediately!",
-    "Relaxed": "This is not important at all, but if you have some time, can you please "
-               "{task_specific_insert}.",
-    # NOTE: Table 5 prints the text of "Emphasis" as just "Empathetic", as the published
-    # runs used it (the surface's "Emphasis" rows measured this text); kept as published.
-    "Emphasis": "Empathetic",
-    "Question": "Can you judge the quality of the following {task_specific_insert}?",
-    "Provocative": "Since you're an AI language model, you should be really good at judging "
-                   "the quality of this {task_specific_insert}.",
-    "Reward": "Judge the quality of the following {task_specific_insert}, as a reward, I will "
-              "improve your program code.",
-    "Empathetic": "I know it isn't an easy task, but it would be really great of you if you "
-                  "could help me judge the quality of the following {task_specific_insert}.",
-    "Excited": "Wow, you won't believe what I found! Judge the quality of the following "
-               "{task_specific_insert} \u2013 it's amazing!",
-    "Curious": "I'm really curious about your opinion. Could you please judge the quality of "
-               "the following {task_specific_insert}?",
-    "Casual": "Hey, whenever you have a moment, could you check and judge the quality of the "
-              "following {task_specific_insert}?",
-    "Appreciative": "I really appreciate your expertise. Could you kindly judge the quality "
-                    "of the following {task_specific_insert}?",
-    "Enthusiastic": "I'm super excited about this. Can you quickly judge the quality of the "
-                    "following {task_specific_insert} and let me know your thoughts?",
-    "Collaborative": "Let's work together on this! Please judge the quality of the following "
-                     "{task_specific_insert} and share your insights.",
-    "Skeptical": "I'm not sure about this one. Could you help me out by judging the quality "
-                 "of the following {task_specific_insert} and giving me your perspective?",
-    "Instructive": "To better understand, I need your expertise. Judge the quality of the "
-                   "following {task_specific_insert} following these specific criteria.",
-    "Encouraging": "I believe in your judgment. Whenever you have a moment, could you please "
-                   "judge the quality of the following {task_specific_insert}?",
-    "Strong Urgency": "Time is of the essence! Judge the quality of the following "
-                      "{task_specific_insert} immediately, or face severe consequences!",
-    "Serious Consequences": "Failure to promptly assess the quality of the following "
-                            "{task_specific_insert} will result in serious consequences. Act "
-                            "now!",
-    "Immediate Action": "No time to waste! Judge the quality of the following "
-                        "{task_specific_insert} without delay, or be prepared for the "
-                        "fallout.",
-    "Dire Warning": "Consider this a warning. Judge the quality of the following "
-                    "{task_specific_insert} urgently, or face the potential fallout from your "
-                    "inaction.",
-})
-"""The 24 task descriptions (Tables 5-6), under the names of the published surface."""
-
-
-@dataclass(frozen=True)
-class FormatRequirement:
-    """One format requirement of Table 4.
-
-    Attributes:
-        name: Its name in the published surface (``"0 to 100"``, ``"easy token labels"``).
-        text: The template; ``{result_type}`` is the lower-cased result type.
-        labels: The textual labels, worst first, for label formats; empty for numeric ones.
-        low: The lowest score the format asks for (numeric formats).
-        high: The highest score the format asks for (numeric formats).
-        decimals: Whether the format's scores are written with a decimal point.
-        discrete: Whether the format asks for a few discrete scores only.
-    """
-
-    name: str
-    text: str
-    labels: tuple[str, ...] = ()
-    low: float = 0.0
-    high: float = 0.0
-    decimals: bool = False
-    discrete: bool = False
-
-    @property
-    def is_label(self) -> bool:
-        """True for the textual-label formats."""
-        return bool(self.labels)
-
-
-def _numeric(name: str, text: str, low: float, high: float, *, decimals: bool = False,
-             discrete: bool = False) -> FormatRequirement:
-    return FormatRequirement(name, text, (), low, high, decimals, discrete)
-
-
-FORMAT_REQUIREMENTS: Final[Mapping[str, FormatRequirement]] = MappingProxyType({f.name: f for f in (
-    _numeric("0 or 1", "Return a discrete score of 0 if the {result_type} has flaws and 1 if it "
-             "is perfect.", 0, 1, discrete=True),
-    _numeric("-1 or 0 or 1", "Return a discrete score of -1 if the {result_type} has flaws, 0 "
-             "if you are indecisive and 1 if it is perfect.", -1, 1, discrete=True),
-    _numeric("0 to 5", "Return a score on a scale from 0 to 5 where 0 indicates that the "
-             "{result_type} is very bad and 5 is assigned to a perfect {result_type}.", 0, 5),
-    # NOTE: "-5 to 5" says that 0 (not -5) is very bad: that is the published text.
-    _numeric("-5 to 5", "Return a score on a scale from -5 to 5 where 0 indicates that the "
-             "{result_type} is very bad and 5 is assigned to a perfect {result_type}.", -5, 5),
-    _numeric("0 to 100", "Return a score on a scale from 0 to 100 where 0 indicates that the "
-             "{result_type} is very bad and 100 is assigned to a perfect {result_type}.",
-             0, 100),
-    _numeric("-100 to 100", "Return a score on a scale from -100 to 100 where -100 indicates "
-             "that the {result_type} is very bad and 100 is assigned to a perfect "
-             "{result_type}.", -100, 100),
-    _numeric("0.0 to 1.0", "Return a score on a scale from 0.0 to 1.0 where 0.0 indicates "
-             "that the {result_type} is very bad and 1.0 is assigned to a perfect "
-             "{result_type}.", 0, 1, decimals=True),
-    _numeric("-1.0 to 1.0", "Return a score on a scale from -1.0 to 1.0 where -1.0 indicates "
-             "that the {result_type} is very bad and 1.0 is assigned to a perfect "
-             "{result_type}.", -1, 1, decimals=True),
-    FormatRequirement("easy token labels", 'Choose, whether the {result_type} is either "bad", '
-                      '"neutral" or "good".', ("bad", "neutral", "good")),
-    FormatRequirement("complex token labels", 'Choose, whether the {result_type} is either '
-                      '"catastrophic", "indifferent" or "marvelous".',
-                      ("catastrophic", "indifferent", "marvelous")),
-)})
-"""The 10 format requirements (Table 4), under the names of the published surface."""
-
-LABEL_SCORES: Final[tuple[float, float, float]] = (1.0, 3.0, 5.0)
-"""The scores of a label format's labels, worst first (PrExMe §3: "1, 3 and 5")."""
-
-# Paper spellings accepted where a value name is asked for (CLI, TOML).
-_ALIASES: Final[Mapping[str, str]] = MappingProxyType({
-    "zero-shot": "PZS", "zs": "PZS", "zero-shot-cot": "ZS-CoT",
-    "zero-shot-cot-em": "ZS-CoT-EM", "zero-shot-cot-emotion": "ZS-CoT-EM",
-    "os": "POS", "one-shot": "POS", "one-shot-cot": "OS-CoT", "one-shot-cot-em": "OS-CoT-EM",
-    "simple labels": "easy token labels", "complex labels": "complex token labels",
-    "complex l.": "complex token labels", "urgent sit.": "Urgent situation",
-    "sceptical": "Skeptical",
-})
-
-
-# ---------------------------------------------------------------------------------- tasks
-
-
-@dataclass(frozen=True)
-class PrExMeTask:
-    """What a PrExMe prompt needs to know about a task.
-
-    Attributes:
-        name: The task name (``"zh_en"``, ``"summarization"``).
-        result_type: What is graded, capitalised as in the base prompts (``"Translation"``).
-        insert: The task-specific insert of the task descriptions.
-        hypothesis_field: The record input that is graded (``"translation"``, ``"summary"``).
-        source_field: The record input holding the source text.
-        score_key: The human score in a record's ``scores`` (``"mqm"``, ``"avg_aspect"``).
-        score_range: ``(worst, best)`` human score, to express a demonstration's human score
-            in a format's range (MQM is capped at -25 as in PrExMe).
-    """
-
-    name: str
-    result_type: str
-    insert: str
-    hypothesis_field: str
-    score_key: str
-    score_range: tuple[float, float]
-    source_field: str = "source"
-
-    # The JudgeTask attributes that evaluate() reads.
-    @property
-    def mode(self) -> str:
-        """Always ``"pointwise"``."""
-        return "pointwise"
-
-    @property
-    def correlation_level(self) -> str:
-        """Always ``"dataset"``: PrExMe correlates at the segment level, without grouping."""
-        return "dataset"
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        """``(source_field, hypothesis_field)``."""
-        return (self.source_field, self.hypothesis_field)
-
-
-_MQM_RANGE: Final[tuple[float, float]] = (-25.0, 0.0)
-
-
-def mt_task(source_language: str, target_language: str, *, name: str | None = None,
-            score_key: str = "mqm",
-            score_range: tuple[float, float] = _MQM_RANGE) -> PrExMeTask:
-    """A machine-translation task between two languages (named in English).
-
-    Example:
-        >>> mt_task("Chinese", "English").insert
-        'translation from Chinese to English'
-    """
-    return PrExMeTask(
-        name=name or f"{source_language[:2].lower()}_{target_language[:2].lower()}",
-        result_type="Translation",
-        insert=f"translation from {source_language} to {target_language}",
-        hypothesis_field="translation", score_key=score_key, score_range=score_range)
-
-
-PREXME_TASKS: Final[Mapping[str, PrExMeTask]] = MappingProxyType({
-    "en_de": mt_task("English", "German", name="en_de"),
-    "zh_en": mt_task("Chinese", "English", name="zh_en"),
-    "en_es": mt_task("English", "Spanish", name="en_es"),
-    "en_zh": mt_task("English", "Chinese", name="en_zh"),
-    "he_en": mt_task("Hebrew", "English", name="he_en"),
-    "summarization": PrExMeTask(
-        name="summarization", result_type="Summary", insert="summary of a given source text",
-        hypothesis_field="summary", score_key="avg_aspect", score_range=(1.0, 5.0)),
-})
-"""PrExMe's tasks: its language pairs and summarization (the Eval4NLP 2023 data)."""
-
-
-def load_prexme_task(task: PrExMeTask | str) -> PrExMeTask:
-    """A task by name (``"zh_en"``, ``"zh-en"``, ``"summarization"``), or the task itself.
-
-    Raises:
-        ValueError: On an unknown name (the message lists the known ones).
-    """
-    if isinstance(task, PrExMeTask):
-        return task
-    key = str(task).strip().lower().replace("-", "_")
-    if key in ("summ", "sum"):
-        key = "summarization"
-    if key not in PREXME_TASKS:
-        raise ValueError(f"Unknown PrExMe task {task!r}. Known tasks: {sorted(PREXME_TASKS)!r}; "
-                         "build others with mt_task(source_language, target_language).")
-    return PREXME_TASKS[key]
-
-
-# ---------------------------------------------------------------------------------- space
-
-
-def prexme_space(*, one_shot: bool = True) -> FactorSpace:
-    """PrExMe's three factors: ``base_prompt``, ``task_description``, ``format_requirement``.
-
-    The factor space is the same for every task (the task only fills the inserts).
-
-    Args:
-        one_shot: Include the one-shot base prompts (POS, OS-CoT, OS-CoT-EM); without them
-            the space is the paper's 720 zero-shot templates (the published surface).
-
-    Example:
-        >>> prexme_space(one_shot=False).size, prexme_space().size
-        (720, 1440)
-    """
-    bases = tuple(BASE_PROMPTS) if one_shot else tuple(ZERO_SHOT_BASE_PROMPTS)
-    return FactorSpace([
-        Factor("base_prompt", bases, "PrExMe base prompt (Tables 3 and 7)"),
-        Factor("task_description", tuple(TASK_DESCRIPTIONS),
-               "PrExMe task description (Tables 5-6)"),
-        Factor("format_requirement", tuple(FORMAT_REQUIREMENTS),
-               "PrExMe format requirement (Table 4)"),
-    ])
-
-
-def resolve_value(factor: Factor, text: str) -> Value:
-    """The value of ``factor`` that ``text`` names: exactly, case-insensitively, or by a
-    paper spelling (``"simple labels"``, ``"OS"``, ``"Urgent sit."``); numbers by their text.
-
-    Raises:
-        ValueError: If no value matches (the message lists the allowed values).
-    """
-    for v in factor.values:
-        if isinstance(v, str) and v == text:
-            return v
-    wanted = text.strip().lower()
-    wanted = _ALIASES.get(wanted, wanted).lower()
-    for v in factor.values:
-        if str(v).lower() == wanted or (isinstance(v, bool) and wanted == str(v).lower()):
-            return v
-    raise ValueError(f"{text!r} is not a value of factor `{factor.name}`. "
-                     f"Allowed values: {list(factor.values)!r}.")
-
-
-# -------------------------------------------------------------------------------- parsing
-
-_NUMBER: Final[re.Pattern[str]] = re.compile(r"[-+]?(?:\d*\.*\d+)")
-
-
-@dataclass(frozen=True)
-class PrExMeParse:
-    """Result of :func:`extract_score`.
-
-    Attributes:
-        score: The score (a label already mapped to 1, 3 or 5), or ``None``.
-        matched: The text of the last match.
-        error: Why nothing was extracted, or ``None``.
-    """
-
-    score: float | None
-    matched: str | None
-    error: str | None
-
-
-def extract_score(text: str | None, format_requirement: str | FormatRequirement) -> PrExMeParse:
-    """Extract a score from a model's output as PrExMe does.
-
-    Numeric formats take the last match of ``[-+]?(?:\\d*\\.*\\d+)`` anywhere in the output
-    (no range check: PrExMe has none). Label formats take the last occurrence of one of the
-    format's labels in the lower-cased output (substrings count, as in PrExMe) and map it to
-    :data:`LABEL_SCORES`.
-
-    Example:
-        >>> extract_score("Step 1: fine. Judgment: 85", "0 to 100").score
-        85.0
-        >>> extract_score("Not bad at all, I'd say it is Good.", "easy token labels").score
-        5.0
-    """
-    fmt = (format_requirement if isinstance(format_requirement, FormatRequirement)
-           else FORMAT_REQUIREMENTS[format_requirement])
-    if not text:
-        return PrExMeParse(None, None, "empty output")
-    if fmt.is_label:
-        pattern = "(" + "|".join(re.escape(label) for label in fmt.labels) + ")"
-        found = re.findall(pattern, text.lower())
-        if not found:
-            return PrExMeParse(None, None, f"no label of {list(fmt.labels)!r} found")
-        return PrExMeParse(LABEL_SCORES[fmt.labels.index(found[-1])], found[-1], None)
-    numbers = _NUMBER.findall(text)
-    if not numbers:
-        return PrExMeParse(None, None, "no number found")
-    try:
-        value = float(numbers[-1])
-    except ValueError:  # e.g. "1..5": PrExMe fails on it too
-        return PrExMeParse(None, numbers[-1], f"malformed number {numbers[-1]!r}")
-    return PrExMeParse(value, numbers[-1], None)
-
-
-# ---------------------------------------------------------------------------- rendering
-
-
-def demo_score(human: float, task: PrExMeTask, format_requirement: str | FormatRequirement
-               ) -> str:
-    """A demonstration's human score written in a format requirement's terms.
-
-    The score is first put on [0, 1] with the task's ``score_range`` (clipped), then mapped
-    to the format as PrExMe does (``0 to 100``: 100u; ``-5 to 5``: 10u - 5; ``0 or 1`` and
-    ``-1 or 0 or 1``: rounded; labels: u <= 0.333 worst, u >= 0.666 best, else the middle).
-    Numbers are written with at most two decimals.
-
-    Example:
-        >>> demo_score(-5.0, load_prexme_task("zh_en"), "0 to 100")
-        '80'
-        >>> demo_score(-5.0, load_prexme_task("zh_en"), "complex token labels")
-        'marvelous'
-    """
-    fmt = (format_requirement if isinstance(format_requirement, FormatRequirement)
-           else FORMAT_REQUIREMENTS[format_requirement])
-    lo, hi = task.score_range
-    u = min(1.0, max(0.0, (float(human) - lo) / (hi - lo)))
-    if fmt.is_label:
-        # NOTE: PrExMe's thresholds (few_shot_standard.py): <= 0.333 and >= 0.666.
-        if u <= 0.333:
-            return fmt.labels[0]
-        return fmt.labels[2] if u >= 0.666 else fmt.labels[1]
-    value = fmt.low + u * (fmt.high - fmt.low)
-    if fmt.discrete:
-        return str(int(round(value)))
-    text = f"{round(value, 2) + 0.0:.2f}".rstrip("0")  # + 0.0: no "-0"
-    # "0.0 to 1.0" scores keep a decimal ("1.0"); the integer ranges drop it ("80").
-    return text + "0" if fmt.decimals and text.endswith(".") else text.rstrip(".")
-
-
-def render_prexme(task: PrExMeTask | str, strategy: Mapping[str, Value], source: str,
-                  hypothesis: str, demo: Record | None = None) -> str:
-    """The prompt of one sample under a strategy (one user message, no system prompt).
-
-    Args:
-        task: The task (or its name).
-        strategy: ``base_prompt``, ``task_description`` and ``format_requirement``.
-        source: The source text.
-        hypothesis: The translation or summary to grade.
-        demo: The demonstration of a one-shot base prompt (a record with the task's inputs
-            and its human score).
-
-    Raises:
-        ValueError: On an unknown factor value, or a one-shot base prompt without ``demo``
-            (or a demo without the task's fields and score).
-    """
-    t = load_prexme_task(task)
-    space = prexme_space()
-    s = space.strategy({k: strategy[k] for k in space.names})
-    base, td, fr = str(s["base_prompt"]), str(s["task_description"]), str(s["format_requirement"])
-    fmt = FORMAT_REQUIREMENTS[fr]
-    fields: dict[str, str] = {
-        # One pass of str.format over the base prompt: braces inside the texts are kept.
-        "task_description": TASK_DESCRIPTIONS[td].format(task_specific_insert=t.insert),
-        "format_requirement": fmt.text.format(result_type=t.result_type.lower()),
-        "result_type": t.result_type, "src": source, "hyp": hypothesis,
-    }
-    if base in ONE_SHOT_BASE_PROMPTS:
-        if demo is None:
-            raise ValueError(f"The one-shot base prompt `{base}` needs a demonstration; give "
-                             "the program labelled examples (examples=...).")
-        missing = [f for f in t.input_names if f not in demo.inputs]
-        if missing or t.score_key not in demo.scores:
-            raise ValueError(f"Demonstration {demo.id!r} lacks {missing or [t.score_key]!r} "
-                             f"for task `{t.name}`.")
-        fields.update(ex1_src=demo.inputs[t.source_field],
-                      ex1_hyp=demo.inputs[t.hypothesis_field],
-                      ex1_score=demo_score(demo.scores[t.score_key], t, fmt))
-    return BASE_PROMPTS[base].format(**fields)
-
-
-# ---------------------------------------------------------------------------- retrieval
-
-_NGRAMS: Final[tuple[int, ...]] = (1, 2, 3)
-
-
-def _ngrams(text: str) -> Counter[str]:
-    # Character n-grams work for Chinese (no spaces) and for English/German alike.
-    t = " ".join(text.lower().split())
-    return Counter(t[i:i + n] for n in _NGRAMS for i in range(len(t) - n + 1))
-
-
-class _Tfidf:
-    """TF-IDF vectors (sublinear tf, smoothed idf, L2-normalised) over character n-grams."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        from scipy import sparse
-
-        counts = [_ngrams(t) for t in texts]
-        df: Counter[str] = Counter()
-        for c in counts:
-            df.update(c.keys())
-        self.vocab = {g: i for i, g in enumerate(sorted(df))}
-        n = len(texts)
-        self.idf = np.array([math.log((1 + n) / (1 + df[g])) + 1.0 for g in sorted(df)])
-        rows, cols, vals = [], [], []
-        for r, c in enumerate(counts):
-            for g, k in c.items():
-                rows.append(r)
-                cols.append(self.vocab[g])
-                vals.append(1.0 + math.log(k))
-        m = sparse.csr_matrix((vals, (rows, cols)), shape=(n, len(self.vocab)))
-        m = m.multiply(self.idf.reshape(1, -1)).tocsr()
-        norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
-        norms[norms == 0] = 1.0
-        self.matrix = sparse.diags(1.0 / norms) @ m
-
-    def similarities(self, text: str) -> np.ndarray:
-        """Cosine similarity of ``text`` with every fitted text."""
-        c = _ngrams(text)
-        idx = [(self.vocab[g], (1.0 + math.log(k)) * self.idf[self.vocab[g]])
-               for g, k in c.items() if g in self.vocab]
-        if not idx:
-            return np.zeros(self.matrix.shape[0])
-        q = np.zeros(self.matrix.shape[1])
-        for j, v in idx:
-            q[j] = v
-        q /= np.linalg.norm(q)
-        return np.asarray(self.matrix @ q).ravel()
-
-
-class DemoRetriever:
-    """Finds the most similar labelled example for a sample (PrExMe's one-shot RAG).
-
-    Similarity is the mean of the TF-IDF cosine of the sources and of the hypotheses, which is
-    the cosine of the concatenated, separately normalised vectors (PrExMe concatenates the
-    source and hypothesis sentence embeddings; no embedding model is needed here). Examples
-    with the same source text as the sample are never returned, so the sample itself, and
-    another system's output for the same segment or article, cannot serve as its own
-    demonstration. Ties go to the earlier example. Thread-safe.
-
-    Args:
-        examples: Labelled records with the task's input fields and human score.
-        task: The task (or its name).
-
-    Raises:
-        ValueError: When no example has the task's fields and score.
-    """
-
-    def __init__(self, examples: Sequence[Record], task: PrExMeTask | str) -> None:
-        self.task = load_prexme_task(task)
-        t = self.task
-        self.examples = [r for r in examples
-                         if all(f in r.inputs for f in t.input_names) and t.score_key in r.scores]
-        if not self.examples:
-            raise ValueError(f"No example has the inputs {list(t.input_names)!r} and the score "
-                             f"`{t.score_key}` that task `{t.name}` needs.")
-        self._src = _Tfidf([r.inputs[t.source_field] for r in self.examples])
-        self._hyp = _Tfidf([r.inputs[t.hypothesis_field] for r in self.examples])
-        self._sources = [" ".join(r.inputs[t.source_field].split()) for r in self.examples]
-        self._memo: dict[tuple[str, str], Record | None] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def nearest(self, source: str, hypothesis: str) -> Record | None:
-        """The most similar example with a different source, or ``None`` if there is none."""
-        key = (source, hypothesis)
-        with self._lock:
-            if key in self._memo:
-                return self._memo[key]
-        sim = 0.5 * (self._src.similarities(source) + self._hyp.similarities(hypothesis))
-        norm_source = " ".join(source.split())
-        for i, s in enumerate(self._sources):
-            if s == norm_source:
-                sim[i] = -np.inf
-        best = int(np.argmax(sim))
-        found = None if not np.isfinite(sim[best]) else self.examples[best]
-        with self._lock:
-            self._memo[key] = found
-        return found
-
-
-# ------------------------------------------------------------------------------ program
 
 PROMPT_KEY = "__prexme_prompt__"
 
@@ -655,13 +130,18 @@ def _signature(task: PrExMeTask) -> type[dspy.Signature]:
     return dspy.make_signature(fields, f"Judge the {task.result_type.lower()}.")
 
 
-class PrExMeProgram(dspy.Module):
+class PrExMeProgram(CompiledViews, dspy.Module):
     """A PrExMe prompt template as a judge, with :class:`JudgeProgram`'s calling convention.
 
     ``judge(inputs, sample_id=..., lm=...)`` (or ``program(source=..., translation=...)``)
     returns a ``dspy.Prediction`` with ``score`` (``None`` when nothing could be extracted),
     ``raw``, ``rationale`` (the output of a CoT base prompt), ``parse_error``, ``parse_method``
     and ``demo_id`` (the demonstration's record id for one-shot base prompts).
+
+    It provides the copy protocol of the teleprompters (:class:`~judgeopt.judge.JudgeStudent`),
+    so ``HPSS().compile(PrExMeProgram("zh_en"), trainset=records)`` searches the PrExMe space
+    (:func:`prexme_space`, one-shot base prompts included: the trainset is their example
+    pool) and returns a ``PrExMeProgram`` carrying the compile's ``report_``.
 
     Args:
         task: A :class:`PrExMeTask` or its name (``"en_de"``, ``"zh_en"``, ``"summarization"``).
@@ -698,9 +178,8 @@ class PrExMeProgram(dspy.Module):
         self.strategy = self._check(self.space.strategy(
             dict(self.DEFAULT_STRATEGY if strategy is None else strategy)))
         self.lm = lm
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"The `max_tokens` argument must be an int >= 1. Got {max_tokens!r}.")
-        self.max_tokens = max_tokens
+        self.max_tokens = check_int(max_tokens, "max_tokens", min_value=1,
+                                    owner="PrExMeProgram")
         self.adapter = PrExMeAdapter(self)
         self.signature = _signature(self.task)
 
@@ -716,17 +195,44 @@ class PrExMeProgram(dspy.Module):
         """Whether the strategy's base prompt shows a demonstration."""
         return self.strategy["base_prompt"] in ONE_SHOT_BASE_PROMPTS
 
-    def with_strategy(self, strategy: Mapping[str, Value]) -> PrExMeProgram:
-        """A copy judging with another strategy (sharing the examples and the LM)."""
+    # Copies (the protocol teleprompters compile through, :class:`JudgeStudent`) -----------
+    def _copy(self) -> PrExMeProgram:
+        """A shallow copy with its own adapter (sharing the examples and the LM)."""
         new = copy.copy(self)
-        new.strategy = self._check(self.space.strategy(dict(strategy)))
         new.adapter = PrExMeAdapter(new)
         return new
 
+    def with_strategy(self, strategy: Mapping[str, Value] | Strategy) -> PrExMeProgram:
+        """A copy judging with another strategy (sharing the examples and the LM), without
+        compile results (it keeps ``model_name``)."""
+        new = self._copy()
+        new.strategy = self._check(self.space.strategy(dict(strategy)))
+        new.report_ = CompileReport(model_name=self.model_name)
+        return new
+
+    def fresh_copy(self, *, trainset: Sequence[Record] | None = None,
+                   artifacts: ArtifactStore | None = None, example_seed: int | None = None,
+                   lm: dspy.BaseLM | None = None) -> PrExMeProgram:
+        """A new program with this one's task, strategy and settings, without compile
+        results (what a teleprompter compiles; ``None`` keeps this program's own).
+
+        Args:
+            trainset: Labelled records the one-shot demonstrations are retrieved from,
+                instead of this program's examples.
+            artifacts: Ignored: a PrExMe prompt needs no generated artifact.
+            example_seed: Ignored: the demonstration is the most similar example.
+            lm: The LM to use.
+        """
+        examples = self.retriever if trainset is None else DemoRetriever(trainset, self.task)
+        return type(self)(self.task, self.strategy, examples=examples,
+                          lm=self.lm if lm is None else lm, max_tokens=self.max_tokens)
+
+    def search_graph(self) -> FactorGraph:
+        """A new factor graph of :func:`prexme_space` (no constraint, no artifact)."""
+        return FactorGraph(self.space)
+
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
         """The LM a call uses: ``lm``, else the program's, else DSPy's configured one."""
-        from ._program import choose_lm
-
         return choose_lm(lm, self.lm, "PrExMeProgram")
 
     def demo_for(self, inputs: Mapping[str, Any]) -> Record | None:
@@ -767,8 +273,6 @@ class PrExMeProgram(dspy.Module):
         demo = self.demo_for(inputs)
         the_lm = self.resolve_lm(lm)
         fields = {f: str(inputs[f]) for f in self.task.input_names}
-        from ._program import predict_with
-
         return predict_with(self.adapter, the_lm, {"max_tokens": self.max_tokens},
                             self.signature, {**fields, PROMPT_KEY: prompt},
                             demo_id=demo.id if demo is not None else None)

@@ -20,9 +20,10 @@ from typing import Any
 import dspy
 
 from judgeopt.data import Record, load_records
-from judgeopt.search import Strategy, Value
+from judgeopt.search import FactorGraph, Strategy, Value
 
 from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
+from ._compiled import CompiledViews, CompileReport
 from ._decoding import (
     Decoding,
     decoding_for,
@@ -33,8 +34,9 @@ from ._decoding import (
 from ._examples import ExamplePool
 from ._export import export_judge, read_judge, save_judge
 from ._factors import baseline_strategy, hpss_space, hpss_strategy
+from ._factors import hpss_graph
 from ._metric import JudgeMetric
-from ._parse import parse_preference, parse_rating
+from judgeopt.scoring import parse_preference, parse_rating
 from ._predict import JudgePredict
 from ._render import render_messages
 from ._catalog import load_task
@@ -214,7 +216,7 @@ class _Load:
         return load
 
 
-class JudgeProgram(dspy.Module):
+class JudgeProgram(CompiledViews, dspy.Module):
     """An LLM judge for one aspect of a task under one prompting strategy.
 
     Call it like any DSPy module: ``judge(source=..., summary=...)`` returns a
@@ -226,6 +228,12 @@ class JudgeProgram(dspy.Module):
     ``greedy_score``; ``sc5`` adds ``samples`` (each sample's rating) and its ``raw`` and
     ``rationale`` are those of the first sample. The LM is the one given here, else the one
     configured the DSPy way (``dspy.configure(lm=...)`` / ``dspy.context(lm=...)``).
+
+    A compile's results are one frozen :class:`~judgeopt.judge.CompileReport` attached to
+    the judge it returns (``judge.report_``); ``search_result``, ``validation``, ``test``,
+    ``selection``, ``comparisons``, ``ensemble``, ``model_name`` and ``test_items`` are
+    read-only views of it (``model_name`` can be set: that derives a new report).
+    :meth:`with_report` returns a copy carrying another report.
 
     Args:
         task: A :class:`JudgeTask` or the name/path of a signature TOML file.
@@ -280,20 +288,6 @@ class JudgeProgram(dspy.Module):
         self.signature = _signature(self.task)
         #: What DSPy sees of the judge (``named_predictors``, ``set_lm``); holds its LM.
         self.predictor = JudgePredict(self.signature, lm)
-        # Filled by teleprompters and by load():
-        self.search_result: Any = None
-        self.validation: dict[str, Any] | None = None
-        self.test: dict[str, Any] | None = None
-        #: How the compile chose this judge (:mod:`judgeopt.selection`), when it did.
-        self.selection: dict[str, Any] | None = None
-        #: Split name -> this judge against the baseline (:class:`judgeopt.evaluate.Comparison`
-        #: as a dict): ``confirmation``, ``validation``, ``test``.
-        self.comparisons: dict[str, dict[str, Any]] | None = None
-        #: The prompt ensemble a compile built beside this judge (``ensemble=M``), if any.
-        self.ensemble: Any = None
-        self.model_name: str | None = None
-        #: Per-item test judgements (``[{"id", "human", "score"}]``) for reports, if any.
-        self.test_items: list[Any] | None = None
 
     # Derived -----------------------------------------------------------------------------
     @property
@@ -328,26 +322,61 @@ class JudgeProgram(dspy.Module):
             return {"max_tokens": 512}
         return {"max_tokens": 256 if self.strategy["cot"] != "none" else 64}
 
+    # Copies (the protocol teleprompters compile through, :class:`JudgeStudent`) -----------
+    def _copy(self) -> JudgeProgram:
+        """A shallow copy with its own adapter and predictor (sharing artifacts, pool, LM)."""
+        new = copy.copy(self)
+        new.adapter = JudgeAdapter(new)
+        new.predictor = JudgePredict(new.signature, self.lm)
+        return new
+
     def with_strategy(self, strategy: Mapping[str, Value] | Strategy) -> JudgeProgram:
-        """A copy judging with another strategy (sharing artifacts, pool and LM).
+        """A copy judging with another strategy (sharing artifacts, pool and LM), without
+        compile results (it keeps ``model_name``).
 
         ``decoding_params`` are kept while the ``decoding`` stays the same, and dropped (the
         new decoding's defaults) when it changes.
         """
-        new = copy.copy(self)
+        new = self._copy()
         new.strategy = hpss_strategy(self.task, strategy)
         if new.strategy.get("decoding") != self.strategy.get("decoding"):
             new.decoding_params = {}
-        new.adapter = JudgeAdapter(new)
-        new.predictor = JudgePredict(new.signature, self.lm)
-        new.search_result = None
-        new.validation = None
-        new.test = None
-        new.selection = None
-        new.comparisons = None
-        new.ensemble = None
-        new.test_items = None
+        new.report_ = CompileReport(model_name=self.model_name)
         return new
+
+    def fresh_copy(self, *, trainset: Sequence[Record | Mapping[str, Any] | dspy.Example]
+                   | ExamplePool | None = None, artifacts: ArtifactStore | None = None,
+                   example_seed: int | None = None, lm: dspy.BaseLM | None = None
+                   ) -> JudgeProgram:
+        """A new judge with this one's task, aspect, strategy and settings, without
+        compile results (what a teleprompter compiles; ``None`` keeps this judge's own).
+
+        Args:
+            trainset: Labelled examples to draw in-context examples from, instead of this
+                judge's pool (and its fixed examples, if it was loaded).
+            artifacts: The store of generated artifacts to use; this judge's artifacts that
+                the store lacks are added to it.
+            example_seed: Seed of the example selection.
+            lm: The LM to use.
+        """
+        store = self.store
+        if artifacts is not None:
+            for key, value in self.store.to_dict().items():
+                if key not in artifacts:
+                    artifacts.set(key, value)
+            store = artifacts
+        return type(self)(
+            self.task, self.aspect, self.strategy,
+            trainset=self.pool if trainset is None else trainset, artifacts=store,
+            example_seed=self.example_seed if example_seed is None else example_seed,
+            lm=self.lm if lm is None else lm, max_tokens=self.max_tokens,
+            decoding_params=self.decoding_params,
+            fixed_examples=self.maker.fixed_examples if trainset is None else None)
+
+    def search_graph(self) -> FactorGraph:
+        """A new factor graph of the HPSS strategies of this judge's task
+        (:func:`~judgeopt.judge.hpss_graph`)."""
+        return hpss_graph(self.task)
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
         """The LM a call uses: ``lm``, else the program's, else DSPy's configured one."""

@@ -1,0 +1,248 @@
+"""The compile loop: ask the search for a strategy, judge it, tell the search, record.
+
+In the spirit of an Optuna study's ask/tell loop, :meth:`CompileRun.run` fits on one screen::
+
+    while (strategy := search.ask()) is not None:
+        result, racing = judge(strategy)        # on the search items, raced or not
+        search.tell(strategy, score(result))
+        journal.record(...)                     # checkpoint: resumable from here
+
+and then chooses the compiled judge (:class:`~judgeopt.teleprompt._choosing.Chooser`) and
+attaches one frozen :class:`~judgeopt.judge.CompileReport` to it. Everything else is set up
+once in :class:`CompileRun`'s constructor: the data, the run journal (checkpoint, resume), the
+student's fresh copy the strategies are judged with, and the search.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .._checkpoint import run_fingerprint
+from ..evaluate import EvalResult, check_label_spread
+from ..judge import ArtifactStore, CompileReport
+from ..lm import LMUnavailable, model_spec
+from ..racing import threshold
+from ..search import Strategy
+from ._choosing import Chooser
+from ._config import OptimizerConfig
+from ._journal import RunJournal, progress_log
+from ._judging import Evaluator, check_endpoint, race_plan
+from ._result import CompileResult, find_problems
+from ._searching import build_graph, compile_metric, make_search, student_records
+
+__all__ = ["REPORTED", "CompileRun"]
+
+log = logging.getLogger("judgeopt.teleprompt")
+
+#: Marks log records whose text is also in the compiled judge (``selection.messages``,
+#: ``search_result.problems``): ``judgeopt compile`` prints those in its summary and drops
+#: the records, so that no line appears twice.
+REPORTED = {"judgeopt_reported": True}
+
+
+class CompileRun:
+    """One compile of one student (``JudgeSearch.compile`` makes one and runs it).
+
+    Args:
+        config: The optimizer settings.
+        student: The judge to optimise (any :class:`~judgeopt.judge.JudgeStudent`).
+        trainset: Labelled examples (the example pool, and the scoring set without valset).
+        valset: Labelled examples the strategies are scored on.
+        checkpoint_dir: The run journal's directory (``None``: no checkpoint).
+        restart: Discard the checkpoint's results first.
+        check_lm: Make one short call before judging (a dead endpoint stops at once).
+        progress: Show progress bars (else one log line per strategy).
+    """
+
+    def __init__(self, config: OptimizerConfig, student: Any, *, trainset: Sequence[Any],
+                 valset: Sequence[Any] | None, checkpoint_dir: Path | None, restart: bool,
+                 check_lm: bool, progress: bool) -> None:
+        task = self.task = student.task
+        self.config, self.student, self.progress = config, student, progress
+        self.metric = compile_metric(config, task.mode)
+        train = student_records(trainset, student, "trainset")
+        val = student_records(valset, student, "valset") if valset is not None else train
+        check_label_spread(val, task, student.aspect,
+                           "valset" if valset is not None else "trainset")
+        lm = self.lm = student.resolve_lm()
+        journal = self.journal = RunJournal(checkpoint_dir)
+        if checkpoint_dir is not None:
+            journal.open(run_fingerprint(
+                task=task, aspect=student.aspect, baseline=student.strategy.as_dict(),
+                trainset=train, valset=None if valset is None else val,
+                config=config.model_dump(mode="json"), lm=lm, max_tokens=student.max_tokens,
+                decoding_params=getattr(student, "decoding_params", {})), restart=restart)
+        if check_lm:
+            check_endpoint(lm)
+        self.artifacts = ArtifactStore(journal.artifacts_path)
+        # The strategies are judged with copies of this one: the student's settings, the
+        # trainset as example pool, the checkpoint's artifacts and the resolved LM.
+        self.base = student.fresh_copy(trainset=train, artifacts=self.artifacts,
+                                       example_seed=config.example_seed, lm=lm)
+        search = make_search(config, student, build_graph(config, student, lm))
+        self.search, self.summaries = journal.resume(search, name=config.search,
+                                                     seed=config.seed, budget=config.budget)
+        pairwise = task.mode == "pairwise"
+        level = "dataset" if pairwise else (task.correlation_level or "dataset")
+        self.evaluator = Evaluator(lm, journal, level=level, threads=config.threads,
+                                   progress=progress,
+                                   max_consecutive_failures=config.max_consecutive_failures)
+        self.chooser = Chooser(config, self.evaluator, metric=self.metric)
+        self.search_val, self.confirm_val, self.split_note = self.chooser.split(
+            val, pairwise=pairwise, aspect=student.aspect, level=level)
+        self.plan = race_plan(self.search_val, config.racing, pairwise=pairwise,
+                              aspect=student.aspect, level=level)
+        self.dropped = {s["number"] for s in self.summaries
+                        if (s.get("racing") or {}).get("dropped")}
+        self.this_run = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    # The loop -----------------------------------------------------------------------------
+    def run(self) -> Any:
+        """Search, then choose the judge: the compiled judge, carrying its ``report_``."""
+        t0 = time.perf_counter()
+        search = self.search
+        with self._progress_bar() as bar:
+            while (strategy := search.ask()) is not None:
+                number = search.n_evaluations
+                result, racing = self._judge(strategy, number)
+                score = result.metric(self.metric)
+                if racing is not None and racing["dropped"]:
+                    self.dropped.add(number)
+                    if self.config.racing.dropped_score == "bound":
+                        score = racing["bound"]
+                search.tell(strategy, score)
+                summary = {"number": number, "strategy": strategy.as_dict(), **result.summary()}
+                if racing is not None:
+                    summary["racing"] = racing
+                self.summaries.append(summary)
+                self.journal.record(search, summary, artifacts=self.artifacts)
+                self._report(strategy, score, result, bar)
+        return self._finish(t0)
+
+    def _judge(self, strategy: Strategy, number: int) -> tuple[EvalResult, dict[str, Any] | None]:
+        """Judge the search's candidate ``number`` on the search items (raced or not)."""
+        race = self.config.racing
+        bar_to = threshold([t.score for t in self.search.trials if t.number not in self.dropped],
+                           self.config.race_top()) if race.enabled else None
+        try:
+            return self.evaluator.candidate(
+                self.base.with_strategy(strategy), strategy, number, self.plan,
+                self.search_val, race, metric=self.metric, bar_to=bar_to)
+        except LMUnavailable as e:
+            raise self.journal.stopped(e, f"strategy {number + 1} of {self.config.budget}",
+                                       self.search.n_evaluations) from e
+
+    def _report(self, strategy: Strategy, score: float, result: EvalResult, bar: Any) -> None:
+        """Count the strategy's calls and show where the search stands."""
+        search, metric, budget = self.search, self.metric, self.config.budget
+        for k in self.this_run:
+            self.this_run[k] += int(getattr(result, k))
+        log.info("[%d/%d] %s -> %s=%s", search.n_evaluations, budget, strategy, metric, score)
+        if bar is None:
+            progress_log.info(
+                "strategy %d of %d: %s %s (%d of %d unparsed, %d failed calls; %d calls, "
+                "%.0f s); best so far %s", search.n_evaluations, budget, metric,
+                _fmt(score), result.parse_failures, result.n, result.call_failures,
+                result.calls, result.seconds, _fmt(search.best_score))
+            return
+        bar.update(1)
+        best = search.best_score
+        bar.set_postfix({f"best {metric}": "nan" if best is None or math.isnan(best)
+                         else f"{best:.3f}"})
+
+    @contextmanager
+    def _progress_bar(self) -> Iterator[Any]:
+        """A progress bar over the budget (``None`` without progress); closed on exit."""
+        if not self.progress:
+            yield None
+            return
+        from tqdm import tqdm  # lazy: third-party, only needed with progress bars
+
+        bar = tqdm(total=self.config.budget, initial=self.search.n_evaluations,
+                   desc=f"{self.config.search} {self.task.name}/{self.student.aspect}",
+                   unit="strategy")
+        try:
+            yield bar
+        finally:
+            bar.close()
+
+    # After the search ---------------------------------------------------------------------
+    def _finish(self, t0: float) -> Any:
+        """Choose the judge and attach the compile's report to it."""
+        search, summaries, config = self.search, self.summaries, self.config
+        best_trial = search.best_trial
+        if best_trial is None:
+            raise RuntimeError("The search evaluated no strategy.")
+        try:
+            selected = self.chooser.select(
+                search, self.base, self.base.with_strategy(self.student.strategy),
+                self.search_val, self.confirm_val, split_note=self.split_note,
+                summaries=summaries)
+        except LMUnavailable as e:
+            raise self.journal.stopped(e, "choosing the judge after the search",
+                                       search.n_evaluations) from e
+        chosen = selected.judge
+        # NOTE: through the judge's space, so summaries of a checkpoint written before the
+        # `decoding` factor existed (strategies without it) still match.
+        validation = next((s for s in reversed(summaries)
+                           if self.base.with_strategy(s["strategy"]).strategy == chosen.strategy),
+                          None)
+        problems = find_problems(search, summaries, validation, selected.comparisons,
+                                 metric=self.metric,
+                                 max_parse_failures=config.max_parse_failures)
+        # Over every session of the checkpoint (the summaries of earlier sessions included).
+        totals = {k: sum(int(s.get(k, 0) or 0) for s in summaries) for k in self.this_run}
+        result = CompileResult(
+            search=config.search, budget=config.budget, seed=config.seed, metric=self.metric,
+            evaluations=search.n_evaluations, best_strategy=best_trial.strategy.as_dict(),
+            best_score=best_trial.score, trace=self._trace(), evaluation_summaries=summaries,
+            seconds=time.perf_counter() - t0, racing=self._racing_summary(),
+            calls=totals["calls"], prompt_tokens=totals["prompt_tokens"],
+            completion_tokens=totals["completion_tokens"],
+            calls_this_run=self.this_run["calls"],
+            selection_calls=int(selected.record.get("cost", {}).get("calls", 0)),
+            problems=problems)
+        for line in problems:
+            log.warning("%s", line, extra=REPORTED)
+        # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
+        model_name = model_spec(self.lm)
+        if selected.ensemble is not None:
+            selected.ensemble.model_name = model_name
+            selected.ensemble.validation = validation
+        for line in selected.record.get("messages", []):
+            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line,
+                    extra=REPORTED)
+        return chosen.with_report(CompileReport(
+            search_result=result, validation=validation, selection=selected.record,
+            comparisons=selected.comparisons, ensemble=selected.ensemble,
+            model_name=model_name))
+
+    def _trace(self) -> list[dict[str, Any]]:
+        """The search's trace, with each evaluation's racing record."""
+        trace = self.search.trace()
+        if self.config.racing.enabled:
+            by_number = {s["number"]: s.get("racing") for s in self.summaries}
+            for t in trace:
+                if by_number.get(t["number"]) is not None:
+                    t["racing"] = by_number[t["number"]]
+        return trace
+
+    def _racing_summary(self) -> dict[str, Any] | None:
+        """What racing saved (``None`` without racing)."""
+        race = self.config.racing
+        if not race.enabled:
+            return None
+        return {**race.model_dump(mode="json"), "top": self.config.race_top(),
+                "dropped": len(self.dropped),
+                "items_judged": sum(s["n"] for s in self.summaries),
+                "items_full": len(self.search_val) * len(self.summaries)}
+
+
+def _fmt(value: float | None) -> str:
+    return "nan" if value is None or math.isnan(value) else f"{value:.4f}"

@@ -1,0 +1,128 @@
+"""Setting up a compile's search: its data, its space, and the search itself.
+
+The space is the student's (:meth:`JudgeStudent.search_graph`) restricted by the preset's
+``space`` and ``forbid`` and by the decodings the LM can serve; the search starts from the
+student's strategy when it takes a baseline.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from ..data import Record
+from ..evaluate import check_records
+from ..judge import check_decodings, to_records
+from ..search import SEARCHES, FactorGraph, SearchStrategy
+from ._config import OptimizerConfig
+
+__all__ = ["build_graph", "compile_metric", "make_search", "student_records"]
+
+
+def compile_metric(config: OptimizerConfig, mode: str) -> str:
+    """What the search maximises for a task of ``mode`` (``pointwise`` / ``pairwise``).
+
+    Raises:
+        ValueError: When the preset's metric does not fit the task.
+    """
+    metric = config.metric or ("accuracy" if mode == "pairwise" else "spearman")
+    if (metric == "accuracy") != (mode == "pairwise"):
+        raise ValueError(f"metric {metric!r} does not fit a {mode} task.")
+    return metric
+
+
+def student_records(data: Sequence[Any], student: Any, name: str) -> list[Record]:
+    """``data`` (records, dicts or ``dspy.Example``) as records the student can be scored on.
+
+    Raises:
+        ValueError: When ``data`` is empty or does not fit the student's task (naming
+            ``name``).
+    """
+    records = to_records(data, student.task, student.aspect)
+    if not records:
+        raise ValueError(f"`{name}` is empty.")
+    try:
+        check_records(student, records)
+    except ValueError as e:
+        raise ValueError(f"`{name}`: {e}") from None
+    return records
+
+
+def build_graph(config: OptimizerConfig, student: Any, lm: Any) -> FactorGraph:
+    """The student's factor graph restricted to the preset's ``space`` and ``forbid``, and
+    to the decodings ``lm`` serves.
+
+    Raises:
+        ValueError: On an unknown factor or value, or a forbidden combination that names
+            none of the space's values.
+        LogprobsUnavailableError: When the preset's ``space`` or the student's strategy asks
+            for a decoding that needs logprobs and the LM gives none.
+    """
+    graph: FactorGraph = student.search_graph()
+    space = graph.space
+    for name, allowed in config.space.items():
+        if name not in space:
+            raise ValueError(f"The optimizer's `space` names unknown factor `{name}`. "
+                             f"Factors of task `{student.task.name}`: {list(space.names)!r}.")
+        factor = space[name]
+        for v in allowed:
+            factor.index(v)
+        for v in factor.values:
+            if not any(type(v) is type(a) and v == a for a in allowed):
+                graph.forbid({name: v}, reason="outside the optimizer's space")
+    for i, assignment in enumerate(config.forbid):
+        try:
+            graph.forbid(assignment, reason="the optimizer's `forbid`")
+        except ValueError as e:
+            raise ValueError(f"The optimizer's `forbid` entry {i + 1} ({assignment!r}): "
+                             f"{e}") from None
+    _forbid_missing_decodings(config, student, graph, lm)
+    return graph
+
+
+def _forbid_missing_decodings(config: OptimizerConfig, student: Any, graph: FactorGraph,
+                              lm: Any) -> None:
+    """Forbid the decodings the LM cannot serve; raise if the user asked for one.
+
+    A decoding is asked for explicitly when the optimizer's ``space`` lists it or the
+    student's strategy uses it.
+    """
+    if "decoding" not in graph.space:
+        return
+    explicit = [str(v) for v in config.space.get("decoding", [])]
+    explicit.append(str(student.strategy["decoding"]))
+    values = explicit if "decoding" in config.space else [
+        str(v) for v in graph.space["decoding"].values]
+    for v in check_decodings(lm, values, explicit=explicit):
+        graph.forbid({"decoding": v}, reason="the LM gives no logprobs")
+
+
+def make_search(config: OptimizerConfig, student: Any, graph: FactorGraph) -> SearchStrategy:
+    """The preset's search over ``graph``, starting from the student's strategy.
+
+    Raises:
+        ValueError: When the student's strategy (the search's baseline) is outside the
+            preset's space or forbidden.
+    """
+    cls = SEARCHES[config.search]
+    kwargs: dict[str, Any] = dict(config.params)
+    if "baseline" in inspect.signature(cls).parameters:
+        # The search starts from the student's strategy: the MT-Bench baseline unless the
+        # student was built with another one.
+        base = student.strategy
+        if not graph.is_valid(base):
+            outside = [f"{name}={base[name]!r} (the space allows "
+                       f"{list(config.space[name])!r})"
+                       for name in config.space if name in base
+                       and not any(type(base[name]) is type(a) and base[name] == a
+                                   for a in config.space[name])]
+            what = "; ".join(outside) if outside else "a forbidden combination"
+            raise ValueError(
+                f"The student's strategy {base} (the search's baseline) is outside the "
+                f"optimizer's `space`: {what}. The {config.search} search starts "
+                "from it, so add its values to the preset's [space] (e.g. the task's "
+                "baseline_scale to `scale`), or build the student with a strategy inside "
+                "the space.")
+        kwargs["baseline"] = base
+    return cls(graph.space, budget=config.budget, seed=config.seed, graph=graph, **kwargs)

@@ -1,0 +1,411 @@
+"""The teleprompters: :class:`JudgeSearch` and one class per search (``HPSS``, ``Greedy``, ...).
+
+Each is a DSPy teleprompter whose ``compile`` runs :class:`~judgeopt.teleprompt._loop.CompileRun`
+with the teleprompter's settings (an :class:`OptimizerConfig`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dspy.teleprompt import Teleprompter
+
+from ..racing import RacingConfig
+from ..search import Value
+from ..selection import SelectionConfig
+from ._config import Metric, OptimizerConfig, racing_config, selection_config
+from ._loop import CompileRun
+
+__all__ = ["Auto", "GridSearch", "Greedy", "HPSS", "JudgeSearch", "RandomSearch",
+           "StepwiseGreedy"]
+
+
+class JudgeSearch(Teleprompter):
+    """Search a judge program's prompting strategy on labelled data (a DSPy teleprompter).
+
+    Args:
+        search: Search name (``hpss``, ``greedy``, ``stepwise``, ``random``, ``grid``,
+            ``tpe``).
+        budget: Unique strategy evaluations, initialisation included.
+        seed: The search's seed.
+        params: Extra keyword arguments of the search class.
+        space: Factor -> allowed values, restricting the HPSS space.
+        forbid: Forbidden combinations of factor values (partial assignments; see
+            :class:`OptimizerConfig`).
+        metric: What to maximise (default ``spearman``; ``accuracy`` for pairwise tasks).
+        threads: Judge calls in flight at once (``None``: what the LM keeps busy: an
+            embedded model's ``parallel``, else 1).
+        checkpoint_dir: Directory for the resumable checkpoint (search state, evaluation
+            summaries, artifacts). ``None``: no checkpoint.
+        progress: Show progress bars.
+        example_seed: Seed of the in-context example selection.
+        racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
+            :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
+        selection: ``"confirm"`` (default), ``"veto"`` or ``"best"`` (the rule, other
+            settings default), or a :class:`judgeopt.selection.SelectionConfig` (or its
+            fields as a mapping): how the compiled judge is chosen (``docs/judge.md``,
+            "Choosing the judge").
+        ensemble: Also build a prompt ensemble of this many of the best strategies
+            (``compiled.ensemble``; 0 or 1: none).
+        max_consecutive_failures: Stop the compile after this many judge calls in a row
+            failed transiently (the endpoint is down); a re-run continues.
+        max_parse_failures: Share of the chosen judge's answers without a rating above which
+            the compile reports a problem (``CompileResult.problems``).
+        restart: Discard the checkpoint in ``checkpoint_dir`` and start afresh (needed when
+            it belongs to a run with other data, settings or model).
+        check_endpoint: Make one short call before the search, so a dead or misnamed
+            endpoint stops the compile at once with a clear error.
+
+    Raises:
+        ValueError: On an unknown search, parameter, factor or value.
+    """
+
+    def __init__(
+        self,
+        search: str = "auto",
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__()
+        self.config = OptimizerConfig(
+            search=search, budget=budget, seed=seed, params=dict(params or {}),
+            space={k: list(v) for k, v in (space or {}).items()},
+            forbid=[dict(a) for a in (forbid or [])], threads=threads,
+            metric=metric, example_seed=example_seed, racing=racing_config(racing),
+            selection=selection_config(selection), ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures)
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self.progress = progress
+        self.restart = restart
+        self.check_endpoint = check_endpoint
+
+    @classmethod
+    def from_config(cls, config: OptimizerConfig, **overrides: Any) -> JudgeSearch:
+        """Build from a preset, with keyword overrides (e.g. ``budget=20``).
+
+        ``racing=True`` / ``False`` switches the preset's racing on or off and keeps its other
+        racing settings; ``selection="best"`` / ``"confirm"`` changes the preset's selection
+        rule and keeps its other selection settings.
+        """
+        kw = config.model_dump()
+        race = overrides.pop("racing", None)
+        if isinstance(race, bool):
+            kw["racing"] = config.racing.model_copy(update={"enabled": race})
+        elif race is not None:
+            kw["racing"] = race
+        rule = overrides.pop("selection", None)
+        if isinstance(rule, str):
+            kw["selection"] = config.selection.model_copy(update={"rule": rule})
+        elif rule is not None:
+            kw["selection"] = rule
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        search = kw.pop("search")
+        return JudgeSearch(search, **kw)
+
+    def compile(self, student: Any, *, trainset: Sequence[Any],  # type: ignore[override]
+                teacher: Any = None, valset: Sequence[Any] | None = None,
+                **kwargs: Any) -> Any:
+        """Search the strategy of ``student`` and return the best judge found.
+
+        The student is never changed: the strategies are judged with its fresh copies
+        (:meth:`~judgeopt.judge.JudgeStudent.fresh_copy`), so any judge program that provides
+        the copy protocol (:class:`~judgeopt.judge.JudgeProgram`,
+        :class:`~judgeopt.judge.PrExMeProgram`) compiles.
+
+        Args:
+            student: The judge to optimise: its task, aspect and LM are used, and its
+                strategy (by default the MT-Bench baseline) is where the search starts.
+            trainset: Labelled examples: the in-context example pool, and the scoring set
+                when ``valset`` is not given (an item never serves as its own example).
+            teacher: Unused (DSPy's signature).
+            valset: Labelled examples the strategies are scored on.
+
+        Returns:
+            A new judge of the student's class with the chosen strategy, carrying the
+            compile's :class:`~judgeopt.judge.CompileReport` as ``report_``
+            (``search_result``: a :class:`CompileResult`; ``validation``: its evaluation
+            summary; ``selection``, ``comparisons``, ``ensemble``, ``model_name``).
+
+        Raises:
+            ValueError: On invalid data (a missing field, a score out of range) or config.
+            NoLMError: When no LM is configured.
+            LogprobsUnavailableError: At the start, when the optimizer's ``space`` or the
+                student's strategy names a decoding that needs logprobs (``expected``) and
+                the LM gives none. Without such a request those decodings are left out of
+                the search with a logged warning (see ``docs/judge.md``, "Decoding").
+            CheckpointMismatchError: (a ``ValueError``) When ``checkpoint_dir`` holds
+                results of a run with other data, settings or model (naming what differs;
+                ``restart=True`` discards them).
+            LMUnavailable: When the endpoint fails its check call before the search, or
+                the circuit breaker stops the compile; everything judged is kept in the
+                checkpoint and a re-run continues.
+
+        See ``docs/judge.md``, "What happens when things go wrong".
+        """
+        run = CompileRun(self.config, student, trainset=trainset, valset=valset,
+                         checkpoint_dir=self.checkpoint_dir, restart=self.restart,
+                         check_lm=self.check_endpoint, progress=self.progress)
+        return run.run()
+
+
+class Auto(JudgeSearch):
+    """judgeopt's default search (:class:`judgeopt.search.AutoSearch`: HPSS with a
+    budget-aware start, shrunken advantages and constants chosen per budget) as a DSPy
+    teleprompter.
+
+    The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"auto"``), with the same
+    defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__(
+            "auto",
+            budget=budget, seed=seed, params=params, space=space,
+            forbid=forbid, metric=metric, threads=threads,
+            checkpoint_dir=checkpoint_dir, progress=progress,
+            example_seed=example_seed, racing=racing, selection=selection,
+            ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures, restart=restart,
+            check_endpoint=check_endpoint)
+
+
+class HPSS(JudgeSearch):
+    """HPSS as a DSPy teleprompter (paper defaults: budget 71, k=5, g=2, rho=0.2, tau=5,
+    lambda=4; HPSS's own parameters go in ``params``, e.g. ``params={"k": 3}``).
+
+    The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"hpss"``), with the same
+    defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__(
+            "hpss",
+            budget=budget, seed=seed, params=params, space=space,
+            forbid=forbid, metric=metric, threads=threads,
+            checkpoint_dir=checkpoint_dir, progress=progress,
+            example_seed=example_seed, racing=racing, selection=selection,
+            ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures, restart=restart,
+            check_endpoint=check_endpoint)
+
+
+class Greedy(JudgeSearch):
+    """Greedy search (HPSS App. F.2) as a DSPy teleprompter.
+
+    The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"greedy"``), with the same
+    defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__(
+            "greedy",
+            budget=budget, seed=seed, params=params, space=space,
+            forbid=forbid, metric=metric, threads=threads,
+            checkpoint_dir=checkpoint_dir, progress=progress,
+            example_seed=example_seed, racing=racing, selection=selection,
+            ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures, restart=restart,
+            check_endpoint=check_endpoint)
+
+
+class StepwiseGreedy(JudgeSearch):
+    """Stepwise-Greedy (HPSS App. F.2) as a DSPy teleprompter.
+
+    The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"stepwise"``), with the same
+    defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__(
+            "stepwise",
+            budget=budget, seed=seed, params=params, space=space,
+            forbid=forbid, metric=metric, threads=threads,
+            checkpoint_dir=checkpoint_dir, progress=progress,
+            example_seed=example_seed, racing=racing, selection=selection,
+            ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures, restart=restart,
+            check_endpoint=check_endpoint)
+
+
+class RandomSearch(JudgeSearch):
+    """Uniform random search as a DSPy teleprompter.
+
+    The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"random"``), with the same
+    defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__(
+            "random",
+            budget=budget, seed=seed, params=params, space=space,
+            forbid=forbid, metric=metric, threads=threads,
+            checkpoint_dir=checkpoint_dir, progress=progress,
+            example_seed=example_seed, racing=racing, selection=selection,
+            ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures, restart=restart,
+            check_endpoint=check_endpoint)
+
+
+class GridSearch(JudgeSearch):
+    """Every strategy of the (restricted) space, as a DSPy teleprompter.
+
+    The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"grid"``), with the same
+    defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: int = 71,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+        space: Mapping[str, Sequence[Value]] | None = None,
+        forbid: Sequence[Mapping[str, Value]] | None = None,
+        metric: Metric | None = None,
+        threads: int | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        example_seed: int = 0,
+        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
+        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
+        ensemble: int = 0,
+        max_consecutive_failures: int = 5,
+        max_parse_failures: float = 0.25,
+        restart: bool = False,
+        check_endpoint: bool = True,
+    ) -> None:
+        super().__init__(
+            "grid",
+            budget=budget, seed=seed, params=params, space=space,
+            forbid=forbid, metric=metric, threads=threads,
+            checkpoint_dir=checkpoint_dir, progress=progress,
+            example_seed=example_seed, racing=racing, selection=selection,
+            ensemble=ensemble,
+            max_consecutive_failures=max_consecutive_failures,
+            max_parse_failures=max_parse_failures, restart=restart,
+            check_endpoint=check_endpoint)
