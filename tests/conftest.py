@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 # Before any test module imports DSPy or LiteLLM: otherwise LiteLLM tries to download a price
 # list at import time (and stalls on this network).
@@ -15,11 +19,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # The joined model files ($JUDGEOPT_MODEL_DIR) are an install product and stay shared.
 _TEST_CACHE = tempfile.TemporaryDirectory(prefix="judgeopt-test-cache-")
 os.environ["JUDGEOPT_CACHE_DIR"] = _TEST_CACHE.name
-
-from collections.abc import Callable
-
-import numpy as np
-import pytest
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Tests for rating and pairwise-verdict extraction (judgeopt.scoring, re-exported by judgeopt.judge)."""
+"""Rating and pairwise-verdict extraction (judgeopt.scoring, re-exported by judge)."""
 
 from __future__ import annotations
 

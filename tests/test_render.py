@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from judgeopt.judge._catalog import load_task
 from judgeopt.judge._factors import ORDERS, SCALES, baseline_strategy, hpss_space
 from judgeopt.judge._render import (
     criteria_for,
@@ -22,7 +23,6 @@ from judgeopt.judge._render import (
     render_prompt,
     render_template,
 )
-from judgeopt.judge._catalog import load_task
 from judgeopt.judge._task import JudgeTask
 from judgeopt.search import Strategy
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from judgeopt.judge._catalog import available_tasks, load_task, signature_dirs
 from judgeopt.judge._factors import (
     ARTIFACT_KINDS,
     ORDERS,
@@ -21,7 +22,6 @@ from judgeopt.judge._factors import (
     hpss_space,
     order_components,
 )
-from judgeopt.judge._catalog import available_tasks, load_task, signature_dirs
 from judgeopt.judge._task import JudgeTask
 from judgeopt.judge._template import placeholders, substitute
 

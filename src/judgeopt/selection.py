@@ -57,8 +57,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .metrics import paired_bootstrap, paired_bootstrap_mean
-from .metrics import Groups, PairedBootstrapResult, Scores, validate_pair
+from .metrics import (
+    Groups,
+    PairedBootstrapResult,
+    Scores,
+    paired_bootstrap,
+    paired_bootstrap_mean,
+    validate_pair,
+)
 from .racing import unit_keys
 
 __all__ = [

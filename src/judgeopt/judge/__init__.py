@@ -3,7 +3,11 @@ examples, output parsing, artifacts, the DSPy program and its JSON export."""
 
 from __future__ import annotations
 
+from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
+
 from ._artifacts import ArtifactError, ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
+from ._catalog import available_tasks, load_task
+from ._compiled import CompileReport, JudgeStudent
 from ._decoding import (
     DECODING_PARAMS,
     Decoding,
@@ -14,13 +18,15 @@ from ._decoding import (
 )
 from ._ensemble import JudgeEnsemble, load_any_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
-from ._export import ExportedJudge, export_judge, save_judge
+from ._export import ExportedJudge, export_judge, read_judge_file, save_judge
 from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
+from ._load import load_judge
 from ._metric import JudgeMetric, UnparsedJudgement
-from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
 from ._predict import JudgePredict
 from ._prexme import (
+    ONE_SHOT_BASE_PROMPTS,
     PREXME_TASKS,
+    ZERO_SHOT_BASE_PROMPTS,
     DemoRetriever,
     PrExMeProgram,
     PrExMeTask,
@@ -30,6 +36,7 @@ from ._prexme import (
     prexme_space,
     render_prexme,
 )
+from ._prexme import resolve_value as resolve_prexme_value
 from ._program import JudgeAdapter, JudgeProgram, NoLMError, to_records
 from ._render import (
     criteria_for,
@@ -39,14 +46,8 @@ from ._render import (
     render_prompt,
     render_template,
 )
-from ._catalog import available_tasks, load_task
 from ._task import JudgeTask
 from ._vocabulary import RESERVED as RESERVED_FIELDS
-from ._prexme import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS
-from ._prexme import resolve_value as resolve_prexme_value
-from ._export import read_judge_file
-from ._compiled import CompileReport, JudgeStudent
-from ._load import load_judge
 
 __all__ = [
     "RESERVED_FIELDS",

@@ -42,7 +42,6 @@ from judgeopt.search import FactorGraph, Strategy, Value
 
 from ._artifacts import ArtifactStore
 from ._compiled import CompiledViews, CompileReport
-from ._program import choose_lm, predict_with
 from ._prexme_retrieval import DemoRetriever
 from ._prexme_templates import (
     BASE_PROMPTS,
@@ -63,6 +62,7 @@ from ._prexme_templates import (
     render_prexme,
     resolve_value,
 )
+from ._program import choose_lm, predict_with
 
 # The template names are re-exported here, where the judge package's face and older code
 # import them from.
@@ -127,7 +127,8 @@ def _signature(task: PrExMeTask) -> type[dspy.Signature]:
     fields["raw"] = (str, dspy.OutputField(desc="the judge's output text"))
     fields["parse_error"] = (str, dspy.OutputField(desc="why no score was found, if so"))
     fields["parse_method"] = (str, dspy.OutputField(desc="which parsing rule matched"))
-    return dspy.make_signature(fields, f"Judge the {task.result_type.lower()}.")
+    signature: type[Any] = dspy.make_signature(fields, f"Judge the {task.result_type.lower()}.")
+    return signature
 
 
 class PrExMeProgram(CompiledViews, dspy.Module):

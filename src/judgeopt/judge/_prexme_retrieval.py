@@ -34,7 +34,7 @@ class _Tfidf:
     """TF-IDF vectors (sublinear tf, smoothed idf, L2-normalised) over character n-grams."""
 
     def __init__(self, texts: Sequence[str]) -> None:
-        from scipy import sparse
+        from scipy import sparse  # type: ignore[import-untyped, unused-ignore]
 
         counts = [_ngrams(t) for t in texts]
         df: Counter[str] = Counter()

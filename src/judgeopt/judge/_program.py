@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from .._errors import JudgeoptError
-import os
-
-
 import asyncio
 import copy
 import functools
+import os
 from collections.abc import (
     Callable,
     Mapping,
@@ -20,9 +17,12 @@ from typing import Any
 import dspy
 
 from judgeopt.data import Record, load_records
+from judgeopt.scoring import parse_preference, parse_rating
 from judgeopt.search import FactorGraph, Strategy, Value
 
+from .._errors import JudgeoptError
 from ._artifacts import ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
+from ._catalog import load_task
 from ._compiled import CompiledViews, CompileReport
 from ._decoding import (
     Decoding,
@@ -33,13 +33,10 @@ from ._decoding import (
 )
 from ._examples import ExamplePool
 from ._export import export_judge, read_judge, save_judge
-from ._factors import baseline_strategy, hpss_space, hpss_strategy
-from ._factors import hpss_graph
+from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._metric import JudgeMetric
-from judgeopt.scoring import parse_preference, parse_rating
 from ._predict import JudgePredict
 from ._render import render_messages
-from ._catalog import load_task
 from ._task import JudgeTask
 
 __all__ = ["JudgeAdapter", "JudgeProgram", "NoLMError"]
@@ -93,7 +90,7 @@ def choose_lm(lm: dspy.BaseLM | None, own: dspy.BaseLM | None, program: str) -> 
         raise NoLMError(
             f"No language model: pass lm= to {program}, or configure one the DSPy way, "
             "e.g. dspy.configure(lm=judgeopt.make_lm('local')).")
-    return chosen  # type: ignore[no-any-return]
+    return chosen
 
 
 class JudgeAdapter(dspy.Adapter):
@@ -183,7 +180,7 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
                 out.append(Record(id=rid, group_id=d.get("group_id"), system_id=None,
                                   inputs=inputs, scores=scores, label=label))
                 continue
-        out.extend(load_records([dict(item)]))  # type: ignore[arg-type]
+        out.extend(load_records([dict(item)]))
     return out
 
 
@@ -296,7 +293,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
 
         ``judge.set_lm(lm)`` (or an outer program's ``set_lm``) sets it too.
         """
-        return self.predictor.lm  # type: ignore[no-any-return]
+        return self.predictor.lm
 
     @lm.setter
     def lm(self, value: dspy.BaseLM | None) -> None:
@@ -305,7 +302,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
     @property
     def rating_bounds(self) -> tuple[int, int]:
         """``(min, max)`` rating of a pointwise judge at its strategy's scale."""
-        return self.task.rating_bounds(self.aspect, int(self.strategy["scale"]))  # type: ignore[arg-type]
+        return self.task.rating_bounds(self.aspect, int(self.strategy["scale"]))
 
     @property
     def decoding(self) -> Decoding:
@@ -455,7 +452,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
                            prefer=prefer)
 
     # Export ------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str], save_program: bool = False,  # type: ignore[override]
+    def save(self, path: str | os.PathLike[str], save_program: bool = False,
              modules_to_serialize: Any = None) -> None:
         """Write the judge as one JSON file (see ``docs/judge.md``); never pickles.
 
@@ -482,7 +479,9 @@ class JudgeProgram(CompiledViews, dspy.Module):
         kwargs.pop("allow_unsafe_lm_state", None)
         kwargs.setdefault("lm", self.lm)
         new = read_judge(JudgeProgram, path, **kwargs)
-        callbacks, history = self.callbacks, self.history
+        # dspy.Module sets these two in its own __init__ (untyped): keep them across the swap.
+        callbacks: Any = self.__dict__.get("callbacks")
+        history: Any = self.__dict__.get("history")
         self.__dict__.clear()
         self.__dict__.update(new.__dict__)
         self.callbacks, self.history = callbacks, history
@@ -508,4 +507,5 @@ def _signature(task: JudgeTask) -> type[dspy.Signature]:
     fields["raw"] = (str, dspy.OutputField(desc="the judge's output text"))
     fields["parse_error"] = (str, dspy.OutputField(desc="why no rating was found, if so"))
     fields["parse_method"] = (str, dspy.OutputField(desc="which parsing rule matched"))
-    return dspy.make_signature(fields, f"Judge {task.target}.")
+    signature: type[Any] = dspy.make_signature(fields, f"Judge {task.target}.")
+    return signature

@@ -36,13 +36,12 @@ from ._result import CompileResult
 from ._teleprompters import (
     HPSS,
     Auto,
-    GridSearch,
     Greedy,
+    GridSearch,
     JudgeSearch,
     RandomSearch,
     StepwiseGreedy,
 )
-
 
 __all__ = [
     "Auto",
