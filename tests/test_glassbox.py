@@ -7,22 +7,19 @@ checked against a direct computation. A scripted ``completion_fn`` stands in for
 
 from __future__ import annotations
 
+import json
+import math
 import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import numpy as np
+import pytest
+from scipy import special
 
-import json  # noqa: E402
-import math  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from scipy import special  # noqa: E402
-
-import judgeopt.glassbox as gb  # noqa: E402
-from judgeopt.glassbox import (  # noqa: E402
+import judgeopt.glassbox as gb
+from judgeopt.glassbox import (
     PROMPT_POOL,
     Capability,
     CapabilityError,
@@ -32,7 +29,7 @@ from judgeopt.glassbox import (  # noqa: E402
     LogprobBackend,
     ScoredText,
 )
-from judgeopt.metrics import correlation  # noqa: E402
+from judgeopt.metrics import correlation
 
 VOCAB = (
     "<eos>", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", " 7", "8]]",

@@ -5,18 +5,14 @@ Marked slow: they load a GGUF in process (and start one llama.cpp server on loop
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import numpy as np
+import pytest
 
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from judgeopt.glassbox import (  # noqa: E402
+from judgeopt.glassbox import (
     Capability,
     CapabilityError,
     LiteLLMBackend,

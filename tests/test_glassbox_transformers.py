@@ -9,18 +9,14 @@ is missing; the comparisons with llama.cpp also need llama-cpp-python.
 
 from __future__ import annotations
 
-import os
+import importlib.util
+from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import numpy as np
+import pytest
 
-import importlib.util  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import judgeopt.glassbox as gb  # noqa: E402
-from judgeopt.glassbox import (  # noqa: E402
+import judgeopt.glassbox as gb
+from judgeopt.glassbox import (
     Capability,
     CapabilityError,
     LiteLLMBackend,

@@ -10,35 +10,32 @@ own cache and model directories.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import importlib.util
+import json
+import logging
 import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import dspy
+import httpx
+import litellm
+import openai
+import pydantic
+import pytest
+from dspy.utils import exceptions as dspy_exc
 
-import copy  # noqa: E402
-import hashlib  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import pickle  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import dspy  # noqa: E402
-import httpx  # noqa: E402
-import litellm  # noqa: E402
-import openai  # noqa: E402
-import pydantic  # noqa: E402
-import pytest  # noqa: E402
-from dspy.utils import exceptions as dspy_exc  # noqa: E402
-
-import judgeopt.lm as jlm  # noqa: E402
-from judgeopt.lm import (  # noqa: E402
+import judgeopt.lm as jlm
+from judgeopt.lm import (
     LOCAL_MODELS,
     JudgeLM,
     LlamaCppLM,
@@ -60,7 +57,7 @@ from judgeopt.lm import (  # noqa: E402
     make_lm,
     wrap_exception,
 )
-from judgeopt.lm._errors import overflow_from_llama  # noqa: E402
+from judgeopt.lm._errors import overflow_from_llama
 
 # LiteLLM's timeout path makes pydantic build a schema for one of LiteLLM's TypedDicts, and
 # pydantic warns (UserWarning, once per process) that it cannot enforce `ReadOnly` items.

@@ -26,3 +26,38 @@ def test_search_core_imports_no_llm_stack() -> None:
             "print(sorted(m for m in ('dspy', 'litellm', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_library_exception_derives_from_judgeopt_error() -> None:
+    """One exception tree: each exception class judgeopt defines has JudgeoptError as a base
+    (and keeps its built-in base, so ``except ValueError`` still catches what it caught)."""
+    import inspect
+    import pkgutil
+
+    import judgeopt
+
+    found = []
+    for info in pkgutil.walk_packages(judgeopt.__path__, "judgeopt."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if (inspect.isclass(obj) and issubclass(obj, BaseException)
+                    and obj.__module__ == info.name and not obj.__name__.startswith("_")):
+                found.append(obj)
+    assert len(found) >= 20
+    assert [c.__qualname__ for c in found if not issubclass(c, judgeopt.JudgeoptError)] == []
+    from judgeopt.data import DataFormatError
+
+    assert issubclass(DataFormatError, ValueError)
+
+
+def test_teleprompters_show_their_parameters() -> None:
+    import inspect
+
+    import judgeopt
+
+    for cls in (judgeopt.HPSS, judgeopt.Auto, judgeopt.Greedy, judgeopt.RandomSearch):
+        params = inspect.signature(cls).parameters
+        assert {"budget", "seed"} <= set(params), cls
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()), cls
