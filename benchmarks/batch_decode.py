@@ -49,25 +49,38 @@ DATA = shared_data_dir()
 
 
 def _corr(scores: list[Any], humans: list[Any]) -> float | None:
-    pairs = [(float(s), float(h)) for s, h in zip(scores, humans, strict=True)
-             if s is not None and h is not None]
+    pairs = [
+        (float(s), float(h))
+        for s, h in zip(scores, humans, strict=True)
+        if s is not None and h is not None
+    ]
     try:
         return round(correlation([p[1] for p in pairs], [p[0] for p in pairs]), 4)
     except ValueError:  # fewer than 3 items or a constant side
         return None
 
 
-def run_strategy(name: str, task: Any, aspect: str, strategy: Any, records: list[Any],
-                 one: LlamaCppLM, batched: LlamaCppLM, block: int) -> dict[str, Any]:
-    judges = {"one": JudgeProgram(task, aspect, strategy, lm=one),
-              "batched": JudgeProgram(task, aspect, strategy, lm=batched)}
+def run_strategy(
+    name: str,
+    task: Any,
+    aspect: str,
+    strategy: Any,
+    records: list[Any],
+    one: LlamaCppLM,
+    batched: LlamaCppLM,
+    block: int,
+) -> dict[str, Any]:
+    judges = {
+        "one": JudgeProgram(task, aspect, strategy, lm=one),
+        "batched": JudgeProgram(task, aspect, strategy, lm=batched),
+    }
     threads = {"one": 1, "batched": batched.parallel}
     # Warm-up (chat template, vocabulary texts, the engine's context), not timed.
     for arm, judge in judges.items():
         evaluate(judge, records[:1], threads=threads[arm], progress=False)
     seconds: dict[str, list[float]] = {"one": [], "batched": []}
     items: dict[str, list[Any]] = {"one": [], "batched": []}
-    blocks = [records[i:i + block] for i in range(0, len(records), block)]
+    blocks = [records[i : i + block] for i in range(0, len(records), block)]
     for b, part in enumerate(blocks):
         order = ["one", "batched"] if b % 2 == 0 else ["batched", "one"]
         for arm in order:
@@ -75,20 +88,28 @@ def run_strategy(name: str, task: Any, aspect: str, strategy: Any, records: list
             res = evaluate(judges[arm], part, threads=threads[arm], progress=False)
             seconds[arm].append(time.perf_counter() - t0)
             items[arm].extend(res.items)
-        print(f"  {name} block {b + 1}/{len(blocks)} ({len(part)} items): "
-              + ", ".join(f"{a} {seconds[a][-1]:.1f} s" for a in ("one", "batched")),
-              file=sys.stderr, flush=True)
+        print(
+            f"  {name} block {b + 1}/{len(blocks)} ({len(part)} items): "
+            + ", ".join(f"{a} {seconds[a][-1]:.1f} s" for a in ("one", "batched")),
+            file=sys.stderr,
+            flush=True,
+        )
     # Determinism: the first block again through the batch engine, with another number of
     # calls in flight (so other requests share its steps), must answer identically.
-    again = evaluate(judges["batched"], blocks[0], threads=max(1, batched.parallel - 1),
-                     progress=False)
-    first = items["batched"][:len(blocks[0])]
-    deterministic = all(a.raw == b.raw and a.score == b.score
-                        for a, b in zip(first, again.items, strict=True))
+    again = evaluate(
+        judges["batched"], blocks[0], threads=max(1, batched.parallel - 1), progress=False
+    )
+    first = items["batched"][: len(blocks[0])]
+    deterministic = all(
+        a.raw == b.raw and a.score == b.score for a, b in zip(first, again.items, strict=True)
+    )
     scores = {arm: [i.score for i in items[arm]] for arm in items}
     humans = [i.human for i in items["one"]]
-    both = [(a, b) for a, b in zip(scores["one"], scores["batched"], strict=True)
-            if a is not None and b is not None]
+    both = [
+        (a, b)
+        for a, b in zip(scores["one"], scores["batched"], strict=True)
+        if a is not None and b is not None
+    ]
     n = len(records)
     per_block = [o / p for o, p in zip(seconds["one"], seconds["batched"], strict=True)]
     return {
@@ -100,13 +121,15 @@ def run_strategy(name: str, task: Any, aspect: str, strategy: Any, records: list
         "block_speedups": [round(x, 4) for x in per_block],
         "speedup_interval": [round(x, 4) for x in normal_interval(per_block)],
         "same_rating": round(sum(a == b for a, b in both) / len(both), 4) if both else None,
-        "same_text": round(sum(a.raw == b.raw for a, b in zip(items["one"], items["batched"],
-                                                              strict=True)) / n, 4),
-        "max_abs_rating_difference": (round(max(abs(float(a) - float(b)) for a, b in both), 4)
-                                      if both else None),
-        "mean_abs_rating_difference": (round(statistics.fmean(abs(float(a) - float(b))
-                                                              for a, b in both), 4)
-                                       if both else None),
+        "same_text": round(
+            sum(a.raw == b.raw for a, b in zip(items["one"], items["batched"], strict=True)) / n, 4
+        ),
+        "max_abs_rating_difference": (
+            round(max(abs(float(a) - float(b)) for a, b in both), 4) if both else None
+        ),
+        "mean_abs_rating_difference": (
+            round(statistics.fmean(abs(float(a) - float(b)) for a, b in both), 4) if both else None
+        ),
         # Spearman between the two arms' ratings (the same judge: near 1 when batching
         # changes nothing that matters).
         "rating_correlation": _corr([a for a, _ in both], [b for _, b in both]),
@@ -119,20 +142,27 @@ def run_strategy(name: str, task: Any, aspect: str, strategy: Any, records: list
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="local",
-                   help="an embedded model: local, local:NAME or local:PATH.gguf (local)")
+    p.add_argument(
+        "--model",
+        default="local",
+        help="an embedded model: local, local:NAME or local:PATH.gguf (local)",
+    )
     p.add_argument("--task", default="sfres")
     p.add_argument("--aspect", default="naturalness")
-    p.add_argument("--data", default=None,
-                   help="labelled JSONL (default: ../shared/data/<task>/valid.jsonl)")
+    p.add_argument(
+        "--data", default=None, help="labelled JSONL (default: ../shared/data/<task>/valid.jsonl)"
+    )
     p.add_argument("--limit", type=int, default=48, help="items (48)")
     p.add_argument("--block", type=int, default=12, help="items per block (12)")
     p.add_argument("--parallel", type=int, default=4, help="requests decoded together (4)")
-    p.add_argument("--strategies", default="baseline,cheap",
-                   help="comma-separated: baseline (MT-Bench, explanation first), cheap "
-                        "(scale 10, no explanation, expected rating), sc5 (the baseline's "
-                        "prompt, 5 answers sampled at temperature 1: the two arms draw "
-                        "different samples, so their ratings are not compared)")
+    p.add_argument(
+        "--strategies",
+        default="baseline,cheap",
+        help="comma-separated: baseline (MT-Bench, explanation first), cheap "
+        "(scale 10, no explanation, expected rating), sc5 (the baseline's "
+        "prompt, 5 answers sampled at temperature 1: the two arms draw "
+        "different samples, so their ratings are not compared)",
+    )
     p.add_argument("--json", default=None, help="write the result here")
     args = p.parse_args(argv)
 
@@ -144,35 +174,52 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--model must be an embedded (local) model; got {args.model!r}")
     batched = one.copy(parallel=args.parallel)
     base = baseline_strategy(task)
-    known = {"baseline": base,
-             "cheap": base.replace(scale=10, cot="none", decoding="expected"),
-             "sc5": base.replace(decoding="sc5")}
+    known = {
+        "baseline": base,
+        "cheap": base.replace(scale=10, cot="none", decoding="expected"),
+        "sc5": base.replace(decoding="sc5"),
+    }
     names = [s for s in args.strategies.split(",") if s]
     unknown = sorted(set(names) - set(known))
     if unknown:
         p.error(f"--strategies: unknown {unknown}; allowed: {sorted(known)}")
-    print(f"{len(records)} items of {args.task}/{args.aspect}, {one.model}, "
-          f"parallel {args.parallel}, {one.n_threads} CPU threads", file=sys.stderr)
+    print(
+        f"{len(records)} items of {args.task}/{args.aspect}, {one.model}, "
+        f"parallel {args.parallel}, {one.n_threads} CPU threads",
+        file=sys.stderr,
+    )
     result: dict[str, Any] = {
-        "model": one.model, "task": args.task, "aspect": args.aspect, "n": len(records),
-        "block": args.block, "parallel": args.parallel, "threads": one.n_threads,
+        "model": one.model,
+        "task": args.task,
+        "aspect": args.aspect,
+        "n": len(records),
+        "block": args.block,
+        "parallel": args.parallel,
+        "threads": one.n_threads,
         "strategies": {},
     }
     for name in names:
-        result["strategies"][name] = run_strategy(name, task, args.aspect, known[name],
-                                                  records, one, batched, args.block)
-    print(f"\n{'strategy':<10}{'one s/item':>12}{'batched s/item':>16}{'speed-up':>10}"
-          f"{'interval':>18}{'same rating':>13}{'deterministic':>15}")
+        result["strategies"][name] = run_strategy(
+            name, task, args.aspect, known[name], records, one, batched, args.block
+        )
+    print(
+        f"\n{'strategy':<10}{'one s/item':>12}{'batched s/item':>16}{'speed-up':>10}"
+        f"{'interval':>18}{'same rating':>13}{'deterministic':>15}"
+    )
     for name, r in result["strategies"].items():
         lo, hi = r["speedup_interval"]
         same = "n/a" if r["same_rating"] is None else f"{r['same_rating']:.2f}"
-        print(f"{name:<10}{r['one_s_per_item']:>12.3f}{r['batched_s_per_item']:>16.3f}"
-              f"{r['speedup']:>10.2f}{f'[{lo:.2f}, {hi:.2f}]':>18}"
-              f"{same:>13}{str(r['deterministic']):>15}")
-        print(f"{'':<10}Spearman with humans: one {r['spearman']['one']}, batched "
-              f"{r['spearman']['batched']}; between the arms {r['rating_correlation']}; "
-              f"mean |difference| {r['mean_abs_rating_difference']}; parse failures "
-              f"{r['parse_failures']}")
+        print(
+            f"{name:<10}{r['one_s_per_item']:>12.3f}{r['batched_s_per_item']:>16.3f}"
+            f"{r['speedup']:>10.2f}{f'[{lo:.2f}, {hi:.2f}]':>18}"
+            f"{same:>13}{str(r['deterministic']):>15}"
+        )
+        print(
+            f"{'':<10}Spearman with humans: one {r['spearman']['one']}, batched "
+            f"{r['spearman']['batched']}; between the arms {r['rating_correlation']}; "
+            f"mean |difference| {r['mean_abs_rating_difference']}; parse failures "
+            f"{r['parse_failures']}"
+        )
     if args.json:
         out = Path(args.json)
         write_json(out, result)

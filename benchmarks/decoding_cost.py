@@ -57,20 +57,33 @@ def _timed(judge: JudgeProgram, record: Any, lm: Any) -> tuple[float, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="local",
-                   help="an embedded model: local, local:NAME or local:PATH.gguf (local)")
+    p.add_argument(
+        "--model",
+        default="local",
+        help="an embedded model: local, local:NAME or local:PATH.gguf (local)",
+    )
     p.add_argument("--task", default="topical_chat")
     p.add_argument("--aspect", default="coherence")
-    p.add_argument("--data", default=None,
-                   help="labelled JSONL (default: ../shared/data/topical_chat/valid.jsonl)")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="labelled JSONL (default: ../shared/data/topical_chat/valid.jsonl)",
+    )
     p.add_argument("--limit", type=int, default=24, help="items (24)")
     p.add_argument("--scale", type=int, default=10, help="rating scale of the judge (10)")
     p.add_argument("--cot", default="none", help="the judge's cot factor (none)")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="time every call this many times (cold each time) and keep the "
-                        "fastest, which filters out interference from other processes (1)")
-    p.add_argument("--with-logits-all", action="store_true",
-                   help="also time expected through a logits_all=True model (the old path)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="time every call this many times (cold each time) and keep the "
+        "fastest, which filters out interference from other processes (1)",
+    )
+    p.add_argument(
+        "--with-logits-all",
+        action="store_true",
+        help="also time expected through a logits_all=True model (the old path)",
+    )
     p.add_argument("--json", default=None, help="write the result here")
     args = p.parse_args(argv)
 
@@ -81,23 +94,31 @@ def main(argv: list[str] | None = None) -> int:
     lm = make_lm(args.model, cache=False)
     if not isinstance(lm, LlamaCppLM):
         p.error(f"--model must be an embedded (local) model; got {args.model!r}")
-    judges = {name: JudgeProgram(task, args.aspect, strategy.replace(decoding=name), lm=lm)
-              for name in ("greedy", "expected")}
+    judges = {
+        name: JudgeProgram(task, args.aspect, strategy.replace(decoding=name), lm=lm)
+        for name in ("greedy", "expected")
+    }
     old_lm = None
     if args.with_logits_all:
         old_lm = lm.copy(logits_all=True)
         judges["expected_logits_all"] = JudgeProgram(
-            task, args.aspect, strategy.replace(decoding="expected"), lm=old_lm)
+            task, args.aspect, strategy.replace(decoding="expected"), lm=old_lm
+        )
     # Warm-up (model load, chat template, vocabulary texts), not timed.
     for name, judge in judges.items():
-        judge.judge(records[0].inputs, sample_id=records[0].id,
-                    lm=old_lm if name == "expected_logits_all" else lm)
+        judge.judge(
+            records[0].inputs,
+            sample_id=records[0].id,
+            lm=old_lm if name == "expected_logits_all" else lm,
+        )
 
     seconds: dict[str, list[float]] = {name: [] for name in judges}
     scores: dict[str, list[float | None]] = {name: [] for name in judges}
     names = list(judges)
-    print(f"{len(records)} items of {args.task}/{args.aspect}, {lm.model}, strategy {strategy}",
-          file=sys.stderr)
+    print(
+        f"{len(records)} items of {args.task}/{args.aspect}, {lm.model}, strategy {strategy}",
+        file=sys.stderr,
+    )
     for i, record in enumerate(records):
         order = names if i % 2 == 0 else names[::-1]
         for name in order:
@@ -106,8 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             s, pred = min(runs, key=lambda sp: sp[0])
             seconds[name].append(s)
             scores[name].append(pred.score)
-        print(f"  item {i + 1}/{len(records)}: "
-              + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in names), file=sys.stderr)
+        print(
+            f"  item {i + 1}/{len(records)}: "
+            + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in names),
+            file=sys.stderr,
+        )
 
     per_item = {n: statistics.fmean(v) for n, v in seconds.items()}
     ratios = [e / g for e, g in zip(seconds["expected"], seconds["greedy"], strict=True)]
@@ -130,20 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     }
     if old_lm is not None:
         result["expected_logits_all_s_per_item"] = round(per_item["expected_logits_all"], 4)
-        result["ratio_logits_all"] = round(per_item["expected_logits_all"] / per_item["greedy"],
-                                           4)
-        diffs = [abs(a - b) for a, b in zip(scores["expected"], scores["expected_logits_all"],
-                                            strict=True) if a is not None and b is not None]
+        result["ratio_logits_all"] = round(per_item["expected_logits_all"] / per_item["greedy"], 4)
+        diffs = [
+            abs(a - b)
+            for a, b in zip(scores["expected"], scores["expected_logits_all"], strict=True)
+            if a is not None and b is not None
+        ]
         result["max_abs_rating_difference"] = max(diffs) if diffs else None
         result["same_parse_status"] = all(
             (a is None) == (b is None)
-            for a, b in zip(scores["expected"], scores["expected_logits_all"], strict=True))
+            for a, b in zip(scores["expected"], scores["expected_logits_all"], strict=True)
+        )
 
     print(f"\n{'decoding':<24}{'s/item':>10}{'95% interval':>22}{'ratio':>8}")
     for n in names:
         lo, hi = result["mean_interval"][n]
-        print(f"{n:<24}{per_item[n]:>10.3f}{f'[{lo:.3f}, {hi:.3f}]':>22}"
-              f"{per_item[n] / per_item['greedy']:>8.3f}")
+        print(
+            f"{n:<24}{per_item[n]:>10.3f}{f'[{lo:.3f}, {hi:.3f}]':>22}"
+            f"{per_item[n] / per_item['greedy']:>8.3f}"
+        )
     if old_lm is not None:
         print(f"largest |expected - expected_logits_all|: {result['max_abs_rating_difference']}")
     if args.json:

@@ -85,59 +85,84 @@ def old_score(items: list[Any], level: str, groups: list[Any] | None) -> float |
     if sum(i.score is not None for i in items) < 3:
         return None
     try:
-        return correlation(human, pred, groups=groups if level == "group" else None,
-                           constant_groups="skip")
+        return correlation(
+            human, pred, groups=groups if level == "group" else None, constant_groups="skip"
+        )
     except ValueError:
         return 0.0  # a judge constant on every item, as score_items scores it
 
 
-def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
-                 n_finalists: int, lm: Any = None, progress: bool = False) -> dict[str, Any]:
+def rescore_pair(
+    row: dict[str, Any],
+    source: str,
+    max_parse_failures: float,
+    n_finalists: int,
+    lm: Any = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     task_name, aspect, level = row["task"], row["aspect"], row["level"]
     task = load_task(task_name)
-    valid, test = e2e.split_groups(load_records(e2e.DATA / task_name / "full.jsonl"),
-                                   row["n_valid"], row["n_test"], 0,
-                                   per_group=e2e.PER_GROUP.get(task_name))
+    valid, test = e2e.split_groups(
+        load_records(e2e.DATA / task_name / "full.jsonl"),
+        row["n_valid"],
+        row["n_test"],
+        0,
+        per_group=e2e.PER_GROUP.get(task_name),
+    )
     sel_cfg = load_optimizer("auto").selection
     humans = [r.scores[aspect] for r in valid]
     grouped = any(r.group_id for r in valid)
     search_idx, confirm_idx = confirmation_split(
-        humans, [r.group_id or r.id for r in valid] if grouped else None,
-        fraction=sel_cfg.confirm_fraction, seed=sel_cfg.seed)
+        humans,
+        [r.group_id or r.id for r in valid] if grouped else None,
+        fraction=sel_cfg.confirm_fraction,
+        seed=sel_cfg.seed,
+    )
     search: list[Record] = [valid[i] for i in search_idx]
     confirm: list[Record] = [valid[i] for i in confirm_idx]
     groups = [r.group_id or r.id for r in search]
     pair_dir = RESULTS / "e2e_runs" / f"{task_name}_{aspect}"
     store = ItemStore(pair_dir / "ckpt" / "items.jsonl")
     base = JudgeProgram(task, aspect)
-    evaluations = [json.loads(line) for line in
-                   (pair_dir / "ckpt" / "evaluations.jsonl").read_text().splitlines() if line]
+    evaluations = [
+        json.loads(line)
+        for line in (pair_dir / "ckpt" / "evaluations.jsonl").read_text().splitlines()
+        if line
+    ]
     strategies = []
     for ev in evaluations:
         strategy = base.with_strategy(ev["strategy"]).strategy.as_dict()
         stored = store.items(strategy)
         items = [stored.get(r.id) for r in search]
         entry: dict[str, Any] = {
-            "key": f"#{ev['number']}", "strategy": strategy, "recorded": ev.get("spearman"),
+            "key": f"#{ev['number']}",
+            "strategy": strategy,
+            "recorded": ev.get("spearman"),
             "unrated": int(ev.get("parse_failures") or 0) + int(ev.get("call_failures") or 0),
-            "n": int(ev["n"])}
+            "n": int(ev["n"]),
+        }
         if any(i is None for i in items):
             entry["error"] = "not every search item is stored"
         else:
             entry["old"] = old_score(items, level, groups)
-            entry["new"] = score_items(items, pairwise=False, level=level,
-                                       groups=groups)["spearman"]
-        entry["eligible"] = not (entry["n"] and entry["unrated"] / entry["n"]
-                                 > max_parse_failures)
+            entry["new"] = score_items(items, pairwise=False, level=level, groups=groups)[
+                "spearman"
+            ]
+        entry["eligible"] = not (entry["n"] and entry["unrated"] / entry["n"] > max_parse_failures)
         strategies.append(entry)
-    check = [abs(s["old"] - s["recorded"]) for s in strategies
-             if s.get("old") is not None and s.get("recorded") is not None]
+    check = [
+        abs(s["old"] - s["recorded"])
+        for s in strategies
+        if s.get("old") is not None and s.get("recorded") is not None
+    ]
     base_dict = row["baseline_strategy"]
 
     def ranked(score: str, eligible_only: bool) -> list[dict[str, Any]]:
         seen, out = {json.dumps(base_dict, sort_keys=True)}, []
-        for s in sorted((s for s in strategies if s.get(score) is not None
-                         and math.isfinite(s[score])), key=lambda s: -s[score]):
+        for s in sorted(
+            (s for s in strategies if s.get(score) is not None and math.isfinite(s[score])),
+            key=lambda s: -s[score],
+        ):
             k = json.dumps(s["strategy"], sort_keys=True)
             if k in seen or (eligible_only and not s["eligible"]):
                 continue
@@ -145,23 +170,35 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
             out.append(s)
         return out[:n_finalists]
 
-    def judged(strategy: dict[str, Any], records: list[Record], part: str,
-               call: bool = True) -> EvalResult | None:
+    def judged(
+        strategy: dict[str, Any], records: list[Record], part: str, call: bool = True
+    ) -> EvalResult | None:
         """``strategy`` on ``records``: from the stored judgements, else (``lm`` given)
         judged now and kept; ``None`` when not stored and no LM."""
         path = pair_dir / f"{part}_{strategy_key(strategy)}.jsonl"
         if part == "confirm":
             kept = store.items(strategy)
             if all(r.id in kept for r in records):
-                return merge_results([EvalResult(
-                    n=len(records), parse_failures=0, call_failures=0, level=level,
-                    items=[kept[r.id] for r in records])], records, pairwise=False,
-                    level=level)
+                return merge_results(
+                    [
+                        EvalResult(
+                            n=len(records),
+                            parse_failures=0,
+                            call_failures=0,
+                            level=level,
+                            items=[kept[r.id] for r in records],
+                        )
+                    ],
+                    records,
+                    pairwise=False,
+                    level=level,
+                )
         res = stored_result(path, records, level)
         if res is None and lm is not None and call:
             program = JudgeProgram(task, aspect, lm=lm).with_strategy(strategy)
-            res = evaluate_stored(program, records, path, desc=f"{part}: {strategy}",
-                                  progress=progress)
+            res = evaluate_stored(
+                program, records, path, desc=f"{part}: {strategy}", progress=progress
+            )
         return res
 
     base_test = judged(base_dict, test, "test")
@@ -171,23 +208,49 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
         if res is None or base_test is None:
             return {"test": None, "test_gain": None, "test_gain_ci": None}
         c = compare(res, base_test, test, seed=0)
-        return {"test": e2e._num(res.metric("spearman")), "test_gain": e2e._num(c.gain),
-                "test_gain_ci": list(c.gain_ci)}
+        return {
+            "test": e2e._num(res.metric("spearman")),
+            "test_gain": e2e._num(c.gain),
+            "test_gain_ci": list(c.gain_ci),
+        }
 
     def brief(s: dict[str, Any]) -> dict[str, Any]:
-        return {"key": s["key"], "old": s.get("old"), "new": s.get("new"),
-                "unrated": s["unrated"], "n": s["n"], **on_test(s["strategy"], False)}
+        return {
+            "key": s["key"],
+            "old": s.get("old"),
+            "new": s.get("new"),
+            "unrated": s["unrated"],
+            "n": s["n"],
+            **on_test(s["strategy"], False),
+        }
 
     base_entry = next((s for s in strategies if s["strategy"] == base_dict), None)
     now = ranked("new", True)
-    rules = apply_rules(now, base_entry, lambda st: judged(st, confirm, "confirm"), confirm,
-                        aspect, level, sel_cfg, on_test)
+    rules = apply_rules(
+        now,
+        base_entry,
+        lambda st: judged(st, confirm, "confirm"),
+        confirm,
+        aspect,
+        level,
+        sel_cfg,
+        on_test,
+    )
     return {
-        "source": source, "task": task_name, "aspect": aspect, "level": level,
-        "search_items": len(search), "check_max_abs_diff": max(check) if check else None,
-        "baseline_search": None if base_entry is None else {
-            "old": base_entry.get("old"), "new": base_entry.get("new"),
-            "unrated": base_entry["unrated"], "n": base_entry["n"]},
+        "source": source,
+        "task": task_name,
+        "aspect": aspect,
+        "level": level,
+        "search_items": len(search),
+        "check_max_abs_diff": max(check) if check else None,
+        "baseline_search": None
+        if base_entry is None
+        else {
+            "old": base_entry.get("old"),
+            "new": base_entry.get("new"),
+            "unrated": base_entry["unrated"],
+            "n": base_entry["n"],
+        },
         "baseline_test": None if base_test is None else e2e._num(base_test.metric("spearman")),
         "finalists_before": [brief(s) for s in ranked("old", False)],
         "finalists_now": [brief(s) for s in ranked("new", True)],
@@ -196,9 +259,16 @@ def rescore_pair(row: dict[str, Any], source: str, max_parse_failures: float,
     }
 
 
-def apply_rules(finalists: list[dict[str, Any]], base_entry: dict[str, Any] | None,
-                on_confirm: Any, confirm: list[Record], aspect: str, level: str,
-                sel_cfg: Any, on_test: Any) -> dict[str, Any]:
+def apply_rules(
+    finalists: list[dict[str, Any]],
+    base_entry: dict[str, Any] | None,
+    on_confirm: Any,
+    confirm: list[Record],
+    aspect: str,
+    level: str,
+    sel_cfg: Any,
+    on_test: Any,
+) -> dict[str, Any]:
     """What ``confirm``, ``veto`` and the search's best return with these finalists, and
     the test gain of each pick (a rule returning the baseline gains exactly 0)."""
     out: dict[str, Any] = {}
@@ -208,14 +278,20 @@ def apply_rules(finalists: list[dict[str, Any]], base_entry: dict[str, Any] | No
     top = finalists[0]
     best_is_base = base_search is not None and not base_search < top["new"]
     baseline_pick = {"returns": "baseline", "test_gain": 0.0, "test_gain_ci": [0.0, 0.0]}
-    out["best_search_score"] = baseline_pick if best_is_base else {
-        "returns": top["key"], **on_test(top["strategy"])}
+    out["best_search_score"] = (
+        baseline_pick if best_is_base else {"returns": top["key"], **on_test(top["strategy"])}
+    )
     base_res = on_confirm(base_entry["strategy"]) if base_entry else None
     fin_res = [on_confirm(f["strategy"]) for f in finalists]
     human = [r.scores[aspect] for r in confirm]
     groups = [r.group_id or r.id for r in confirm] if level == "group" else None
-    kw = {"method": "spearman", "groups": groups, "confidence": sel_cfg.confidence,
-          "n_resamples": sel_cfg.n_resamples, "seed": sel_cfg.seed}
+    kw = {
+        "method": "spearman",
+        "groups": groups,
+        "confidence": sel_cfg.confidence,
+        "n_resamples": sel_cfg.n_resamples,
+        "seed": sel_cfg.seed,
+    }
 
     def vec(res: EvalResult) -> list[float]:
         by_id = {i.id: i for i in res.items}
@@ -223,27 +299,50 @@ def apply_rules(finalists: list[dict[str, Any]], base_entry: dict[str, Any] | No
 
     def not_judged(results: list[EvalResult | None], keys: list[str]) -> dict[str, Any] | None:
         missing = [k for k, r in zip(keys, results, strict=True) if r is None]
-        return {"error": "confirmation items not judged: " + ", ".join(missing)} \
-            if missing else None
+        return (
+            {"error": "confirmation items not judged: " + ", ".join(missing)} if missing else None
+        )
 
     keys = [f["key"] for f in finalists]
     out["confirm"] = not_judged([base_res, *fin_res], ["baseline", *keys])
     out["veto"] = not_judged([base_res, fin_res[0]], ["baseline", keys[0]])
     if out["confirm"] is None:
         c = choose(human, vec(base_res), [vec(r) for r in fin_res], keys=keys, **kw)
-        out["confirm"] = {"reason": c.reason, "confirm_gains": [
-            e2e._num(f.gain.delta) if f.gain is not None else None for f in c.finalists],
-            **(baseline_pick if c.chosen is None else {
-                "returns": finalists[c.chosen]["key"],
-                **on_test(finalists[c.chosen]["strategy"])})}
+        out["confirm"] = {
+            "reason": c.reason,
+            "confirm_gains": [
+                e2e._num(f.gain.delta) if f.gain is not None else None for f in c.finalists
+            ],
+            **(
+                baseline_pick
+                if c.chosen is None
+                else {
+                    "returns": finalists[c.chosen]["key"],
+                    **on_test(finalists[c.chosen]["strategy"]),
+                }
+            ),
+        }
     if out["veto"] is not None:
         return out
-    v = veto(human, vec(base_res), vec(fin_res[0]), search_score=float(top["new"]),
-             baseline_search_score=base_search, key=top["key"], **kw)
-    out["veto"] = {"reason": v.reason, "confirm_gain": e2e._num(v.finalists[0].gain.delta),
-                   "upper_bound": e2e._num(v.finalists[0].upper_bound),
-                   **(baseline_pick if v.chosen is None else {
-                       "returns": top["key"], **on_test(top["strategy"])})}
+    v = veto(
+        human,
+        vec(base_res),
+        vec(fin_res[0]),
+        search_score=float(top["new"]),
+        baseline_search_score=base_search,
+        key=top["key"],
+        **kw,
+    )
+    out["veto"] = {
+        "reason": v.reason,
+        "confirm_gain": e2e._num(v.finalists[0].gain.delta),
+        "upper_bound": e2e._num(v.finalists[0].upper_bound),
+        **(
+            baseline_pick
+            if v.chosen is None
+            else {"returns": top["key"], **on_test(top["strategy"])}
+        ),
+    }
     return out
 
 
@@ -261,8 +360,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[name] = {}
         for part, subset in parts.items():
             picks = [r["rules_now"].get(name) or {} for r in subset]
-            mean = e2e.across_pairs([p.get("test_gain") for p in picks],
-                                    [p.get("test_gain_ci") for p in picks])
+            mean = e2e.across_pairs(
+                [p.get("test_gain") for p in picks], [p.get("test_gain_ci") for p in picks]
+            )
             if mean is not None and part == "all" and mean_base:
                 mean["relative"] = mean["mean"] / mean_base
             out[name][part] = mean
@@ -276,44 +376,62 @@ def table(rows: list[dict[str, Any]]) -> str:
     def fins(items: list[dict[str, Any]]) -> str:
         out = []
         for s in items:
-            t = ("test not judged" if s["test_gain"] is None else
-                 f"test {f(s['test_gain'])} [{f(s['test_gain_ci'][0])}, "
-                 f"{f(s['test_gain_ci'][1])}]")
+            t = (
+                "test not judged"
+                if s["test_gain"] is None
+                else f"test {f(s['test_gain'])} [{f(s['test_gain_ci'][0])}, "
+                f"{f(s['test_gain_ci'][1])}]"
+            )
             out.append(f"{s['key']} {f(s['new'])} ({s['unrated']}/{s['n']} unrated; {t})")
         return "; ".join(out)
 
-    lines = ["| pair | finalists before (old score) | finalists now (new score; test gain "
-             "over the baseline) | changed |", "|---|---|---|---|"]
+    lines = [
+        "| pair | finalists before (old score) | finalists now (new score; test gain "
+        "over the baseline) | changed |",
+        "|---|---|---|---|",
+    ]
     for r in rows:
         before = ", ".join(f"{s['key']} {f(s['old'])}" for s in r["finalists_before"])
-        lines.append(f"| {r['task']}/{r['aspect']} | {before} | {fins(r['finalists_now'])} | "
-                     f"{'yes' if r['changed'] else 'no'} |")
+        lines.append(
+            f"| {r['task']}/{r['aspect']} | {before} | {fins(r['finalists_now'])} | "
+            f"{'yes' if r['changed'] else 'no'} |"
+        )
     lines += ["", "| pair | rule | returns | test gain [95% CI] |", "|---|---|---|---|"]
     for r in rows:
         for name in RULES:
             pick = r["rules_now"].get(name) or {}
             if "error" in pick or "returns" not in pick:
-                lines.append(f"| {r['task']}/{r['aspect']} | {name} | "
-                             f"{pick.get('error', r['rules_now'].get('error'))} | |")
+                lines.append(
+                    f"| {r['task']}/{r['aspect']} | {name} | "
+                    f"{pick.get('error', r['rules_now'].get('error'))} | |"
+                )
                 continue
             ci = pick.get("test_gain_ci") or [None, None]
-            gain = ("test not judged" if pick.get("test_gain") is None else
-                    f"{f(pick['test_gain'])} [{f(ci[0])}, {f(ci[1])}]")
+            gain = (
+                "test not judged"
+                if pick.get("test_gain") is None
+                else f"{f(pick['test_gain'])} [{f(ci[0])}, {f(ci[1])}]"
+            )
             lines.append(f"| {r['task']}/{r['aspect']} | {name} | {pick['returns']} | {gain} |")
     summary = summarise(rows)
-    lines += ["", f"mean baseline on test: {f(summary['mean_baseline'])} "
-              f"({summary['n_pairs']} pairs)", "",
-              "| rule | pairs | mean test gain | items 95% CI | pairs 95% CI | relative |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"mean baseline on test: {f(summary['mean_baseline'])} ({summary['n_pairs']} pairs)",
+        "",
+        "| rule | pairs | mean test gain | items 95% CI | pairs 95% CI | relative |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in RULES:
         for part, m in summary[name].items():
             if m is None:
                 lines.append(f"| {name} | {part} | no test gain | | | |")
                 continue
             ci_p = m["ci_pairs"] or [None, None]
-            lines.append(f"| {name} | {part} ({m['n_pairs']}) | {f(m['mean'])} | "
-                         f"[{f(m['ci_items'][0])}, {f(m['ci_items'][1])}] | "
-                         f"[{f(ci_p[0])}, {f(ci_p[1])}] | {f(m.get('relative'))} |")
+            lines.append(
+                f"| {name} | {part} ({m['n_pairs']}) | {f(m['mean'])} | "
+                f"[{f(m['ci_items'][0])}, {f(m['ci_items'][1])}] | "
+                f"[{f(ci_p[0])}, {f(ci_p[1])}] | {f(m.get('relative'))} |"
+            )
     return "\n".join(lines)
 
 
@@ -321,17 +439,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", default=str(RESULTS / "rescore_e2e.json"))
     p.add_argument("--finalists", type=int, default=3)
-    p.add_argument("--judge-missing", action="store_true",
-                   help="judge the new finalists' confirmation items and the rules' picks' "
-                        "test items that are not stored")
+    p.add_argument(
+        "--judge-missing",
+        action="store_true",
+        help="judge the new finalists' confirmation items and the rules' picks' "
+        "test items that are not stored",
+    )
     p.add_argument("--model", default="local")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     limit = load_optimizer("auto").max_parse_failures
     lm = None
     if args.judge_missing:
-        lm = make_lm(args.model, cache=RESULTS / "e2e_runs" / "lm-cache",
-                     parallel=RECOMMENDED_PARALLEL)
+        lm = make_lm(
+            args.model, cache=RESULTS / "e2e_runs" / "lm-cache", parallel=RECOMMENDED_PARALLEL
+        )
     rows = []
 
     def rescore_all() -> int:
@@ -340,20 +462,27 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_file():
                 continue
             for row in json.loads(path.read_text(encoding="utf-8"))["pairs"]:
-                rows.append(rescore_pair(row, source, limit, args.finalists, lm=lm,
-                                         progress=not args.no_progress))
+                rows.append(
+                    rescore_pair(
+                        row, source, limit, args.finalists, lm=lm, progress=not args.no_progress
+                    )
+                )
         return 0
 
     def stopped() -> None:
-        print("stopped; the judgements made are kept: run the same command to resume",
-              file=sys.stderr)
+        print(
+            "stopped; the judgements made are kept: run the same command to resume", file=sys.stderr
+        )
 
     # Only a run that judges (--judge-missing) has something to keep on SIGTERM.
-    if run_interruptible(rescore_all, on_stop=stopped,
-                         sigterm=lm is not None) == EXIT_INTERRUPTED:
+    if run_interruptible(rescore_all, on_stop=stopped, sigterm=lm is not None) == EXIT_INTERRUPTED:
         return EXIT_INTERRUPTED
-    out = {"max_parse_failures": limit, "finalists": args.finalists, "pairs": rows,
-           "summary": summarise(rows)}
+    out = {
+        "max_parse_failures": limit,
+        "finalists": args.finalists,
+        "pairs": rows,
+        "summary": summarise(rows),
+    }
     write_json(args.json, out)
     print(table(rows))
     return 0

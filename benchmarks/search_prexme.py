@@ -22,8 +22,7 @@ from judgeopt.bench import load_surfaces, run_search_benchmark, shared_data_dir,
 ROOT = Path(__file__).resolve().parents[1]
 DEV = shared_data_dir() / "prexme_surface" / "dev.csv"
 BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
-ALL = ("auto,hpss,hpss-no-exploit,hpss-no-explore-term,hpss-no-heuristic,random,greedy,"
-       "stepwise,tpe")
+ALL = "auto,hpss,hpss-no-exploit,hpss-no-explore-term,hpss-no-heuristic,random,greedy,stepwise,tpe"
 
 
 def main() -> None:
@@ -36,15 +35,19 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_prexme.json"))
     args = ap.parse_args()
 
-    surfaces = load_surfaces(args.surface, group=["model", "task"],
-                             factors=["base_prompt", "task_description", "format_requirement"],
-                             objective=args.objective)
+    surfaces = load_surfaces(
+        args.surface,
+        group=["model", "task"],
+        factors=["base_prompt", "task_description", "format_requirement"],
+        objective=args.objective,
+    )
     methods = args.methods.split(",")
     results = []
     for budget in [int(b) for b in args.budgets.split(",")]:
         t0 = time.perf_counter()
-        res = run_search_benchmark(surfaces, methods, budget=budget, seeds=args.seeds,
-                                   baseline=BASELINE)
+        res = run_search_benchmark(
+            surfaces, methods, budget=budget, seeds=args.seeds, baseline=BASELINE
+        )
         print(res.table())
         print(f"(total {time.perf_counter() - t0:.1f} s)\n")
         print(res.surface_table("norm_regret"))
@@ -52,8 +55,10 @@ def main() -> None:
         d = res.to_dict()
         # Standard error of the mean regret over the surfaces x seeds runs, per method.
         d["sem_norm_regret"] = {
-            m: float(np.std([r.norm_regret for r in res.runs if r.method == m], ddof=1)
-                     / np.sqrt(sum(r.method == m for r in res.runs)))
+            m: float(
+                np.std([r.norm_regret for r in res.runs if r.method == m], ddof=1)
+                / np.sqrt(sum(r.method == m for r in res.runs))
+            )
             for m in methods
         }
         results.append(d)
@@ -65,14 +70,20 @@ def main() -> None:
             m = d["methods"]
             other = min(m["hpss"]["norm_regret"], m["tpe"]["norm_regret"])
             wins = sum(
-                m["auto"]["per_surface"][sf]["norm_regret"] <= min(
+                m["auto"]["per_surface"][sf]["norm_regret"]
+                <= min(
                     m["hpss"]["per_surface"][sf]["norm_regret"],
-                    m["tpe"]["per_surface"][sf]["norm_regret"]) + 1e-12
-                for sf in d["surfaces"])
+                    m["tpe"]["per_surface"][sf]["norm_regret"],
+                )
+                + 1e-12
+                for sf in d["surfaces"]
+            )
             d["auto_margin"] = other - m["auto"]["norm_regret"]
-            print(f"{d['budget']:>6}{m['auto']['norm_regret']:>8.3f}"
-                  f"{m['hpss']['norm_regret']:>8.3f}{m['tpe']['norm_regret']:>8.3f}"
-                  f"{d['auto_margin']:>+9.3f}  {wins}/{len(d['surfaces'])}")
+            print(
+                f"{d['budget']:>6}{m['auto']['norm_regret']:>8.3f}"
+                f"{m['hpss']['norm_regret']:>8.3f}{m['tpe']['norm_regret']:>8.3f}"
+                f"{d['auto_margin']:>+9.3f}  {wins}/{len(d['surfaces'])}"
+            )
     out = Path(args.out)
     write_json(out, {"objective": args.objective, "results": results}, indent=1)
     print(f"wrote {out}")

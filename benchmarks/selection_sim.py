@@ -56,32 +56,54 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-valid", type=int, default=100)
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--baseline-rho", type=float, default=0.3)
-    p.add_argument("--levels", type=int, default=10,
-                   help="rating values of every simulated judge (default %(default)s)")
-    p.add_argument("--mode-share", type=float, default=None,
-                   help="share of each judge's ratings on its central value, the others "
-                        "splitting the rest (default: all values equally likely)")
+    p.add_argument(
+        "--levels",
+        type=int,
+        default=10,
+        help="rating values of every simulated judge (default %(default)s)",
+    )
+    p.add_argument(
+        "--mode-share",
+        type=float,
+        default=None,
+        help="share of each judge's ratings on its central value, the others "
+        "splitting the rest (default: all values equally likely)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     # The settings of the committed default run (10 equally likely values) are written as
     # before, so its JSON only changes when its numbers do.
-    settings = {k: v for k, v in vars(args).items()
-                if not (k == "levels" and v == 10 or k == "mode_share" and v is None)}
+    settings = {
+        k: v
+        for k, v in vars(args).items()
+        if not (k == "levels" and v == 10 or k == "mode_share" and v is None)
+    }
     out: dict[str, object] = {"settings": settings, "scenarios": {}}
-    lines = ["| scenario | rule | P(worse) | P(baseline) | true gain (+- s.e.) | claimed gain |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| scenario | rule | P(worse) | P(baseline) | true gain (+- s.e.) | claimed gain |",
+        "|---|---|---|---|---|---|",
+    ]
     for i, (name, sc) in enumerate(SCENARIOS.items()):
         t0 = time.perf_counter()
-        res = simulate_selection(n_valid=args.n_valid, budget=args.budget,
-                                 baseline_rho=args.baseline_rho, configs=RULES,
-                                 levels=args.levels, mode_share=args.mode_share,
-                                 n_runs=args.runs, seed=args.seed + i, **sc)
+        res = simulate_selection(
+            n_valid=args.n_valid,
+            budget=args.budget,
+            baseline_rho=args.baseline_rho,
+            configs=RULES,
+            levels=args.levels,
+            mode_share=args.mode_share,
+            n_runs=args.runs,
+            seed=args.seed + i,
+            **sc,
+        )
         out["scenarios"][name] = {"params": sc, "rules": res}  # type: ignore[index]
         for rule, r in res.items():
-            lines.append(f"| {name} | {rule} | {r['p_worse']:.3f} | {r['p_baseline']:.3f} | "
-                         f"{r['mean_true_gain']:+.4f} +- {r['se_true_gain']:.4f} | "
-                         f"{r['mean_claimed_gain']:+.4f} |")
+            lines.append(
+                f"| {name} | {rule} | {r['p_worse']:.3f} | {r['p_baseline']:.3f} | "
+                f"{r['mean_true_gain']:+.4f} +- {r['se_true_gain']:.4f} | "
+                f"{r['mean_claimed_gain']:+.4f} |"
+            )
         print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print("\n".join(lines))
     if args.json:

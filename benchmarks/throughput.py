@@ -76,19 +76,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="qwen2.5-coder-0.5b", help="registry model or GGUF")
     p.add_argument("--quick", action="store_true", help="SmolLM2, 2 rounds of 6 items")
-    p.add_argument("--overhead", action="store_true",
-                   help="scripted instant servers instead of llama.cpp: the clients' own cost")
-    p.add_argument("--delay", type=float, default=0.0,
-                   help="with --overhead: seconds each scripted request takes (0)")
-    p.add_argument("--slots", type=int, default=0,
-                   help="with --overhead: requests a scripted server processes at once (0: no "
-                        "limit; 1 emulates a llama.cpp server)")
-    p.add_argument("--latency", action="store_true",
-                   help="per-call latency of both clients, alternating call by call "
-                        "(medians; meant for --overhead)")
-    p.add_argument("--paired", action="store_true",
-                   help="run both arms at once against the same servers (robust to the "
-                        "background load of a shared machine) instead of one after the other")
+    p.add_argument(
+        "--overhead",
+        action="store_true",
+        help="scripted instant servers instead of llama.cpp: the clients' own cost",
+    )
+    p.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        help="with --overhead: seconds each scripted request takes (0)",
+    )
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="with --overhead: requests a scripted server processes at once (0: no "
+        "limit; 1 emulates a llama.cpp server)",
+    )
+    p.add_argument(
+        "--latency",
+        action="store_true",
+        help="per-call latency of both clients, alternating call by call "
+        "(medians; meant for --overhead)",
+    )
+    p.add_argument(
+        "--paired",
+        action="store_true",
+        help="run both arms at once against the same servers (robust to the "
+        "background load of a shared machine) instead of one after the other",
+    )
     p.add_argument("--levels", default="1,2,4,8", help="concurrency levels (1,2,4,8)")
     p.add_argument("--targets", default="router,single", help="router,single")
     p.add_argument("--rounds", type=int, default=2, help="rounds per cell (2)")
@@ -130,8 +147,7 @@ def rendered(judge: JudgeProgram, records: Sequence[Record]) -> list[list[dict[s
     for r in submission_order(records):
         fields = {f: str(r.inputs[f]) for f in judge.task.input_names}
         artifacts = judge.maker.prepare(judge.strategy, fields, sample_id=r.id, lm=judge.lm)
-        out.append(judge.adapter.format(judge.signature, [],
-                                        {**fields, ARTIFACTS_KEY: artifacts}))
+        out.append(judge.adapter.format(judge.signature, [], {**fields, ARTIFACTS_KEY: artifacts}))
     return out
 
 
@@ -141,8 +157,9 @@ def submission_order(records: Sequence[Record]) -> list[Record]:
     return [records[i] for i in order]
 
 
-def run_raw(call: Callable[[list[dict[str, Any]]], Any], messages: list[list[dict[str, Any]]],
-            threads: int) -> tuple[int, float]:
+def run_raw(
+    call: Callable[[list[dict[str, Any]]], Any], messages: list[list[dict[str, Any]]], threads: int
+) -> tuple[int, float]:
     """Completed calls and seconds of ``threads`` threads calling ``call`` on each message."""
 
     def one(m: list[dict[str, Any]]) -> bool:
@@ -175,11 +192,21 @@ class Backend:
 @contextlib.contextmanager
 def llama_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
     """Two llama.cpp servers started as `judgeopt serve` starts them."""
-    with start_servers(args.model, replicas=2, n_threads=args.server_threads, n_ctx=2048,
-                       config_path=tmp / "servers.yaml", logits_all=False) as group:
+    with start_servers(
+        args.model,
+        replicas=2,
+        n_threads=args.server_threads,
+        n_ctx=2048,
+        config_path=tmp / "servers.yaml",
+        logits_all=False,
+    ) as group:
         first = group.servers[0]
-        yield Backend(group.spec, first.model, first.api_base,
-                      f"2 llama.cpp servers of {args.model} ({args.server_threads} thread each)")
+        yield Backend(
+            group.spec,
+            first.model,
+            first.api_base,
+            f"2 llama.cpp servers of {args.model} ({args.server_threads} thread each)",
+        )
 
 
 _SCRIPTED_CHILD = """
@@ -196,18 +223,25 @@ sys.stdin.read()  # until the parent closes the pipe
 @contextlib.contextmanager
 def scripted_backend(args: argparse.Namespace, tmp: Path) -> Iterator[Backend]:
     """Two instant scripted servers in a child process (not competing for this GIL)."""
-    child = subprocess.Popen([sys.executable, "-c", _SCRIPTED_CHILD, str(args.delay),
-                              str(args.slots)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPTED_CHILD, str(args.delay), str(args.slots)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout is not None
         bases = child.stdout.readline().split()
         path = write_router_config(
             tmp / "servers.yaml",
             [{"model": "openai/scripted", "api_base": b, "model_id": "scripted"} for b in bases],
-            router_settings={"routing_strategy": "least-busy", "num_retries": 2})
-        what = ("answering at once (client cost only)" if not args.delay else
-                f"taking {args.delay:g} s per request, {args.slots or 'unlimited'} at a time")
+            router_settings={"routing_strategy": "least-busy", "num_retries": 2},
+        )
+        what = (
+            "answering at once (client cost only)"
+            if not args.delay
+            else f"taking {args.delay:g} s per request, {args.slots or 'unlimited'} at a time"
+        )
         yield Backend(f"router:{path}", "openai/scripted", bases[0], f"2 scripted servers {what}")
     finally:
         if child.stdin is not None:
@@ -232,8 +266,9 @@ def build_arms(backend: Backend, target: str, cache_dir: Path) -> Arms:
     if target == "router":
         lm = make_lm(backend.spec, cache=cache_dir / target)
         config = lm.config
-        router = litellm.Router(model_list=[dict(e) for e in config.model_list],
-                                **dict(config.router_settings))
+        router = litellm.Router(
+            model_list=[dict(e) for e in config.model_list], **dict(config.router_settings)
+        )
 
         def raw_call(m: list[dict[str, Any]], **params: Any) -> Any:
             return router.completion(model=config.model_name, messages=m, **params)
@@ -243,9 +278,15 @@ def build_arms(backend: Backend, target: str, cache_dir: Path) -> Arms:
         lm = make_lm(backend.model, api_base=backend.api_base, cache=cache_dir / target)
 
         def raw_call(m: list[dict[str, Any]], **params: Any) -> Any:
-            return litellm.completion(model=backend.model, api_base=backend.api_base,
-                                      api_key=NO_KEY, messages=m, num_retries=0, max_retries=0,
-                                      **params)
+            return litellm.completion(
+                model=backend.model,
+                api_base=backend.api_base,
+                api_key=NO_KEY,
+                messages=m,
+                num_retries=0,
+                max_retries=0,
+                **params,
+            )
 
         servers = [(backend.model, backend.api_base)]
     for _ in range(2):  # warm both clients (connections, LiteLLM's lazy set-up), untimed
@@ -260,19 +301,39 @@ def reset_servers(servers: Sequence[tuple[str, str | None]]) -> None:
     import litellm
 
     for model, api_base in servers:
-        litellm.completion(model=model, api_base=api_base, api_key=NO_KEY, messages=WARM_UP,
-                           max_tokens=1, num_retries=0, max_retries=0)
+        litellm.completion(
+            model=model,
+            api_base=api_base,
+            api_key=NO_KEY,
+            messages=WARM_UP,
+            max_tokens=1,
+            num_retries=0,
+            max_retries=0,
+        )
 
 
-def run_cell(arms: Arms, level: int, records: list[Record], args: argparse.Namespace,
-             arm_order: Sequence[str]) -> dict[str, Any]:
+def run_cell(
+    arms: Arms,
+    level: int,
+    records: list[Record],
+    args: argparse.Namespace,
+    arm_order: Sequence[str],
+) -> dict[str, Any]:
     lm = arms.lm
     judge = judge_program(args.task, args.aspect, lm, args.max_tokens)
-    params = {k: v for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
-              if k not in ("rollout_id", "cache")}
+    params = {
+        k: v
+        for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
+        if k not in ("rollout_id", "cache")
+    }
     messages = rendered(judge, records)
-    row: dict[str, Any] = {"target": arms.target, "level": level, "items": len(records),
-                           "arm_order": list(arm_order), "params": params}
+    row: dict[str, Any] = {
+        "target": arms.target,
+        "level": level,
+        "items": len(records),
+        "arm_order": list(arm_order),
+        "params": params,
+    }
     answered: list[str] = []  # the deployment that answered each raw call
 
     def raw(m: list[dict[str, Any]]) -> Any:
@@ -294,17 +355,19 @@ def run_cell(arms: Arms, level: int, records: list[Record], args: argparse.Names
             stats = lm.stats()
             row["judgeopt_stats"] = stats.to_dict()
             row["judgeopt_deployments"] = {k: v.calls for k, v in stats.deployments.items()}
-            sent = [h["messages"] for h in lm.history[-len(records):]]
+            sent = [h["messages"] for h in lm.history[-len(records) :]]
             # The two arms send the same messages (any order).
             row["same_messages"] = sorted(map(json.dumps, sent)) == sorted(
-                map(json.dumps, messages))
+                map(json.dumps, messages)
+            )
         row[arm] = {"completed": done, "seconds": seconds, "rate": done / seconds}
     row["ratio"] = row["judgeopt"]["rate"] / row["raw"]["rate"]
     return row
 
 
-def run_cell_paired(arms: Arms, level: int, records: list[Record], args: argparse.Namespace
-                    ) -> dict[str, Any]:
+def run_cell_paired(
+    arms: Arms, level: int, records: list[Record], args: argparse.Namespace
+) -> dict[str, Any]:
     """Both arms at once, ``level`` threads each, against the same servers.
 
     Both see the same background load at every moment. The raw arm takes the items in
@@ -314,8 +377,11 @@ def run_cell_paired(arms: Arms, level: int, records: list[Record], args: argpars
     """
     lm = arms.lm
     judge = judge_program(args.task, args.aspect, lm, args.max_tokens)
-    params = {k: v for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
-              if k not in ("rollout_id", "cache")}
+    params = {
+        k: v
+        for k, v in {**lm.kwargs, **judge.lm_kwargs()}.items()
+        if k not in ("rollout_id", "cache")
+    }
     messages = rendered(judge, records)
     half = len(messages) // 2
     raw_messages = messages[half:] + messages[:half]
@@ -337,9 +403,15 @@ def run_cell_paired(arms: Arms, level: int, records: list[Record], args: argpars
 
     def judgeopt_arm() -> None:
         start.wait()
-        evaluate(judge, records, threads=level, progress=False,
-                 on_item=lambda item: done_at["judgeopt"].append(time.perf_counter())
-                 if item.error is None else None)
+        evaluate(
+            judge,
+            records,
+            threads=level,
+            progress=False,
+            on_item=lambda item: (
+                done_at["judgeopt"].append(time.perf_counter()) if item.error is None else None
+            ),
+        )
 
     lm.reset_stats()
     workers = [threading.Thread(target=raw_arm), threading.Thread(target=judgeopt_arm)]
@@ -350,19 +422,28 @@ def run_cell_paired(arms: Arms, level: int, records: list[Record], args: argpars
     for w in workers:
         w.join()
     end = min(max(done_at["raw"], default=t0), max(done_at["judgeopt"], default=t0))
-    row: dict[str, Any] = {"target": arms.target, "level": level, "items": len(records),
-                           "arm_order": ["paired"], "params": params, "same_messages": True,
-                           "judgeopt_stats": lm.stats().to_dict()}
+    row: dict[str, Any] = {
+        "target": arms.target,
+        "level": level,
+        "items": len(records),
+        "arm_order": ["paired"],
+        "params": params,
+        "same_messages": True,
+        "judgeopt_stats": lm.stats().to_dict(),
+    }
     for arm, times in done_at.items():
         done = sum(t <= end for t in times)
-        row[arm] = {"completed": done, "seconds": end - t0, "rate": done / (end - t0),
-                    "all_completed": len(times)}
+        row[arm] = {
+            "completed": done,
+            "seconds": end - t0,
+            "rate": done / (end - t0),
+            "all_completed": len(times),
+        }
     row["ratio"] = row["judgeopt"]["rate"] / row["raw"]["rate"]
     return row
 
 
-def client_latency(arms: Arms, records: list[Record], args: argparse.Namespace
-                   ) -> dict[str, Any]:
+def client_latency(arms: Arms, records: list[Record], args: argparse.Namespace) -> dict[str, Any]:
     """Per-call latency of the two clients, one call of each in turn (``--latency``).
 
     Calls alternate raw, judgeopt, raw, judgeopt... on consecutive items, so a burst of
@@ -370,11 +451,13 @@ def client_latency(arms: Arms, records: list[Record], args: argparse.Namespace
     call is ``JudgeProgram.judge`` (render, DSPy's call path, the LM, parse, cache write).
     """
     judge = judge_program(args.task, args.aspect, arms.lm, args.max_tokens)
-    params = {k: v for k, v in {**arms.lm.kwargs, **judge.lm_kwargs()}.items()
-              if k not in ("rollout_id", "cache")}
+    params = {
+        k: v
+        for k, v in {**arms.lm.kwargs, **judge.lm_kwargs()}.items()
+        if k not in ("rollout_id", "cache")
+    }
     times: dict[str, list[float]] = {"raw": [], "judgeopt": []}
-    for record, messages in zip(submission_order(records), rendered(judge, records),
-                                strict=True):
+    for record, messages in zip(submission_order(records), rendered(judge, records), strict=True):
         started = time.perf_counter()
         arms.raw_call(messages, **params)
         times["raw"].append(time.perf_counter() - started)
@@ -384,16 +467,16 @@ def client_latency(arms: Arms, records: list[Record], args: argparse.Namespace
     out: dict[str, Any] = {"target": arms.target, "calls": len(records)}
     for arm, values in times.items():
         ordered = sorted(values)
-        out[arm] = {f"p{q}_ms": 1000 * ordered[int(q / 100 * (len(ordered) - 1))]
-                    for q in (25, 50, 75)}
+        out[arm] = {
+            f"p{q}_ms": 1000 * ordered[int(q / 100 * (len(ordered) - 1))] for q in (25, 50, 75)
+        }
     out["median_extra_ms"] = out["judgeopt"]["p50_ms"] - out["raw"]["p50_ms"]
     return out
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    keys = sorted({(r["target"], r["level"]) for r in rows}, key=lambda k: (k[0] != "router",
-                                                                          k[1]))
+    keys = sorted({(r["target"], r["level"]) for r in rows}, key=lambda k: (k[0] != "router", k[1]))
     for target, level in keys:
         cells = [r for r in rows if r["target"] == target and r["level"] == level]
         raw_done = sum(r["raw"]["completed"] for r in cells)
@@ -401,36 +484,62 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         j_done = sum(r["judgeopt"]["completed"] for r in cells)
         j_s = sum(r["judgeopt"]["seconds"] for r in cells)
         ratios = [r["ratio"] for r in cells]
-        out.append({"target": target, "level": level, "cells": len(cells),
-                    "calls_per_arm": raw_done, "raw_rate": raw_done / raw_s,
-                    "judgeopt_rate": j_done / j_s, "ratio": (j_done / j_s) / (raw_done / raw_s),
-                    "cell_ratio_min": min(ratios), "cell_ratio_max": max(ratios),
-                    "raw_ms_per_call": 1000 * raw_s / raw_done,
-                    "judgeopt_ms_per_call": 1000 * j_s / j_done})
+        out.append(
+            {
+                "target": target,
+                "level": level,
+                "cells": len(cells),
+                "calls_per_arm": raw_done,
+                "raw_rate": raw_done / raw_s,
+                "judgeopt_rate": j_done / j_s,
+                "ratio": (j_done / j_s) / (raw_done / raw_s),
+                "cell_ratio_min": min(ratios),
+                "cell_ratio_max": max(ratios),
+                "raw_ms_per_call": 1000 * raw_s / raw_done,
+                "judgeopt_ms_per_call": 1000 * j_s / j_done,
+            }
+        )
     return out
 
 
-def _report_latency(args: argparse.Namespace, arms: dict[str, Arms], pool: list[Record],
-                    t0: float, load_before: tuple[float, float, float]) -> int:
+def _report_latency(
+    args: argparse.Namespace,
+    arms: dict[str, Arms],
+    pool: list[Record],
+    t0: float,
+    load_before: tuple[float, float, float],
+) -> int:
     n = args.items * args.rounds
-    results = [client_latency(arms[t], pool[i * n:(i + 1) * n], args)
-               for i, t in enumerate(args.targets)]
-    print(f"\n{'target':<8}{'calls':>7}{'raw p25/p50/p75 ms':>22}{'judgeopt p25/p50/p75':>24}"
-          f"{'extra p50':>11}")
+    results = [
+        client_latency(arms[t], pool[i * n : (i + 1) * n], args) for i, t in enumerate(args.targets)
+    ]
+    print(
+        f"\n{'target':<8}{'calls':>7}{'raw p25/p50/p75 ms':>22}{'judgeopt p25/p50/p75':>24}"
+        f"{'extra p50':>11}"
+    )
     for r in results:
         raw, jo = r["raw"], r["judgeopt"]
-        print(f"{r['target']:<8}{r['calls']:>7}"
-              f"{raw['p25_ms']:>8.1f}{raw['p50_ms']:>7.1f}{raw['p75_ms']:>7.1f}"
-              f"{jo['p25_ms']:>10.1f}{jo['p50_ms']:>7.1f}{jo['p75_ms']:>7.1f}"
-              f"{r['median_extra_ms']:>11.1f}")
+        print(
+            f"{r['target']:<8}{r['calls']:>7}"
+            f"{raw['p25_ms']:>8.1f}{raw['p50_ms']:>7.1f}{raw['p75_ms']:>7.1f}"
+            f"{jo['p25_ms']:>10.1f}{jo['p50_ms']:>7.1f}{jo['p75_ms']:>7.1f}"
+            f"{r['median_extra_ms']:>11.1f}"
+        )
     load_after = os.getloadavg()
     print(f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     out = Path(args.out)
-    write_json(out, {"backend": "scripted" if args.overhead else args.model,
-                     "delay": args.delay, "task": args.task,
-                     "seconds": time.perf_counter() - t0,
-                     "load_average_before": load_before,
-                     "load_average_after": load_after, "latency": results})
+    write_json(
+        out,
+        {
+            "backend": "scripted" if args.overhead else args.model,
+            "delay": args.delay,
+            "task": args.task,
+            "seconds": time.perf_counter() - t0,
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+            "latency": results,
+        },
+    )
     print(f"wrote {out}")
     return 0
 
@@ -444,20 +553,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the servers are stopped on the way out.
     signal.signal(signal.SIGTERM, _interrupt)
     task = load_task(args.task)
-    pool = [r for r in load_records(DATA / args.task / "full.jsonl")
-            if args.aspect in r.scores]
+    pool = [r for r in load_records(DATA / args.task / "full.jsonl") if args.aspect in r.scores]
     random.Random(args.seed).shuffle(pool)
     cells = args.rounds * len(args.targets) * (1 if args.latency else len(args.levels))
     if cells * args.items > len(pool):
-        raise SystemExit(f"{cells} cells x {args.items} items need more than the {len(pool)} "
-                         f"records of {args.task}")
+        raise SystemExit(
+            f"{cells} cells x {args.items} items need more than the {len(pool)} "
+            f"records of {args.task}"
+        )
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     make_backend = scripted_backend if args.overhead else llama_backend
     with tempfile.TemporaryDirectory() as tmp, make_backend(args, Path(tmp)) as backend:
-        print(f"{backend.description}, task {task.name}/{args.aspect}, {args.items} items per "
-              f"cell and arm, levels {args.levels}, {args.rounds} rounds", flush=True)
+        print(
+            f"{backend.description}, task {task.name}/{args.aspect}, {args.items} items per "
+            f"cell and arm, levels {args.levels}, {args.rounds} rounds",
+            flush=True,
+        )
         arms = {t: build_arms(backend, t, Path(tmp)) for t in args.targets}
         if args.latency:
             return _report_latency(args, arms, pool, t0, load_before)
@@ -465,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rnd in range(args.rounds):
             for target in args.targets:
                 for level in args.levels:
-                    items = pool[cell * args.items:(cell + 1) * args.items]
+                    items = pool[cell * args.items : (cell + 1) * args.items]
                     order = ("raw", "judgeopt") if (rnd + cell) % 2 == 0 else ("judgeopt", "raw")
                     if args.paired:
                         row = run_cell_paired(arms[target], level, items, args)
@@ -473,39 +586,60 @@ def main(argv: Sequence[str] | None = None) -> int:
                         row = run_cell(arms[target], level, items, args, order)
                     row["round"] = rnd
                     rows.append(row)
-                    print(f"  round {rnd} {target:>6} C={level}: raw {row['raw']['rate']:.3f}/s "
-                          f"judgeopt {row['judgeopt']['rate']:.3f}/s ratio {row['ratio']:.3f} "
-                          f"(arms: {'at once' if args.paired else order[0] + ' first'}; "
-                          f"same messages: {row['same_messages']})", flush=True)
+                    print(
+                        f"  round {rnd} {target:>6} C={level}: raw {row['raw']['rate']:.3f}/s "
+                        f"judgeopt {row['judgeopt']['rate']:.3f}/s ratio {row['ratio']:.3f} "
+                        f"(arms: {'at once' if args.paired else order[0] + ' first'}; "
+                        f"same messages: {row['same_messages']})",
+                        flush=True,
+                    )
                     cell += 1
     seconds = time.perf_counter() - t0
     summary = summarise(rows)
     print()
-    print(f"{'target':<8}{'C':>3}{'calls':>7}{'raw calls/s':>13}{'judgeopt/s':>12}"
-          f"{'ratio':>8}{'cell ratios':>16}{'ms/call raw':>13}{'judgeopt':>10}")
+    print(
+        f"{'target':<8}{'C':>3}{'calls':>7}{'raw calls/s':>13}{'judgeopt/s':>12}"
+        f"{'ratio':>8}{'cell ratios':>16}{'ms/call raw':>13}{'judgeopt':>10}"
+    )
     for s in summary:
-        print(f"{s['target']:<8}{s['level']:>3}{s['calls_per_arm']:>7}{s['raw_rate']:>13.3f}"
-              f"{s['judgeopt_rate']:>12.3f}{s['ratio']:>8.3f}"
-              f"{s['cell_ratio_min']:>8.3f}-{s['cell_ratio_max']:.3f}"
-              f"{s['raw_ms_per_call']:>13.1f}{s['judgeopt_ms_per_call']:>10.1f}")
+        print(
+            f"{s['target']:<8}{s['level']:>3}{s['calls_per_arm']:>7}{s['raw_rate']:>13.3f}"
+            f"{s['judgeopt_rate']:>12.3f}{s['ratio']:>8.3f}"
+            f"{s['cell_ratio_min']:>8.3f}-{s['cell_ratio_max']:.3f}"
+            f"{s['raw_ms_per_call']:>13.1f}{s['judgeopt_ms_per_call']:>10.1f}"
+        )
     for target in args.targets:
         cells = [r for r in rows if r["target"] == target]
-        rates = {arm: sum(r[arm]["completed"] for r in cells) / sum(r[arm]["seconds"]
-                                                                   for r in cells)
-                 for arm in ("raw", "judgeopt")}
-        print(f"{target}: all levels together, judgeopt/raw = "
-              f"{rates['judgeopt'] / rates['raw']:.3f}")
+        rates = {
+            arm: sum(r[arm]["completed"] for r in cells) / sum(r[arm]["seconds"] for r in cells)
+            for arm in ("raw", "judgeopt")
+        }
+        print(
+            f"{target}: all levels together, judgeopt/raw = {rates['judgeopt'] / rates['raw']:.3f}"
+        )
     load_after = os.getloadavg()
-    print(f"\n{seconds / 60:.1f} minutes; load average {load_before[0]:.1f} before, "
-          f"{load_after[0]:.1f} after (2 cores, shared machine)")
-    result = {"model": "scripted (--overhead)" if args.overhead else args.model,
-              "design": "paired (both arms at once)" if args.paired
-              else "alternating (one arm after the other)",
-              "task": args.task, "aspect": args.aspect,
-              "server_threads": args.server_threads, "max_tokens": args.max_tokens,
-              "levels": args.levels, "rounds": args.rounds, "items_per_cell": args.items,
-              "seconds": seconds, "load_average_before": load_before,
-              "load_average_after": load_after, "summary": summary, "cells": rows}
+    print(
+        f"\n{seconds / 60:.1f} minutes; load average {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after (2 cores, shared machine)"
+    )
+    result = {
+        "model": "scripted (--overhead)" if args.overhead else args.model,
+        "design": "paired (both arms at once)"
+        if args.paired
+        else "alternating (one arm after the other)",
+        "task": args.task,
+        "aspect": args.aspect,
+        "server_threads": args.server_threads,
+        "max_tokens": args.max_tokens,
+        "levels": args.levels,
+        "rounds": args.rounds,
+        "items_per_cell": args.items,
+        "seconds": seconds,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "summary": summary,
+        "cells": rows,
+    }
     out = Path(args.out)
     write_json(out, result)
     print(f"wrote {out}")

@@ -63,8 +63,10 @@ def test_all_matches_public_names() -> None:
 
 
 def test_import_loads_no_scipy_matplotlib_or_llm_stack() -> None:
-    code = ("import sys, judgeopt.analysis; print(sorted(m for m in ('scipy', 'matplotlib', "
-            "'dspy', 'litellm') if m in sys.modules))")
+    code = (
+        "import sys, judgeopt.analysis; print(sorted(m for m in ('scipy', 'matplotlib', "
+        "'dspy', 'litellm') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -72,17 +74,23 @@ def test_import_loads_no_scipy_matplotlib_or_llm_stack() -> None:
 @pytest.mark.parametrize("module", ["_table", "_aggregate", "_patterns", "_clusters"])
 def test_docstring_examples(module: str) -> None:
     mod = importlib.import_module(f"judgeopt.analysis.{module}")
-    result = doctest.testmod(mod, extraglobs={"ResultsTable": ResultsTable,
-                                              "top_prompts": top_prompts})
+    result = doctest.testmod(
+        mod, extraglobs={"ResultsTable": ResultsTable, "top_prompts": top_prompts}
+    )
     assert result.failed == 0
 
 
 # ----------------------------------------------------------------------------- the table
 def test_table_levels_codes_and_missing() -> None:
-    t = _table([{"m": "A", "fmt": "lab", "td": "x", "kd": "0.5"},
-                {"m": "A", "fmt": "num", "td": "x", "kd": ""},
-                {"m": "B", "fmt": "lab", "td": "x", "kd": "nan"},
-                {"m": "B", "fmt": "num", "td": "x", "kd": 0.25}], group=["m"])
+    t = _table(
+        [
+            {"m": "A", "fmt": "lab", "td": "x", "kd": "0.5"},
+            {"m": "A", "fmt": "num", "td": "x", "kd": ""},
+            {"m": "B", "fmt": "lab", "td": "x", "kd": "nan"},
+            {"m": "B", "fmt": "num", "td": "x", "kd": 0.25},
+        ],
+        group=["m"],
+    )
     assert t.dimensions == ("m", "fmt", "td")
     assert t.levels["fmt"] == ("lab", "num")
     assert t.codes["m"].tolist() == [0, 0, 1, 1]
@@ -93,8 +101,11 @@ def test_table_levels_codes_and_missing() -> None:
 
 def test_load_results_unknown_column_lists_available(tmp_path: Path) -> None:
     path = _write_csv(tmp_path / "r.csv", [{"m": "A", "fmt": "x", "td": "y", "kd": 0.1}])
-    with pytest.raises(ValueError, match=r"The `factors` column 'nope' is not in r.csv\. "
-                                         r"Available columns: \['m', 'fmt', 'td', 'kd'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"The `factors` column 'nope' is not in r.csv\. "
+        r"Available columns: \['m', 'fmt', 'td', 'kd'\]",
+    ):
         load_results(path, factors=["fmt", "nope"], objective="kd")
     with pytest.raises(ValueError, match=r"The `objective` column 'acc'"):
         load_results(path, factors=["fmt"], objective="acc")
@@ -107,14 +118,25 @@ def test_load_results_unknown_column_lists_available(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("rows", "kw", "match"),
     [
-        ([{"fmt": "a", "td": "x", "kd": "high"}], {}, r"row 1: `kd` must be a number or empty. "
-                                                       r"Got 'high'"),
-        ([{"fmt": "a", "td": "x", "kd": 1}, {"fmt": "a", "td": "x", "kd": 2}], {},
-         r"row 2: strategy \{'fmt': 'a', 'td': 'x'\} repeats"),
+        (
+            [{"fmt": "a", "td": "x", "kd": "high"}],
+            {},
+            r"row 1: `kd` must be a number or empty. "
+            r"Got 'high'",
+        ),
+        (
+            [{"fmt": "a", "td": "x", "kd": 1}, {"fmt": "a", "td": "x", "kd": 2}],
+            {},
+            r"row 2: strategy \{'fmt': 'a', 'td': 'x'\} repeats",
+        ),
         ([{"fmt": "a", "td": "x", "kd": 1}], {"factors": "fmt"}, r"`factors` must be a sequence"),
         ([{"fmt": "a", "td": "x", "kd": 1}], {"factors": []}, r"at least one column"),
-        ([{"fmt": "a", "td": "x", "kd": 1}], {"group": ["fmt"]}, r"both as `factors` and as "
-                                                                  r"`group`"),
+        (
+            [{"fmt": "a", "td": "x", "kd": 1}],
+            {"group": ["fmt"]},
+            r"both as `factors` and as "
+            r"`group`",
+        ),
         ([], {}, r"has no rows"),
         ([{"fmt": "a", "td": "x", "kd": 1, "n": 0}], {"n_column": "n"}, r"`n` must be >= 1"),
     ],
@@ -128,34 +150,59 @@ def test_table_errors(rows: list[dict[str, Any]], kw: dict[str, Any], match: str
 def _two_models() -> ResultsTable:
     # 10 strategies per model; with fraction 0.2 the cut-off is the 0.8 quantile, i.e. the
     # best 2 of 10 (position 0.8 * 9 = 7.2 lies between the 8th and 9th value).
-    m1 = {("lab", "t0"): 0.9, ("lab", "t1"): 0.8, ("lab", "t2"): 0.1, ("lab", "t3"): 0.2,
-          ("lab", "t4"): 0.3, ("num", "t0"): 0.4, ("num", "t1"): 0.5, ("num", "t2"): 0.6,
-          ("num", "t3"): 0.7, ("num", "t4"): 0.05}
-    m2 = {("lab", "t0"): 0.1, ("lab", "t1"): 0.2, ("lab", "t2"): 0.3, ("lab", "t3"): 0.95,
-          ("lab", "t4"): 0.0, ("num", "t0"): 0.9, ("num", "t1"): 0.5, ("num", "t2"): 0.6,
-          ("num", "t3"): 0.7, ("num", "t4"): 0.4}
-    rows = [{"m": m, "fmt": f, "td": d, "kd": v} for m, vals in (("m1", m1), ("m2", m2))
-            for (f, d), v in vals.items()]
+    m1 = {
+        ("lab", "t0"): 0.9,
+        ("lab", "t1"): 0.8,
+        ("lab", "t2"): 0.1,
+        ("lab", "t3"): 0.2,
+        ("lab", "t4"): 0.3,
+        ("num", "t0"): 0.4,
+        ("num", "t1"): 0.5,
+        ("num", "t2"): 0.6,
+        ("num", "t3"): 0.7,
+        ("num", "t4"): 0.05,
+    }
+    m2 = {
+        ("lab", "t0"): 0.1,
+        ("lab", "t1"): 0.2,
+        ("lab", "t2"): 0.3,
+        ("lab", "t3"): 0.95,
+        ("lab", "t4"): 0.0,
+        ("num", "t0"): 0.9,
+        ("num", "t1"): 0.5,
+        ("num", "t2"): 0.6,
+        ("num", "t3"): 0.7,
+        ("num", "t4"): 0.4,
+    }
+    rows = [
+        {"m": m, "fmt": f, "td": d, "kd": v}
+        for m, vals in (("m1", m1), ("m2", m2))
+        for (f, d), v in vals.items()
+    ]
     return _table(rows, group=["m"])
 
 
 def test_top_shares_hand_computed() -> None:
     top = top_prompts(_two_models(), fraction=0.2)
     assert top.n_top == 4
-    assert top.shares("fmt", by=["m"]) == {("m1",): {"lab": 1.0, "num": 0.0},
-                                           ("m2",): {"lab": 0.5, "num": 0.5}}
+    assert top.shares("fmt", by=["m"]) == {
+        ("m1",): {"lab": 1.0, "num": 0.0},
+        ("m2",): {"lab": 0.5, "num": 0.5},
+    }
     assert top.shares("fmt") == {(): {"lab": 0.75, "num": 0.25}}
     assert top.counts("td") == {(): {"t0": 2, "t1": 1, "t2": 0, "t3": 1, "t4": 0}}
     assert top.shares("fmt", among="all") == {(): {"lab": 0.5, "num": 0.5}}
-    assert top.thresholds["m1"] == pytest.approx(np.quantile([0.9, 0.8, 0.1, 0.2, 0.3, 0.4,
-                                                              0.5, 0.6, 0.7, 0.05], 0.8))
+    assert top.thresholds["m1"] == pytest.approx(
+        np.quantile([0.9, 0.8, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.05], 0.8)
+    )
     grouped = top.shares("td", value_groups={"early": ["t0", "t1"]})
     assert grouped == {(): {"early": 0.75, "t2": 0.0, "t3": 0.25, "t4": 0.0}}
 
 
 def test_top_keeps_ties_and_skips_missing() -> None:
-    rows = [{"fmt": f"f{i}", "td": "x", "kd": v}
-            for i, v in enumerate([0.5, 0.5, 0.5, 0.1, None, 0.2])]
+    rows = [
+        {"fmt": f"f{i}", "td": "x", "kd": v} for i, v in enumerate([0.5, 0.5, 0.5, 0.1, None, 0.2])
+    ]
     top = top_prompts(_table(rows), fraction=0.2)
     # Finite values [0.5, 0.5, 0.5, 0.1, 0.2]: the 0.8 quantile is 0.5; all three ties stay.
     assert top.counts("fmt")[()] == {"f0": 1, "f1": 1, "f2": 1, "f3": 0, "f4": 0, "f5": 0}
@@ -167,8 +214,11 @@ def test_top_errors() -> None:
         with pytest.raises(ValueError, match=r"`fraction` must be a number in \(0, 1\]"):
             top_prompts(t, fraction=bad)  # type: ignore[arg-type]
     top = top_prompts(t, fraction=0.2)
-    with pytest.raises(ValueError, match=r"names 'lbl', which is not a value of 'fmt'; "
-                                         r"allowed: \['lab', 'num'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"names 'lbl', which is not a value of 'fmt'; "
+        r"allowed: \['lab', 'num'\]",
+    ):
         top.shares("fmt", value_groups={"labels": ["lbl"]})
     with pytest.raises(ValueError, match=r"puts 'lab' in both"):
         top.shares("fmt", value_groups={"a": ["lab"], "b": ["lab", "num"]})
@@ -187,8 +237,11 @@ def test_prexme_top_two_percent_is_fifteen_of_720(shared_data: Path) -> None:
 # ----------------------------------------------------------------------------- rankings
 def _stability_table() -> ResultsTable:
     # fmt a > b > c on tasks t1 and t2, reversed on t3; td adds spread around each cell.
-    centre = {"t1": {"a": 0.3, "b": 0.2, "c": 0.1}, "t2": {"a": 0.6, "b": 0.5, "c": 0.4},
-              "t3": {"a": 0.1, "b": 0.2, "c": 0.3}}
+    centre = {
+        "t1": {"a": 0.3, "b": 0.2, "c": 0.1},
+        "t2": {"a": 0.6, "b": 0.5, "c": 0.4},
+        "t3": {"a": 0.1, "b": 0.2, "c": 0.3},
+    }
     rows = []
     for task, by_fmt in centre.items():
         for fmt, c in by_fmt.items():
@@ -201,11 +254,17 @@ def test_pattern_scores_and_ranking_hand_computed() -> None:
     t = _stability_table()
     # fmt "a": values 0.25 0.3 0.34 | 0.55 0.6 0.64 | 0.05 0.1 0.14
     a_vals = [0.25, 0.3, 0.34, 0.55, 0.6, 0.64, 0.05, 0.1, 0.14]
-    for how, expect in (("median", 0.3), ("mean", np.mean(a_vals)), ("max", 0.64),
-                        ("min", 0.05), ("q75", np.quantile(a_vals, 0.75))):
+    for how, expect in (
+        ("median", 0.3),
+        ("mean", np.mean(a_vals)),
+        ("max", 0.64),
+        ("min", 0.05),
+        ("q75", np.quantile(a_vals, 0.75)),
+    ):
         assert pattern_scores(t, "fmt", aggregation=how)["a"] == pytest.approx(expect)
     assert pattern_scores(t, "fmt", where={"task": "t3"}) == pytest.approx(
-        {"a": 0.1, "b": 0.2, "c": 0.3})
+        {"a": 0.1, "b": 0.2, "c": 0.3}
+    )
     assert [v for v, _ in pattern_ranking(t, "fmt", where={"task": "t1"})] == ["a", "b", "c"]
     with pytest.raises(ValueError, match=r"`where` value 't9' is not a value of 'task'"):
         pattern_scores(t, "fmt", where={"task": "t9"})
@@ -246,8 +305,9 @@ def test_ranking_stability_hand_computed() -> None:
     # t2 > t1 = t3 for "b" and t2 > t3 > t1 for "c".
     back = ranking_stability(_stability_table(), "task", "fmt")
     assert back.tau[0, 2] == pytest.approx(1 / 3)
-    assert back.tau[0, 1] == pytest.approx(stats.kendalltau([0.3, 0.6, 0.1],
-                                                            [0.2, 0.5, 0.2]).statistic)
+    assert back.tau[0, 1] == pytest.approx(
+        stats.kendalltau([0.3, 0.6, 0.1], [0.2, 0.5, 0.2]).statistic
+    )
     with pytest.raises(ValueError, match="must differ"):
         ranking_stability(_stability_table(), "fmt", "fmt")
     with pytest.raises(ValueError, match=r"`changed` must be a group or factor column"):
@@ -271,15 +331,17 @@ def _outlier_table(seed: int) -> ResultsTable:
 
 def test_compare_aggregations_prefers_robust_one() -> None:
     t = _outlier_table(0)
-    comp = compare_aggregations(t, "fmt", changed=["task"], aggregations=["median", "max"],
-                                n_resamples=500, seed=1)
+    comp = compare_aggregations(
+        t, "fmt", changed=["task"], aggregations=["median", "max"], n_resamples=500, seed=1
+    )
     assert comp.stability["median"] == pytest.approx(1.0)
     assert comp.stability["max"] < 0.5
     assert comp.best == "median"
     assert comp.p_values[0, 1] < 0.01 and comp.p_values[1, 0] > 0.5
     assert comp.significantly_better("median") == ["max"]
-    again = compare_aggregations(t, "fmt", changed=["task"], aggregations=["median", "max"],
-                                 n_resamples=500, seed=1)
+    again = compare_aggregations(
+        t, "fmt", changed=["task"], aggregations=["median", "max"], n_resamples=500, seed=1
+    )
     np.testing.assert_array_equal(comp.p_values, again.p_values)
     with pytest.raises(ValueError, match="at least two aggregations"):
         compare_aggregations(t, "fmt", aggregations=["median"])
@@ -299,18 +361,35 @@ def _synthetic_items(seed: int = 0) -> tuple[ResultsTable, list[dict[str, Any]]]
     item_rows, table_rows = [], []
     for m, noise in (("m1", 0.6), ("m2", 3.0)):
         good = human + rng.normal(scale=noise, size=120)
-        judges = {"good": good, "twin": good + rng.normal(scale=0.01, size=120),
-                  "bad": rng.normal(size=120)}
+        judges = {
+            "good": good,
+            "twin": good + rng.normal(scale=0.01, size=120),
+            "bad": rng.normal(size=120),
+        }
         for fmt, judge in judges.items():
             for i in range(120):
-                item_rows.append({"model": m, "task": "t", "fmt": fmt, "id": f"s{i}",
-                                  "judge_score": float(judge[i]),
-                                  "human_score": float(human[i])})
-            table_rows.append({"model": m, "task": "t", "fmt": fmt,
-                               "kendall": float(stats.kendalltau(human, judge).statistic),
-                               "n": 120})
-    table = ResultsTable.from_records(table_rows, factors=["fmt"], objective="kendall",
-                                      group=["model", "task"], n_column="n")
+                item_rows.append(
+                    {
+                        "model": m,
+                        "task": "t",
+                        "fmt": fmt,
+                        "id": f"s{i}",
+                        "judge_score": float(judge[i]),
+                        "human_score": float(human[i]),
+                    }
+                )
+            table_rows.append(
+                {
+                    "model": m,
+                    "task": "t",
+                    "fmt": fmt,
+                    "kendall": float(stats.kendalltau(human, judge).statistic),
+                    "n": 120,
+                }
+            )
+    table = ResultsTable.from_records(
+        table_rows, factors=["fmt"], objective="kendall", group=["model", "task"], n_column="n"
+    )
     return table, item_rows
 
 
@@ -320,8 +399,10 @@ def test_permutation_clusters_from_items(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     items = load_items(path, columns=table.dimensions)
     clusters = best_strategies(table, items=items, n_resamples=300, seed=0)
-    assert [c.setting for c in clusters] == [{"model": "m1", "task": "t"},
-                                             {"model": "m2", "task": "t"}]
+    assert [c.setting for c in clusters] == [
+        {"model": "m1", "task": "t"},
+        {"model": "m2", "task": "t"},
+    ]
     c1 = clusters[0]
     assert c1.test == "permutation" and c1.method == "kendall" and c1.n_tested == 2
     flags = {r.config["fmt"]: r.in_cluster for r in c1.ranked}
@@ -336,27 +417,39 @@ def test_permutation_clusters_from_items(tmp_path: Path) -> None:
     assert [r.config["model"] for r in versus.ranked] == ["m1", "m2"]
     assert versus.ranked[1].in_cluster is False and versus.size == 1
     # The same from a CSV file, with renamed columns.
-    csv_rows = [{**{k: v for k, v in r.items() if k not in ("id", "judge_score",
-                                                             "human_score")},
-                 "item": r["id"], "judge": r["judge_score"], "human": r["human_score"]}
-                for r in rows]
+    csv_rows = [
+        {
+            **{k: v for k, v in r.items() if k not in ("id", "judge_score", "human_score")},
+            "item": r["id"],
+            "judge": r["judge_score"],
+            "human": r["human_score"],
+        }
+        for r in rows
+    ]
     csv_path = _write_csv(tmp_path / "items.csv", csv_rows)
-    again = load_items(csv_path, columns=table.dimensions, item_column="item",
-                       judge_column="judge", human_column="human")
+    again = load_items(
+        csv_path,
+        columns=table.dimensions,
+        item_column="item",
+        judge_column="judge",
+        human_column="human",
+    )
     assert best_strategies(table, items=again, n_resamples=300, seed=0)[0].size == 2
 
 
 def test_permutation_cluster_untestable_and_mismatched_items() -> None:
     table, rows = _synthetic_items()
     # A candidate without item scores is untested (in_cluster None) and not in the cluster.
-    partial = ItemScores.from_records([r for r in rows if r["fmt"] != "bad"],
-                                      columns=table.dimensions)
+    partial = ItemScores.from_records(
+        [r for r in rows if r["fmt"] != "bad"], columns=table.dimensions
+    )
     c = best_strategies(table, items=partial, n_resamples=100)[0]
     bad = next(r for r in c.ranked if r.config["fmt"] == "bad")
     assert bad.in_cluster is None and bad.p_value is None and c.n_tested == 1
     # Different human scores under one item id: the ids do not identify the same items.
-    broken = [dict(r, human_score=r["human_score"] + (1.0 if r["fmt"] == "twin" else 0.0))
-              for r in rows]
+    broken = [
+        dict(r, human_score=r["human_score"] + (1.0 if r["fmt"] == "twin" else 0.0)) for r in rows
+    ]
     items = ItemScores.from_records(broken, columns=table.dimensions)
     with pytest.raises(ValueError, match="different human scores for the same item id"):
         best_strategies(table, items=items, n_resamples=50)
@@ -364,34 +457,39 @@ def test_permutation_cluster_untestable_and_mismatched_items() -> None:
 
 def test_item_file_errors(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
-    path.write_text(json.dumps({"model": "m", "fmt": "a", "id": "1", "judge_score": 1}) + "\n",
-                    encoding="utf-8")
-    with pytest.raises(ValueError, match=r"Column 'human_score' is not in items.jsonl.*"
-                                         r"Available columns: \['fmt', 'id', 'judge_score', "
-                                         r"'model'\]"):
+    path.write_text(
+        json.dumps({"model": "m", "fmt": "a", "id": "1", "judge_score": 1}) + "\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"Column 'human_score' is not in items.jsonl.*"
+        r"Available columns: \['fmt', 'id', 'judge_score', "
+        r"'model'\]",
+    ):
         load_items(path, columns=["model", "fmt"])
     path.write_text("{not json\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"items.jsonl line 1: not valid JSON"):
         load_items(path, columns=["model"])
     with pytest.raises(ValueError, match="item 'x' repeats"):
-        ItemScores.from_records([{"k": "a", "id": "x", "judge_score": 1, "human_score": 1}] * 2,
-                                columns=["k"])
+        ItemScores.from_records(
+            [{"k": "a", "id": "x", "judge_score": 1, "human_score": 1}] * 2, columns=["k"]
+        )
 
 
 def test_fisher_z_clusters() -> None:
-    expect = stats.norm.sf((math.atanh(0.3) - math.atanh(0.25))
-                           / math.sqrt(2 * 0.437 / (500 - 4)))
+    expect = stats.norm.sf((math.atanh(0.3) - math.atanh(0.25)) / math.sqrt(2 * 0.437 / (500 - 4)))
     assert fisher_z_pvalue(0.3, 500, 0.25, 500, "kendall") == pytest.approx(expect)
     assert fisher_z_pvalue(0.3, 100, 0.25, 100, "pearson") == pytest.approx(
-        stats.norm.sf((math.atanh(0.3) - math.atanh(0.25)) / math.sqrt(2 / 97)))
-    rows = [{"fmt": f, "td": "x", "kd": v, "n": 500}
-            for f, v in (("a", 0.30), ("b", 0.29), ("c", 0.10))]
+        stats.norm.sf((math.atanh(0.3) - math.atanh(0.25)) / math.sqrt(2 / 97))
+    )
+    rows = [
+        {"fmt": f, "td": "x", "kd": v, "n": 500} for f, v in (("a", 0.30), ("b", 0.29), ("c", 0.10))
+    ]
     t = _table(rows, n_column="n")
     (c,) = best_strategies(t, method="kendall")
     assert c.test == "fisher-z" and c.size == 2
     assert [r.in_cluster for r in c.ranked] == [True, True, False]
-    (plain,) = best_strategies(_table([{k: v for k, v in r.items() if k != "n"}
-                                       for r in rows]))
+    (plain,) = best_strategies(_table([{k: v for k, v in r.items() if k != "n"} for r in rows]))
     assert plain.test == "none" and plain.size is None
     assert [m.config["fmt"] for m in plain.members] == ["a"]
     with pytest.raises(ValueError, match=r"Cannot tell which correlation the objective 'kd'"):
@@ -406,8 +504,13 @@ def test_fisher_z_clusters() -> None:
 
 # ----------------------------------------------------------------------------- PrExMe data
 def _dev_table(shared_data: Path) -> ResultsTable:
-    return load_results(shared_data / "prexme_surface" / "dev.csv", factors=PREXME_FACTORS,
-                        objective="kendall", group=["model", "task"], n_column="n_segments")
+    return load_results(
+        shared_data / "prexme_surface" / "dev.csv",
+        factors=PREXME_FACTORS,
+        objective="kendall",
+        group=["model", "task"],
+        n_column="n_segments",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -440,16 +543,14 @@ def test_dev_reproduces_table_10(dev_analysis: an.Analysis) -> None:
 
 def test_dev_reproduces_pattern_shares(dev_analysis: an.Analysis) -> None:
     top = dev_analysis.top
-    labels = top.shares("format_requirement", by=["model"],
-                        value_groups={"labels": LABELS})
+    labels = top.shares("format_requirement", by=["model"], value_groups={"labels": LABELS})
     share = {k[0]: v["labels"] for k, v in labels.items()}
     # Sec. 5: Mixtral uses textual labels in 80 % of its best prompts; LLaMA3-8B prefers them
     # to a smaller degree; NousHermes-13B shows no clear preference.
     assert share["Mixtral-8x7B"] == pytest.approx(36 / 45)
     assert share["LLaMA3-8B"] == pytest.approx(25 / 45)
     assert share["NousHermes-13B"] == pytest.approx(12 / 45)
-    cot = top.shares("base_prompt", by=["model"],
-                     value_groups={"CoT": ["ZS-CoT", "ZS-CoT-EM"]})
+    cot = top.shares("base_prompt", by=["model"], value_groups={"CoT": ["ZS-CoT", "ZS-CoT-EM"]})
     cot_share = {k[0]: v["CoT"] for k, v in cot.items()}
     # Sec. 5: NOUS uses ZS-CoT(-EM) often (44.9 % over all datasets), the others < 10 %.
     assert cot_share["NousHermes-13B"] == pytest.approx(17 / 45)
@@ -457,8 +558,10 @@ def test_dev_reproduces_pattern_shares(dev_analysis: an.Analysis) -> None:
     # Sec. 5: the format requirement ranking is more stable than the task description's
     # when the base prompt changes.
     st = dev_analysis.stability
-    assert (st[("format_requirement", "base_prompt")].mean_tau
-            > st[("task_description", "base_prompt")].mean_tau)
+    assert (
+        st[("format_requirement", "base_prompt")].mean_tau
+        > st[("task_description", "base_prompt")].mean_tau
+    )
     text = " ".join(dev_analysis.findings)
     assert "Mixtral-8x7B 80.0% (36/45" in text
     assert any("11 of 6480 rows have no `kendall` value" in n for n in dev_analysis.notes)
@@ -472,17 +575,22 @@ def test_dev_stability_numbers_quoted_in_docs(dev_analysis: an.Analysis) -> None
         return float(s.tau[s.labels.index(a), s.labels.index(b)])
 
     assert tau("format_requirement", "base_prompt", "PZS", "ZS-CoT") == pytest.approx(
-        0.067, abs=5e-4)
+        0.067, abs=5e-4
+    )
     assert tau("format_requirement", "base_prompt", "ZS-CoT", "ZS-CoT-EM") == pytest.approx(
-        0.689, abs=5e-4)
-    assert tau("task_description", "format_requirement", "0 to 100",
-               "-1.0 to 1.0") == pytest.approx(0.043, abs=5e-4)
+        0.689, abs=5e-4
+    )
+    assert tau(
+        "task_description", "format_requirement", "0 to 100", "-1.0 to 1.0"
+    ) == pytest.approx(0.043, abs=5e-4)
     assert tau("model", "format_requirement", "0 to 100", "-100 to 100") == 1.0
     assert tau("task", "format_requirement", "0 to 5", "-5 to 5") == 1.0
     assert tau("task", "base_prompt", "ZS-CoT", "ZS-CoT-EM") == -1.0
     # The median is not the most stable aggregation on these three models.
-    means = {g: np.mean([c.stability[g] for c in dev_analysis.comparisons.values()])
-             for g in AGGREGATIONS}
+    means = {
+        g: np.mean([c.stability[g] for c in dev_analysis.comparisons.values()])
+        for g in AGGREGATIONS
+    }
     assert max(means, key=means.__getitem__) == "mean"
     assert means["median"] > max(means["max"], means["min"], means["saturation"])
 
@@ -500,8 +608,9 @@ def test_dev_analysis_json_round_trip(dev_analysis: an.Analysis) -> None:
 # ----------------------------------------------------------------------------- report & CLI
 def test_report_with_figures(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    analysis = analyze(_stability_table(), value_groups={"fmt": {"ab": ["a", "b"]}},
-                       n_resamples=200)
+    analysis = analyze(
+        _stability_table(), value_groups={"fmt": {"ab": ["a", "b"]}}, n_resamples=200
+    )
     files = write_report(analysis, tmp_path / "out")
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     pngs = [f for f in files if f.suffix == ".png"]
@@ -536,33 +645,80 @@ def test_cli_analyze_with_items(tmp_path: Path) -> None:
     from judgeopt.cli import main
 
     table, rows = _synthetic_items()
-    results = _write_csv(tmp_path / "grid.csv", [
-        {"model": table.value("model", r), "task": table.value("task", r),
-         "fmt": table.value("fmt", r), "n": 120, "kendall": float(table.values[r])}
-        for r in range(table.n_rows)])
+    results = _write_csv(
+        tmp_path / "grid.csv",
+        [
+            {
+                "model": table.value("model", r),
+                "task": table.value("task", r),
+                "fmt": table.value("fmt", r),
+                "n": 120,
+                "kendall": float(table.values[r]),
+            }
+            for r in range(table.n_rows)
+        ],
+    )
     items = tmp_path / "grid.items.jsonl"
-    items.write_text("".join(json.dumps({**r, "parsed": True}) + "\n" for r in rows),
-                     encoding="utf-8")
+    items.write_text(
+        "".join(json.dumps({**r, "parsed": True}) + "\n" for r in rows), encoding="utf-8"
+    )
     out = tmp_path / "analysis"
-    assert main(["analyze", "--results", str(results), "--factors", "fmt", "--objective",
-                 "kendall", "--group", "model,task", "--items", str(items), "--out", str(out),
-                 "--n-resamples", "200", "--no-figures"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "--results",
+                str(results),
+                "--factors",
+                "fmt",
+                "--objective",
+                "kendall",
+                "--group",
+                "model,task",
+                "--items",
+                str(items),
+                "--out",
+                str(out),
+                "--n-resamples",
+                "200",
+                "--no-figures",
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "analysis.json").read_text(encoding="utf-8"))
     assert data["significance"] == {"test": "permutation", "method": "kendall", "alpha": 0.075}
     assert [c["size"] for c in data["best"]] == [2, 2]
     assert "permute-input test" in (out / "report.md").read_text(encoding="utf-8")
 
 
-def test_cli_analyze_dev_end_to_end(shared_data: Path, tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_analyze_dev_end_to_end(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from judgeopt.cli import main
 
     groups = json.dumps({"format_requirement": {"textual labels": LABELS}})
     out = tmp_path / "prexme"
-    code = main(["analyze", "--results", str(shared_data / "prexme_surface" / "dev.csv"),
-                 "--factors", ",".join(PREXME_FACTORS), "--objective", "kendall",
-                 "--group", "model,task", "--out", str(out), "--value-groups", groups,
-                 "--n-resamples", "300", "--no-figures"])
+    code = main(
+        [
+            "analyze",
+            "--results",
+            str(shared_data / "prexme_surface" / "dev.csv"),
+            "--factors",
+            ",".join(PREXME_FACTORS),
+            "--objective",
+            "kendall",
+            "--group",
+            "model,task",
+            "--out",
+            str(out),
+            "--value-groups",
+            groups,
+            "--n-resamples",
+            "300",
+            "--no-figures",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "Mixtral-8x7B has the best `kendall` in 3 of 3 settings" in printed
@@ -573,19 +729,43 @@ def test_cli_analyze_dev_end_to_end(shared_data: Path, tmp_path: Path,
     assert "Fisher-z approximation" in report and not list(out.glob("*.png"))
 
 
-def test_cli_analyze_reports_user_errors(shared_data: Path, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_analyze_reports_user_errors(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from judgeopt.cli import main
 
-    code = main(["analyze", "--results", str(shared_data / "prexme_surface" / "dev.csv"),
-                 "--factors", "base_prompt,prompt", "--objective", "kendall",
-                 "--out", str(tmp_path)])
+    code = main(
+        [
+            "analyze",
+            "--results",
+            str(shared_data / "prexme_surface" / "dev.csv"),
+            "--factors",
+            "base_prompt,prompt",
+            "--objective",
+            "kendall",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "The `factors` column 'prompt' is not in dev.csv. Available columns:" in err
-    code = main(["analyze", "--results", str(shared_data / "prexme_surface" / "dev.csv"),
-                 "--factors", ",".join(PREXME_FACTORS), "--objective", "kendall",
-                 "--group", "model,task", "--out", str(tmp_path),
-                 "--value-groups", '{"model": {"big": ["Mixtral-8x7B"]}}'])
+    code = main(
+        [
+            "analyze",
+            "--results",
+            str(shared_data / "prexme_surface" / "dev.csv"),
+            "--factors",
+            ",".join(PREXME_FACTORS),
+            "--objective",
+            "kendall",
+            "--group",
+            "model,task",
+            "--out",
+            str(tmp_path),
+            "--value-groups",
+            '{"model": {"big": ["Mixtral-8x7B"]}}',
+        ]
+    )
     assert code == 2
     assert "`value_groups` names 'model', which is not a factor" in capsys.readouterr().err

@@ -16,6 +16,5 @@ def test_import_contracts_are_kept() -> None:
     exe = shutil.which("lint-imports")
     if exe is None:
         pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
-    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

@@ -35,8 +35,9 @@ def test_init_covers_the_smallest_factors_that_fit() -> None:
     # budget 50: room for int(0.4 * 50) = 20 changes: bp (2) and fr (9) fit, td (23) not.
     search = AutoSearch(space, budget=50, seed=0)
     asked = drive(search, 12, _sum_objective)
-    expected = [base] + [base.replace(bp=v) for v in (1, 2)] + [
-        base.replace(fr=v) for v in range(1, 10)]
+    expected = (
+        [base] + [base.replace(bp=v) for v in (1, 2)] + [base.replace(fr=v) for v in range(1, 10)]
+    )
     assert asked == expected
     assert [t.kind for t in search.trials] == ["init"] * 12
     assert search.ask() is not None
@@ -49,8 +50,9 @@ def test_init_counts_only_the_valid_changes_of_a_restricted_space() -> None:
     from judgeopt.search import FactorGraph
 
     # Sizes 2 and 2 of which one value each is forbidden, then 3, 3 and 4 allowed values.
-    space = FactorSpace({"dead1": [0, 1], "dead2": [0, 1], "a": [0, 1, 2],
-                         "b": [0, 1, 2], "c": [0, 1, 2, 3]})
+    space = FactorSpace(
+        {"dead1": [0, 1], "dead2": [0, 1], "a": [0, 1, 2], "b": [0, 1, 2], "c": [0, 1, 2, 3]}
+    )
     graph = FactorGraph(space)
     graph.forbid({"dead1": 1}, reason="outside the space")
     graph.forbid({"dead2": 1}, reason="outside the space")
@@ -58,8 +60,13 @@ def test_init_counts_only_the_valid_changes_of_a_restricted_space() -> None:
     # budget 14: room for 5 changes: a (2) and b (2) fit, c (3) not.
     search = AutoSearch(space, budget=14, seed=0, graph=graph)
     asked = drive(search, 5, _sum_objective)
-    assert asked == [base, base.replace(a=1), base.replace(a=2), base.replace(b=1),
-                     base.replace(b=2)]
+    assert asked == [
+        base,
+        base.replace(a=1),
+        base.replace(a=2),
+        base.replace(b=1),
+        base.replace(b=2),
+    ]
     assert [t.kind for t in search.trials] == ["init"] * 5
     assert all(search.is_valid(s) for s in asked)
 
@@ -81,8 +88,9 @@ def test_every_proposal_after_the_init_is_a_one_factor_change_or_a_stall_pick() 
     evaluated: list = []
     for t in search.trials:
         if t.kind == "explore":
-            assert any(sum(t.strategy[n] != e[n] for n in space.names) == 1
-                       for e in evaluated), t.strategy
+            assert any(sum(t.strategy[n] != e[n] for n in space.names) == 1 for e in evaluated), (
+                t.strategy
+            )
         else:
             assert t.kind in ("init", "exploit")
         evaluated.append(t.strategy)
@@ -90,8 +98,7 @@ def test_every_proposal_after_the_init_is_a_one_factor_change_or_a_stall_pick() 
 
 def test_advantages_are_shrunken_means_and_centred() -> None:
     space = FactorSpace({"a": [0, 1, 2], "b": [0, 1, 2, 3]})
-    search = AutoSearch(space, budget=3, seed=0, init_fraction=1.0, kappa=1.0,
-                        min_init_factors=1)
+    search = AutoSearch(space, budget=3, seed=0, init_fraction=1.0, kappa=1.0, min_init_factors=1)
     scores = {(0, 0): 0.10, (1, 0): 0.30, (2, 0): 0.16}
     while (s := search.ask()) is not None:
         search.tell(s, scores[(s["a"], s["b"])])
@@ -108,8 +115,7 @@ def test_advantages_are_shrunken_means_and_centred() -> None:
 
 def test_kappa_zero_is_the_plain_running_mean() -> None:
     space = FactorSpace({"a": [0, 1], "b": [0, 1]})
-    search = AutoSearch(space, budget=2, seed=0, kappa=0.0, min_init_factors=1,
-                        init_fraction=1.0)
+    search = AutoSearch(space, budget=2, seed=0, kappa=0.0, min_init_factors=1, init_fraction=1.0)
     while (s := search.ask()) is not None:
         search.tell(s, 0.5 if s["a"] == 1 else 0.1)
     adv = search.advantages()
@@ -129,11 +135,19 @@ def test_finds_optimum_of_toy_space() -> None:
     assert hits >= 15  # 35 of seeds 0-39 (the constants of budget 20-34)
 
 
-@pytest.mark.parametrize(("name", "value", "allowed"), [
-    ("k", 0, ">= 1"), ("g", 1.5, ">= 1"), ("tau", 0.0, "> 0"), ("lambda_", -1.0, ">= 0"),
-    ("kappa", -0.5, ">= 0"), ("kappa", math.inf, ">= 0"), ("init_fraction", 1.5, "[0, 1]"),
-    ("min_init_factors", 0, ">= 1"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [
+        ("k", 0, ">= 1"),
+        ("g", 1.5, ">= 1"),
+        ("tau", 0.0, "> 0"),
+        ("lambda_", -1.0, ">= 0"),
+        ("kappa", -0.5, ">= 0"),
+        ("kappa", math.inf, ">= 0"),
+        ("init_fraction", 1.5, "[0, 1]"),
+        ("min_init_factors", 0, ">= 1"),
+    ],
+)
 def test_parameter_errors_name_the_parameter(name: str, value: object, allowed: str) -> None:
     with pytest.raises(ValueError, match=rf"`{name}`.*{__import__('re').escape(allowed)}"):
         AutoSearch(toy_space(), budget=10, seed=0, **{name: value})
@@ -154,10 +168,15 @@ def test_failures_rank_last_and_do_not_break_the_advantages() -> None:
 def test_beats_hpss_and_tpe_on_the_published_surfaces(shared_data: Path) -> None:
     """The issue's claim at budget 35 with a few seeds (the full table: benchmarks/)."""
     pytest.importorskip("optuna")
-    surfaces = load_surfaces(shared_data / "prexme_surface" / "dev.csv",
-                             group=["model", "task"], factors=FACTORS, objective="kendall")
-    res = run_search_benchmark(surfaces, ["auto", "hpss", "tpe"], budget=35, seeds=4,
-                               baseline=BASELINE)
+    surfaces = load_surfaces(
+        shared_data / "prexme_surface" / "dev.csv",
+        group=["model", "task"],
+        factors=FACTORS,
+        objective="kendall",
+    )
+    res = run_search_benchmark(
+        surfaces, ["auto", "hpss", "tpe"], budget=35, seeds=4, baseline=BASELINE
+    )
     auto = res.methods["auto"].norm_regret
     assert auto < res.methods["hpss"].norm_regret
     assert auto < res.methods["tpe"].norm_regret
@@ -183,11 +202,16 @@ def test_parzen_proposal_prefers_the_good_values_and_is_seeded() -> None:
     from judgeopt.search._density import parzen_proposal
 
     space = FactorSpace({"a": list(range(6)), "b": list(range(6))})
-    evaluated = [(s, float(s["a"] == 5) + 0.01 * s["b"]) for s in space.strategies()
-                 if (s["a"] + s["b"]) % 3 == 0]
+    evaluated = [
+        (s, float(s["a"] == 5) + 0.01 * s["b"])
+        for s in space.strategies()
+        if (s["a"] + s["b"]) % 3 == 0
+    ]
     done = {s for s, _ in evaluated}
-    picks = [parzen_proposal(space, evaluated, lambda x: x not in done,
-                             np.random.default_rng(seed)) for seed in range(20)]
+    picks = [
+        parzen_proposal(space, evaluated, lambda x: x not in done, np.random.default_rng(seed))
+        for seed in range(20)
+    ]
     assert all(p is not None and p not in done for p in picks)
     assert sum(p["a"] == 5 for p in picks if p is not None) >= 15
     again = parzen_proposal(space, evaluated, lambda x: x not in done, np.random.default_rng(3))

@@ -17,8 +17,12 @@ BASELINE = {"base_prompt": "PZS", "task_description": "Neutral", "format_require
 
 @pytest.fixture(scope="module")
 def dev_surfaces(shared_data: Path):
-    return load_surfaces(shared_data / "prexme_surface" / "dev.csv", group=["model", "task"],
-                         factors=FACTORS, objective="kendall")
+    return load_surfaces(
+        shared_data / "prexme_surface" / "dev.csv",
+        group=["model", "task"],
+        factors=FACTORS,
+        objective="kendall",
+    )
 
 
 def write_csv(path: Path, rows: list[str]) -> Path:
@@ -35,11 +39,14 @@ def test_load_surfaces_fills_missing_with_worst(tmp_path: Path) -> None:
     assert s.top1_threshold == 0.9
 
 
-@pytest.mark.parametrize(("rows", "match"), [
-    (["s1,x,p,0.5", "s1,y,q,0.9"], "has 2 strategies; the factor space has 4"),
-    (["s1,x,p,0.5", "s1,x,p,0.4"], "repeats"),
-    (["s1,x,p,high"], "must be a number or empty"),
-])
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        (["s1,x,p,0.5", "s1,y,q,0.9"], "has 2 strategies; the factor space has 4"),
+        (["s1,x,p,0.5", "s1,x,p,0.4"], "repeats"),
+        (["s1,x,p,high"], "must be a number or empty"),
+    ],
+)
 def test_load_surfaces_errors(tmp_path: Path, rows: list[str], match: str) -> None:
     p = write_csv(tmp_path / "s.csv", rows)
     with pytest.raises(ValueError, match=match):
@@ -56,7 +63,10 @@ def test_dev_surfaces_are_complete(dev_surfaces) -> None:
     assert len(dev_surfaces) == 9
     assert all(s.space.size == 720 for s in dev_surfaces)
     assert {s.name.split("/")[0] for s in dev_surfaces} == {
-        "LLaMA3-8B", "Mixtral-8x7B", "NousHermes-13B"}
+        "LLaMA3-8B",
+        "Mixtral-8x7B",
+        "NousHermes-13B",
+    }
 
 
 def test_run_metrics_are_consistent(dev_surfaces) -> None:
@@ -74,8 +84,13 @@ def test_run_metrics_are_consistent(dev_surfaces) -> None:
 
 def test_hpss_beats_baselines_on_dev_surfaces_at_budget_71(dev_surfaces) -> None:
     """The foundation issue's acceptance: budget 71, 20 seeds, the 9 dev surfaces."""
-    res = run_search_benchmark(dev_surfaces, ["hpss", "random", "greedy", "stepwise"],
-                               budget=71, seeds=20, baseline=BASELINE)
+    res = run_search_benchmark(
+        dev_surfaces,
+        ["hpss", "random", "greedy", "stepwise"],
+        budget=71,
+        seeds=20,
+        baseline=BASELINE,
+    )
     h = res.methods["hpss"]
     for other in ("random", "greedy", "stepwise"):
         assert h.norm_regret < res.methods[other].norm_regret, other
@@ -100,11 +115,31 @@ def test_unknown_method_lists_allowed(dev_surfaces) -> None:
 def test_cli_bench_search_writes_json(shared_data: Path, tmp_path: Path, capsys) -> None:
     pytest.importorskip("optuna")  # the `tpe` method needs the [tpe] extra
     out = tmp_path / "r.json"
-    rc = main(["bench-search", "--surface", str(shared_data / "prexme_surface" / "dev.csv"),
-               "--group", "model,task", "--factors", ",".join(FACTORS), "--objective",
-               "kendall", "--baseline", json.dumps(BASELINE), "--methods",
-               "hpss,random,tpe", "--budget", "40", "--seeds", "2", "--json", str(out),
-               "--no-progress", "--per-surface"])
+    rc = main(
+        [
+            "bench-search",
+            "--surface",
+            str(shared_data / "prexme_surface" / "dev.csv"),
+            "--group",
+            "model,task",
+            "--factors",
+            ",".join(FACTORS),
+            "--objective",
+            "kendall",
+            "--baseline",
+            json.dumps(BASELINE),
+            "--methods",
+            "hpss,random,tpe",
+            "--budget",
+            "40",
+            "--seeds",
+            "2",
+            "--json",
+            str(out),
+            "--no-progress",
+            "--per-surface",
+        ]
+    )
     assert rc == 0
     data = json.loads(out.read_text())
     assert data["budget"] == 40 and data["seeds"] == 2 and len(data["surfaces"]) == 9
@@ -116,13 +151,34 @@ def test_cli_bench_search_writes_json(shared_data: Path, tmp_path: Path, capsys)
 
 
 def test_cli_errors_exit_2(shared_data: Path, capsys) -> None:
-    rc = main(["bench-search", "--surface", str(shared_data / "prexme_surface" / "dev.csv"),
-               "--factors", "nope", "--objective", "kendall", "--no-progress"])
+    rc = main(
+        [
+            "bench-search",
+            "--surface",
+            str(shared_data / "prexme_surface" / "dev.csv"),
+            "--factors",
+            "nope",
+            "--objective",
+            "kendall",
+            "--no-progress",
+        ]
+    )
     assert rc == 2
     assert "Column `nope`" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["bench-search", "--surface", "x.csv", "--factors", "a", "--objective", "o",
-              "--budget", "0"])
+        main(
+            [
+                "bench-search",
+                "--surface",
+                "x.csv",
+                "--factors",
+                "a",
+                "--objective",
+                "o",
+                "--budget",
+                "0",
+            ]
+        )
 
 
 # -- the benchmark scripts' plumbing ------------------------------------------------------------
@@ -141,9 +197,11 @@ def test_tpe_without_optuna_gives_the_install_hint(dev_surfaces, monkeypatch) ->
 def _records(groups: dict[str, int]) -> list:
     from judgeopt.data import Record
 
-    return [Record(id=f"{g}-{i}", group_id=g, system_id=None, inputs={},
-                   scores={"a": float(i)})
-            for g, n in groups.items() for i in range(n)]
+    return [
+        Record(id=f"{g}-{i}", group_id=g, system_id=None, inputs={}, scores={"a": float(i)})
+        for g, n in groups.items()
+        for i in range(n)
+    ]
 
 
 def test_sample_groups_takes_whole_groups_in_file_order() -> None:
@@ -172,7 +230,8 @@ def test_normal_interval_and_markdown_table() -> None:
     assert lo == pytest.approx(2.0 - half) and hi == pytest.approx(2.0 + half)
     assert all(math.isnan(x) for x in normal_interval([1.0]))
     assert markdown_table(["a", "b"], [[1, "x"], [None, 2.5]]) == (
-        "| a | b |\n|---|---|\n| 1 | x |\n| None | 2.5 |")
+        "| a | b |\n|---|---|\n| 1 | x |\n| None | 2.5 |"
+    )
 
 
 def test_write_json_creates_the_folder_and_leaves_no_temporary(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ from judgeopt.testing import ScriptedLM
 
 
 def test_evaluate_items_writes_prediction_raw_status_human(
-        shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import judgeopt.lm
 
     answers = iter(["Rating: [[3]]", "no rating here", "[[1]]", "[[2]]"] * 4)
@@ -29,29 +30,65 @@ def test_evaluate_items_writes_prediction_raw_status_human(
     JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
     data = str(shared_data / "topical_chat" / "valid.jsonl")
     items = tmp_path / "out" / "items.jsonl"
-    assert main(["evaluate", str(path), "--data", data, "--limit", "4", "--items", str(items),
-                 "--no-progress", "--model", "openai/x"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(path),
+                "--data",
+                data,
+                "--limit",
+                "4",
+                "--items",
+                str(items),
+                "--no-progress",
+                "--model",
+                "openai/x",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in items.read_text().splitlines()]
     assert [r["status"] for r in rows] == ["ok", "unparsed", "ok", "failed"]
     first, second, _, fourth = rows
     assert first["prediction"] == 3.0 and first["raw"] == "Rating: [[3]]"
     assert isinstance(first["human"], float) and first["judge"] == "judge.json"
-    assert second["prediction"] is None and second["parse_error"] and \
-        second["raw"] == "no rating here"
+    assert (
+        second["prediction"] is None and second["parse_error"] and second["raw"] == "no rating here"
+    )
     assert fourth["error"] and "boom" in fourth["error"]
     assert set(first["inputs"]) == set(task.input_names)
     # With --baseline both judges' items are written, labelled.
     answers = iter(["[[2]]", "[[3]]"] * 8)
-    monkeypatch.setattr(judgeopt.lm, "make_lm",
-                        lambda model, **kw: ScriptedLM(lambda m: next(answers)).lm)
-    assert main(["evaluate", str(path), "--data", data, "--limit", "4", "--items", str(items),
-                 "--no-progress", "--model", "openai/x", "--baseline"]) == 0
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(lambda m: next(answers)).lm
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                str(path),
+                "--data",
+                data,
+                "--limit",
+                "4",
+                "--items",
+                str(items),
+                "--no-progress",
+                "--model",
+                "openai/x",
+                "--baseline",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in items.read_text().splitlines()]
     assert [r["judge"] for r in rows] == ["judge.json"] * 4 + ["baseline"] * 4
 
 
 def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
-        shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     """SIGTERM during `judgeopt evaluate` (no checkpoint): exit 130, one line on stderr,
     no traceback, and the previous SIGTERM handler back."""
     import os
@@ -68,8 +105,24 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
     path = tmp_path / "judge.json"
     JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
     data = str(shared_data / "topical_chat" / "valid.jsonl")
-    assert main(["evaluate", str(path), "--data", data, "--limit", "4", "--no-progress",
-                 "--model", "openai/x", "--threads", "1"]) == 130
+    assert (
+        main(
+            [
+                "evaluate",
+                str(path),
+                "--data",
+                data,
+                "--limit",
+                "4",
+                "--no-progress",
+                "--model",
+                "openai/x",
+                "--threads",
+                "1",
+            ]
+        )
+        == 130
+    )
     assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (SIGTERM)"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
@@ -77,6 +130,22 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
         raise KeyboardInterrupt  # what Python's SIGINT handler raises
 
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(ctrl_c).lm)
-    assert main(["evaluate", str(path), "--data", data, "--limit", "4", "--no-progress",
-                 "--model", "openai/x", "--threads", "1"]) == 130
+    assert (
+        main(
+            [
+                "evaluate",
+                str(path),
+                "--data",
+                data,
+                "--limit",
+                "4",
+                "--no-progress",
+                "--model",
+                "openai/x",
+                "--threads",
+                "1",
+            ]
+        )
+        == 130
+    )
     assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (Ctrl-C)"

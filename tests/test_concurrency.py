@@ -84,8 +84,11 @@ def test_accounting_is_exact_with_threads(task, records, tmp_path: Path) -> None
     stats = fake.lm.stats()
     assert res.calls == stats.calls == len(fake.requests) == 12
     assert res.call_failures == 2 and dict(stats.failures) == {"bad_request": 2}
-    sent_prompt = sum(sum(len(str(m["content"]).split()) for m in r["messages"])
-                      for r in fake.requests if response_of(r["messages"]) not in failing)
+    sent_prompt = sum(
+        sum(len(str(m["content"]).split()) for m in r["messages"])
+        for r in fake.requests
+        if response_of(r["messages"]) not in failing
+    )
     assert res.prompt_tokens == stats.prompt_tokens == sent_prompt
     # Again: the ten answers come from the cache, the two failures are asked again.
     again = evaluate(judge, records, threads=8, progress=False)
@@ -142,9 +145,17 @@ def test_interrupt_drops_the_queued_calls(task, records) -> None:
     assert started.is_set() and len(fake.requests) <= 4
 
 
-SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
-         "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+SPACE = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
+}
 
 
 @pytest.mark.parametrize("racing", [False, {"enabled": True, "top": 1, "min_items": 12}])
@@ -162,8 +173,15 @@ def test_compile_with_threads_matches_one_thread(task, shared_data: Path, racing
     results = []
     for threads in (1, 4):
         fake = ScriptedLM(respond)
-        opt = HPSS(budget=5, space=SPACE, progress=False, params={"k": 2}, racing=racing,
-                   threads=threads, selection="best")
+        opt = HPSS(
+            budget=5,
+            space=SPACE,
+            progress=False,
+            params={"k": 2},
+            racing=racing,
+            threads=threads,
+            selection="best",
+        )
         best = opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records)
         res = best.search_result
         # Every call but the endpoint check before the search is a judge call.

@@ -352,8 +352,9 @@ def test_group_ids_fall_back_to_record_id() -> None:
 
 def test_plain_csv_layout_needs_the_task_to_name_columns(tmp_path: Path) -> None:
     path = tmp_path / "mine.csv"
-    path.write_text("question,answer,helpfulness\nWhy?,Because.,4\nHow?,Somehow.,\n",
-                    encoding="utf-8")
+    path.write_text(
+        "question,answer,helpfulness\nWhy?,Because.,4\nHow?,Somehow.,\n", encoding="utf-8"
+    )
     with pytest.raises(DataFormatError, match=r"field 'question': unknown column.*docs/tasks.md"):
         load_records(path)
     records = load_records(path, fields=["question", "answer"], scores=["helpfulness"])
@@ -369,11 +370,15 @@ def test_plain_csv_layout_needs_the_task_to_name_columns(tmp_path: Path) -> None
 
 
 def test_plain_jsonl_layout_with_a_score_key(tmp_path: Path) -> None:
-    path = _write(tmp_path / "d.jsonl", [
-        json.dumps({"question": "Why?", "answer": "Because.", "score": 4}),
-        json.dumps({"id": "x2", "question": "How?", "answer": "So.", "score": 2.5,
-                    "group_id": "g"}),
-    ])
+    path = _write(
+        tmp_path / "d.jsonl",
+        [
+            json.dumps({"question": "Why?", "answer": "Because.", "score": 4}),
+            json.dumps(
+                {"id": "x2", "question": "How?", "answer": "So.", "score": 2.5, "group_id": "g"}
+            ),
+        ],
+    )
     with pytest.raises(DataFormatError, match=r"line 1: field 'question': unknown field"):
         load_records(path)
     records = load_records(path, fields=["question", "answer"], scores={"score": "helpful"})
@@ -383,5 +388,8 @@ def test_plain_jsonl_layout_with_a_score_key(tmp_path: Path) -> None:
     schema = _write(tmp_path / "s.jsonl", [json.dumps(_row())])
     assert load_records(schema, fields=["question"], scores=["score"]) == load_records(schema)
     with pytest.raises(DataFormatError, match="expected a string"):
-        load_records([{"question": 3, "answer": "a", "score": 1}],
-                     fields=["question", "answer"], scores=["score"])
+        load_records(
+            [{"question": 3, "answer": "a", "score": 1}],
+            fields=["question", "answer"],
+            scores=["score"],
+        )

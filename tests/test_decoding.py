@@ -35,8 +35,16 @@ from judgeopt.testing import ScriptedLM, logprob_content
 
 ASPECT = "naturalness"
 # Everything fixed but `decoding` (and the scale, for multi-token ratings).
-ONLY_DECODING = {"scale": [3], "examples": [0], "criteria": ["human"], "reference": ["none"],
-                 "cot": ["none"], "autocot": ["off"], "metrics": ["off"], "order": ["TD-ER-IC"]}
+ONLY_DECODING = {
+    "scale": [3],
+    "examples": [0],
+    "criteria": ["human"],
+    "reference": ["none"],
+    "cot": ["none"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +61,15 @@ def no_cot(task, **changes: Any):
     return baseline_strategy(task).replace(cot="none", **changes)
 
 
-def scripted(tokens: list[str], alternatives: dict[int, dict[str, float]] | None = None,
-             **kw: Any) -> ScriptedLM:
+def scripted(
+    tokens: list[str], alternatives: dict[int, dict[str, float]] | None = None, **kw: Any
+) -> ScriptedLM:
     """A judge LM that always answers ``"".join(tokens)`` with those logprobs."""
-    return ScriptedLM(lambda m: "".join(tokens),
-                      logprobs=lambda reply, request: logprob_content(tokens, alternatives),
-                      **kw)
+    return ScriptedLM(
+        lambda m: "".join(tokens),
+        logprobs=lambda reply, request: logprob_content(tokens, alternatives),
+        **kw,
+    )
 
 
 # ------------------------------------------------------------------------------ the factor
@@ -83,8 +94,10 @@ def test_space_has_decoding_pointwise_only_and_baseline_is_greedy(task) -> None:
 
 def test_decoding_never_changes_the_prompt(task, records) -> None:
     inputs = records[0].inputs
-    prompts = {render_prompt(task, ASPECT, baseline_strategy(task).replace(decoding=d), inputs)
-               for d in ("greedy", "expected", "sc5")}
+    prompts = {
+        render_prompt(task, ASPECT, baseline_strategy(task).replace(decoding=d), inputs)
+        for d in ("greedy", "expected", "sc5")
+    }
     assert len(prompts) == 1
 
 
@@ -106,8 +119,7 @@ def test_decoding_parameters_are_validated() -> None:
 
 
 def test_decoding_params_follow_the_decoding_through_with_strategy(task) -> None:
-    judge = JudgeProgram(task, ASPECT, no_cot(task, decoding="sc5"),
-                         decoding_params={"samples": 3})
+    judge = JudgeProgram(task, ASPECT, no_cot(task, decoding="sc5"), decoding_params={"samples": 3})
     assert judge.with_strategy(judge.strategy.replace(cot="prefix")).decoding.samples == 3
     other = judge.with_strategy(judge.strategy.replace(decoding="expected"))
     assert other.decoding == DECODING_PARAMS["expected"]
@@ -145,8 +157,12 @@ def test_expected_rating_ignores_the_stop_token_vllm_lists(task, records) -> Non
     # vLLM lists the end-of-turn token it stopped on in logprobs.content (bytes included) but
     # not in the message; "[3]<|im_end|>" would hide the lone rating from the parser.
     tokens = ["[", "3", "]", "<|im_end|>"]
-    fake = ScriptedLM(lambda m: "[3]", logprobs=lambda reply, request: logprob_content(
-        tokens, {1: {"3": 0.6, "2": 0.3, "1": 0.1}}))
+    fake = ScriptedLM(
+        lambda m: "[3]",
+        logprobs=lambda reply, request: logprob_content(
+            tokens, {1: {"3": 0.6, "2": 0.3, "1": 0.1}}
+        ),
+    )
     judge = JudgeProgram(task, ASPECT, no_cot(task, decoding="expected"), lm=fake.lm)
     pred = judge(**records[0].inputs)
     assert pred.parse_error is None and pred.greedy_score == 3.0
@@ -158,8 +174,9 @@ def test_expected_rating_multi_token_with_chain_rule(task, records) -> None:
     # P(8)=0.3, P(9)=0.1; the rest (0.1, non-digits) is renormalised away.
     tokens = ["[[", "1", "0", "]]"]
     alts = {1: {"1": 0.5, "8": 0.3, "9": 0.1, "x": 0.1}, 2: {"0": 0.9, "]]": 0.1}}
-    judge = JudgeProgram(task, ASPECT, no_cot(task, scale=10, decoding="expected"),
-                         lm=scripted(tokens, alts).lm)
+    judge = JudgeProgram(
+        task, ASPECT, no_cot(task, scale=10, decoding="expected"), lm=scripted(tokens, alts).lm
+    )
     pred = judge(**records[0].inputs)
     want = (10 * 0.45 + 1 * 0.05 + 8 * 0.3 + 9 * 0.1) / 0.9
     assert pred.score == pytest.approx(want)
@@ -178,11 +195,30 @@ def test_expected_rating_with_digits_missing_from_top_k(task, records) -> None:
 
 
 def test_expected_rating_with_cot_reads_the_last_rating(task, records) -> None:
-    tokens = ["Unlike", " a", " [[", "1", "]]", " reply", ", this", " one", " is", " fine",
-              ".", " Rating", ": [[", "3", "]]"]
+    tokens = [
+        "Unlike",
+        " a",
+        " [[",
+        "1",
+        "]]",
+        " reply",
+        ", this",
+        " one",
+        " is",
+        " fine",
+        ".",
+        " Rating",
+        ": [[",
+        "3",
+        "]]",
+    ]
     alts = {3: {"1": 1.0}, 13: {"3": 0.6, "2": 0.4}}
-    judge = JudgeProgram(task, ASPECT, baseline_strategy(task).replace(decoding="expected"),
-                         lm=scripted(tokens, alts).lm)
+    judge = JudgeProgram(
+        task,
+        ASPECT,
+        baseline_strategy(task).replace(decoding="expected"),
+        lm=scripted(tokens, alts).lm,
+    )
     pred = judge(**records[0].inputs)
     assert pred.score == pytest.approx(0.6 * 3 + 0.4 * 2)
     assert pred.rationale.startswith("Unlike a [[1]]")
@@ -192,7 +228,8 @@ def test_expected_failures_are_recorded_and_counted(task, records) -> None:
     s = no_cot(task, decoding="expected")
     # No rating in the answer.
     pred = JudgeProgram(task, ASPECT, s, lm=scripted(["I", " cannot", " rate"]).lm)(
-        **records[0].inputs)
+        **records[0].inputs
+    )
     assert pred.score is None and pred.parse_error == "no rating found"
     # The provider ignored logprobs=True.
     silent = ScriptedLM(lambda m: "[[2]]")
@@ -239,8 +276,9 @@ def test_self_consistency_averages_samples_and_counts_failures(task, records) ->
     assert {r["temperature"] for r in fake.requests} == {1.0}
     assert fake.lm.stats().calls == 5
     # No sample with a rating: a recorded failure.
-    pred = JudgeProgram(task, ASPECT, no_cot(task, decoding="sc5"),
-                        lm=ScriptedLM(lambda m: "hmm").lm)(**records[0].inputs)
+    pred = JudgeProgram(
+        task, ASPECT, no_cot(task, decoding="sc5"), lm=ScriptedLM(lambda m: "hmm").lm
+    )(**records[0].inputs)
     assert pred.score is None and pred.parse_error.startswith("no sample had a rating (5/5")
 
 
@@ -261,8 +299,12 @@ def test_logprob_support_flags_probe_and_litellm_table() -> None:
     assert len(good.requests) == 1  # remembered per LM
     silent = ScriptedLM(lambda m: "7")
     assert not logprob_support(silent.lm)[0]
-    refusing = ScriptedLM(lambda m: "7", logprobs=lambda r, q: litellm.exceptions.BadRequestError(
-        "logprobs not supported", model="o3", llm_provider="openai"))
+    refusing = ScriptedLM(
+        lambda m: "7",
+        logprobs=lambda r, q: litellm.exceptions.BadRequestError(
+            "logprobs not supported", model="o3", llm_provider="openai"
+        ),
+    )
     ok, why = logprob_support(refusing.lm)
     assert not ok and "logprobs not supported" in why
     # The flag wins over the probe.
@@ -284,19 +326,20 @@ def test_check_decodings_raises_only_when_asked_explicitly(caplog) -> None:
 def test_compile_errors_at_start_when_expected_is_asked_without_logprobs(task, records) -> None:
     fake = ScriptedLM(lambda m: "[[2]]")  # never returns logprobs
     judge = JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm)
-    opt = GridSearch(budget=3, space={**ONLY_DECODING, "decoding": ["greedy", "expected"]},
-                     progress=False)
+    opt = GridSearch(
+        budget=3, space={**ONLY_DECODING, "decoding": ["greedy", "expected"]}, progress=False
+    )
     with pytest.raises(LogprobsUnavailableError, match="openai/scripted"):
         opt.compile(judge, trainset=records)
     # The logprob probe only (after the endpoint check).
     assert len(fake.judge_requests) == 1 and fake.judge_requests[0]["max_tokens"] == 1
     assert fake.judge_requests[0]["logprobs"] is True
     # A student that decodes with `expected` asks for it too.
-    student = JudgeProgram(task, ASPECT, no_cot(task, decoding="expected"),
-                           lm=ScriptedLM(lambda m: "[[2]]").lm)
+    student = JudgeProgram(
+        task, ASPECT, no_cot(task, decoding="expected"), lm=ScriptedLM(lambda m: "[[2]]").lm
+    )
     with pytest.raises(LogprobsUnavailableError):
-        GridSearch(budget=3, space=ONLY_DECODING, progress=False).compile(
-            student, trainset=records)
+        GridSearch(budget=3, space=ONLY_DECODING, progress=False).compile(student, trainset=records)
 
 
 def test_compile_leaves_expected_out_when_the_lm_has_no_logprobs(task, records, caplog) -> None:
@@ -304,14 +347,18 @@ def test_compile_leaves_expected_out_when_the_lm_has_no_logprobs(task, records, 
     judge = JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm)
     with caplog.at_level(logging.WARNING):
         best = GridSearch(budget=10, space=ONLY_DECODING, progress=False).compile(
-            judge, trainset=records)
+            judge, trainset=records
+        )
     tried = [t["strategy"]["decoding"] for t in best.search_result.trace]
     assert sorted(tried) == ["greedy", "sc5"]
     assert "left out of the search" in caplog.text
     # HPSS never proposes it either.
-    best = HPSS(budget=4, space={**ONLY_DECODING, "cot": ["none", "prefix"]}, progress=False,
-                params={"k": 2}).compile(JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm),
-                                         trainset=records)
+    best = HPSS(
+        budget=4,
+        space={**ONLY_DECODING, "cot": ["none", "prefix"]},
+        progress=False,
+        params={"k": 2},
+    ).compile(JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm), trainset=records)
     assert all(t["strategy"]["decoding"] != "expected" for t in best.search_result.trace)
 
 
@@ -333,11 +380,13 @@ def length_judge(**kw: Any) -> ScriptedLM:
 
 
 def test_compile_with_decoding_exports_and_loads_the_chosen_decoding(
-        task, records, tmp_path) -> None:
+    task, records, tmp_path
+) -> None:
     fake = length_judge()
     judge = JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm)
-    best = GridSearch(budget=3, space={**ONLY_DECODING, "decoding": ["greedy", "expected"]},
-                      progress=False).compile(judge, trainset=records)
+    best = GridSearch(
+        budget=3, space={**ONLY_DECODING, "decoding": ["greedy", "expected"]}, progress=False
+    ).compile(judge, trainset=records)
     tried = sorted(t["strategy"]["decoding"] for t in best.search_result.trace)
     assert tried == ["expected", "greedy"]
     # The expected rating keeps the ranking of the greedy one, plus a tie-breaking spread.
@@ -348,20 +397,23 @@ def test_compile_with_decoding_exports_and_loads_the_chosen_decoding(
     data = json.loads(path.read_text())
     assert data["strategy"]["decoding"] == "expected"
     scoring = data["scoring"]
-    assert (scoring["decoding"], scoring["top_logprobs"], scoring["samples"]) == (
-        "expected", 20, 1)
+    assert (scoring["decoding"], scoring["top_logprobs"], scoring["samples"]) == ("expected", 20, 1)
     assert "probability-weighted" in scoring["parser"]
     again = length_judge()
     loaded = JudgeProgram.load(path, lm=again.lm)
     assert loaded.decoding == best.decoding
-    assert [loaded.judge(r.inputs, sample_id=r.id).score for r in records] == pytest.approx(
-        scores)
+    assert [loaded.judge(r.inputs, sample_id=r.id).score for r in records] == pytest.approx(scores)
     assert all(q["logprobs"] is True for q in again.requests)
 
 
 def test_export_records_sc_parameters_and_load_applies_them(task, records, tmp_path) -> None:
-    judge = JudgeProgram(task, ASPECT, no_cot(task, decoding="sc5"),
-                         lm=ScriptedLM(lambda m: "[[2]]").lm, decoding_params={"samples": 3})
+    judge = JudgeProgram(
+        task,
+        ASPECT,
+        no_cot(task, decoding="sc5"),
+        lm=ScriptedLM(lambda m: "[[2]]").lm,
+        decoding_params={"samples": 3},
+    )
     path = tmp_path / "judge.json"
     judge.save(path)
     scoring = json.loads(path.read_text())["scoring"]
@@ -394,8 +446,9 @@ def test_checkpoint_from_before_the_decoding_factor_resumes(task, records, tmp_p
 
     space = {k: v for k, v in ONLY_DECODING.items()} | {"cot": ["none", "prefix"]}
     full = hpss_space(task)
-    old_space = FactorSpace({n: (space.get(n) or list(full[n].values))
-                             for n in full.names if n != "decoding"})
+    old_space = FactorSpace(
+        {n: (space.get(n) or list(full[n].values)) for n in full.names if n != "decoding"}
+    )
     # A checkpoint as the compile wrote it before `decoding` existed: one evaluation done.
     search = GridStrategy(old_space, budget=2, seed=0)
     first = search.ask()
@@ -403,11 +456,13 @@ def test_checkpoint_from_before_the_decoding_factor_resumes(task, records, tmp_p
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "search_state.json").write_text(json.dumps(search.state_dict()))
-    (ckpt / "evaluations.jsonl").write_text(json.dumps(
-        {"number": 0, "strategy": first.as_dict(), "spearman": 0.5}) + "\n")
+    (ckpt / "evaluations.jsonl").write_text(
+        json.dumps({"number": 0, "strategy": first.as_dict(), "spearman": 0.5}) + "\n"
+    )
     fake = ScriptedLM(lambda m: "[[2]]")
     best = GridSearch(budget=2, space=space, progress=False, checkpoint_dir=ckpt).compile(
-        JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm), trainset=records)
+        JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm), trainset=records
+    )
     assert best.search_result.evaluations == 2
     assert best.strategy["decoding"] == "greedy"
     assert not math.isnan(best.search_result.best_score)

@@ -22,9 +22,17 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 MODEL = "local:qwen2.5-coder-0.5b"
 N_CTX = 2048  # the Topical-Chat prompts without CoT fit; halves the logits_all buffer
-SPACE = {"scale": [3], "examples": [0], "criteria": ["human"], "reference": ["none"],
-         "cot": ["none"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy", "expected"]}
+SPACE = {
+    "scale": [3],
+    "examples": [0],
+    "criteria": ["human"],
+    "reference": ["none"],
+    "cot": ["none"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy", "expected"],
+}
 
 SCORE_IN_FRESH_PROCESS = """
 import json, sys
@@ -49,7 +57,8 @@ def items(shared_data: Path):
 
 
 def test_qwen_compile_with_decoding_export_load_fresh_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, items) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, items
+) -> None:
     from judgeopt.lm import make_lm
 
     monkeypatch.setenv("JUDGEOPT_THREADS", "1")
@@ -58,10 +67,10 @@ def test_qwen_compile_with_decoding_export_load_fresh_process(
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{MODEL} is not installed: {e}")
     task = load_task("topical_chat")
-    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"),
-                           lm=lm)
+    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
     best = HPSS(budget=3, space=SPACE, progress=False, params={"k": 2}).compile(
-        student, trainset=items)
+        student, trainset=items
+    )
     result = best.search_result
     assert result.evaluations == 3
     # HPSS's initialisation tried the expected rating (no logprob problem at compile start).
@@ -84,9 +93,20 @@ def test_qwen_compile_with_decoding_export_load_fresh_process(
         expected_variant.save(files[1][0])
     data = tmp_path / "items.json"
     data.write_text(json.dumps([r.inputs for r in items]))
-    out = subprocess.run([sys.executable, "-c", SCORE_IN_FRESH_PROCESS, MODEL, str(N_CTX),
-                          json.dumps(files), str(data)],
-                         text=True, capture_output=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SCORE_IN_FRESH_PROCESS,
+            MODEL,
+            str(N_CTX),
+            json.dumps(files),
+            str(data),
+        ],
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     runs = json.loads(out.stdout.strip().splitlines()[-1])
     assert runs[0]["decoding"] == chosen and set(runs[0]["tags"]) == {chosen}

@@ -21,8 +21,13 @@ def _groups(records: list) -> set[str]:  # type: ignore[type-arg]
 @pytest.mark.parametrize("task", ["sfres", "topical_chat", "summeval"])
 def test_demo_items_come_from_the_benchmarks_parts(task: str) -> None:
     valid, test = demo_split(task, 40, 100, DATA)
-    e2e_valid, e2e_test = split_holdout(load_records(DATA / task / "full.jsonl"), 100, 200,
-                                        seed=0, per_group=8 if task == "summeval" else None)
+    e2e_valid, e2e_test = split_holdout(
+        load_records(DATA / task / "full.jsonl"),
+        100,
+        200,
+        seed=0,
+        per_group=8 if task == "summeval" else None,
+    )
     assert len(valid) >= 40 and len(test) >= 100
     # The demo tests on the benchmark's test items only: never on items that chose its setup.
     assert {r.id for r in test} <= {r.id for r in e2e_test}
@@ -41,8 +46,9 @@ def test_demo_split_is_the_same_every_time() -> None:
     assert [r.id for r in a[1]] == [r.id for r in b[1]]
 
 
-def test_demo_refuses_more_items_than_the_benchmarks_parts(capsys: pytest.CaptureFixture[str]
-                                                           ) -> None:
+def test_demo_refuses_more_items_than_the_benchmarks_parts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(ValueError, match="n_test at most 200"):
         demo_split("sfres", 40, 500, DATA)
     assert main(["demo", "--n-valid", "150", "--no-progress"]) == 2
@@ -67,13 +73,28 @@ def test_find_shared_data_finds_the_checkout_neighbour() -> None:
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_with_a_real_model(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_end_to_end_with_a_real_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "demo"
     # 10 items: too few to confirm (the compile says so and keeps the best score); the
     # 0.5B model writes short explanations, so this takes a minute or two.
-    code = main(["demo", "--model", "local:qwen2.5-coder-0.5b", "--n-valid", "10",
-                 "--n-test", "10", "--budget", "2", "--out-dir", str(out), "--no-progress"])
+    code = main(
+        [
+            "demo",
+            "--model",
+            "local:qwen2.5-coder-0.5b",
+            "--n-valid",
+            "10",
+            "--n-test",
+            "10",
+            "--budget",
+            "2",
+            "--out-dir",
+            str(out),
+            "--no-progress",
+        ]
+    )
     text = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     # Exit 1 exactly when the compile reports a problem (with 10 items the 0.5B model may
@@ -107,17 +128,25 @@ def test_demo_leaves_explanations_to_the_baseline(tmp_path: Path) -> None:
     assert all(a["cot"] == base["cot"] and len(a) == 2 for a in forbid)
     valid, _ = demo_split("sfres", 40, 100, DATA)
     fake = ScriptedLM(lambda messages: f"Rating: [[{1 + len(str(messages[-1]['content'])) % 5}]]")
-    opt = JudgeSearch.from_config(preset, budget=6, space=space, forbid=forbid,
-                                  progress=False, checkpoint_dir=tmp_path / "ckpt")
+    opt = JudgeSearch.from_config(
+        preset,
+        budget=6,
+        space=space,
+        forbid=forbid,
+        progress=False,
+        checkpoint_dir=tmp_path / "ckpt",
+    )
     judge = opt.compile(JudgeProgram(spec, "naturalness", lm=fake.lm), trainset=valid)
     trace = judge.search_result.evaluation_summaries
     assert len(trace) == 6 and trace[0]["strategy"] == base.as_dict()
     assert all(t["strategy"]["cot"] == "none" for t in trace[1:])
     # A cot value the baseline does not use is forbidden outright.
     assert {"cot": "suffix"} in explanations_only_in_baseline(
-        spec, {**space, "cot": ["none", "prefix", "suffix"]})
+        spec, {**space, "cot": ["none", "prefix", "suffix"]}
+    )
     # The checkpoint records the constraint: the same run without it does not resume it.
-    plain = JudgeSearch.from_config(preset, budget=6, space=space, progress=False,
-                                    checkpoint_dir=tmp_path / "ckpt")
+    plain = JudgeSearch.from_config(
+        preset, budget=6, space=space, progress=False, checkpoint_dir=tmp_path / "ckpt"
+    )
     with pytest.raises(ValueError, match="forbid"):
         plain.compile(JudgeProgram(spec, "naturalness", lm=fake.lm), trainset=valid)

@@ -28,6 +28,7 @@ from judgeopt.testing import ScriptedLM
 def answer_rating(rating: str) -> Any:
     def respond(messages: list[dict[str, Any]]) -> str:
         return rating
+
     return respond
 
 
@@ -50,8 +51,7 @@ def test_metric_maps_rating_onto_unit_interval(task) -> None:
         assert metric(ex, pred) == pytest.approx(want)
     # A scale-10 strategy maps over its own range, not the task's 1-5.
     s10 = baseline_strategy(task).replace(scale=10)
-    assert judge_with(task, "[[8]]", strategy=s10).as_metric()(ex, pred) == \
-        pytest.approx(7 / 9)
+    assert judge_with(task, "[[8]]", strategy=s10).as_metric()(ex, pred) == pytest.approx(7 / 9)
 
 
 def test_metric_unparsed_gives_documented_value_or_raises(task) -> None:
@@ -66,8 +66,8 @@ def test_metric_unparsed_gives_documented_value_or_raises(task) -> None:
 def test_metric_threshold_is_pass_fail_under_a_trace(task) -> None:
     metric = judge_with(task, "[[4]]").as_metric(threshold=0.8)
     ex = {"source": "a", "summary": "b"}
-    assert metric(ex, dspy.Prediction()) == pytest.approx(0.75)      # Evaluate: the float
-    assert metric(ex, dspy.Prediction(), trace=[]) is False            # optimizer: pass/fail
+    assert metric(ex, dspy.Prediction()) == pytest.approx(0.75)  # Evaluate: the float
+    assert metric(ex, dspy.Prediction(), trace=[]) is False  # optimizer: pass/fail
     assert judge_with(task, "[[5]]").as_metric(threshold=0.8)(ex, None, trace=[]) is True
 
 
@@ -112,17 +112,19 @@ def test_metric_pairwise_prefers_side(shared_data: Path) -> None:
 
 def test_metric_inside_dspy_evaluate_counts_unparsed_as_zero(task) -> None:
     replies = iter(["[[5]]", "no idea", "[[3]]"])
-    judge = JudgeProgram(task, "coherence",
-                         lm=ScriptedLM(lambda m: next(replies)).lm)
-    devset = [dspy.Example(source=f"article {i}", summary=f"summary {i}").with_inputs("source")
-              for i in range(3)]
+    judge = JudgeProgram(task, "coherence", lm=ScriptedLM(lambda m: next(replies)).lm)
+    devset = [
+        dspy.Example(source=f"article {i}", summary=f"summary {i}").with_inputs("source")
+        for i in range(3)
+    ]
 
     class Echo(dspy.Module):
         def forward(self, source: str) -> dspy.Prediction:
             return dspy.Prediction(summary=source.replace("article", "summary"))
 
-    result = dspy.Evaluate(devset=devset, metric=judge.as_metric(), num_threads=1,
-                           display_progress=False)(Echo())
+    result = dspy.Evaluate(
+        devset=devset, metric=judge.as_metric(), num_threads=1, display_progress=False
+    )(Echo())
     assert result.score == pytest.approx(100 * (1.0 + 0.0 + 0.5) / 3)
 
 
@@ -135,8 +137,8 @@ def test_instance_load_changes_the_instance(task, tmp_path: Path) -> None:
     returned = p.load(tmp_path / "judge.json")
     assert returned is p
     assert p.aspect == "fluency" and p.strategy == s10
-    assert p.lm is lm                                   # keeps its LM
-    assert p(source="a", summary="b").score == 2.0      # and judges with the loaded strategy
+    assert p.lm is lm  # keeps its LM
+    assert p(source="a", summary="b").score == 2.0  # and judges with the loaded strategy
     assert p.adapter.program is p
     fresh = JudgeProgram.load(tmp_path / "judge.json")  # the class form still returns a new one
     assert fresh is not p and fresh.strategy == s10 and fresh.lm is None

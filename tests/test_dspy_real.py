@@ -54,8 +54,7 @@ def lm(tmp_path_factory: pytest.TempPathFactory):
     from judgeopt.lm import make_lm
 
     try:
-        return make_lm("local:smollm2-135m", n_threads=1,
-                       cache=tmp_path_factory.mktemp("lm-cache"))
+        return make_lm("local:smollm2-135m", n_threads=1, cache=tmp_path_factory.mktemp("lm-cache"))
     except Exception as e:  # noqa: BLE001 - the model package is an optional install
         pytest.skip(f"smollm2-135m is not installed: {e}")
 
@@ -72,8 +71,9 @@ def devset() -> list[dspy.Example]:
 
 def test_metric_in_evaluate_bestofn_refine_and_an_optimizer(judge: JudgeProgram) -> None:
     metric = judge.as_metric()
-    result = dspy.Evaluate(devset=devset(), metric=metric, num_threads=1,
-                           display_progress=False)(LeadSentence())
+    result = dspy.Evaluate(devset=devset(), metric=metric, num_threads=1, display_progress=False)(
+        LeadSentence()
+    )
     scores = [s for _, _, s in result.results]
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
     assert result.score == pytest.approx(100 * sum(scores) / 3)
@@ -88,19 +88,22 @@ def test_metric_in_evaluate_bestofn_refine_and_an_optimizer(judge: JudgeProgram)
         assert 0.0 <= float(reward.last_value) <= 1.0
     # An optimizer's metric= gets a trace, so a threshold gives pass/fail.
     passfail = judge.as_metric(threshold=0.5)
-    compiled = dspy.BootstrapFewShot(metric=passfail, max_bootstrapped_demos=1,
-                                     max_labeled_demos=0, max_rounds=1).compile(
-        LeadSentence(), trainset=[dspy.Example(source=a, summary="x").with_inputs("source")
-                                  for a in ARTICLES[:2]])
+    compiled = dspy.BootstrapFewShot(
+        metric=passfail, max_bootstrapped_demos=1, max_labeled_demos=0, max_rounds=1
+    ).compile(
+        LeadSentence(),
+        trainset=[dspy.Example(source=a, summary="x").with_inputs("source") for a in ARTICLES[:2]],
+    )
     assert compiled is not None and passfail.calls >= 1
     assert isinstance(passfail.last_value, bool)
 
 
-def test_acall_set_lm_and_instance_load_with_a_real_model(judge: JudgeProgram, lm,
-                                                          tmp_path: Path) -> None:
+def test_acall_set_lm_and_instance_load_with_a_real_model(
+    judge: JudgeProgram, lm, tmp_path: Path
+) -> None:
     pred = asyncio.run(judge.acall(source=ARTICLES[0], summary="A park was approved."))
     again = judge(source=ARTICLES[0], summary="A park was approved.")
-    assert pred.raw == again.raw                               # same call, same answer
+    assert pred.raw == again.raw  # same call, same answer
     fresh = JudgeProgram(load_task("summeval"), "coherence")
     fresh.set_lm(lm)
     assert fresh.lm is lm and fresh.get_lm() is lm
@@ -111,25 +114,45 @@ def test_acall_set_lm_and_instance_load_with_a_real_model(judge: JudgeProgram, l
 
 
 def test_python_compile_records_a_model_that_cli_evaluate_loads(
-        shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lm) -> None:
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lm
+) -> None:
     monkeypatch.setenv("JUDGEOPT_THREADS", "1")
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "cache"))
     task = load_task("topical_chat")
     items = load_records(shared_data / "topical_chat" / "valid.jsonl")[:4]
-    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"),
-                           lm=lm)
-    space = {"scale": [3, 10], "examples": [0], "criteria": ["human"], "reference": ["none"],
-             "cot": ["none"], "autocot": ["off"], "metrics": ["off"], "order": ["TD-ER-IC"],
-             "decoding": ["greedy"]}
-    best = HPSS(budget=2, space=space, progress=False, selection="best",
-                params={"k": 1}).compile(student, trainset=items)
+    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
+    space = {
+        "scale": [3, 10],
+        "examples": [0],
+        "criteria": ["human"],
+        "reference": ["none"],
+        "cot": ["none"],
+        "autocot": ["off"],
+        "metrics": ["off"],
+        "order": ["TD-ER-IC"],
+        "decoding": ["greedy"],
+    }
+    best = HPSS(budget=2, space=space, progress=False, selection="best", params={"k": 1}).compile(
+        student, trainset=items
+    )
     best.save(tmp_path / "judge.json")
     data = json.loads((tmp_path / "judge.json").read_text())
-    assert data["model"] == "local:smollm2-135m"               # not local/SmolLM2...gguf
-    rc = main(["evaluate", str(tmp_path / "judge.json"), "--data",
-               str(shared_data / "topical_chat" / "valid.jsonl"), "--limit", "4",
-               "--no-progress", "--json", str(tmp_path / "res.json"), "--items",
-               str(tmp_path / "items.jsonl")])
+    assert data["model"] == "local:smollm2-135m"  # not local/SmolLM2...gguf
+    rc = main(
+        [
+            "evaluate",
+            str(tmp_path / "judge.json"),
+            "--data",
+            str(shared_data / "topical_chat" / "valid.jsonl"),
+            "--limit",
+            "4",
+            "--no-progress",
+            "--json",
+            str(tmp_path / "res.json"),
+            "--items",
+            str(tmp_path / "items.jsonl"),
+        ]
+    )
     assert rc == 0
     summary = json.loads((tmp_path / "res.json").read_text())
     assert summary["n"] == 4
@@ -159,5 +182,5 @@ def test_readme_use_it_in_dspy_snippet_runs(tmp_path: Path, monkeypatch) -> None
     monkeypatch.setattr(sys, "argv", ["readme"])
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
     result = namespace["result"]
-    assert 0.0 <= result.score <= 100.0                        # type: ignore[attr-defined]
+    assert 0.0 <= result.score <= 100.0  # type: ignore[attr-defined]
     assert all(not math.isnan(s) for _, _, s in result.results)  # type: ignore[attr-defined]

@@ -31,11 +31,11 @@ def records(shared_data: Path):
 
 def full_judge(records) -> JudgeProgram:
     task = load_task("summeval")
-    strategy = baseline_strategy(task).replace(examples=3, criteria="self", autocot="on",
-                                               metrics="on")
-    judge = JudgeProgram(task, "coherence", strategy, trainset=records,
-                         lm=ScriptedLM(reply).lm)
-    judge(source="An article.", summary="A summary.")   # generates the artifacts
+    strategy = baseline_strategy(task).replace(
+        examples=3, criteria="self", autocot="on", metrics="on"
+    )
+    judge = JudgeProgram(task, "coherence", strategy, trainset=records, lm=ScriptedLM(reply).lm)
+    judge(source="An article.", summary="A summary.")  # generates the artifacts
     return judge
 
 
@@ -48,10 +48,13 @@ def test_messages_fill_every_artifact_but_item_fields(records, tmp_path: Path) -
     text = user["content"]
     for artifact in ("{icl_examples}", "{autocot_steps}", "{self_criteria}"):
         assert artifact not in data["messages"][1]["content"]
-        assert artifact in data["template"] or artifact == "{self_criteria}" \
+        assert (
+            artifact in data["template"]
+            or artifact == "{self_criteria}"
             or artifact == "{autocot_steps}"
+        )
     assert "coherence: the summary is well organised." in text
-    assert "1. Read the summary.\n2. Judge {it}." in text          # braces kept verbatim
+    assert "1. Read the summary.\n2. Judge {it}." in text  # braces kept verbatim
     assert text.count("## Example ") == 3
     # Only the item's fields and the per-item artifacts are left open.
     assert data["placeholders"] == ["source", "summary", "metrics_questions"]

@@ -31,9 +31,17 @@ from judgeopt.teleprompt import HPSS
 from judgeopt.testing import ScriptedLM, ScriptedServer
 
 ASPECT = "naturalness"
-SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
-         "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+SPACE = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -73,18 +81,26 @@ def is_judge_call(body: dict[str, Any]) -> bool:
 
 
 def hpss(**kw: Any) -> HPSS:
-    return HPSS(budget=kw.pop("budget", 4), space=SPACE, progress=False, params={"k": 2},
-                selection="best", **kw)
+    return HPSS(
+        budget=kw.pop("budget", 4),
+        space=SPACE,
+        progress=False,
+        params={"k": 2},
+        selection="best",
+        **kw,
+    )
 
 
 # -- 1. a checkpoint knows what it belongs to ----------------------------------------------
 
 
 def test_checkpoint_of_another_run_is_refused_and_restart_discards_it(
-        task, records, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    task, records, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     ckpt = tmp_path / "ckpt"
     first = hpss(checkpoint_dir=ckpt).compile(
-        JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=records[:10])
+        JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=records[:10]
+    )
     assert first.validation["n"] == 10
     fp = json.loads((ckpt / "fingerprint.json").read_text())
     assert fp["trainset"]["records"] == 10 and fp["model"] == "openai/scripted"
@@ -92,35 +108,43 @@ def test_checkpoint_of_another_run_is_refused_and_restart_discards_it(
     # Fewer records (as with another --limit): refused, naming the data and the remedy.
     with pytest.raises(CheckpointMismatchError) as err:
         hpss(checkpoint_dir=ckpt).compile(
-            JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=records[:6])
+            JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=records[:6]
+        )
     text = str(err.value)
     assert "trainset" in text and '"records": 10' in text and '"records": 6' in text
     assert "--restart" in text and "model" not in [d[0] for d in err.value.differences]
     # The same number of records with one changed label: refused too (content hash).
-    changed = [*records[:9], Record(**{**records[9].__dict__,
-                                       "scores": {**records[9].scores, ASPECT: 1.0}})]
+    changed = [
+        *records[:9],
+        Record(**{**records[9].__dict__, "scores": {**records[9].scores, ASPECT: 1.0}}),
+    ]
     assert changed[9].scores[ASPECT] != records[9].scores[ASPECT]
     with pytest.raises(CheckpointMismatchError, match="trainset"):
         hpss(checkpoint_dir=ckpt).compile(
-            JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=changed)
+            JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=changed
+        )
     # Another model, another search seed, another space, another decoding: refused, named.
     with pytest.raises(CheckpointMismatchError, match="model.*openai/scripted.*openai/other"):
         hpss(checkpoint_dir=ckpt).compile(
             JudgeProgram(task, ASPECT, lm=ScriptedLM(rating, model="openai/other").lm),
-            trainset=records[:10])
+            trainset=records[:10],
+        )
     with pytest.raises(CheckpointMismatchError, match="optimizer seed"):
         hpss(checkpoint_dir=ckpt, seed=1).compile(
-            JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=records[:10])
+            JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm), trainset=records[:10]
+        )
     with pytest.raises(CheckpointMismatchError, match="model decoding"):
         hpss(checkpoint_dir=ckpt).compile(
             JudgeProgram(task, ASPECT, lm=ScriptedLM(rating).lm, max_tokens=32),
-            trainset=records[:10])
+            trainset=records[:10],
+        )
 
     # The same run again resumes (a larger budget extends it) and says so.
     fake = ScriptedLM(rating)
     with caplog.at_level(logging.INFO, logger="judgeopt.progress"):
-        again = hpss(checkpoint_dir=ckpt).compile(JudgeProgram(task, ASPECT, lm=fake.lm),
-                                                  trainset=records[:10])
+        again = hpss(checkpoint_dir=ckpt).compile(
+            JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records[:10]
+        )
     assert "(4 of 4 strategies done)" in caplog.text and str(ckpt) in caplog.text
     assert fake.judge_requests == [] and again.strategy == first.strategy
     # The search's calls count every session; this run made none of them.
@@ -131,15 +155,18 @@ def test_checkpoint_of_another_run_is_refused_and_restart_discards_it(
     # restart=True discards it: the result is the new data's.
     fake = ScriptedLM(rating)
     fresh = hpss(checkpoint_dir=ckpt, restart=True).compile(
-        JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records[:6])
+        JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records[:6]
+    )
     assert fresh.validation["n"] == 6 and len(fake.judge_requests) == 4 * 6
     assert json.loads((ckpt / "fingerprint.json").read_text())["trainset"]["records"] == 6
 
 
-def test_cli_resume_says_where_and_a_changed_run_stops(data_path: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str],
-                                                       caplog: pytest.LogCaptureFixture
-                                                       ) -> None:
+def test_cli_resume_says_where_and_a_changed_run_stops(
+    data_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def left_out() -> int:
         # The server gives no logprobs: `expected` is left out, said once per run.
         n = sum("left out of the search" in r.getMessage() for r in caplog.records)
@@ -148,9 +175,26 @@ def test_cli_resume_says_where_and_a_changed_run_stops(data_path: Path, tmp_path
 
     out = tmp_path / "judge.json"
     with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
-        args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-                str(data_path), "--budget", "3", "--model", "openai/x", "--api-base",
-                srv.api_base, "--no-progress", "--selection", "best", "--out", str(out)]
+        args = [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            ASPECT,
+            "--data",
+            str(data_path),
+            "--budget",
+            "3",
+            "--model",
+            "openai/x",
+            "--api-base",
+            srv.api_base,
+            "--no-progress",
+            "--selection",
+            "best",
+            "--out",
+            str(out),
+        ]
         assert main([*args, "--limit", "10"]) == 0
         err = capsys.readouterr().err
         # --no-progress: one line per strategy instead of the bars.
@@ -180,13 +224,33 @@ def test_cli_resume_says_where_and_a_changed_run_stops(data_path: Path, tmp_path
 # -- 2. dead endpoints ----------------------------------------------------------------------
 
 
-def test_cli_dead_endpoint_stops_before_the_search(data_path: Path, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_dead_endpoint_stops_before_the_search(
+    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "judge.json"
     t0 = time.monotonic()
-    status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-                   str(data_path), "--limit", "10", "--budget", "3", "--model", "openai/x",
-                   "--api-base", "http://127.0.0.1:9/v1", "--no-progress", "--out", str(out)])
+    status = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            ASPECT,
+            "--data",
+            str(data_path),
+            "--limit",
+            "10",
+            "--budget",
+            "3",
+            "--model",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 3 and time.monotonic() - t0 < 20
     assert "does not answer a check call" in err and "nothing was judged" in err
@@ -194,10 +258,30 @@ def test_cli_dead_endpoint_stops_before_the_search(data_path: Path, tmp_path: Pa
     assert not out.exists() and not (tmp_path / "judge.json.ckpt" / "search_state.json").exists()
     # Nothing was judged, so fixing the model string is not "another run".
     with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
-        status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-                       str(data_path), "--limit", "10", "--budget", "2", "--model",
-                       "openai/fixed", "--api-base", srv.api_base, "--no-progress",
-                       "--selection", "best", "--out", str(out)])
+        status = main(
+            [
+                "compile",
+                "--task",
+                "topical_chat",
+                "--aspect",
+                ASPECT,
+                "--data",
+                str(data_path),
+                "--limit",
+                "10",
+                "--budget",
+                "2",
+                "--model",
+                "openai/fixed",
+                "--api-base",
+                srv.api_base,
+                "--no-progress",
+                "--selection",
+                "best",
+                "--out",
+                str(out),
+            ]
+        )
     assert status == 0 and out.is_file()
 
 
@@ -221,15 +305,15 @@ def test_server_that_dies_mid_compile_and_comes_back(task, records, tmp_path: Pa
         lm = make_lm("openai/x", api_base=srv.api_base, cache=False, num_retries=0)
         with pytest.raises(LMUnavailable) as err:
             hpss(checkpoint_dir=ckpt, max_consecutive_failures=3).compile(
-                JudgeProgram(task, ASPECT, lm=lm), trainset=records)
+                JudgeProgram(task, ASPECT, lm=lm), trainset=records
+            )
     finally:
         srv.close()
     text = str(err.value)
     assert "3 judge calls in a row failed" in text and "strategy 2 of 4" in text
     assert "1 finished strategies" in text and "run the same command again" in text
     # Nothing judged is lost, nothing failed is stored as a result.
-    summaries = [json.loads(line) for line in (ckpt / "evaluations.jsonl").read_text()
-                 .splitlines()]
+    summaries = [json.loads(line) for line in (ckpt / "evaluations.jsonl").read_text().splitlines()]
     assert len(summaries) == 1 and summaries[0]["call_failures"] == 0
     judged_before = answered["n"]
     assert judged_before >= 20
@@ -238,7 +322,8 @@ def test_server_that_dies_mid_compile_and_comes_back(task, records, tmp_path: Pa
     with ScriptedServer(reply=lambda body: rating(body["messages"]), port=port) as srv2:
         lm = make_lm("openai/x", api_base=srv2.api_base, cache=False, num_retries=0)
         best = hpss(checkpoint_dir=ckpt, max_consecutive_failures=3).compile(
-            JudgeProgram(task, ASPECT, lm=lm), trainset=records)
+            JudgeProgram(task, ASPECT, lm=lm), trainset=records
+        )
         again = [b for b in srv2.requests if is_judge_call(b)]
     assert best.search_result.trace == ref.search_result.trace
     assert best.strategy == ref.strategy
@@ -248,8 +333,9 @@ def test_server_that_dies_mid_compile_and_comes_back(task, records, tmp_path: Pa
     assert n_ref - judged_before <= len(again) <= n_ref - judged_before + 1
 
 
-def test_transiently_failed_judgements_are_retried_never_scored(task, records,
-                                                                tmp_path: Path) -> None:
+def test_transiently_failed_judgements_are_retried_never_scored(
+    task, records, tmp_path: Path
+) -> None:
     failing = {records[2].id, records[7].id}
     seen: dict[str, int] = {}
 
@@ -279,11 +365,13 @@ def test_transiently_failed_judgements_are_retried_never_scored(task, records,
     ckpt = tmp_path / "ckpt"
     with pytest.raises(LMUnavailable, match="1 of 12 judge calls failed twice"):
         hpss(budget=1, checkpoint_dir=ckpt).compile(
-            JudgeProgram(task, ASPECT, lm=ScriptedLM(always_failing).lm), trainset=records)
+            JudgeProgram(task, ASPECT, lm=ScriptedLM(always_failing).lm), trainset=records
+        )
     assert not (ckpt / "evaluations.jsonl").exists()
     fake = ScriptedLM(rating)
-    done = hpss(budget=1, checkpoint_dir=ckpt).compile(JudgeProgram(task, ASPECT, lm=fake.lm),
-                                                       trainset=records)
+    done = hpss(budget=1, checkpoint_dir=ckpt).compile(
+        JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records
+    )
     assert len(fake.judge_requests) == 1 and done.validation["call_failures"] == 0
 
 
@@ -300,8 +388,7 @@ def test_evaluate_circuit_breaker_counts_failures_in_a_row(task, records) -> Non
     seen: list[Any] = []
     judge = JudgeProgram(task, ASPECT, lm=ScriptedLM(respond).lm)
     with pytest.raises(LMUnavailable, match="3 judge calls in a row failed"):
-        evaluate(judge, records, progress=False, on_item=seen.append,
-                 max_consecutive_failures=3)
+        evaluate(judge, records, progress=False, on_item=seen.append, max_consecutive_failures=3)
     assert calls["n"] == 6 and len(seen) == 6
     assert [i.error_kind for i in seen] == ["connection"] * 2 + [None] + ["connection"] * 3
     # Without a limit every item is judged and the failures are counted.
@@ -314,7 +401,8 @@ def test_evaluate_circuit_breaker_counts_failures_in_a_row(task, records) -> Non
 
 
 def test_cli_all_nan_search_and_unparsed_answers_exit_nonzero(
-        data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     def unparsed_for(share: float):
         def reply(body: dict[str, Any]) -> str:
             if not is_judge_call(body):
@@ -324,11 +412,27 @@ def test_cli_all_nan_search_and_unparsed_answers_exit_nonzero(
             if zlib.crc32(response.encode()) % 100 < share * 100:
                 return "I cannot rate this."
             return rating(body["messages"])
+
         return reply
 
-    common = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-              str(data_path), "--limit", "10", "--budget", "3", "--model", "openai/x",
-              "--no-progress", "--selection", "best"]
+    common = [
+        "compile",
+        "--task",
+        "topical_chat",
+        "--aspect",
+        ASPECT,
+        "--data",
+        str(data_path),
+        "--limit",
+        "10",
+        "--budget",
+        "3",
+        "--model",
+        "openai/x",
+        "--no-progress",
+        "--selection",
+        "best",
+    ]
     # No answer has a rating: every strategy is NaN.
     with ScriptedServer(reply=lambda body: "I cannot rate this.") as srv:
         out = tmp_path / "nan.json"
@@ -350,8 +454,9 @@ def test_cli_all_nan_search_and_unparsed_answers_exit_nonzero(
         assert status == 1 and "max_parse_failures=0.25" in cap.err
         assert re.search(r"gave no rating for \d+ of 10 validation items", cap.err)
         assert "chosen judge on the 10 search items:" in cap.out
-        status = main([*common, "--api-base", srv.api_base, "--out", str(out),
-                       "--max-parse-failures", "0.9"])
+        status = main(
+            [*common, "--api-base", srv.api_base, "--out", str(out), "--max-parse-failures", "0.9"]
+        )
         cap = capsys.readouterr()
         assert status == 0 and "problem" not in cap.err
 
@@ -366,16 +471,23 @@ def test_constant_human_scores_are_refused_before_any_call(task, records) -> Non
     res = evaluate(JudgeProgram(task, ASPECT, lm=fake.lm), constant, progress=False)
     assert res.spearman is None and res.kendall is None and res.pearson is None
     summeval = load_task("summeval")
-    group_constant = [Record(id=f"s{i}", group_id=f"g{i // 3}", system_id=None,
-                             inputs={"source": "a", "summary": "b"},
-                             scores={"coherence": float(i // 3 + 1)}) for i in range(9)]
+    group_constant = [
+        Record(
+            id=f"s{i}",
+            group_id=f"g{i // 3}",
+            system_id=None,
+            inputs={"source": "a", "summary": "b"},
+            scores={"coherence": float(i // 3 + 1)},
+        )
+        for i in range(9)
+    ]
     with pytest.raises(ValueError, match="constant within every one of its 3 groups"):
-        hpss().compile(JudgeProgram(summeval, "coherence", lm=fake.lm),
-                       trainset=group_constant)
+        hpss().compile(JudgeProgram(summeval, "coherence", lm=fake.lm), trainset=group_constant)
 
 
 def test_cli_evaluate_refuses_constant_labels_before_loading_a_model(
-        task, records, tmp_path: Path, monkeypatch, capsys) -> None:
+    task, records, tmp_path: Path, monkeypatch, capsys
+) -> None:
     """`judgeopt evaluate` on labels that cannot score a judge: exit 2 and one message
     naming --data, the aspect and the value, before any model is made or call sent."""
     import judgeopt.lm
@@ -383,16 +495,34 @@ def test_cli_evaluate_refuses_constant_labels_before_loading_a_model(
     made: list[Any] = []
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: made.append(m))
     data = tmp_path / "constant.jsonl"
-    data.write_text("".join(json.dumps({**r.__dict__, "scores": {**r.scores, ASPECT: 2.0}})
-                            + "\n" for r in records))
+    data.write_text(
+        "".join(
+            json.dumps({**r.__dict__, "scores": {**r.scores, ASPECT: 2.0}}) + "\n" for r in records
+        )
+    )
     judge = tmp_path / "judge.json"
     JudgeProgram(task, ASPECT).save(judge)
     for extra in ([], ["--baseline"]):
-        assert main(["evaluate", str(judge), "--data", str(data), "--model", "openai/x",
-                     "--no-progress", *extra]) == 2
+        assert (
+            main(
+                [
+                    "evaluate",
+                    str(judge),
+                    "--data",
+                    str(data),
+                    "--model",
+                    "openai/x",
+                    "--no-progress",
+                    *extra,
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
-        assert err.startswith("judgeopt: error: `--data`: every one of its 12 human "
-                              f"`{ASPECT}` scores is 2, so the correlation")
+        assert err.startswith(
+            "judgeopt: error: `--data`: every one of its 12 human "
+            f"`{ASPECT}` scores is 2, so the correlation"
+        )
     assert made == []
 
 
@@ -400,13 +530,27 @@ def test_cli_evaluate_refuses_constant_labels_before_loading_a_model(
 
 
 def test_cli_evaluate_on_another_tasks_data_stops_with_one_message(
-        task, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "judge.json"
     JudgeProgram(task, ASPECT).save(path)
     other = shared_data / "summeval" / "full.jsonl"
     with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
-        status = main(["evaluate", str(path), "--data", str(other), "--limit", "8",
-                       "--model", "openai/x", "--api-base", srv.api_base, "--no-progress"])
+        status = main(
+            [
+                "evaluate",
+                str(path),
+                "--data",
+                str(other),
+                "--limit",
+                "8",
+                "--model",
+                "openai/x",
+                "--api-base",
+                srv.api_base,
+                "--no-progress",
+            ]
+        )
         err = capsys.readouterr().err
         assert status == 2 and srv.requests == []
     assert "Traceback" not in err and "judging" not in err
@@ -427,9 +571,23 @@ def test_compile_on_another_tasks_data_names_the_fields(task, shared_data: Path)
 def test_cli_empty_data_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-                   str(empty), "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
-                   "--out", str(tmp_path / "j.json")])
+    status = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            ASPECT,
+            "--data",
+            str(empty),
+            "--model",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path / "j.json"),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 2 and str(empty) in err and "holds no records" in err
 
@@ -458,8 +616,7 @@ def test_a_gguf_path_without_local_suggests_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["bench-search", "analyze", "compile", "grid", "serve"])
-def test_help_prints_no_doubled_percent(command: str, capsys: pytest.CaptureFixture[str]
-                                        ) -> None:
+def test_help_prints_no_doubled_percent(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = capsys.readouterr().out
@@ -469,13 +626,33 @@ def test_help_prints_no_doubled_percent(command: str, capsys: pytest.CaptureFixt
     assert "%%" not in capsys.readouterr().out
 
 
-def test_cli_prints_each_selection_message_once(data_path: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_each_selection_message_once(
+    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
-        status = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-                       str(data_path), "--limit", "10", "--budget", "2", "--model", "openai/x",
-                       "--api-base", srv.api_base, "--no-progress", "--no-report",
-                       "--out", str(tmp_path / "j.json")])
+        status = main(
+            [
+                "compile",
+                "--task",
+                "topical_chat",
+                "--aspect",
+                ASPECT,
+                "--data",
+                str(data_path),
+                "--limit",
+                "10",
+                "--budget",
+                "2",
+                "--model",
+                "openai/x",
+                "--api-base",
+                srv.api_base,
+                "--no-progress",
+                "--no-report",
+                "--out",
+                str(tmp_path / "j.json"),
+            ]
+        )
     cap = capsys.readouterr()
     assert status == 0
     # 10 items are too few to confirm: said once, in the summary.
@@ -483,14 +660,35 @@ def test_cli_prints_each_selection_message_once(data_path: Path, tmp_path: Path,
 
 
 def test_cli_several_aspects_report_problems_per_aspect_and_exit_1(
-        data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "judges"
     with ScriptedServer(reply=lambda body: "I cannot rate this.") as srv:
-        status = main(["compile", "--task", "topical_chat", "--aspect",
-                       f"{ASPECT},coherence", "--data", str(data_path), "--limit", "10",
-                       "--budget", "2", "--model", "openai/x", "--api-base", srv.api_base,
-                       "--no-progress", "--no-report", "--selection", "best",
-                       "--out", str(out)])
+        status = main(
+            [
+                "compile",
+                "--task",
+                "topical_chat",
+                "--aspect",
+                f"{ASPECT},coherence",
+                "--data",
+                str(data_path),
+                "--limit",
+                "10",
+                "--budget",
+                "2",
+                "--model",
+                "openai/x",
+                "--api-base",
+                srv.api_base,
+                "--no-progress",
+                "--no-report",
+                "--selection",
+                "best",
+                "--out",
+                str(out),
+            ]
+        )
     err = capsys.readouterr().err
     # Every aspect is compiled and written; the exit status says none can be trusted.
     assert status == 1 and (out / f"{ASPECT}.json").is_file()

@@ -26,8 +26,14 @@ pytestmark = pytest.mark.slow
 THREADS = 1  # llama.cpp threads (shared 2-core machines)
 ASPECT = "naturalness"
 # Short answers: no explanation, a greedy rating; the other factors keep all their values.
-SPACE = {"cot": ["none"], "examples": [0], "reference": ["none"], "autocot": ["off"],
-         "metrics": ["off"], "decoding": ["greedy"]}
+SPACE = {
+    "cot": ["none"],
+    "examples": [0],
+    "reference": ["none"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "decoding": ["greedy"],
+}
 
 
 def lines(path: Path) -> list[str]:
@@ -36,20 +42,33 @@ def lines(path: Path) -> list[str]:
 
 @pytest.mark.timeout(900)
 def test_real_server_stopped_mid_compile_then_the_rerun_finishes(
-        tmp_path: Path, shared_data: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, shared_data: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     records = load_records(shared_data / "sfres" / "valid.jsonl")[:8]
     task = load_task("sfres")
     start = {**baseline_strategy(task).as_dict(), "cot": "none"}
     ckpt = tmp_path / "ckpt"
 
     def compile_on(lm: Any) -> JudgeProgram:
-        opt = JudgeSearch("auto", budget=3, space=SPACE, progress=False, selection="best",
-                          checkpoint_dir=ckpt, max_consecutive_failures=2)
-        return opt.compile(JudgeProgram(task, ASPECT, start, lm=lm, max_tokens=8),
-                           trainset=records)
+        opt = JudgeSearch(
+            "auto",
+            budget=3,
+            space=SPACE,
+            progress=False,
+            selection="best",
+            checkpoint_dir=ckpt,
+            max_consecutive_failures=2,
+        )
+        return opt.compile(JudgeProgram(task, ASPECT, start, lm=lm, max_tokens=8), trainset=records)
 
-    group = start_servers("smollm2-135m", replicas=1, n_threads=THREADS, n_ctx=1024,
-                          config_path=tmp_path / "s.yaml", logits_all=False)
+    group = start_servers(
+        "smollm2-135m",
+        replicas=1,
+        n_threads=THREADS,
+        n_ctx=1024,
+        config_path=tmp_path / "s.yaml",
+        logits_all=False,
+    )
     server = group.servers[0]
     port, model = server.port, server.model
 
@@ -64,8 +83,7 @@ def test_real_server_stopped_mid_compile_then_the_rerun_finishes(
 
     killer = threading.Thread(target=stop_mid_run, daemon=True)
     try:
-        lm = make_lm(model, api_base=server.api_base, cache=False, num_retries=0,
-                     timeout=60)
+        lm = make_lm(model, api_base=server.api_base, cache=False, num_retries=0, timeout=60)
         killer.start()
         with pytest.raises(LMUnavailable) as err:
             compile_on(lm)
@@ -79,11 +97,19 @@ def test_real_server_stopped_mid_compile_then_the_rerun_finishes(
     kept = sum(s["n"] for s in told) + max(0, len(lines(ckpt / "pending.jsonl")) - 1)
 
     # The server comes back on the same port: the re-run judges only what is missing.
-    group = start_servers("smollm2-135m", replicas=1, n_threads=THREADS, n_ctx=1024,
-                          config_path=tmp_path / "s2.yaml", logits_all=False, ports=[port])
+    group = start_servers(
+        "smollm2-135m",
+        replicas=1,
+        n_threads=THREADS,
+        n_ctx=1024,
+        config_path=tmp_path / "s2.yaml",
+        logits_all=False,
+        ports=[port],
+    )
     try:
-        lm = make_lm(model, api_base=group.servers[0].api_base, cache=False, num_retries=0,
-                     timeout=60)
+        lm = make_lm(
+            model, api_base=group.servers[0].api_base, cache=False, num_retries=0, timeout=60
+        )
         with caplog.at_level(logging.INFO, logger="judgeopt.progress"):
             judge = compile_on(lm)
         calls = lm.stats().calls
@@ -93,27 +119,48 @@ def test_real_server_stopped_mid_compile_then_the_rerun_finishes(
     res = judge.search_result
     assert res.evaluations == 3
     assert all(s["call_failures"] == 0 for s in res.evaluation_summaries)
-    assert res.evaluation_summaries[:len(told)] == told
+    assert res.evaluation_summaries[: len(told)] == told
     # The check call, then exactly the judgements not made before the stop.
     assert calls == 1 + 3 * len(records) - kept
 
 
 @pytest.mark.timeout(900)
 def test_real_local_compile_resumes_and_reports_its_failures(
-        tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path,
+    shared_data: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("JUDGEOPT_THREADS", str(THREADS))
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "lm-cache"))
     out = tmp_path / "judge.json"
     # No generated artifacts, greedy ratings.
     preset = tmp_path / "small.toml"
-    preset.write_text('search = "auto"\nbudget = 2\n[space]\nexamples = [0]\n'
-                      'reference = ["none"]\nautocot = ["off"]\nmetrics = ["off"]\n'
-                      'decoding = ["greedy"]\n')
-    args = ["compile", "--task", "sfres", "--aspect", ASPECT, "--data",
-            str(shared_data / "sfres" / "valid.jsonl"), "--optimizer", str(preset),
-            "--model", "local:smollm2-135m", "--n-ctx", "1024", "--no-progress",
-            "--selection", "best", "--out", str(out)]
+    preset.write_text(
+        'search = "auto"\nbudget = 2\n[space]\nexamples = [0]\n'
+        'reference = ["none"]\nautocot = ["off"]\nmetrics = ["off"]\n'
+        'decoding = ["greedy"]\n'
+    )
+    args = [
+        "compile",
+        "--task",
+        "sfres",
+        "--aspect",
+        ASPECT,
+        "--data",
+        str(shared_data / "sfres" / "valid.jsonl"),
+        "--optimizer",
+        str(preset),
+        "--model",
+        "local:smollm2-135m",
+        "--n-ctx",
+        "1024",
+        "--no-progress",
+        "--selection",
+        "best",
+        "--out",
+        str(out),
+    ]
     first = main([*args, "--limit", "4"])
     cap = capsys.readouterr()
     assert first in (0, 1)

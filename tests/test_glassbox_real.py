@@ -41,7 +41,8 @@ def backend() -> LlamaCppBackend:
 
 
 def test_softmax_features_equal_numpy_on_the_logits_of_the_same_call(
-    backend: LlamaCppBackend, softmax_reference: Any,
+    backend: LlamaCppBackend,
+    softmax_reference: Any,
 ) -> None:
     """Acceptance: the full-vocabulary features equal a direct numpy computation."""
     scored = backend.score(MESSAGES, RESPONSE, full_vocabulary=True)
@@ -51,17 +52,23 @@ def test_softmax_features_equal_numpy_on_the_logits_of_the_same_call(
     assert softmax_entropy(scored.logits) == pytest.approx(ent, rel=1e-9, abs=1e-12)
     assert softmax_variance(scored.logits) == pytest.approx(var, rel=1e-9, abs=1e-12)
     ids = np.asarray(scored.token_ids)
-    np.testing.assert_allclose(scored.token_logprobs, logp[np.arange(ids.size), ids],
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        scored.token_logprobs, logp[np.arange(ids.size), ids], rtol=1e-9, atol=1e-12
+    )
     # The dataset API computes the same numbers from its own call.
     res = compute_features(
-        [{"id": "x", "inputs": {"q": MESSAGES[0]["content"], "r": RESPONSE}}], backend,
-        ["sentprob", "softmax_ent", "softmax_var"], instruction_field="q", response_field="r",
-        progress=False)
+        [{"id": "x", "inputs": {"q": MESSAGES[0]["content"], "r": RESPONSE}}],
+        backend,
+        ["sentprob", "softmax_ent", "softmax_var"],
+        instruction_field="q",
+        response_field="r",
+        progress=False,
+    )
     assert res.values["softmax_ent"][0] == pytest.approx(ent, rel=1e-6)
     assert res.values["softmax_var"][0] == pytest.approx(var, rel=1e-6)
-    assert res.values["sentprob"][0] == pytest.approx(float(np.mean(scored.token_logprobs)),
-                                                      rel=1e-6)
+    assert res.values["sentprob"][0] == pytest.approx(
+        float(np.mean(scored.token_logprobs)), rel=1e-6
+    )
 
 
 def test_forced_decoding_is_aligned_with_generation(backend: LlamaCppBackend) -> None:
@@ -93,9 +100,11 @@ def test_sampling_is_seeded_whatever_was_evaluated_before(backend: LlamaCppBacke
 
 def test_expected_rating_plumbing(backend: LlamaCppBackend) -> None:
     ask = "Rate the sentence {!r} from 1 to 10. Answer exactly: Rating: [[N]]"
-    msgs = [{"role": "user", "content": ask.format("Rome is in Italy")},
-            {"role": "assistant", "content": "Rating: [[9]]"},  # one shot: SmolLM2 copies it
-            {"role": "user", "content": ask.format("Paris is the capital of France")}]
+    msgs = [
+        {"role": "user", "content": ask.format("Rome is in Italy")},
+        {"role": "assistant", "content": "Rating: [[9]]"},  # one shot: SmolLM2 copies it
+        {"role": "user", "content": ask.format("Paris is the capital of France")},
+    ]
     exact = expected_rating(msgs, backend, scale=10, max_tokens=24)
     top = expected_rating(msgs, backend, scale=10, max_tokens=24, top_k=20)
     if not exact.ok:
@@ -118,10 +127,14 @@ def server(backend: LlamaCppBackend) -> Iterator[object]:
         yield srv
 
 
-def test_litellm_backend_against_a_llama_cpp_server(server: object, tmp_path: Path,
-                                                    backend: LlamaCppBackend) -> None:
-    remote = LiteLLMBackend(server.model, api_base=server.api_base,  # type: ignore[attr-defined]
-                            cache=False)
+def test_litellm_backend_against_a_llama_cpp_server(
+    server: object, tmp_path: Path, backend: LlamaCppBackend
+) -> None:
+    remote = LiteLLMBackend(
+        server.model,
+        api_base=server.api_base,  # type: ignore[attr-defined]
+        cache=False,
+    )
     gen = remote.generate(MESSAGES, max_tokens=8, top_logprobs=5)
     assert gen.text and len(gen.tokens) == gen.token_logprobs.size
     assert gen.top_logprobs is not None and all(len(t) >= 1 for t in gen.top_logprobs)

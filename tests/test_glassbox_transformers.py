@@ -24,35 +24,44 @@ from judgeopt.glassbox import (
     TransformersBackend,
 )
 
-HAS_EXTRA = all(importlib.util.find_spec(m) is not None
-                for m in ("torch", "transformers", "accelerate", "gguf"))
+HAS_EXTRA = all(
+    importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "accelerate", "gguf")
+)
 needs_extra = pytest.mark.skipif(
-    not HAS_EXTRA, reason="the transformers extra is not installed: "
-                          "pip install 'judgeopt[transformers]'")
-needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                 reason="llama-cpp-python is not installed")
+    not HAS_EXTRA,
+    reason="the transformers extra is not installed: pip install 'judgeopt[transformers]'",
+)
+needs_llama = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed"
+)
 
 MESSAGES = [{"role": "user", "content": "Name the capital of France in one sentence."}]
 RESPONSE = "The capital of France is Paris, a city on the Seine."
 MORE_MESSAGES = [
-    [{"role": "system", "content": "You are terse."},
-     {"role": "user", "content": "Hi there!  \n\nTwo  spaces, émojis 🙂 and <|im_end|> text"}],
-    [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a reference"},
-     {"role": "user", "content": "q"}],
+    [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Hi there!  \n\nTwo  spaces, émojis 🙂 and <|im_end|> text"},
+    ],
+    [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a reference"},
+        {"role": "user", "content": "q"},
+    ],
 ]
 
 
 # ------------------------------------------------------------------- without loading a model
 
 
-@pytest.mark.skipif(any(importlib.util.find_spec(m) is None
-                        for m in ("transformers", "accelerate", "gguf")),
-                    reason="simulates torch alone missing: needs the rest of the transformers "
-                           "extra installed")
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("transformers", "accelerate", "gguf")),
+    reason="simulates torch alone missing: needs the rest of the transformers extra installed",
+)
 def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
     with pytest.raises(ImportError, match=r"torch: pip install 'judgeopt\[transformers\]'"):
         TransformersBackend("smollm2-135m")
     with pytest.raises(ImportError, match="judgeopt.transformers"):
@@ -60,8 +69,10 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 
 
 def test_other_backends_asking_for_attention_name_this_backend() -> None:
-    for backend in (LlamaCppBackend("smollm2-135m", n_threads=1),  # nothing is loaded
-                    LiteLLMBackend("openai/x", api_base="http://127.0.0.1:9/v1", cache=False)):
+    for backend in (
+        LlamaCppBackend("smollm2-135m", n_threads=1),  # nothing is loaded
+        LiteLLMBackend("openai/x", api_base="http://127.0.0.1:9/v1", cache=False),
+    ):
         with pytest.raises(CapabilityError) as info:
             backend.attentions(MESSAGES, RESPONSE)
         err = info.value
@@ -69,15 +80,21 @@ def test_other_backends_asking_for_attention_name_this_backend() -> None:
         assert err.available_in == ("transformers",)
         assert "TransformersBackend" in str(err) and "backend='transformers'" in str(err)
         with pytest.raises(CapabilityError, match="attn_ent_min"):
-            gb.compute_features([{"id": "x", "inputs": {"q": "q", "r": "r"}}], backend,
-                                ["attn_ent_min"], instruction_field="q", response_field="r",
-                                progress=False)
+            gb.compute_features(
+                [{"id": "x", "inputs": {"q": "q", "r": "r"}}],
+                backend,
+                ["attn_ent_min"],
+                instruction_field="q",
+                response_field="r",
+                progress=False,
+            )
 
 
 @needs_extra
 def test_construction_validates_and_declares_capabilities(tmp_path: Any) -> None:
-    backend = gb.make_backend("local:smollm2-135m", backend="transformers", n_threads=1,
-                              dtype="bfloat16", n_ctx=512)
+    backend = gb.make_backend(
+        "local:smollm2-135m", backend="transformers", n_threads=1, dtype="bfloat16", n_ctx=512
+    )
     assert isinstance(backend, TransformersBackend)
     assert backend.model == "local:smollm2-135m" and backend.dtype == "bfloat16"
     assert backend.capabilities == frozenset(Capability) and backend.n_ctx == 512
@@ -110,8 +127,7 @@ def test_construction_validates_and_declares_capabilities(tmp_path: Any) -> None
 @pytest.fixture(scope="module")
 def backend() -> TransformersBackend:
     if not HAS_EXTRA:
-        pytest.skip("the transformers extra is not installed: pip install "
-                    "'judgeopt[transformers]'")
+        pytest.skip("the transformers extra is not installed: pip install 'judgeopt[transformers]'")
     b = TransformersBackend("smollm2-135m", n_threads=1, n_ctx=1024)
     try:
         b.vocab_size  # loads the model (about 20-40 s)  # noqa: B018
@@ -142,7 +158,8 @@ def _plain_forward(backend: TransformersBackend, ids: list[int]) -> Any:
 
 @pytest.mark.slow
 def test_softmax_features_equal_numpy_on_the_logits_of_the_same_pass(
-    backend: TransformersBackend, softmax_reference: Any,
+    backend: TransformersBackend,
+    softmax_reference: Any,
 ) -> None:
     """Acceptance: Softmax-Ent / Softmax-Var equal numpy on the logits of the same pass, and
     those logits are the rows that predicted each response token."""
@@ -154,25 +171,32 @@ def test_softmax_features_equal_numpy_on_the_logits_of_the_same_pass(
     assert gb.softmax_entropy(scored.logits) == pytest.approx(ent, rel=1e-9, abs=1e-12)
     assert gb.softmax_variance(scored.logits) == pytest.approx(var, rel=1e-9, abs=1e-12)
     ids = np.asarray(scored.token_ids)
-    np.testing.assert_allclose(scored.token_logprobs, logp[np.arange(n), ids], rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        scored.token_logprobs, logp[np.arange(n), ids], rtol=1e-9, atol=1e-12
+    )
     np.testing.assert_allclose(scored.top_logprobs, -np.sort(-logp, axis=1)[:, :5], atol=1e-9)
     # The rows are the positions before each response token of a plain full-sequence pass.
     prompt = backend.prompt_ids(MESSAGES)
     assert scored.prompt_tokens == len(prompt)
     plain = _plain_forward(backend, [*prompt, *scored.token_ids]).logits[0].numpy()
-    np.testing.assert_allclose(scored.logits, plain[len(prompt) - 1 : len(prompt) + n - 1],
-                               atol=1e-3)
+    np.testing.assert_allclose(
+        scored.logits, plain[len(prompt) - 1 : len(prompt) + n - 1], atol=1e-3
+    )
     # The dataset API computes the same numbers from its own call.
     res = gb.compute_features(
-        [{"id": "x", "inputs": {"q": MESSAGES[0]["content"], "r": RESPONSE}}], backend,
-        ["sentprob", "softmax_ent", "softmax_var"], instruction_field="q", response_field="r",
-        progress=False)
+        [{"id": "x", "inputs": {"q": MESSAGES[0]["content"], "r": RESPONSE}}],
+        backend,
+        ["sentprob", "softmax_ent", "softmax_var"],
+        instruction_field="q",
+        response_field="r",
+        progress=False,
+    )
     assert res.backend == "transformers"
     assert res.values["softmax_ent"][0] == pytest.approx(ent, rel=1e-6)
     assert res.values["softmax_var"][0] == pytest.approx(var, rel=1e-6)
-    assert res.values["sentprob"][0] == pytest.approx(float(np.mean(scored.token_logprobs)),
-                                                      rel=1e-6)
+    assert res.values["sentprob"][0] == pytest.approx(
+        float(np.mean(scored.token_logprobs)), rel=1e-6
+    )
 
 
 @pytest.mark.slow
@@ -199,13 +223,21 @@ def test_attention_entropy_equals_numpy_on_the_returned_weights(
     a = weights.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(a > 0, a * np.log(a), 0.0)
-    per_head = np.array([[-terms[layer, head].sum(axis=1).mean()
-                          for head in range(a.shape[1])] for layer in range(a.shape[0])])
+    per_head = np.array(
+        [
+            [-terms[layer, head].sum(axis=1).mean() for head in range(a.shape[1])]
+            for layer in range(a.shape[0])
+        ]
+    )
     np.testing.assert_allclose(gb.attention_entropy(weights), per_head, rtol=1e-9)
     res = gb.compute_features(
-        [{"id": "x", "inputs": {"q": MESSAGES[0]["content"], "r": RESPONSE}}], backend,
-        ["attn_ent_min", "attn_ent_avg"], instruction_field="q", response_field="r",
-        progress=False)
+        [{"id": "x", "inputs": {"q": MESSAGES[0]["content"], "r": RESPONSE}}],
+        backend,
+        ["attn_ent_min", "attn_ent_avg"],
+        instruction_field="q",
+        response_field="r",
+        progress=False,
+    )
     assert res.values["attn_ent_min"][0] == pytest.approx(per_head.min(), rel=1e-6, abs=1e-9)
     assert res.values["attn_ent_avg"][0] == pytest.approx(per_head.mean(), rel=1e-6)
     assert 0.0 <= per_head.min() < per_head.mean() < np.log(n_pos)
@@ -250,9 +282,14 @@ def test_context_overflow_is_an_lm_error(backend: TransformersBackend) -> None:
     small._bos_eos, small._eog = backend._bos_eos, backend._eog
     with pytest.raises(LMContextOverflow, match="n_ctx"):
         small.score(MESSAGES, RESPONSE)
-    res = gb.compute_features([{"id": "x", "inputs": {"q": "q", "r": RESPONSE}}], small,
-                              ["sentprob"], instruction_field="q", response_field="r",
-                              progress=False)
+    res = gb.compute_features(
+        [{"id": "x", "inputs": {"q": "q", "r": RESPONSE}}],
+        small,
+        ["sentprob"],
+        instruction_field="q",
+        response_field="r",
+        progress=False,
+    )
     assert np.isnan(res.values["sentprob"][0]) and "LMContextOverflow" in res.errors["x"]
     assert issubclass(LMContextOverflow, LMError)
 
@@ -260,7 +297,8 @@ def test_context_overflow_is_an_lm_error(backend: TransformersBackend) -> None:
 @pytest.mark.slow
 @needs_llama
 def test_prompt_tokens_vocabulary_and_stops_equal_llama_cpp(
-    backend: TransformersBackend, llama: LlamaCppBackend,
+    backend: TransformersBackend,
+    llama: LlamaCppBackend,
 ) -> None:
     """Same GGUF, same chat template: the same prompt ids, tokens, token texts and EOG set."""
     for messages in [MESSAGES, *MORE_MESSAGES]:
@@ -277,7 +315,8 @@ def test_prompt_tokens_vocabulary_and_stops_equal_llama_cpp(
 @pytest.mark.slow
 @needs_llama
 def test_forced_decoding_agrees_with_llama_cpp_on_the_same_gguf(
-    backend: TransformersBackend, llama: LlamaCppBackend,
+    backend: TransformersBackend,
+    llama: LlamaCppBackend,
 ) -> None:
     """Dequantised (transformers, float32) vs quantised (llama.cpp) arithmetic on the same
     Q4_1 weights. The weights are the same numbers, but llama.cpp rounds the activations to
@@ -295,7 +334,8 @@ def test_forced_decoding_agrees_with_llama_cpp_on_the_same_gguf(
     assert diff.max() < 0.75 and diff.mean() < 0.15
     assert ours.logits is not None and theirs.logits is not None
     assert gb.softmax_entropy(ours.logits) == pytest.approx(
-        gb.softmax_entropy(theirs.logits), rel=0.05)
+        gb.softmax_entropy(theirs.logits), rel=0.05
+    )
     assert np.mean(np.argmax(ours.logits, 1) == np.argmax(theirs.logits, 1)) >= 0.9
 
 
@@ -314,8 +354,9 @@ def test_bfloat16_weights_stay_close_to_float32(backend: TransformersBackend) ->
 
 
 @pytest.mark.slow
-def test_a_hugging_face_folder_loads_like_the_gguf(backend: TransformersBackend,
-                                                   tmp_path: Any) -> None:
+def test_a_hugging_face_folder_loads_like_the_gguf(
+    backend: TransformersBackend, tmp_path: Any
+) -> None:
     """A model folder (here SmolLM2 saved from its dequantised GGUF) is the third input."""
     import copy
 
@@ -338,9 +379,12 @@ def test_a_hugging_face_folder_loads_like_the_gguf(backend: TransformersBackend,
         assert local.model == f"local:{folder.resolve()}"
         assert local.prompt_ids(MESSAGES) == backend.prompt_ids(MESSAGES)
         ours = local.score(MESSAGES, RESPONSE)
-        np.testing.assert_allclose(ours.token_logprobs,
-                                   backend.score(MESSAGES, RESPONSE).token_logprobs, atol=1e-4)
-        assert local.generate(MESSAGES, max_tokens=12).text == backend.generate(
-            MESSAGES, max_tokens=12).text
+        np.testing.assert_allclose(
+            ours.token_logprobs, backend.score(MESSAGES, RESPONSE).token_logprobs, atol=1e-4
+        )
+        assert (
+            local.generate(MESSAGES, max_tokens=12).text
+            == backend.generate(MESSAGES, max_tokens=12).text
+        )
     finally:
         local.close()

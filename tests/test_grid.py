@@ -25,8 +25,11 @@ from judgeopt.grid import (
 from judgeopt.judge import JudgeProgram, PrExMeProgram, load_task, prexme_space
 from judgeopt.testing import ScriptedLM
 
-SUB = {"base_prompt": ["PZS", "ZS-CoT"], "task_description": ["Neutral", "Threat"],
-       "format_requirement": ["0 to 100", "easy token labels"]}
+SUB = {
+    "base_prompt": ["PZS", "ZS-CoT"],
+    "task_description": ["Neutral", "Threat"],
+    "format_requirement": ["0 to 100", "easy token labels"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +66,17 @@ def read_items(path: Path) -> list[dict[str, Any]]:
 
 
 def test_parse_factor_options_and_select_subspace() -> None:
-    sel = parse_factor_options(["base_prompt=ZS-CoT,PZS", "format_requirement=simple labels",
-                                "format_requirement=0 to 100, simple labels"])
-    assert sel == {"base_prompt": ["ZS-CoT", "PZS"],
-                   "format_requirement": ["simple labels", "0 to 100"]}
+    sel = parse_factor_options(
+        [
+            "base_prompt=ZS-CoT,PZS",
+            "format_requirement=simple labels",
+            "format_requirement=0 to 100, simple labels",
+        ]
+    )
+    assert sel == {
+        "base_prompt": ["ZS-CoT", "PZS"],
+        "format_requirement": ["simple labels", "0 to 100"],
+    }
     sub = select_subspace(prexme_space(), sel)
     # Values stay in the space's order; unnamed factors keep all values.
     assert sub["base_prompt"].values == ("PZS", "ZS-CoT")
@@ -84,15 +94,18 @@ def test_parse_factor_options_and_select_subspace() -> None:
 def test_select_subspace_parses_numbers_of_hpss_factors() -> None:
     from judgeopt.judge import hpss_space
 
-    sub = select_subspace(hpss_space(load_task("topical_chat")), {"scale": ["10", "3"],
-                                                                  "examples": [0]})
+    sub = select_subspace(
+        hpss_space(load_task("topical_chat")), {"scale": ["10", "3"], "examples": [0]}
+    )
     assert sub["scale"].values == (3, 10) and sub["examples"].values == (0,)
 
 
 def test_grid_toml(tmp_path: Path) -> None:
     path = tmp_path / "grid.toml"
-    path.write_text('task = "zh_en"\n[factors]\nbase_prompt = ["PZS"]\n'
-                    'format_requirement = "all"\n', encoding="utf-8")
+    path.write_text(
+        'task = "zh_en"\n[factors]\nbase_prompt = ["PZS"]\nformat_requirement = "all"\n',
+        encoding="utf-8",
+    )
     cfg = load_grid_config(path)
     assert cfg.task == "zh_en" and cfg.factors["base_prompt"] == ["PZS"]
     path.write_text('tasks = "zh_en"\n', encoding="utf-8")
@@ -107,26 +120,46 @@ def test_run_grid_writes_table_and_items(tmp_path: Path, records: list[Record]) 
     fake = ScriptedLM(respond)
     program = PrExMeProgram("zh_en", lm=fake.lm)
     space = select_subspace(program.space, SUB)
-    res = run_grid(program, records, table=tmp_path / "t.csv", space=space,
-                   dataset="dev_zh_en", model="scripted", progress=False)
+    res = run_grid(
+        program,
+        records,
+        table=tmp_path / "t.csv",
+        space=space,
+        dataset="dev_zh_en",
+        model="scripted",
+        progress=False,
+    )
     assert (res.evaluated, res.skipped, res.calls) == (8, 0, 8 * len(records))
     rows = read_table(tmp_path / "t.csv")
     assert list(rows[0]) == table_columns(space)
     assert len(rows) == 8 and {r["task"] for r in rows} == {"zh_en"}
-    assert [(r["base_prompt"], r["task_description"], r["format_requirement"]) for r in rows] \
-        == [tuple(s.values()) for s in space.strategies()]
+    assert [(r["base_prompt"], r["task_description"], r["format_requirement"]) for r in rows] == [
+        tuple(s.values()) for s in space.strategies()
+    ]
     items = read_items(tmp_path / "t.items.jsonl")
     assert len(items) == 8 * len(records)
-    assert set(items[0]) == {"model", "dataset", "task", "base_prompt", "task_description",
-                             "format_requirement", "strategy", "id", "judge_score",
-                             "human_score", "parsed", "error"}
+    assert set(items[0]) == {
+        "model",
+        "dataset",
+        "task",
+        "base_prompt",
+        "task_description",
+        "format_requirement",
+        "strategy",
+        "id",
+        "judge_score",
+        "human_score",
+        "parsed",
+        "error",
+    }
     # Each row equals a direct evaluate() of its strategy; items fill unparsed scores with
     # the template average, and the counts agree.
     for row in rows:
         s = {k: row[k] for k in SUB}
         direct = evaluate(program.with_strategy(s), records, progress=False)
-        assert float(row["kendall"] or "nan") == pytest.approx(direct.kendall or float("nan"),
-                                                               nan_ok=True)
+        assert float(row["kendall"] or "nan") == pytest.approx(
+            direct.kendall or float("nan"), nan_ok=True
+        )
         assert int(row["n_unparsed"]) == direct.parse_failures
         assert int(row["n"]) == len(records) and row["n_failed"] == "0"
         mine = [i for i in items if i["strategy"] == row["strategy"]]
@@ -139,7 +172,8 @@ def test_run_grid_writes_table_and_items(tmp_path: Path, records: list[Record]) 
     labels = [r for r in rows if r["format_requirement"] == "easy token labels"]
     assert all(r["n_unparsed"] == "0" for r in labels)
     assert res.best("kendall", k=1)[0]["kendall"] == max(
-        (r["kendall"] for r in rows if r["kendall"]), key=float)
+        (r["kendall"] for r in rows if r["kendall"]), key=float
+    )
 
 
 class Interrupt(Exception):
@@ -147,7 +181,8 @@ class Interrupt(Exception):
 
 
 def test_killed_grid_resumes_without_redoing_finished_strategies(
-        tmp_path: Path, records: list[Record]) -> None:
+    tmp_path: Path, records: list[Record]
+) -> None:
     calls = {"n": 0}
     stop_after = 3 * len(records) + 2  # in the middle of the 4th strategy
 
@@ -161,8 +196,16 @@ def test_killed_grid_resumes_without_redoing_finished_strategies(
     space = select_subspace(program.space, SUB)
     table, items = tmp_path / "t.csv", tmp_path / "items.jsonl"
     with pytest.raises(KeyboardInterrupt):
-        run_grid(program, records, table=table, items=items, space=space, dataset="d",
-                 model="m", progress=False)
+        run_grid(
+            program,
+            records,
+            table=table,
+            items=items,
+            space=space,
+            dataset="d",
+            model="m",
+            progress=False,
+        )
     assert len(read_table(table)) == 3
     assert len(read_items(items)) == 3 * len(records)
     # A kill in the middle of a write leaves half a line in each file.
@@ -172,8 +215,17 @@ def test_killed_grid_resumes_without_redoing_finished_strategies(
         fh.write("m,d,zh_en,PZS,Thr")
 
     fresh = ScriptedLM(respond)
-    res = run_grid(program.with_strategy(program.strategy), records, table=table, items=items,
-                   space=space, dataset="d", model="m", lm=fresh.lm, progress=False)
+    res = run_grid(
+        program.with_strategy(program.strategy),
+        records,
+        table=table,
+        items=items,
+        space=space,
+        dataset="d",
+        model="m",
+        lm=fresh.lm,
+        progress=False,
+    )
     assert (res.evaluated, res.skipped) == (5, 3)
     assert len(fresh.requests) == 5 * len(records)  # nothing finished was judged again
     rows = read_table(table)
@@ -182,52 +234,86 @@ def test_killed_grid_resumes_without_redoing_finished_strategies(
     assert len(lines) == 8 * len(records)
     assert len({(i["strategy"], i["id"]) for i in lines}) == len(lines)
     # A third run has nothing left to do.
-    again = run_grid(program, records, table=table, items=items, space=space, dataset="d",
-                     model="m", lm=ScriptedLM(respond).lm, progress=False)
+    again = run_grid(
+        program,
+        records,
+        table=table,
+        items=items,
+        space=space,
+        dataset="d",
+        model="m",
+        lm=ScriptedLM(respond).lm,
+        progress=False,
+    )
     assert (again.evaluated, again.skipped, again.calls) == (0, 8, 0)
     assert len(again.rows) == 8
 
 
-def test_items_of_an_unfinished_strategy_are_dropped(tmp_path: Path,
-                                                     records: list[Record]) -> None:
+def test_items_of_an_unfinished_strategy_are_dropped(tmp_path: Path, records: list[Record]) -> None:
     program = PrExMeProgram("zh_en", lm=ScriptedLM(respond).lm)
     space = select_subspace(program.space, {**SUB, "base_prompt": ["PZS"]})
     table = tmp_path / "t.csv"
-    run_grid(program, records, table=table, space=space, dataset="d", model="m",
-             progress=False)
+    run_grid(program, records, table=table, space=space, dataset="d", model="m", progress=False)
     # Simulate a crash between the items and the row of the last strategy.
     text = table.read_text(encoding="utf-8").splitlines(keepends=True)
     table.write_text("".join(text[:-1]), encoding="utf-8")
-    res = run_grid(program, records, table=table, space=space, dataset="d", model="m",
-                   progress=False)
+    res = run_grid(
+        program, records, table=table, space=space, dataset="d", model="m", progress=False
+    )
     assert (res.evaluated, res.skipped) == (1, 3)
     lines = read_items(tmp_path / "t.items.jsonl")
     assert len(lines) == 4 * len(records)
 
 
-def test_one_table_holds_several_models_but_not_two_samples(tmp_path: Path,
-                                                           records: list[Record]) -> None:
+def test_one_table_holds_several_models_but_not_two_samples(
+    tmp_path: Path, records: list[Record]
+) -> None:
     program = PrExMeProgram("zh_en", lm=ScriptedLM(respond).lm)
-    space = select_subspace(program.space, {**SUB, "base_prompt": ["PZS"],
-                                            "task_description": ["Neutral"]})
+    space = select_subspace(
+        program.space, {**SUB, "base_prompt": ["PZS"], "task_description": ["Neutral"]}
+    )
     table = tmp_path / "t.csv"
     for model in ("m1", "m2"):
-        run_grid(program, records, table=table, space=space, dataset="d", model=model,
-                 progress=False)
+        run_grid(
+            program, records, table=table, space=space, dataset="d", model=model, progress=False
+        )
     assert [r["model"] for r in read_table(table)] == ["m1", "m1", "m2", "m2"]
     with pytest.raises(GridError, match="another sample"):
-        run_grid(program, records[:4], table=table, space=space, dataset="d", model="m1",
-                 progress=False)
+        run_grid(
+            program, records[:4], table=table, space=space, dataset="d", model="m1", progress=False
+        )
     other = select_subspace(prexme_space(), {})
     with pytest.raises(GridError, match="one-shot base prompt"):
-        run_grid(program, records, table=tmp_path / "u.csv", space=other, dataset="d",
-                 model="m1", progress=False)
+        run_grid(
+            program,
+            records,
+            table=tmp_path / "u.csv",
+            space=other,
+            dataset="d",
+            model="m1",
+            progress=False,
+        )
     with pytest.raises(GridError, match="lack the human score"):
         bad = [Record("x", None, None, dict(records[0].inputs), {"da": 1.0})]
-        run_grid(program, bad, table=tmp_path / "v.csv", space=space, dataset="d",
-                 model="m1", progress=False)
-    res = run_grid(program, records[:4], table=table, space=space, dataset="d", model="m1",
-                   progress=False, overwrite=True)
+        run_grid(
+            program,
+            bad,
+            table=tmp_path / "v.csv",
+            space=space,
+            dataset="d",
+            model="m1",
+            progress=False,
+        )
+    res = run_grid(
+        program,
+        records[:4],
+        table=table,
+        space=space,
+        dataset="d",
+        model="m1",
+        progress=False,
+        overwrite=True,
+    )
     assert res.evaluated == 2 and len(read_table(table)) == 2
 
 
@@ -235,13 +321,29 @@ def test_grid_of_an_hpss_judge(tmp_path: Path, shared_data: Path) -> None:
     recs = load_records(shared_data / "topical_chat" / "valid.jsonl", limit=5)
     fake = ScriptedLM(lambda m: f"Rating: [[{1 + len(str(m[-1]['content'])) % 3}]]")
     program = JudgeProgram(load_task("topical_chat"), "naturalness", lm=fake.lm)
-    space = select_subspace(program.space, {"scale": ["3", "5"], "examples": ["0"],
-                                            "criteria": ["human"], "reference": ["none"],
-                                            "cot": ["none"], "autocot": ["off"],
-                                            "metrics": ["off"], "order": ["TD-ER-IC"],
-                                            "decoding": ["greedy"]})
-    res = run_grid(program, recs, table=tmp_path / "h.csv", space=space, dataset="tc",
-                   model="m", progress=False)
+    space = select_subspace(
+        program.space,
+        {
+            "scale": ["3", "5"],
+            "examples": ["0"],
+            "criteria": ["human"],
+            "reference": ["none"],
+            "cot": ["none"],
+            "autocot": ["off"],
+            "metrics": ["off"],
+            "order": ["TD-ER-IC"],
+            "decoding": ["greedy"],
+        },
+    )
+    res = run_grid(
+        program,
+        recs,
+        table=tmp_path / "h.csv",
+        space=space,
+        dataset="tc",
+        model="m",
+        progress=False,
+    )
     rows = read_table(tmp_path / "h.csv")
     assert res.evaluated == 2 and [r["scale"] for r in rows] == ["3", "5"]
     assert rows[0]["task"] == "topical_chat:naturalness"
@@ -253,48 +355,93 @@ def test_grid_of_an_hpss_judge(tmp_path: Path, shared_data: Path) -> None:
 @pytest.fixture
 def scripted_cli(monkeypatch: pytest.MonkeyPatch) -> ScriptedLM:
     fake = ScriptedLM(respond)
-    monkeypatch.setattr("judgeopt.cli._lm_from_args",
-                        lambda args, default_model=None: (args.model or "local", fake.lm))
+    monkeypatch.setattr(
+        "judgeopt.cli._lm_from_args",
+        lambda args, default_model=None: (args.model or "local", fake.lm),
+    )
     return fake
 
 
-def test_cli_grid_factors_and_resume(tmp_path: Path, data_file: Path, scripted_cli: ScriptedLM,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_grid_factors_and_resume(
+    tmp_path: Path, data_file: Path, scripted_cli: ScriptedLM, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "g.csv"
-    argv = ["grid", "--data", str(data_file), "--limit", "5", "--out", str(out),
-            "--factors", "base_prompt=PZS,ZS-CoT", "--factors", "task_description=Neutral",
-            "--factors", "format_requirement=0 to 100,simple labels", "--model", "fake",
-            "--no-progress"]
+    argv = [
+        "grid",
+        "--data",
+        str(data_file),
+        "--limit",
+        "5",
+        "--out",
+        str(out),
+        "--factors",
+        "base_prompt=PZS,ZS-CoT",
+        "--factors",
+        "task_description=Neutral",
+        "--factors",
+        "format_requirement=0 to 100,simple labels",
+        "--model",
+        "fake",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     text = capsys.readouterr()
     assert "4 strategies evaluated, 0 already done; 20 LM calls" in text.out
     assert "grid: 4 strategies x 5 items of dev_zh_en with fake" in text.err
     rows = read_table(out)
-    assert {r["task"] for r in rows} == {"zh_en"} and {r["dataset"] for r in rows} == \
-        {"dev_zh_en"}
+    assert {r["task"] for r in rows} == {"zh_en"} and {r["dataset"] for r in rows} == {"dev_zh_en"}
     assert main(argv) == 0
     assert "0 strategies evaluated, 4 already done; 0 LM calls" in capsys.readouterr().out
     assert len(read_table(out)) == 4 and len(scripted_cli.requests) == 20
 
 
-def test_cli_grid_toml_and_errors(tmp_path: Path, data_file: Path, scripted_cli: ScriptedLM,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_grid_toml_and_errors(
+    tmp_path: Path, data_file: Path, scripted_cli: ScriptedLM, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = tmp_path / "space.toml"
-    spec.write_text('task = "zh_en"\n[factors]\nbase_prompt = ["POS"]\n'
-                    'task_description = ["Polite"]\nformat_requirement = ["0 or 1"]\n',
-                    encoding="utf-8")
+    spec.write_text(
+        'task = "zh_en"\n[factors]\nbase_prompt = ["POS"]\n'
+        'task_description = ["Polite"]\nformat_requirement = ["0 or 1"]\n',
+        encoding="utf-8",
+    )
     base = ["grid", "--data", str(data_file), "--limit", "3", "--no-progress"]
     # One-shot prompts need examples.
     assert main([*base, "--space", str(spec), "--out", str(tmp_path / "a.csv")]) == 2
     assert "need --examples" in capsys.readouterr().err
     # With examples (the same file: never a demo with the item's own source).
-    assert main([*base, "--space", str(spec), "--examples", str(data_file), "--out",
-                 str(tmp_path / "a.csv"), "--factors", "base_prompt=POS,PZS"]) == 0
+    assert (
+        main(
+            [
+                *base,
+                "--space",
+                str(spec),
+                "--examples",
+                str(data_file),
+                "--out",
+                str(tmp_path / "a.csv"),
+                "--factors",
+                "base_prompt=POS,PZS",
+            ]
+        )
+        == 0
+    )
     assert [r["base_prompt"] for r in read_table(tmp_path / "a.csv")] == ["PZS", "POS"]
     capsys.readouterr()
     # Without examples and without naming base prompts: the zero-shot ones only.
-    assert main([*base, "--out", str(tmp_path / "b.csv"), "--factors",
-                 "task_description=Neutral", "--factors", "format_requirement=0 or 1"]) == 0
+    assert (
+        main(
+            [
+                *base,
+                "--out",
+                str(tmp_path / "b.csv"),
+                "--factors",
+                "task_description=Neutral",
+                "--factors",
+                "format_requirement=0 or 1",
+            ]
+        )
+        == 0
+    )
     assert "only the zero-shot base prompts" in capsys.readouterr().err
     assert len(read_table(tmp_path / "b.csv")) == 3
     for extra, message in [
@@ -312,9 +459,12 @@ def test_cli_grid_toml_and_errors(tmp_path: Path, data_file: Path, scripted_cli:
 
 
 @pytest.mark.slow
-def test_real_grid_with_a_local_model(tmp_path: Path, data_file: Path,
-                                      monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_grid_with_a_local_model(
+    tmp_path: Path,
+    data_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """3 zh-en segments x 2 strategies with the small Qwen model, through the CLI."""
     pytest.importorskip("llama_cpp")
     monkeypatch.setenv("JUDGEOPT_THREADS", "1")
@@ -326,10 +476,24 @@ def test_real_grid_with_a_local_model(tmp_path: Path, data_file: Path,
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"qwen2.5-coder-0.5b is not installed: {e}")
     out = tmp_path / "real.csv"
-    argv = ["grid", "--data", str(data_file), "--limit", "3", "--out", str(out),
-            "--factors", "base_prompt=PZS", "--factors", "task_description=Neutral",
-            "--factors", "format_requirement=0 to 100,easy token labels",
-            "--model", "local:qwen2.5-coder-0.5b", "--no-progress"]
+    argv = [
+        "grid",
+        "--data",
+        str(data_file),
+        "--limit",
+        "3",
+        "--out",
+        str(out),
+        "--factors",
+        "base_prompt=PZS",
+        "--factors",
+        "task_description=Neutral",
+        "--factors",
+        "format_requirement=0 to 100,easy token labels",
+        "--model",
+        "local:qwen2.5-coder-0.5b",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     rows = read_table(out)
     assert len(rows) == 2 and all(r["n"] == "3" for r in rows)
@@ -337,8 +501,9 @@ def test_real_grid_with_a_local_model(tmp_path: Path, data_file: Path,
     assert sum(int(r["n_unparsed"]) for r in rows) <= 2, rows
     assert all(int(r["calls"]) + int(r["cache_hits"]) == 3 for r in rows)
     items = read_items(out.with_suffix(".items.jsonl"))
-    assert len(items) == 6 and all(isinstance(i["judge_score"], float) for i in items
-                                   if i["parsed"])
+    assert len(items) == 6 and all(
+        isinstance(i["judge_score"], float) for i in items if i["parsed"]
+    )
     capsys.readouterr()
     assert main(argv) == 0  # resumed: nothing left
     assert "0 strategies evaluated, 2 already done" in capsys.readouterr().out

@@ -155,8 +155,7 @@ def test_exploitation_picks_unexplored_max_of_summed_advantages() -> None:
         candidates = [s for s in space.strategies() if not search.is_explored(s)]
 
         def total(s: Strategy, search: HPSS = search) -> float:
-            return sum(float(search._A[i][f.index(s[f.name])])
-                       for i, f in enumerate(space.factors))
+            return sum(float(search._A[i][f.index(s[f.name])]) for i, f in enumerate(space.factors))
 
         top = max(total(s) for s in candidates)
         assert best is not None and total(best) == pytest.approx(top)
@@ -202,9 +201,15 @@ def test_advantages_stay_centred_through_search() -> None:
 
 def test_hyperparameter_validation_names_the_parameter() -> None:
     space = toy_space()
-    for kwargs, name in [({"k": 0}, "k"), ({"g": 1.5}, "g"), ({"rho": 2}, "rho"),
-                         ({"tau": 0}, "tau"), ({"lambda_": -1}, "lambda_"),
-                         ({"budget": 0}, "budget"), ({"seed": -3}, "seed")]:
+    for kwargs, name in [
+        ({"k": 0}, "k"),
+        ({"g": 1.5}, "g"),
+        ({"rho": 2}, "rho"),
+        ({"tau": 0}, "tau"),
+        ({"lambda_": -1}, "lambda_"),
+        ({"budget": 0}, "budget"),
+        ({"seed": -3}, "seed"),
+    ]:
         with pytest.raises(ValueError, match=f"`{name}`"):
             HPSS(space, **kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not a value of factor `scale`"):
@@ -248,5 +253,8 @@ def test_reproducible_trace_including_advantages() -> None:
 def test_all_strategies_of_product() -> None:
     # Sanity for the helper used above: the toy space enumerates its product.
     space = toy_space()
-    assert len(list(space.strategies())) == space.size == len(
-        list(itertools.product(*(f.values for f in space.factors))))
+    assert (
+        len(list(space.strategies()))
+        == space.size
+        == len(list(itertools.product(*(f.values for f in space.factors))))
+    )

@@ -117,8 +117,12 @@ def test_generated_artifacts_are_made_once_per_cache_key(task, records) -> None:
     judge = JudgeProgram(task, ASPECT, s, lm=fake.lm)
     for r in records[:3]:
         judge.judge(r.inputs, sample_id=r.id)
-    gen = [q for q in fake.requests if "## The Start of the Response" not in user_text(
-        q["messages"]) or "Please propose at most three" in user_text(q["messages"])]
+    gen = [
+        q
+        for q in fake.requests
+        if "## The Start of the Response" not in user_text(q["messages"])
+        or "Please propose at most three" in user_text(q["messages"])
+    ]
     # criteria once, AutoCoT once, metrics once per sample (3): 5 generations.
     assert len(gen) == 5, [user_text(q["messages"])[:60] for q in gen]
     # Another strategy sharing (criteria, scale) reuses criteria and AutoCoT steps.
@@ -161,8 +165,16 @@ def test_evaluate_records_failures_and_computes_correlations(task, records) -> N
     failed = [i for i in res.items if i.error]
     assert "LMBadRequest" in failed[0].error
     s = res.summary()
-    assert set(s) >= {"n", "parse_failures", "spearman", "kendall", "pearson", "level", "calls",
-                      "seconds"}
+    assert set(s) >= {
+        "n",
+        "parse_failures",
+        "spearman",
+        "kendall",
+        "pearson",
+        "level",
+        "calls",
+        "seconds",
+    }
     assert s["level"] == "dataset"
 
 
@@ -172,9 +184,17 @@ def test_constant_judge_scores_zero(task, records) -> None:
     assert res.spearman == 0.0
 
 
-SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
-         "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+SPACE = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
+}
 
 
 def scale_loving(messages: list[dict[str, Any]]) -> str:
@@ -190,7 +210,8 @@ def test_compile_returns_best_program_with_search_result(task, records) -> None:
     fake = ScriptedLM(scale_loving)
     judge = JudgeProgram(task, ASPECT, lm=fake.lm)
     best = HPSS(budget=6, space=SPACE, progress=False, params={"k": 2}).compile(
-        judge, trainset=records)
+        judge, trainset=records
+    )
     res = best.search_result
     assert res.evaluations == 6 and len(res.trace) == 6
     assert best.strategy == Strategy.from_json(json.dumps(res.best_strategy), best.space)
@@ -202,13 +223,19 @@ def test_compile_returns_best_program_with_search_result(task, records) -> None:
 
 def test_compile_bad_data_and_config(task, records) -> None:
     judge = JudgeProgram(task, ASPECT, lm=ScriptedLM(scale_loving).lm)
-    bad = [dict(id="x", group_id=None, inputs={"context": "a", "response": "b"},
-                scores={ASPECT: 2.0})]
+    bad = [
+        dict(id="x", group_id=None, inputs={"context": "a", "response": "b"}, scores={ASPECT: 2.0})
+    ]
     with pytest.raises(ValueError, match="fact"):
         HPSS(budget=2, progress=False).compile(judge, trainset=bad)
-    out_of_range = [dict(id="x", group_id=None,
-                         inputs={"context": "a", "fact": "f", "response": "b"},
-                         scores={ASPECT: 9.0})]
+    out_of_range = [
+        dict(
+            id="x",
+            group_id=None,
+            inputs={"context": "a", "fact": "f", "response": "b"},
+            scores={ASPECT: 9.0},
+        )
+    ]
     with pytest.raises(ValueError, match="9"):
         HPSS(budget=2, progress=False).compile(judge, trainset=out_of_range)
     with pytest.raises(ValueError, match="`search` field must be one of"):
@@ -229,8 +256,10 @@ def test_presets_load_and_validate() -> None:
         cfg = load_optimizer(root / f"{name}.toml")
         assert isinstance(cfg, OptimizerConfig)
     hpss = load_optimizer("hpss")
-    assert (hpss.budget, hpss.params) == (71, {"k": 5, "g": 2, "rho": 0.2, "tau": 5.0,
-                                              "lambda_": 4.0})
+    assert (hpss.budget, hpss.params) == (
+        71,
+        {"k": 5, "g": 2, "rho": 0.2, "tau": 5.0, "lambda_": 4.0},
+    )
 
 
 def test_preset_errors_name_the_field(tmp_path: Path) -> None:
@@ -255,8 +284,9 @@ def test_interrupted_compile_resumes_without_repeating_calls(task, records, tmp_
 
     fake = ScriptedLM(respond, cache=cache)
     judge = JudgeProgram(task, ASPECT, lm=fake.lm)
-    opt = HPSS(budget=6, space=SPACE, progress=False, params={"k": 2},
-               checkpoint_dir=tmp_path / "ckpt")
+    opt = HPSS(
+        budget=6, space=SPACE, progress=False, params={"k": 2}, checkpoint_dir=tmp_path / "ckpt"
+    )
     with pytest.raises(KeyboardInterrupt):
         opt.compile(judge, trainset=records)
     # The interrupted request never completed; the first request checked the endpoint.
@@ -272,7 +302,8 @@ def test_interrupted_compile_resumes_without_repeating_calls(task, records, tmp_
     assert len(fake2.judge_requests) == 6 * len(records) - done
     full = ScriptedLM(scale_loving)
     ref = HPSS(budget=6, space=SPACE, progress=False, params={"k": 2}).compile(
-        JudgeProgram(task, ASPECT, lm=full.lm), trainset=records)
+        JudgeProgram(task, ASPECT, lm=full.lm), trainset=records
+    )
     assert best.search_result.trace == ref.search_result.trace
 
 
@@ -310,9 +341,14 @@ def test_export_load_round_trip_in_fresh_process(task, records, tmp_path) -> Non
         "recs = json.loads(sys.stdin.read())\n"
         "print(json.dumps([j(**r).score for r in recs]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(path), str(Path(__file__).parent)],
-                         input=json.dumps([r.inputs for r in records[:3]]), text=True,
-                         capture_output=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(Path(__file__).parent)],
+        input=json.dumps([r.inputs for r in records[:3]]),
+        text=True,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == scores
 
 
@@ -348,28 +384,59 @@ def test_pairwise_judge_accuracy_and_examples(shared_data: Path) -> None:
     assert res.accuracy is not None and 0 <= res.accuracy <= 1 and res.spearman is None
     assert res.summary()["accuracy"] == res.accuracy
     s = baseline_strategy(task).replace(examples=3)
-    with_examples = JudgeProgram(task, task.aspect_names[0], s, trainset=recs,
-                                 lm=ScriptedLM(prefer_longer).lm)
+    with_examples = JudgeProgram(
+        task, task.aspect_names[0], s, trainset=recs, lm=ScriptedLM(prefer_longer).lm
+    )
     assert with_examples.judge(recs[0].inputs, sample_id=recs[0].id).score in ("a", "b")
-    best = HPSS(budget=3, progress=False, space={"examples": [0], "criteria": ["human"],
-                                                 "reference": ["none"], "autocot": ["off"],
-                                                 "metrics": ["off"]}).compile(
-        judge, trainset=recs)
+    best = HPSS(
+        budget=3,
+        progress=False,
+        space={
+            "examples": [0],
+            "criteria": ["human"],
+            "reference": ["none"],
+            "autocot": ["off"],
+            "metrics": ["off"],
+        },
+    ).compile(judge, trainset=recs)
     assert best.search_result.metric == "accuracy"
 
 
 def test_cli_show_task_strategy_and_errors(capsys) -> None:
     from judgeopt.cli import main
 
-    assert main(["show", "--task", "summeval", "--aspect", "coherence", "--strategy",
-                 json.dumps({"scale": 10, "examples": 0, "criteria": "human",
-                             "reference": "none", "cot": "none", "autocot": "off",
-                             "metrics": "off", "order": "IC-TD-ER"})]) == 0
+    assert (
+        main(
+            [
+                "show",
+                "--task",
+                "summeval",
+                "--aspect",
+                "coherence",
+                "--strategy",
+                json.dumps(
+                    {
+                        "scale": 10,
+                        "examples": 0,
+                        "criteria": "human",
+                        "reference": "none",
+                        "cot": "none",
+                        "autocot": "off",
+                        "metrics": "off",
+                        "order": "IC-TD-ER",
+                    }
+                ),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.index("{source}") < out.index("## Instruction")  # IC first
     assert "scale of 1 to 10" in out and "without any explanation" in out
-    assert main(["show", "--task", "summeval", "--aspect", "coherence", "--strategy",
-                 '{"scale": 7}']) == 2
+    assert (
+        main(["show", "--task", "summeval", "--aspect", "coherence", "--strategy", '{"scale": 7}'])
+        == 2
+    )
     assert "missing factor" in capsys.readouterr().err
     assert main(["show", "--task", "summeval", "--aspect", "nope"]) == 2
     assert "Allowed aspects" in capsys.readouterr().err

@@ -22,9 +22,17 @@ from judgeopt.teleprompt import HPSS
 pytestmark = pytest.mark.slow
 llama_cpp = pytest.importorskip("llama_cpp")
 
-NO_COT = {"scale": [3, 10], "examples": [0], "criteria": ["human", "none"],
-          "reference": ["none"], "cot": ["none"], "autocot": ["off"], "metrics": ["off"],
-          "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+NO_COT = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["human", "none"],
+    "reference": ["none"],
+    "cot": ["none"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +62,8 @@ def test_qwen_compile_export_load_fresh_process_same_scores(env: Path, items) ->
     lm = _lm("qwen2.5-coder-0.5b", cache=env / "c1")
     judge = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
     best = HPSS(budget=3, space=NO_COT, progress=False, params={"k": 2}).compile(
-        judge, trainset=items)
+        judge, trainset=items
+    )
     assert best.search_result.evaluations == 3
     res = evaluate(best, items, progress=False)
     # A real instruction model follows the [[rating]] format on most items.
@@ -72,9 +81,13 @@ def test_qwen_compile_export_load_fresh_process_same_scores(env: Path, items) ->
         "recs = json.loads(sys.stdin.read())\n"
         "print(json.dumps([j(**r).score for r in recs]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(path)],
-                         input=json.dumps([r.inputs for r in items]), text=True,
-                         capture_output=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        input=json.dumps([r.inputs for r in items]),
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == scores
 
@@ -83,9 +96,28 @@ def test_cli_compile_evaluate_show_with_smollm2(env: Path, shared_data: Path, ca
     _lm("smollm2-135m")
     data = str(shared_data / "topical_chat" / "valid.jsonl")
     out = env / "judge.json"
-    rc = main(["compile", "--task", "topical_chat", "--aspect", "naturalness", "--data", data,
-               "--limit", "4", "--optimizer", "quick", "--budget", "2",
-               "--model", "local:smollm2-135m", "--out", str(out), "--no-progress"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            "naturalness",
+            "--data",
+            data,
+            "--limit",
+            "4",
+            "--optimizer",
+            "quick",
+            "--budget",
+            "2",
+            "--model",
+            "local:smollm2-135m",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     # SmolLM2 rarely writes a rating in the asked format: the compile says the judge is not
     # trustworthy and exits 1, and writes it anyway for inspection (docs/judge.md, "What
     # happens when things go wrong"); with a rating on most items it exits 0.
@@ -100,12 +132,31 @@ def test_cli_compile_evaluate_show_with_smollm2(env: Path, shared_data: Path, ca
     assert (env / "judge.json.ckpt" / "search_state.json").is_file()
     capsys.readouterr()
     summary_path = env / "eval.json"
-    rc = main(["evaluate", str(out), "--data", data, "--limit", "4", "--json",
-               str(summary_path), "--no-progress"])
+    rc = main(
+        [
+            "evaluate",
+            str(out),
+            "--data",
+            data,
+            "--limit",
+            "4",
+            "--json",
+            str(summary_path),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     summary = json.loads(summary_path.read_text())
-    assert {"n", "parse_failures", "spearman", "kendall", "pearson", "level", "calls",
-            "seconds"} <= set(summary)
+    assert {
+        "n",
+        "parse_failures",
+        "spearman",
+        "kendall",
+        "pearson",
+        "level",
+        "calls",
+        "seconds",
+    } <= set(summary)
     assert summary["n"] == 4
     # The compile's judge calls are cached: evaluating the same items costs no new call.
     assert summary["calls"] == 0
@@ -124,8 +175,13 @@ def _free_port() -> int:
 def test_server_down_is_recorded_and_stops_a_compile_at_once(env: Path, items) -> None:
     from judgeopt.lm import LMUnavailable, make_lm
 
-    lm = make_lm("openai/judge", api_base=f"http://127.0.0.1:{_free_port()}/v1",
-                 num_retries=0, timeout=5, cache=False)
+    lm = make_lm(
+        "openai/judge",
+        api_base=f"http://127.0.0.1:{_free_port()}/v1",
+        num_retries=0,
+        timeout=5,
+        cache=False,
+    )
     task = load_task("topical_chat")
     judge = JudgeProgram(task, "naturalness", lm=lm)
     res = evaluate(judge, items, progress=False)
@@ -133,6 +189,10 @@ def test_server_down_is_recorded_and_stops_a_compile_at_once(env: Path, items) -
     assert "could not connect" in (res.items[0].error or "").lower()
     # A compile checks the endpoint first and stops before judging anything.
     with pytest.raises(LMUnavailable, match="could not connect"):
-        HPSS(budget=2, space=NO_COT | {"cot": ["prefix", "none"]}, progress=False,
-             checkpoint_dir=env / "ckpt").compile(judge, trainset=items)
+        HPSS(
+            budget=2,
+            space=NO_COT | {"cot": ["prefix", "none"]},
+            progress=False,
+            checkpoint_dir=env / "ckpt",
+        ).compile(judge, trainset=items)
     assert not (env / "ckpt" / "evaluations.jsonl").exists()

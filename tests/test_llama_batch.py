@@ -37,9 +37,14 @@ WORDS = ["like", "hate", "visited", "booked", "found", "left"]
 
 def _messages(i: int) -> list[dict[str, str]]:
     prefix = SHARED if i % 2 == 0 else "Judge this. "
-    return [{"role": "user", "content": f"{prefix}Rate from 1 to 10 how natural this is: "
-                                        f"'I {WORDS[i % len(WORDS)]} the place by the river.' "
-                                        "Answer with [[n]] and one sentence."}]
+    return [
+        {
+            "role": "user",
+            "content": f"{prefix}Rate from 1 to 10 how natural this is: "
+            f"'I {WORDS[i % len(WORDS)]} the place by the river.' "
+            "Answer with [[n]] and one sentence.",
+        }
+    ]
 
 
 def _lm(model: str, **kw: Any) -> LlamaCppLM:
@@ -58,22 +63,35 @@ def smol() -> LlamaCppLM:
 
 def _engine(lm: LlamaCppLM, parallel: int = 4) -> BatchEngine:
     handle = lm._get_handle()
-    return BatchEngine(handle.llama, parallel=parallel, n_ctx=handle.n_ctx,
-                       n_threads=lm.n_threads, lock=handle.lock)
+    return BatchEngine(
+        handle.llama,
+        parallel=parallel,
+        n_ctx=handle.n_ctx,
+        n_threads=lm.n_threads,
+        lock=handle.lock,
+    )
 
 
-def _run(engine: BatchEngine, indices: list[int], *, at_once: bool, top: int | None = 3,
-         max_tokens: int = 12) -> dict[int, dict[str, Any]]:
+def _run(
+    engine: BatchEngine,
+    indices: list[int],
+    *,
+    at_once: bool,
+    top: int | None = 3,
+    max_tokens: int = 12,
+) -> dict[int, dict[str, Any]]:
     """Responses by prompt index, the requests submitted all at once or one after another."""
     out: dict[int, dict[str, Any]] = {}
     if at_once:
-        futures = {i: engine.submit(_messages(i), max_tokens=max_tokens, top_logprobs=top)
-                   for i in indices}
+        futures = {
+            i: engine.submit(_messages(i), max_tokens=max_tokens, top_logprobs=top) for i in indices
+        }
         out = {i: f.result(timeout=300) for i, f in futures.items()}
     else:
         for i in indices:
-            out[i] = engine.submit(_messages(i), max_tokens=max_tokens,
-                                   top_logprobs=top).result(timeout=300)
+            out[i] = engine.submit(_messages(i), max_tokens=max_tokens, top_logprobs=top).result(
+                timeout=300
+            )
     for r in out.values():
         r.pop("_seconds", None)
         r.pop("id", None)
@@ -157,8 +175,9 @@ def test_sampled_calls_are_batched_and_depend_on_their_seed_only(smol: LlamaCppL
     assert engine.steps > steps  # served by the batch engine
     with ThreadPoolExecutor(4) as pool:
         # The same requests among others (other prompts, other seeds), in another order.
-        mixed = list(pool.map(lambda a: sample(*a),
-                              [(1, 9), (0, 3), (2, 7), (0, 2), (0, 1), (3, 5), (0, 0)]))
+        mixed = list(
+            pool.map(lambda a: sample(*a), [(1, 9), (0, 3), (2, 7), (0, 2), (0, 1), (3, 5), (0, 0)])
+        )
     assert [mixed[6], mixed[4], mixed[3], mixed[1]] == alone
     # Different seeds draw different answers (temperature 1 over 12 tokens).
     assert len(set(alone)) >= 2
@@ -175,8 +194,9 @@ def test_sample_token_follows_the_default_sampler_chain() -> None:
     plain = Sampling(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
     assert np.allclose(freq(plain), [0.5, 0.3, 0.15, 0.05], atol=0.015)
     # top-k 2: the two most likely tokens, renormalised.
-    assert np.allclose(freq(Sampling(1.0, top_k=2, top_p=1.0, min_p=0.0)),
-                       [0.625, 0.375, 0, 0], atol=0.015)
+    assert np.allclose(
+        freq(Sampling(1.0, top_k=2, top_p=1.0, min_p=0.0)), [0.625, 0.375, 0, 0], atol=0.015
+    )
     # top-p 0.7: 0.5 does not reach it, 0.5 + 0.3 does: the first two tokens.
     assert freq(Sampling(1.0, top_k=0, top_p=0.7, min_p=0.0))[2:].sum() == 0
     # min-p 0.25: tokens at least a quarter as likely as the best (0.125): three.
@@ -186,8 +206,9 @@ def test_sample_token_follows_the_default_sampler_chain() -> None:
     assert freq(Sampling(0.01, top_k=0, top_p=1.0, min_p=0.0), 200)[0] == 1.0
     # The same seed, the same draws.
     a = Sampling(1.0, seed=5)
-    assert ([sample_token(logits, a, a.generator()) for _ in range(3)]
-            == [sample_token(logits, a, a.generator()) for _ in range(3)])
+    assert [sample_token(logits, a, a.generator()) for _ in range(3)] == [
+        sample_token(logits, a, a.generator()) for _ in range(3)
+    ]
     with pytest.raises(ValueError, match="temperature > 0"):
         Sampling(temperature=0.0)
 
@@ -224,7 +245,8 @@ def test_a_prompt_that_does_not_fit_fails_alone() -> None:
 
 
 def test_a_failed_evaluation_fails_its_requests_and_the_engine_goes_on(
-        smol: LlamaCppLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    smol: LlamaCppLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     engine = _engine(smol)
     ok = _run(engine, [1], at_once=False)[1]
     calls = {"n": 0}
@@ -289,8 +311,7 @@ def test_greedy_sequence_rules_with_scripted_logits(smol: LlamaCppLM) -> None:
 
 
 @pytest.mark.slow
-def test_qwen_batched_is_deterministic_and_agrees_with_one_at_a_time(
-        shared_data: Path) -> None:
+def test_qwen_batched_is_deterministic_and_agrees_with_one_at_a_time(shared_data: Path) -> None:
     from judgeopt.data import load_records
     from judgeopt.evaluate import evaluate
     from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
@@ -300,13 +321,18 @@ def test_qwen_batched_is_deterministic_and_agrees_with_one_at_a_time(
     task = load_task("topical_chat")
     records = load_records(shared_data / "topical_chat" / "valid.jsonl", limit=8)
     strategy = baseline_strategy(task).replace(scale=10, cot="none", decoding="expected")
-    one = evaluate(JudgeProgram(task, "coherence", strategy, lm=lm.copy(parallel=1)), records,
-                   threads=1, progress=False)
-    batched = evaluate(JudgeProgram(task, "coherence", strategy, lm=lm), records,
-                       progress=False)
+    one = evaluate(
+        JudgeProgram(task, "coherence", strategy, lm=lm.copy(parallel=1)),
+        records,
+        threads=1,
+        progress=False,
+    )
+    batched = evaluate(JudgeProgram(task, "coherence", strategy, lm=lm), records, progress=False)
     assert batched.parse_failures == one.parse_failures == 0
-    diffs = [abs(float(a.score) - float(b.score))  # type: ignore[arg-type]
-             for a, b in zip(one.items, batched.items, strict=True)]
+    diffs = [
+        abs(float(a.score) - float(b.score))  # type: ignore[arg-type]
+        for a, b in zip(one.items, batched.items, strict=True)
+    ]
     # The same ratings up to floating-point rounding (the two paths split the work
     # differently; benchmarks/batch_decode.py measures the differences on more items).
     assert max(diffs) < 0.3, diffs

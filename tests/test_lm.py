@@ -250,10 +250,19 @@ def test_cache_stores_numpy_logprobs_as_numbers(tmp_path: Path) -> None:
 
     cache = LMCache(tmp_path / "c")
     reply = _reply("[[3]]")
-    reply["choices"][0]["logprobs"] = {"content": [
-        {"token": "3", "logprob": np.float32(-0.25), "bytes": [51],
-         "top_logprobs": [{"token": "3", "logprob": np.float32(-0.25)},
-                          {"token": "2", "logprob": np.float64(-1.5)}]}]}
+    reply["choices"][0]["logprobs"] = {
+        "content": [
+            {
+                "token": "3",
+                "logprob": np.float32(-0.25),
+                "bytes": [51],
+                "top_logprobs": [
+                    {"token": "3", "logprob": np.float32(-0.25)},
+                    {"token": "2", "logprob": np.float64(-1.5)},
+                ],
+            }
+        ]
+    }
     reply["extra"] = np.array([1, 2], dtype=np.int64)
     cache.put(_key(), reply, model="local")
     got = cache.get(_key())

@@ -18,11 +18,21 @@ from judgeopt.lm import LlamaCppLM, LMBadRequest, LMContextOverflow
 llama_cpp = pytest.importorskip("llama_cpp")
 
 PROMPTS = [
-    [{"role": "user", "content": "Rate this reply from 1 to 10 and answer as [[rating]]: "
-                                 "'Cats are nice animals.'"}],
-    [{"role": "system", "content": "You are a strict judge."},
-     {"role": "user", "content": "Rate this reply from 1 to 10 and answer as [[rating]]: "
-                                 "'Dogs bark at night.'"}],
+    [
+        {
+            "role": "user",
+            "content": "Rate this reply from 1 to 10 and answer as [[rating]]: "
+            "'Cats are nice animals.'",
+        }
+    ],
+    [
+        {"role": "system", "content": "You are a strict judge."},
+        {
+            "role": "user",
+            "content": "Rate this reply from 1 to 10 and answer as [[rating]]: "
+            "'Dogs bark at night.'",
+        },
+    ],
     [{"role": "user", "content": "Name three colours, separated by commas."}],
 ]
 
@@ -38,8 +48,11 @@ def _lms(model: str, **kw: Any) -> tuple[LlamaCppLM, LlamaCppLM]:
 
 def _content(response: Any) -> tuple[str, str, list[dict[str, Any]]]:
     choice = response["choices"][0]
-    return (choice["message"]["content"], choice["finish_reason"],
-            list(choice["logprobs"]["content"]))
+    return (
+        choice["message"]["content"],
+        choice["finish_reason"],
+        list(choice["logprobs"]["content"]),
+    )
 
 
 def _cold(lm: LlamaCppLM) -> None:

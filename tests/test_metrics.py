@@ -117,8 +117,7 @@ def test_constant_and_singleton_groups_are_skipped_and_counted() -> None:
     # Default: the judge ranks nothing in c, which counts as 0; b and d have nothing to rank.
     result = group_correlation(human, judge, groups)
     assert isinstance(result, GroupCorrelation)
-    assert result.n_groups_used == 2 and result.per_group == {"a": pytest.approx(rho_a),
-                                                              "c": 0.0}
+    assert result.n_groups_used == 2 and result.per_group == {"a": pytest.approx(rho_a), "c": 0.0}
     assert result.n_groups_skipped == 2 and result.skipped == ("b", "d")
     assert result.n_groups_constant == 1
     assert result.value == pytest.approx(rho_a / 2)
@@ -153,12 +152,16 @@ def test_a_judge_that_breaks_one_tie_is_not_rewarded_at_group_level() -> None:
 
 
 def test_constant_groups_argument_is_checked() -> None:
-    for call in (lambda: correlation([1, 2, 3], [1, 2, 3], constant_groups="none"),
-                 lambda: group_correlation([1, 2, 3], [1, 2, 3], [0, 0, 0],
-                                           constant_groups="Zero"),
-                 lambda: bootstrap_ci([1, 2, 3], [1, 2, 3], constant_groups="drop")):
-        with pytest.raises(ValueError, match=r"constant_groups must be one of 'zero', "
-                                             r"'skip', got '\w+'"):
+    for call in (
+        lambda: correlation([1, 2, 3], [1, 2, 3], constant_groups="none"),
+        lambda: group_correlation([1, 2, 3], [1, 2, 3], [0, 0, 0], constant_groups="Zero"),
+        lambda: bootstrap_ci([1, 2, 3], [1, 2, 3], constant_groups="drop"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"constant_groups must be one of 'zero', "
+            r"'skip', got '\w+'",
+        ):
             call()
 
 
@@ -538,8 +541,9 @@ def test_paired_bootstrap_difference_is_paired_and_seeded() -> None:
     # Group level: resamples whole groups; delta is exactly the difference of group means.
     groups = np.repeat(np.arange(15), 10)
     g = paired_bootstrap(h, a, b, groups=groups, seed=1)
-    assert g.delta == pytest.approx(group_correlation(h, a, groups).value
-                                    - group_correlation(h, b, groups).value)
+    assert g.delta == pytest.approx(
+        group_correlation(h, a, groups).value - group_correlation(h, b, groups).value
+    )
     assert g.n == 15
     # A constant judge cannot rank: 0 (as the evaluation scores it).
     c = paired_bootstrap(h, np.ones(150), b, seed=0)
@@ -581,8 +585,9 @@ def test_resampling_follows_the_constant_groups_rule(mode: str) -> None:
     pb = paired_bootstrap(human, a, b, groups=groups, seed=0, constant_groups=mode)
     assert pb.a == pytest.approx(ga.value) and pb.b == pytest.approx(gb.value)
     assert pb.delta == pytest.approx(ga.value - gb.value)
-    perm = permutation_test(human, a, b, groups=groups, n_resamples=200, seed=0,
-                            constant_groups=mode)
+    perm = permutation_test(
+        human, a, b, groups=groups, n_resamples=200, seed=0, constant_groups=mode
+    )
     assert perm.delta == pytest.approx(ga.value - gb.value, abs=1e-12)
     # "zero" pulls the constant judge's value toward 0 by the share of constant groups.
     if mode == "zero":

@@ -36,25 +36,47 @@ def fake_lm(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def _compile(data: Path, out: Path, *which: str) -> int:
-    return main(["compile", "--task", "summeval", *which, "--data", str(data), "--limit", "12",
-                 "--optimizer", "quick", "--budget", "2", "--selection", "best", "--out",
-                 str(out), "--no-progress", "--model", "openai/x"])
+    return main(
+        [
+            "compile",
+            "--task",
+            "summeval",
+            *which,
+            "--data",
+            str(data),
+            "--limit",
+            "12",
+            "--optimizer",
+            "quick",
+            "--budget",
+            "2",
+            "--selection",
+            "best",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--model",
+            "openai/x",
+        ]
+    )
 
 
-def test_several_aspects_one_judge_each_plus_index(shared_data: Path, tmp_path: Path,
-                                                   fake_lm, capsys) -> None:
+def test_several_aspects_one_judge_each_plus_index(
+    shared_data: Path, tmp_path: Path, fake_lm, capsys
+) -> None:
     data = shared_data / "summeval" / "full.jsonl"
     out = tmp_path / "judges"
     assert _compile(data, out, "--aspect", "coherence,fluency") == 0
-    assert len(fake_lm) == 1                       # one LM (one model load, one cache)
+    assert len(fake_lm) == 1  # one LM (one model load, one cache)
     index = json.loads((out / "index.json").read_text())
     assert index["format"] == "judgeopt-index" and index["task"] == "summeval"
     assert index["judges"] == {"coherence": "coherence.json", "fluency": "fluency.json"}
     assert (out / "coherence.json.ckpt").is_dir() and (out / "fluency.json.ckpt").is_dir()
     judges = judgeopt.load_judges(out / "index.json")
     assert list(judges) == ["coherence", "fluency"]
-    assert judges["fluency"].aspect == "fluency" and judgeopt.load_judges(out).keys() == \
-        judges.keys()
+    assert (
+        judges["fluency"].aspect == "fluency" and judgeopt.load_judges(out).keys() == judges.keys()
+    )
     printed = capsys.readouterr().out
     assert "== summeval / coherence" in printed and "wrote " + str(out / "index.json") in printed
 
@@ -62,8 +84,12 @@ def test_several_aspects_one_judge_each_plus_index(shared_data: Path, tmp_path: 
 def test_aspects_all_and_mistakes(shared_data: Path, tmp_path: Path, fake_lm, capsys) -> None:
     data = shared_data / "summeval" / "full.jsonl"
     assert _compile(data, tmp_path / "all", "--aspects", "all") == 0
-    assert sorted(json.loads((tmp_path / "all" / "index.json").read_text())["judges"]) == \
-        ["coherence", "consistency", "fluency", "relevance"]
+    assert sorted(json.loads((tmp_path / "all" / "index.json").read_text())["judges"]) == [
+        "coherence",
+        "consistency",
+        "fluency",
+        "relevance",
+    ]
     capsys.readouterr()
     assert _compile(data, tmp_path / "j.json", "--aspect", "coherence,fluency") == 2
     assert "--out names a directory" in capsys.readouterr().err

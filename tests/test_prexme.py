@@ -103,7 +103,10 @@ def test_tasks_and_inserts() -> None:
     assert load_prexme_task("en_de").insert == "translation from English to German"
     summ = load_prexme_task("summarization")
     assert (summ.insert, summ.result_type, summ.input_names) == (
-        "summary of a given source text", "Summary", ("source", "summary"))
+        "summary of a given source text",
+        "Summary",
+        ("source", "summary"),
+    )
     assert mt_task("Hebrew", "English").name == "he_en"
     with pytest.raises(ValueError, match="Known tasks"):
         load_prexme_task("fr_en")
@@ -113,19 +116,25 @@ def test_tasks_and_inserts() -> None:
 
 
 def test_pzs_neutral_binary_for_en_de() -> None:
-    got = render_prexme("en_de", S("PZS", "Neutral", "0 or 1"), "I have a dog",
-                        "Ich habe einen Hund")
+    got = render_prexme(
+        "en_de", S("PZS", "Neutral", "0 or 1"), "I have a dog", "Ich habe einen Hund"
+    )
     assert got == (
         "Judge the quality of the following translation from English to German. \n"
         "Source Text: I have a dog \n"
         "Translation: Ich habe einen Hund \n"
         "Return a discrete score of 0 if the translation has flaws and 1 if it is perfect. \n"
-        "Score: ")
+        "Score: "
+    )
 
 
 def test_zs_cot_skeptical_labels_for_summarization() -> None:
-    got = render_prexme("summarization", S("ZS-CoT", "Skeptical", "easy token labels"),
-                        "ARTICLE {with braces}", "SUMMARY")
+    got = render_prexme(
+        "summarization",
+        S("ZS-CoT", "Skeptical", "easy token labels"),
+        "ARTICLE {with braces}",
+        "SUMMARY",
+    )
     assert got == (
         "I'm not sure about this one. Could you help me out by judging the quality of the "
         "following summary of a given source text and giving me your perspective? \n"
@@ -133,12 +142,12 @@ def test_zs_cot_skeptical_labels_for_summarization() -> None:
         "Summary: SUMMARY \n"
         'Choose, whether the summary is either "bad", "neutral" or "good". \n'
         "First, think step by step and explain your thought process, then return your "
-        "judgment in the format 'Judgment: '.")
+        "judgment in the format 'Judgment: '."
+    )
 
 
 def test_zs_cot_em_urgent_situation_for_zh_en() -> None:
-    got = render_prexme("zh_en", S("ZS-CoT-EM", "Urgent situation", "-100 to 100"), "你好",
-                        "Hello")
+    got = render_prexme("zh_en", S("ZS-CoT-EM", "Urgent situation", "-100 to 100"), "你好", "Hello")
     assert got == (
         "Please help me! My boss needs me to find an answer quickly. Otherwise, he might fire "
         "me. \n Please judge the quality of the following translation from Chinese to English "
@@ -148,21 +157,31 @@ def test_zs_cot_em_urgent_situation_for_zh_en() -> None:
         "Return a score on a scale from -100 to 100 where -100 indicates that the translation "
         "is very bad and 100 is assigned to a perfect translation. \n"
         "First describe your emotions, then think step by step and explain your thought "
-        "process, finally return your judgment in the format 'Judgment: '.")
+        "process, finally return your judgment in the format 'Judgment: '."
+    )
 
 
 def test_emphasis_and_relaxed_are_as_published() -> None:
     got = render_prexme("en_de", S("PZS", "Emphasis", "0 to 5"), "a", "b")
     assert got.startswith("Empathetic \nSource Text: a \n")
-    assert "where 0 indicates that the translation is very bad and 5 is assigned to a " \
-           "perfect translation." in got
+    assert (
+        "where 0 indicates that the translation is very bad and 5 is assigned to a "
+        "perfect translation." in got
+    )
     got = render_prexme("en_de", S("PZS", "Relaxed", "0 to 5"), "a", "b")
-    assert got.startswith("This is not important at all, but if you have some time, can you "
-                          "please translation from English to German. \n")
+    assert got.startswith(
+        "This is not important at all, but if you have some time, can you "
+        "please translation from English to German. \n"
+    )
 
 
-DEMO = Record(id="d1", group_id="seg9", system_id=None,
-              inputs={"source": "Guten Tag", "translation": "Good day"}, scores={"mqm": -5.0})
+DEMO = Record(
+    id="d1",
+    group_id="seg9",
+    system_id=None,
+    inputs={"source": "Guten Tag", "translation": "Good day"},
+    scores={"mqm": -5.0},
+)
 
 
 def test_one_shot_templates_table_7() -> None:
@@ -178,9 +197,9 @@ def test_one_shot_templates_table_7() -> None:
         "Translation: hyp \n"
         "Return a score on a scale from 0 to 100 where 0 indicates that the translation is "
         "very bad and 100 is assigned to a perfect translation. \n"
-        "Score: ")
-    got = render_prexme("en_de", S("OS-CoT", "Command", "complex token labels"), "src", "hyp",
-                        DEMO)
+        "Score: "
+    )
+    got = render_prexme("en_de", S("OS-CoT", "Command", "complex token labels"), "src", "hyp", DEMO)
     assert got == (
         "Judge the quality of the following translation from English to German immediately! \n"
         "Here is an example:\n"
@@ -193,33 +212,55 @@ def test_one_shot_templates_table_7() -> None:
         'Choose, whether the translation is either "catastrophic", "indifferent" or '
         '"marvelous". \n'
         "First, think step by step and explain your thought process, then return your "
-        "judgment in the format 'Judgment: '.")
+        "judgment in the format 'Judgment: '."
+    )
     got = render_prexme("en_de", S("OS-CoT-EM", "Threat", "-1 or 0 or 1"), "src", "hyp", DEMO)
-    assert ("Judgement: <Description of emotions and reasons>. Therefore the score is 1\n\n"
-            "Now it is your turn to grade the Translation.\n") in got
-    assert got.endswith("First describe your emotions, then think step by step and explain "
-                        "your thought process, finally return your judgment in the format "
-                        "'Judgment: '.")
+    assert (
+        "Judgement: <Description of emotions and reasons>. Therefore the score is 1\n\n"
+        "Now it is your turn to grade the Translation.\n"
+    ) in got
+    assert got.endswith(
+        "First describe your emotions, then think step by step and explain "
+        "your thought process, finally return your judgment in the format "
+        "'Judgment: '."
+    )
     with pytest.raises(ValueError, match="needs a demonstration"):
         render_prexme("en_de", S("POS", "Polite", "0 to 100"), "src", "hyp")
 
 
 def test_every_template_renders_without_leftover_placeholders() -> None:
     task = load_prexme_task("summarization")
-    demo = Record(id="x", group_id=None, system_id=None,
-                  inputs={"source": "S0", "summary": "H0"}, scores={"avg_aspect": 3.0})
+    demo = Record(
+        id="x",
+        group_id=None,
+        system_id=None,
+        inputs={"source": "S0", "summary": "H0"},
+        scores={"avg_aspect": 3.0},
+    )
     for s in prexme_space().strategies():
         text = render_prexme(task, s, "S1", "H1", demo)
         assert "{" not in text and "}" not in text, s
 
 
-@pytest.mark.parametrize(("human", "fr", "expected"), [
-    (0.0, "0 or 1", "1"), (-20.0, "0 or 1", "0"), (-12.5, "-1 or 0 or 1", "0"),
-    (-5.0, "0 to 5", "4"), (-1.0, "0 to 5", "4.8"), (-5.0, "-5 to 5", "3"),
-    (-1.0, "0 to 100", "96"), (-40.0, "-100 to 100", "-100"), (-5.0, "0.0 to 1.0", "0.8"),
-    (0.0, "0.0 to 1.0", "1.0"), (-12.5, "-1.0 to 1.0", "0.0"), (-25.0, "easy token labels", "bad"),
-    (-12.5, "easy token labels", "neutral"), (0.0, "complex token labels", "marvelous"),
-])
+@pytest.mark.parametrize(
+    ("human", "fr", "expected"),
+    [
+        (0.0, "0 or 1", "1"),
+        (-20.0, "0 or 1", "0"),
+        (-12.5, "-1 or 0 or 1", "0"),
+        (-5.0, "0 to 5", "4"),
+        (-1.0, "0 to 5", "4.8"),
+        (-5.0, "-5 to 5", "3"),
+        (-1.0, "0 to 100", "96"),
+        (-40.0, "-100 to 100", "-100"),
+        (-5.0, "0.0 to 1.0", "0.8"),
+        (0.0, "0.0 to 1.0", "1.0"),
+        (-12.5, "-1.0 to 1.0", "0.0"),
+        (-25.0, "easy token labels", "bad"),
+        (-12.5, "easy token labels", "neutral"),
+        (0.0, "complex token labels", "marvelous"),
+    ],
+)
 def test_demo_scores_in_the_formats_terms(human: float, fr: str, expected: str) -> None:
     assert demo_score(human, load_prexme_task("zh_en"), fr) == expected
 
@@ -234,27 +275,36 @@ def test_demo_scores_for_summarization_use_its_1_to_5_range() -> None:
 # ----------------------------------------------------------------------------- extraction
 
 
-@pytest.mark.parametrize(("text", "fr", "score"), [
-    ("Score: 85", "0 to 100", 85.0),
-    ("Step 1: read. Step 2: compare. Judgment: 0.7", "0.0 to 1.0", 0.7),
-    ("I'd give -3, no wait, -4", "-5 to 5", -4.0),
-    ("Judgment: -0.5 on the -1.0 to 1.0 scale", "-1.0 to 1.0", 1.0),  # the last number wins
-    ("+1", "-1 or 0 or 1", 1.0),
-    ("It is GOOD, not bad... overall Neutral.", "easy token labels", 3.0),
-    ("Not bad", "easy token labels", 1.0),
-    ("goodness", "easy token labels", 5.0),  # substrings count, as in PrExMe
-    ("Marvelous! Well, rather indifferent.", "complex token labels", 3.0),
-    ("catastrophic", "complex token labels", 1.0),
-])
+@pytest.mark.parametrize(
+    ("text", "fr", "score"),
+    [
+        ("Score: 85", "0 to 100", 85.0),
+        ("Step 1: read. Step 2: compare. Judgment: 0.7", "0.0 to 1.0", 0.7),
+        ("I'd give -3, no wait, -4", "-5 to 5", -4.0),
+        ("Judgment: -0.5 on the -1.0 to 1.0 scale", "-1.0 to 1.0", 1.0),  # the last number wins
+        ("+1", "-1 or 0 or 1", 1.0),
+        ("It is GOOD, not bad... overall Neutral.", "easy token labels", 3.0),
+        ("Not bad", "easy token labels", 1.0),
+        ("goodness", "easy token labels", 5.0),  # substrings count, as in PrExMe
+        ("Marvelous! Well, rather indifferent.", "complex token labels", 3.0),
+        ("catastrophic", "complex token labels", 1.0),
+    ],
+)
 def test_extract_score_last_match(text: str, fr: str, score: float) -> None:
     assert extract_score(text, fr).score == score
 
 
-@pytest.mark.parametrize(("text", "fr"), [
-    ("", "0 to 100"), (None, "0 to 100"), ("No idea.", "0 to 5"),
-    ("It is fine.", "easy token labels"), ("bad", "complex token labels"),
-    ("between 1..5", "0 to 5"),
-])
+@pytest.mark.parametrize(
+    ("text", "fr"),
+    [
+        ("", "0 to 100"),
+        (None, "0 to 100"),
+        ("No idea.", "0 to 5"),
+        ("It is fine.", "easy token labels"),
+        ("bad", "complex token labels"),
+        ("between 1..5", "0 to 5"),
+    ],
+)
 def test_extract_score_failures(text: str | None, fr: str) -> None:
     r = extract_score(text, fr)
     assert r.score is None and r.error
@@ -269,15 +319,22 @@ def test_labels_are_not_numbers_and_numbers_not_labels() -> None:
 
 
 def _rec(i: int, src: str, hyp: str, mqm: float = -1.0) -> Record:
-    return Record(id=f"r{i}", group_id=f"g{i}", system_id=None,
-                  inputs={"source": src, "translation": hyp}, scores={"mqm": mqm})
+    return Record(
+        id=f"r{i}",
+        group_id=f"g{i}",
+        system_id=None,
+        inputs={"source": src, "translation": hyp},
+        scores={"mqm": mqm},
+    )
 
 
 def test_retriever_finds_the_most_similar_and_never_the_same_source() -> None:
-    pool = [_rec(0, "The cat sat on the mat.", "Die Katze sass auf der Matte."),
-            _rec(1, "The stock market fell sharply today.", "Der Aktienmarkt fiel heute."),
-            _rec(2, "A cat sat on a mat!", "Eine Katze sass auf einer Matte!"),
-            _rec(3, "Weather: rain tomorrow.", "Wetter: morgen Regen.")]
+    pool = [
+        _rec(0, "The cat sat on the mat.", "Die Katze sass auf der Matte."),
+        _rec(1, "The stock market fell sharply today.", "Der Aktienmarkt fiel heute."),
+        _rec(2, "A cat sat on a mat!", "Eine Katze sass auf einer Matte!"),
+        _rec(3, "Weather: rain tomorrow.", "Wetter: morgen Regen."),
+    ]
     r = DemoRetriever(pool, "en_de")
     assert r.nearest("The cat sat on the mat.", "Die Katze sass auf der Matte.").id == "r2"
     assert r.nearest("Stock markets fell today", "Aktienmarkt fiel").id == "r1"
@@ -288,9 +345,11 @@ def test_retriever_finds_the_most_similar_and_never_the_same_source() -> None:
 
 
 def test_retriever_works_on_chinese_and_rejects_unlabelled_pools() -> None:
-    pool = [_rec(0, "丁子霖：致友人。", "Ding Zilin: To friends."),
-            _rec(1, "地中海沿岸具有油橄榄生长所需的土壤", "The Mediterranean coast has soil"),
-            _rec(2, "是的，已经换了一个骑手", "Yes, the rider was changed.")]
+    pool = [
+        _rec(0, "丁子霖：致友人。", "Ding Zilin: To friends."),
+        _rec(1, "地中海沿岸具有油橄榄生长所需的土壤", "The Mediterranean coast has soil"),
+        _rec(2, "是的，已经换了一个骑手", "Yes, the rider was changed."),
+    ]
     r = DemoRetriever(pool, "zh_en")
     assert r.nearest("已经换了骑手", "The rider has been changed.").id == "r2"
     with pytest.raises(ValueError, match="No example"):
@@ -336,16 +395,17 @@ def test_program_defaults_errors_and_with_strategy(zh_en: list[Record]) -> None:
     with pytest.raises(ValueError, match="Allowed values"):
         p.with_strategy(S("PZS", "Neutral", "1 to 10"))
     q = p.with_strategy(S("ZS-CoT", "Threat", "easy token labels"))
-    assert q.strategy["task_description"] == "Threat" and p.strategy["task_description"] == \
-        "Neutral"
+    assert (
+        q.strategy["task_description"] == "Threat" and p.strategy["task_description"] == "Neutral"
+    )
 
 
-def test_one_shot_program_shows_the_retrieved_demo(zh_en: list[Record],
-                                                   shared_data: Path) -> None:
+def test_one_shot_program_shows_the_retrieved_demo(zh_en: list[Record], shared_data: Path) -> None:
     pool = load_records(shared_data / "eval4nlp2023" / "dev_zh_en.jsonl", limit=400)
     fake = ScriptedLM(lambda m: "Judgment: marvelous")
-    p = PrExMeProgram("zh_en", S("OS-CoT", "Neutral", "complex token labels"), examples=pool,
-                      lm=fake.lm)
+    p = PrExMeProgram(
+        "zh_en", S("OS-CoT", "Neutral", "complex token labels"), examples=pool, lm=fake.lm
+    )
     pred = p.judge(zh_en[1].inputs, sample_id=zh_en[1].id)
     assert pred.score == 5.0 and pred.rationale == "Judgment: marvelous"
     demo = next(r for r in pool if r.id == pred.demo_id)
@@ -353,8 +413,10 @@ def test_one_shot_program_shows_the_retrieved_demo(zh_en: list[Record],
     sent = user_text(fake.requests[0]["messages"])
     assert f"Source Text: {demo.inputs['source']} \n" in sent
     label = demo_score(demo.scores["mqm"], p.task, "complex token labels")
-    assert (f"Translation: {demo.inputs['translation']}\nJudgement: <Description of reasons>. "
-            f"Therefore the score is {label}\n\n") in sent
+    assert (
+        f"Translation: {demo.inputs['translation']}\nJudgement: <Description of reasons>. "
+        f"Therefore the score is {label}\n\n"
+    ) in sent
 
 
 def test_evaluate_runs_prexme_with_the_template_average_fallback(zh_en: list[Record]) -> None:
@@ -372,11 +434,12 @@ def test_evaluate_runs_prexme_with_the_template_average_fallback(zh_en: list[Rec
     unparsed = [r for r in zh_en if len(r.inputs["translation"]) % 3 == 0]
     assert res.n == len(zh_en) and res.parse_failures == len(unparsed) > 0
     assert res.call_failures == 0
-    parsed = [len(r.inputs["translation"]) % 50 for r in zh_en
-              if len(r.inputs["translation"]) % 3]
+    parsed = [len(r.inputs["translation"]) % 50 for r in zh_en if len(r.inputs["translation"]) % 3]
     fill = float(np.mean(parsed))
-    pred = [fill if len(r.inputs["translation"]) % 3 == 0 else len(r.inputs["translation"]) % 50
-            for r in zh_en]
+    pred = [
+        fill if len(r.inputs["translation"]) % 3 == 0 else len(r.inputs["translation"]) % 50
+        for r in zh_en
+    ]
     human = [r.scores["mqm"] for r in zh_en]
     assert res.kendall == pytest.approx(correlation(human, pred, method="kendall"))
     assert res.spearman == pytest.approx(correlation(human, pred, method="spearman"))
@@ -404,10 +467,14 @@ def test_teleprompters_compile_a_prexme_program(shared_data: Path) -> None:
 
     fake = ScriptedLM(respond)
     student = PrExMeProgram("zh_en", lm=fake.lm)
-    space = {"base_prompt": ["PZS", "POS"], "task_description": ["Neutral", "Polite", "Command"],
-             "format_requirement": ["0 to 100"]}
+    space = {
+        "base_prompt": ["PZS", "POS"],
+        "task_description": ["Neutral", "Polite", "Command"],
+        "format_requirement": ["0 to 100"],
+    }
     best = GridSearch(budget=6, space=space, selection="best", progress=False).compile(
-        student, trainset=records)
+        student, trainset=records
+    )
     assert isinstance(best, PrExMeProgram)
     assert best.strategy.as_dict() == S("PZS", "Polite", "0 to 100")
     assert best.search_result.evaluations == 6

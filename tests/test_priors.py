@@ -24,8 +24,16 @@ def _grid(scores: dict[tuple[str, str], float]) -> list[tuple[dict[str, str], fl
 
 
 # A 3 x 2 table: fmt "a" is best, cot "yes" helps, one failure.
-ONE = _grid({("a", "no"): 0.30, ("a", "yes"): 0.40, ("b", "no"): 0.10, ("b", "yes"): 0.20,
-             ("c", "no"): 0.20, ("c", "yes"): math.nan})
+ONE = _grid(
+    {
+        ("a", "no"): 0.30,
+        ("a", "yes"): 0.40,
+        ("b", "no"): 0.10,
+        ("b", "yes"): 0.20,
+        ("c", "no"): 0.20,
+        ("c", "yes"): math.nan,
+    }
+)
 
 
 def test_estimate_one_setting_median() -> None:
@@ -51,8 +59,16 @@ def test_estimate_mean_and_score_scale() -> None:
 
 def test_several_settings_are_averaged_per_setting() -> None:
     wide = _grid({("a", "no"): 0.9, ("a", "yes"): 0.9, ("b", "no"): -0.9, ("b", "yes"): -0.9})
-    narrow = _grid({("a", "no"): 0.0, ("a", "yes"): 0.0, ("b", "no"): 0.2, ("b", "yes"): 0.2,
-                    ("c", "no"): 0.1, ("c", "yes"): 0.1})
+    narrow = _grid(
+        {
+            ("a", "no"): 0.0,
+            ("a", "yes"): 0.0,
+            ("b", "no"): 0.2,
+            ("b", "yes"): 0.2,
+            ("c", "no"): 0.1,
+            ("c", "yes"): 0.1,
+        }
+    )
     p = FactorPriors.estimate({"wide": wide, "narrow": narrow})
     # wide: a +90, b -90; narrow: a -10, b +10, c 0. Averages: a 40, b -40, c 0 -> centred.
     assert p.advantage("fmt", "a") == pytest.approx(40.0)
@@ -107,8 +123,11 @@ def test_values_compare_by_type() -> None:
 
 
 def test_json_round_trip_keeps_value_types() -> None:
-    p = FactorPriors({"scale": ((5, 1.5), (10, -1.5)), "cot": ((True, 0.5), (False, -0.5))},
-                     aggregation="mean", settings=("m1/t1",))
+    p = FactorPriors(
+        {"scale": ((5, 1.5), (10, -1.5)), "cot": ((True, 0.5), (False, -0.5))},
+        aggregation="mean",
+        settings=("m1/t1",),
+    )
     q = FactorPriors.from_json(json.dumps(json.loads(p.to_json())))
     assert q == p
     assert q.advantages["scale"][0][0] == 5 and isinstance(q.advantages["cot"][0][0], bool)
@@ -132,25 +151,25 @@ def test_from_csv_with_where(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     lines = ["model,fmt,cot,kendall"]
     for model, shift in (("m1", 0.0), ("m2", 0.5)):
-        for (s, v) in ONE:
+        for s, v in ONE:
             lines.append(f"{model},{s['fmt']},{s['cot']},{'' if math.isnan(v) else v + shift}")
     path.write_text("\n".join(lines) + "\n")
-    p = FactorPriors.from_csv(path, factors=["fmt", "cot"], objective="kendall",
-                              group=["model"], where={"model": ["m1"]})
+    p = FactorPriors.from_csv(
+        path, factors=["fmt", "cot"], objective="kendall", group=["model"], where={"model": ["m1"]}
+    )
     assert p.settings == ("m1",)
     assert p.advantage("cot", "yes") == pytest.approx(5.0)
-    both = FactorPriors.from_csv(path, factors=["fmt", "cot"], objective="kendall",
-                                 group=["model"])
+    both = FactorPriors.from_csv(path, factors=["fmt", "cot"], objective="kendall", group=["model"])
     assert both.settings == ("m1", "m2")
     assert both.advantage("cot", "yes") == pytest.approx(5.0)  # a shift changes nothing
     with pytest.raises(ValueError, match="Column `nope`"):
         FactorPriors.from_csv(path, factors=["nope"], objective="kendall")
     with pytest.raises(ValueError, match="No row"):
-        FactorPriors.from_csv(path, factors=["fmt"], objective="kendall",
-                              where={"model": ["m9"]})
+        FactorPriors.from_csv(path, factors=["fmt"], objective="kendall", where={"model": ["m9"]})
 
 
 # The searches -----------------------------------------------------------------------------
+
 
 def _toy_priors(space: FactorSpace) -> FactorPriors:
     rows = [(s, toy_objective(s)) for s in space.strategies()]
@@ -160,8 +179,7 @@ def _toy_priors(space: FactorSpace) -> FactorPriors:
 def test_priors_none_keeps_the_state_and_sequence_of_hpss() -> None:
     space = toy_space()
     plain = HPSS(space, budget=30, seed=4, k=3)
-    explicit = HPSS(space, budget=30, seed=4, k=3, priors=None, prior_weight=2.0,
-                    prior_start=3)
+    explicit = HPSS(space, budget=30, seed=4, k=3, priors=None, prior_weight=2.0, prior_start=3)
     assert drive(plain) == drive(explicit)
     assert "priors" not in plain.state_dict()["params"]
     assert [t.kind for t in plain.trials[:9]] == ["init"] * 9  # 1 + 2 + 3 + 1 + 2
@@ -179,7 +197,8 @@ def test_hpss_with_priors_skips_the_initialisation_pass() -> None:
     assert asked[1] == space.strategy(scale=10, examples=10, cot=True, order="TD-IC-ER")
     assert search.trials[0].advantages is not None
     assert search.trials[0].advantages["cot"]["True"] == pytest.approx(
-        priors.advantage("cot", True))
+        priors.advantage("cot", True)
+    )
     assert HPSS(space, budget=5, seed=0, priors=priors, prior_start=0).ask() == space.default()
 
 
@@ -193,7 +212,8 @@ def test_auto_with_priors_starts_at_the_priors_then_runs_its_plan() -> None:
     assert asked[0] == base and asked[1] == space.strategy(bp=2, td=23, fr=9)
     # Then auto's plan at budget 50 (bp and fr, 11 one-factor changes), all kind "init".
     assert asked[2:] == [base.replace(bp=v) for v in (1, 2)] + [
-        base.replace(fr=v) for v in range(1, 10)]
+        base.replace(fr=v) for v in range(1, 10)
+    ]
     assert [t.kind for t in search.trials] == ["init"] * 13
     # Advantages start at prior_weight / (prior_weight + kappa) of the priors.
     adv = AutoSearch(space, budget=50, seed=0, priors=priors, kappa=1.0)
@@ -215,8 +235,14 @@ def test_priors_are_rescaled_to_the_search_score_scale() -> None:
 
 def test_state_holds_the_priors_and_restores_from_a_dict(tmp_path: Path) -> None:
     space = toy_space()
-    search = AutoSearch(space, budget=25, seed=2, priors=_toy_priors(space).to_dict(),
-                        prior_weight=2.5, prior_start=2)
+    search = AutoSearch(
+        space,
+        budget=25,
+        seed=2,
+        priors=_toy_priors(space).to_dict(),
+        prior_weight=2.5,
+        prior_start=2,
+    )
     drive(search, 9)
     state = json.loads(search.to_json())
     assert state["params"]["priors"]["format"] == "judgeopt.priors"
@@ -225,8 +251,10 @@ def test_state_holds_the_priors_and_restores_from_a_dict(tmp_path: Path) -> None
     assert drive(restored) == drive(search)
 
 
-@pytest.mark.parametrize("bad", [{"prior_weight": -1.0}, {"prior_weight": math.inf},
-                                 {"prior_start": -1}, {"prior_start": 1.5}])
+@pytest.mark.parametrize(
+    "bad",
+    [{"prior_weight": -1.0}, {"prior_weight": math.inf}, {"prior_start": -1}, {"prior_start": 1.5}],
+)
 def test_prior_hyperparameters_are_validated(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="prior_"):
         HPSS(toy_space(), budget=5, priors=_toy_priors(toy_space()), **bad)  # type: ignore[arg-type]
@@ -235,10 +263,18 @@ def test_prior_hyperparameters_are_validated(bad: dict[str, float]) -> None:
 class TestHPSSPriors(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-                 ) -> SearchStrategy:
-            return HPSS(space, budget=budget, seed=seed, graph=graph, k=3,
-                        priors=_toy_priors(space) if space == toy_space() else None)
+        def make(
+            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
+        ) -> SearchStrategy:
+            return HPSS(
+                space,
+                budget=budget,
+                seed=seed,
+                graph=graph,
+                k=3,
+                priors=_toy_priors(space) if space == toy_space() else None,
+            )
+
         return make
 
 
@@ -247,28 +283,33 @@ class TestHPSSPriorsEverywhere(SearchConformance):
 
     @pytest.fixture
     def make_search(self):
-        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-                 ) -> SearchStrategy:
+        def make(
+            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
+        ) -> SearchStrategy:
             f = space.factors[0]
             partial = FactorPriors({f.name: ((f.values[-1], 2.0), (f.values[0], -2.0))})
-            return HPSS(space, budget=budget, seed=seed, graph=graph, priors=partial,
-                        prior_start=2)
+            return HPSS(space, budget=budget, seed=seed, graph=graph, priors=partial, prior_start=2)
+
         return make
 
 
 class TestAutoPriors(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-                 ) -> SearchStrategy:
+        def make(
+            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
+        ) -> SearchStrategy:
             f = space.factors[-1]
             partial = FactorPriors({f.name: ((f.values[-1], 3.0), (f.values[0], -3.0))})
-            return AutoSearch(space, budget=budget, seed=seed, graph=graph, k=3,
-                              priors=partial, prior_start=1)
+            return AutoSearch(
+                space, budget=budget, seed=seed, graph=graph, k=3, priors=partial, prior_start=1
+            )
+
         return make
 
 
 # The benchmark ----------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def surfaces():
@@ -283,8 +324,7 @@ def test_leave_one_out_priors_use_only_other_models(surfaces) -> None:
     srcs = pr["LLaMA3-8B/en_de"].settings
     assert len(srcs) == 6 and not any(s.startswith("LLaMA3-8B") for s in srcs)
     same = leave_one_out_priors(surfaces, "model", match=["task"])
-    assert set(same["LLaMA3-8B/en_de"].settings) == {"Mixtral-8x7B/en_de",
-                                                    "NousHermes-13B/en_de"}
+    assert set(same["LLaMA3-8B/en_de"].settings) == {"Mixtral-8x7B/en_de", "NousHermes-13B/en_de"}
     with pytest.raises(ValueError, match="not a group column"):
         leave_one_out_priors(surfaces, "judge")
     with pytest.raises(ValueError, match="need priors"):
@@ -295,12 +335,25 @@ def test_priors_from_other_models_help_hpss_and_auto_at_budget_20(surfaces) -> N
     """The measured direction (docs/benchmarks.md): at budget 20 leave-one-model-out priors
     lower the mean regret of HPSS (0.420 -> 0.18) and of auto (0.230 -> 0.18)."""
     pr = leave_one_out_priors(surfaces, "model")
-    res = run_search_benchmark(surfaces, ["hpss", "hpss+priors", "auto", "auto+priors"],
-                               budget=20, seeds=20, baseline=BASELINE, priors=pr)
+    res = run_search_benchmark(
+        surfaces,
+        ["hpss", "hpss+priors", "auto", "auto+priors"],
+        budget=20,
+        seeds=20,
+        baseline=BASELINE,
+        priors=pr,
+    )
     m = {k: v.norm_regret for k, v in res.methods.items()}
     assert m["hpss+priors"] < m["hpss"] - 0.15
     assert m["auto+priors"] < m["auto"] - 0.02
-    paired = np.array([a.norm_regret - b.norm_regret for a, b in zip(
-        [r for r in res.runs if r.method == "auto+priors"],
-        [r for r in res.runs if r.method == "auto"], strict=True)])
+    paired = np.array(
+        [
+            a.norm_regret - b.norm_regret
+            for a, b in zip(
+                [r for r in res.runs if r.method == "auto+priors"],
+                [r for r in res.runs if r.method == "auto"],
+                strict=True,
+            )
+        ]
+    )
     assert paired.mean() + 2 * paired.std(ddof=1) / math.sqrt(paired.size) < 0

@@ -9,8 +9,9 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["judgeopt.search", "judgeopt.metrics", "judgeopt.bench",
-                                    "judgeopt.testing"])
+@pytest.mark.parametrize(
+    "module", ["judgeopt.search", "judgeopt.metrics", "judgeopt.bench", "judgeopt.testing"]
+)
 def test_all_matches_public_names(module: str) -> None:
     mod = importlib.import_module(module)
     public = {n for n in vars(mod) if not n.startswith("_")} - {"annotations"}
@@ -22,8 +23,10 @@ def test_all_matches_public_names(module: str) -> None:
 
 def test_search_core_imports_no_llm_stack() -> None:
     """The search core and metrics stay pure: importing them loads neither DSPy nor LiteLLM."""
-    code = ("import sys, judgeopt.search, judgeopt.metrics, judgeopt.bench; "
-            "print(sorted(m for m in ('dspy', 'litellm', 'openai') if m in sys.modules))")
+    code = (
+        "import sys, judgeopt.search, judgeopt.metrics, judgeopt.bench; "
+        "print(sorted(m for m in ('dspy', 'litellm', 'openai') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -42,8 +45,12 @@ def test_every_library_exception_derives_from_judgeopt_error() -> None:
             continue
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
-            if (inspect.isclass(obj) and issubclass(obj, BaseException)
-                    and obj.__module__ == info.name and not obj.__name__.startswith("_")):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and not obj.__name__.startswith("_")
+            ):
                 found.append(obj)
     assert len(found) >= 20
     assert [c.__qualname__ for c in found if not issubclass(c, judgeopt.JudgeoptError)] == []

@@ -43,7 +43,8 @@ def test_bound_is_the_estimate_at_the_full_set_and_narrows_with_items() -> None:
     assert bounds == sorted(bounds, reverse=True)
     # Kendall's tau is smaller than Spearman's rho for the same data; so is its spread.
     assert upper_bound(0.2, 45, 180, metric="kendall", z=Z95) < upper_bound(
-        0.2, 45, 180, metric="spearman", z=Z95)
+        0.2, 45, 180, metric="spearman", z=Z95
+    )
     assert upper_bound(0.99999, 45, 180, metric="pearson", z=Z95) == 1.0
     assert -1.0 < upper_bound(-1.0, 45, 180, metric="pearson", z=Z95) < -0.99
     assert upper_bound(0.1, 4, 180, metric="spearman", z=Z95) is None  # too few items
@@ -102,8 +103,7 @@ def test_race_order_is_seeded_and_stratified() -> None:
     assert order != race_order(humans, n_strata=7, seed=4)
     # Every prefix of r * 7 units holds r units of each of the 7 score strata.
     for r in (1, 2, 5):
-        assert sorted(humans[i] for i in order[: 7 * r]) == sorted(
-            [float(v) for v in range(7)] * r)
+        assert sorted(humans[i] for i in order[: 7 * r]) == sorted([float(v) for v in range(7)] * r)
     labels = ["a", "b", "tie", "a", "b", "a", "b", "a"]
     first = race_order(labels, n_strata=2, seed=0)[:2]
     assert "a" in {labels[i] for i in first} and {labels[i] for i in first} != {"a"}
@@ -140,9 +140,17 @@ def test_config_validation_and_presets() -> None:
 
 
 # The teleprompter ---------------------------------------------------------------------------
-SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
-         "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+SPACE = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
+}
 N_ITEMS = 120
 
 
@@ -173,13 +181,28 @@ def make_respond(records) -> Any:
     return respond
 
 
-def compile_with(task, records, respond, *, racing: Any, cache: Any = False,
-                 ckpt: Path | None = None, budget: int = 6) -> tuple[Any, ScriptedLM]:
+def compile_with(
+    task,
+    records,
+    respond,
+    *,
+    racing: Any,
+    cache: Any = False,
+    ckpt: Path | None = None,
+    budget: int = 6,
+) -> tuple[Any, ScriptedLM]:
     fake = ScriptedLM(respond, cache=cache)
     # selection="best": these tests count the search's calls (the confirmation stage of the
     # default rule is tested in test_selection.py).
-    opt = HPSS(budget=budget, space=SPACE, progress=False, params={"k": 2}, racing=racing,
-               checkpoint_dir=ckpt, selection="best")
+    opt = HPSS(
+        budget=budget,
+        space=SPACE,
+        progress=False,
+        params={"k": 2},
+        racing=racing,
+        checkpoint_dir=ckpt,
+        selection="best",
+    )
     return opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records), fake
 
 
@@ -232,15 +255,17 @@ def test_racing_drops_noise_candidates_and_counts_calls(task, records) -> None:
 
 def test_no_drop_before_the_population_is_full(task, records) -> None:
     # top = 6 = the budget: there is never a 6th full evaluation to race against.
-    raced, fake = compile_with(task, records, make_respond(records),
-                               racing={"enabled": True, "top": 6})
+    raced, fake = compile_with(
+        task, records, make_respond(records), racing={"enabled": True, "top": 6}
+    )
     assert raced.search_result.racing["dropped"] == 0
     assert len(fake.judge_requests) == 6 * N_ITEMS
 
 
 def test_dropped_score_bound_option(task, records) -> None:
-    raced, _ = compile_with(task, records, make_respond(records),
-                            racing={**RACE, "dropped_score": "bound"})
+    raced, _ = compile_with(
+        task, records, make_respond(records), racing={**RACE, "dropped_score": "bound"}
+    )
     dropped = [t for t in raced.search_result.trace if t["racing"]["dropped"]]
     assert dropped and all(t["score"] == t["racing"]["bound"] for t in dropped)
 
@@ -248,8 +273,9 @@ def test_dropped_score_bound_option(task, records) -> None:
 # 190: mid-way through the second candidate (judged in full, past two checkpoints);
 # 285: inside the fourth candidate's first chunk (it is then dropped).
 @pytest.mark.parametrize("fail_after", [N_ITEMS + 70, 2 * N_ITEMS + 45])
-def test_interrupted_racing_compile_resumes_with_no_repeated_call(task, records, tmp_path,
-                                                                  fail_after) -> None:
+def test_interrupted_racing_compile_resumes_with_no_repeated_call(
+    task, records, tmp_path, fail_after
+) -> None:
     """No LM cache at all: only the checkpoint's pending items prevent repeated calls."""
     respond = make_respond(records)
     interrupting, state = interrupt_after(respond, fail_after)
@@ -300,9 +326,20 @@ def test_cost_benchmark_compares_full_and_racing_runs(task, records) -> None:
         lms[tag] = ScriptedLM(respond)
         return lms[tag].lm
 
-    out = cost.compare(make_lm, task, ASPECT, list(records), list(records[:30]), search="hpss",
-                       budget=5, seed=0, space=cost.QUICK_SPACE, k=1,
-                       racing={"min_items": 20}, progress=False)
+    out = cost.compare(
+        make_lm,
+        task,
+        ASPECT,
+        list(records),
+        list(records[:30]),
+        search="hpss",
+        budget=5,
+        seed=0,
+        space=cost.QUICK_SPACE,
+        k=1,
+        racing={"min_items": 20},
+        progress=False,
+    )
     assert {"calls_full", "calls_racing", "valid_full", "valid_racing"} <= set(out)
     assert out["calls_full"] == len(lms["full"].judge_requests) == 5 * N_ITEMS
     assert out["calls_racing"] == len(lms["racing"].judge_requests) < out["calls_full"]
@@ -325,8 +362,22 @@ def test_cli_racing_flag(shared_data: Path, records, tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(judgeopt.lm, "make_lm", fake_make_lm)
     data = str(shared_data / "topical_chat" / "valid.jsonl")
-    common = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data,
-              "--limit", str(N_ITEMS), "--budget", "4", "--model", "scripted", "--no-progress"]
+    common = [
+        "compile",
+        "--task",
+        "topical_chat",
+        "--aspect",
+        ASPECT,
+        "--data",
+        data,
+        "--limit",
+        str(N_ITEMS),
+        "--budget",
+        "4",
+        "--model",
+        "scripted",
+        "--no-progress",
+    ]
     out = tmp_path / "raced.json"
     assert main([*common, "--optimizer", "hpss", "--racing", "--out", str(out)]) == 0
     assert "racing:" in capsys.readouterr().out
@@ -337,8 +388,9 @@ def test_cli_racing_flag(shared_data: Path, records, tmp_path, monkeypatch, caps
     assert json.loads(out2.read_text())["search"]["racing"] is None
     # Judge calls only: neither the endpoint check, the decoding check's logprob probe nor the
     # generation of an artifact (1024-token budget) that a strategy of the start needs.
-    judge_calls = [r for r in fakes[1].judge_requests
-                   if not r.get("logprobs") and r.get("max_tokens") != 1024]
+    judge_calls = [
+        r for r in fakes[1].judge_requests if not r.get("logprobs") and r.get("max_tokens") != 1024
+    ]
     assert len(judge_calls) == 4 * N_ITEMS
 
 
@@ -346,8 +398,10 @@ def test_racing_module_imports_no_llm_stack() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, judgeopt.racing; "
-            "print(sorted(m for m in ('dspy', 'litellm', 'openai') if m in sys.modules))")
+    code = (
+        "import sys, judgeopt.racing; "
+        "print(sorted(m for m in ('dspy', 'litellm', 'openai') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -371,8 +425,20 @@ def test_cost_quick_runs_with_smollm2(tmp_path, monkeypatch, capsys) -> None:
     cost = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cost)
     out = tmp_path / "cost.json"
-    cost.main(["--quick", "--n-valid", "8", "--n-test", "4", "--budget", "2", "--no-progress",
-               "--out", str(out)])
+    cost.main(
+        [
+            "--quick",
+            "--n-valid",
+            "8",
+            "--n-test",
+            "4",
+            "--budget",
+            "2",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"calls_full", "calls_racing", "valid_full", "valid_racing"} <= set(printed)
     assert 0 < printed["calls_racing"] <= printed["calls_full"] <= 2 * printed["n_valid"]

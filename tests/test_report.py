@@ -68,34 +68,58 @@ def check_page(index: Path, want: set[str]) -> _Page:
     assert not page.errors and not page.stack, (page.errors, page.stack)
     assert set(page.images) == {f"fig-{n}" for n in want}
     for name, src in page.images.items():
-        assert src.startswith("data:image/png;base64,"), name      # self-contained
+        assert src.startswith("data:image/png;base64,"), name  # self-contained
         raw = base64.b64decode(src.split(",", 1)[1])
         assert raw.startswith(PNG)
         img = mpimg.imread(io.BytesIO(raw), format="png")
         assert img.shape[0] > 100 and img.shape[1] > 200 and img.std() > 0.01  # not blank
         png = index.parent / f"{name.removeprefix('fig-')}.png"
-        assert png.read_bytes() == raw                            # the same PNG on disk
+        assert png.read_bytes() == raw  # the same PNG on disk
     return page
 
 
-def test_compile_writes_a_report_and_report_command(shared_data: Path, tmp_path: Path,
-                                                    monkeypatch, capsys) -> None:
+def test_compile_writes_a_report_and_report_command(
+    shared_data: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
     import judgeopt.lm
 
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate).lm)
     data = shared_data / "topical_chat" / "valid.jsonl"
     test = shared_data / "topical_chat" / "test.jsonl"
     out = tmp_path / "judge.json"
-    rc = main(["compile", "--task", "topical_chat", "--aspect", "naturalness", "--data",
-               str(data), "--limit", "16", "--test-data", str(test), "--test-limit", "12",
-               "--optimizer", "quick", "--budget", "4", "--selection", "best", "--out",
-               str(out), "--no-progress", "--model", "openai/x"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            "naturalness",
+            "--data",
+            str(data),
+            "--limit",
+            "16",
+            "--test-data",
+            str(test),
+            "--test-limit",
+            "12",
+            "--optimizer",
+            "quick",
+            "--budget",
+            "4",
+            "--selection",
+            "best",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--model",
+            "openai/x",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     index = tmp_path / "judge.report" / "index.html"
     assert index.is_file()
     page = check_page(index, {"trace", "factors", "gain", "scatter"})
-    assert {"Chosen strategy", "Gain over the baseline", "The chosen prompt"} <= \
-        set(page.headings)
+    assert {"Chosen strategy", "Gain over the baseline", "The chosen prompt"} <= set(page.headings)
     exported = json.loads(out.read_text())
     assert len(exported["test_items"]) == 12
     assert exported["comparisons"]["test"]["n"] == 12
@@ -106,10 +130,31 @@ def test_compile_writes_a_report_and_report_command(shared_data: Path, tmp_path:
     effects = json.loads((tmp_path / "r" / "report.json").read_text())["factor_effects"]
     assert set(effects) >= {"scale", "cot"}
     # --no-report writes none.
-    rc = main(["compile", "--task", "topical_chat", "--aspect", "naturalness", "--data",
-               str(data), "--limit", "16", "--optimizer", "quick", "--budget", "2",
-               "--selection", "best", "--out", str(tmp_path / "j2.json"), "--no-progress",
-               "--model", "openai/x", "--no-report"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            "naturalness",
+            "--data",
+            str(data),
+            "--limit",
+            "16",
+            "--optimizer",
+            "quick",
+            "--budget",
+            "2",
+            "--selection",
+            "best",
+            "--out",
+            str(tmp_path / "j2.json"),
+            "--no-progress",
+            "--model",
+            "openai/x",
+            "--no-report",
+        ]
+    )
     assert rc == 0 and not (tmp_path / "j2.report").exists()
 
 
@@ -129,10 +174,12 @@ def test_report_of_a_judge_without_search_and_errors(tmp_path: Path, capsys) -> 
 
 
 def test_factor_effects_means_and_intervals() -> None:
-    trace = [{"strategy": {"scale": 3, "cot": "none"}, "score": 0.2},
-             {"strategy": {"scale": 3, "cot": "prefix"}, "score": 0.4},
-             {"strategy": {"scale": 10, "cot": "none"}, "score": None},
-             {"strategy": {"scale": 10, "cot": "prefix"}, "score": 0.6}]
+    trace = [
+        {"strategy": {"scale": 3, "cot": "none"}, "score": 0.2},
+        {"strategy": {"scale": 3, "cot": "prefix"}, "score": 0.4},
+        {"strategy": {"scale": 10, "cot": "none"}, "score": None},
+        {"strategy": {"scale": 10, "cot": "prefix"}, "score": 0.6},
+    ]
     eff = factor_effects(trace)
     scale3 = eff["scale"][0]
     assert scale3["value"] == "3" and scale3["n"] == 2 and scale3["mean"] == pytest.approx(0.3)
@@ -143,9 +190,12 @@ def test_factor_effects_means_and_intervals() -> None:
 def test_report_renders_in_a_headless_browser(tmp_path: Path) -> None:
     """Only where Playwright and its Chromium are installed (not installed here: skipped)."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    trace = [{"number": i, "strategy": {"scale": s, "cot": c}, "score": x}
-             for i, (s, c, x) in enumerate([(3, "none", 0.1), (10, "none", 0.3),
-                                            (3, "prefix", 0.2), (10, "prefix", 0.25)])]
+    trace = [
+        {"number": i, "strategy": {"scale": s, "cot": c}, "score": x}
+        for i, (s, c, x) in enumerate(
+            [(3, "none", 0.1), (10, "none", 0.3), (3, "prefix", 0.2), (10, "prefix", 0.25)]
+        )
+    ]
     from judgeopt.judge import JudgeProgram, load_task
 
     data = JudgeProgram(load_task("topical_chat"), "naturalness").export()

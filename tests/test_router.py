@@ -71,10 +71,13 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def deployment(api_base: str, group: str = "judge", model_id: str | None = "fake-model",
-               **info: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {"model_name": group,
-                             "litellm_params": {"model": "openai/fake", "api_base": api_base}}
+def deployment(
+    api_base: str, group: str = "judge", model_id: str | None = "fake-model", **info: Any
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "model_name": group,
+        "litellm_params": {"model": "openai/fake", "api_base": api_base},
+    }
     model_info = {**({"judgeopt_model_id": model_id} if model_id else {}), **info}
     if model_info:
         entry["model_info"] = model_info
@@ -93,12 +96,15 @@ MESSAGES = [{"role": "user", "content": "Rate this."}]
 
 
 def test_config_reads_litellm_model_list_and_router_settings(tmp_path: Path) -> None:
-    path = write_config(tmp_path / "servers.yaml", [
-        deployment("http://127.0.0.1:8081/v1"),
-        deployment("https://gpu-node-3.example.org:8000/v1/", model_id=None, id="node3"),
-    ], router_settings={"routing_strategy": "least-busy", "num_retries": 1,
-                        "cooldown_time": 5},
-        litellm_settings={"num_retries": 7, "request_timeout": 30, "drop_params": True})
+    path = write_config(
+        tmp_path / "servers.yaml",
+        [
+            deployment("http://127.0.0.1:8081/v1"),
+            deployment("https://gpu-node-3.example.org:8000/v1/", model_id=None, id="node3"),
+        ],
+        router_settings={"routing_strategy": "least-busy", "num_retries": 1, "cooldown_time": 5},
+        litellm_settings={"num_retries": 7, "request_timeout": 30, "drop_params": True},
+    )
     config = load_router_config(path)
     assert config.model_name == "judge" and config.groups == ("judge",)
     first, second = config.deployments
@@ -106,8 +112,12 @@ def test_config_reads_litellm_model_list_and_router_settings(tmp_path: Path) -> 
     # A remote (non-loopback) endpoint is fine; the trailing slash is dropped.
     assert second.id == "node3" and second.api_base == "https://gpu-node-3.example.org:8000/v1"
     # router_settings win over the litellm_settings a proxy hands to its Router.
-    assert config.router_settings == {"num_retries": 1, "timeout": 30,
-                                      "routing_strategy": "least-busy", "cooldown_time": 5}
+    assert config.router_settings == {
+        "num_retries": 1,
+        "timeout": 30,
+        "routing_strategy": "least-busy",
+        "cooldown_time": 5,
+    }
     # The Router gets ids and the placeholder key OpenAI-compatible servers need.
     assert [e["model_info"]["id"] for e in config.model_list] == [first.id, "node3"]
     assert config.model_list[0]["litellm_params"]["api_key"] == "sk-no-key-required"
@@ -115,11 +125,22 @@ def test_config_reads_litellm_model_list_and_router_settings(tmp_path: Path) -> 
 
 def test_config_json_and_group_choice(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"
-    path.write_text(json.dumps({
-        "model_list": [deployment("http://127.0.0.1:1/v1"),
-                       deployment("http://127.0.0.1:2/v1", group="backup")],
-        "judgeopt": {"model_name": "backup", "max_concurrency": 3, "supports_logprobs": True},
-    }), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "model_list": [
+                    deployment("http://127.0.0.1:1/v1"),
+                    deployment("http://127.0.0.1:2/v1", group="backup"),
+                ],
+                "judgeopt": {
+                    "model_name": "backup",
+                    "max_concurrency": 3,
+                    "supports_logprobs": True,
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     config = load_router_config(path)
     assert config.model_name == "backup" and config.max_concurrency == 3
     assert config.supports_logprobs is True
@@ -132,51 +153,104 @@ def test_config_json_and_group_choice(tmp_path: Path) -> None:
             parse_router_model(bad)
 
 
-@pytest.mark.parametrize(("document", "message"), [
-    (["not", "a", "mapping"], r"`\(top level\)` must be a mapping with a `model_list`"),
-    ({"model_list": []}, r"`model_list` must be a non-empty list of deployments"),
-    ({"model_list": [], "routers": {}}, r"unknown top-level key\(s\) \['routers'\]"),
-    ({"model_list": [{"model_name": "j"}]},
-     r"`model_list\[0\].litellm_params` must be a mapping with at least `model`"),
-    ({"model_list": [{"model_name": "j", "litellm_params": {"model": "smol"}}]},
-     r"`model_list\[0\].litellm_params.model` must be a LiteLLM model string naming a "
-     r"provider.*Got 'smol'"),
-    ({"model_list": [{"model_name": "j", "litellm_params": {"model": "openai/x",
-                                                             "api_base": "127.0.0.1:80"}}]},
-     r"`model_list\[0\].litellm_params.api_base` must be an http:// or https:// URL"),
-    ({"model_list": [{"model_name": "", "litellm_params": {"model": "openai/x"}}]},
-     r"`model_list\[0\].model_name` must be a non-empty string"),
-    ({"model_list": [{"model_name": "j", "litellm_params": {"model": "openai/x"},
-                      "weights": 1}]}, r"`model_list\[0\]` has unknown key\(s\) \['weights'\]"),
-    ({"model_list": [deployment("http://h:1/v1")], "router_settings": {"num_retires": 2}},
-     r"`router_settings.num_retires` is not a setting of litellm.Router. Allowed: \[.*"
-     r"'num_retries'"),
-    ({"model_list": [deployment("http://h:1/v1")],
-      "router_settings": {"routing_strategy": "fastest"}},
-     r"`router_settings.routing_strategy` must be one of \[.*'least-busy'.*'simple-shuffle'"
-     r".*\]. Got 'fastest'"),
-    ({"model_list": [deployment("http://h:1/v1")], "router_settings": {"num_retries": -1}},
-     r"`router_settings.num_retries` must be an int >= 0. Got -1"),
-    ({"model_list": [deployment("http://h:1/v1")], "router_settings": {"timeout": 0}},
-     r"`router_settings.timeout` must be a number > 0. Got 0"),
-    ({"model_list": [deployment("http://h:1/v1")],
-      "router_settings": {"fallbacks": [{"judge": ["backup"]}]}},
-     r"`router_settings.fallbacks\[0\]` names a model group that is not in `model_list`"),
-    ({"model_list": [deployment("http://h:1/v1")], "router_settings": {"cache_responses": True}},
-     r"`router_settings.cache_responses` cannot be set here: judgeopt has its own"),
-    ({"model_list": [deployment("http://h:1/v1"), deployment("http://h:2/v1", group="b")]},
-     r"has several model groups \['judge', 'b'\]: say which one judges"),
-    ({"model_list": [deployment("http://h:1/v1")], "judgeopt": {"model_name": "jdge"}},
-     r"`judgeopt.model_name` must be one of the file's model groups \['judge'\]. Got 'jdge'"),
-    ({"model_list": [deployment("http://h:1/v1")], "judgeopt": {"threads": 2}},
-     r"unknown key\(s\) \['threads'\] in `judgeopt`"),
-    ({"model_list": [deployment("http://h:1/v1")], "judgeopt": {"max_concurrency": 0}},
-     r"`judgeopt.max_concurrency` must be an int >= 1. Got 0"),
-    ({"model_list": [deployment("http://h:1/v1"), deployment("http://h:1/v1")]},
-     r"several deployments have the id\(s\) \['openai/fake@http://h:1/v1'\]"),
-])
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (["not", "a", "mapping"], r"`\(top level\)` must be a mapping with a `model_list`"),
+        ({"model_list": []}, r"`model_list` must be a non-empty list of deployments"),
+        ({"model_list": [], "routers": {}}, r"unknown top-level key\(s\) \['routers'\]"),
+        (
+            {"model_list": [{"model_name": "j"}]},
+            r"`model_list\[0\].litellm_params` must be a mapping with at least `model`",
+        ),
+        (
+            {"model_list": [{"model_name": "j", "litellm_params": {"model": "smol"}}]},
+            r"`model_list\[0\].litellm_params.model` must be a LiteLLM model string naming a "
+            r"provider.*Got 'smol'",
+        ),
+        (
+            {
+                "model_list": [
+                    {
+                        "model_name": "j",
+                        "litellm_params": {"model": "openai/x", "api_base": "127.0.0.1:80"},
+                    }
+                ]
+            },
+            r"`model_list\[0\].litellm_params.api_base` must be an http:// or https:// URL",
+        ),
+        (
+            {"model_list": [{"model_name": "", "litellm_params": {"model": "openai/x"}}]},
+            r"`model_list\[0\].model_name` must be a non-empty string",
+        ),
+        (
+            {
+                "model_list": [
+                    {"model_name": "j", "litellm_params": {"model": "openai/x"}, "weights": 1}
+                ]
+            },
+            r"`model_list\[0\]` has unknown key\(s\) \['weights'\]",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1")], "router_settings": {"num_retires": 2}},
+            r"`router_settings.num_retires` is not a setting of litellm.Router. Allowed: \[.*"
+            r"'num_retries'",
+        ),
+        (
+            {
+                "model_list": [deployment("http://h:1/v1")],
+                "router_settings": {"routing_strategy": "fastest"},
+            },
+            r"`router_settings.routing_strategy` must be one of \[.*'least-busy'.*'simple-shuffle'"
+            r".*\]. Got 'fastest'",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1")], "router_settings": {"num_retries": -1}},
+            r"`router_settings.num_retries` must be an int >= 0. Got -1",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1")], "router_settings": {"timeout": 0}},
+            r"`router_settings.timeout` must be a number > 0. Got 0",
+        ),
+        (
+            {
+                "model_list": [deployment("http://h:1/v1")],
+                "router_settings": {"fallbacks": [{"judge": ["backup"]}]},
+            },
+            r"`router_settings.fallbacks\[0\]` names a model group that is not in `model_list`",
+        ),
+        (
+            {
+                "model_list": [deployment("http://h:1/v1")],
+                "router_settings": {"cache_responses": True},
+            },
+            r"`router_settings.cache_responses` cannot be set here: judgeopt has its own",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1"), deployment("http://h:2/v1", group="b")]},
+            r"has several model groups \['judge', 'b'\]: say which one judges",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1")], "judgeopt": {"model_name": "jdge"}},
+            r"`judgeopt.model_name` must be one of the file's model groups \['judge'\]. Got 'jdge'",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1")], "judgeopt": {"threads": 2}},
+            r"unknown key\(s\) \['threads'\] in `judgeopt`",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1")], "judgeopt": {"max_concurrency": 0}},
+            r"`judgeopt.max_concurrency` must be an int >= 1. Got 0",
+        ),
+        (
+            {"model_list": [deployment("http://h:1/v1"), deployment("http://h:1/v1")]},
+            r"several deployments have the id\(s\) \['openai/fake@http://h:1/v1'\]",
+        ),
+    ],
+)
 def test_config_errors_name_file_field_value_and_what_is_allowed(
-        tmp_path: Path, document: Any, message: str) -> None:
+    tmp_path: Path, document: Any, message: str
+) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     with pytest.raises(RouterConfigError, match=message) as info:
@@ -200,8 +274,11 @@ def test_config_file_errors(tmp_path: Path) -> None:
 
 
 def test_litellm_refusing_a_setting_value_names_the_file(tmp_path: Path) -> None:
-    path = write_config(tmp_path / "s.yaml", [deployment("http://127.0.0.1:1/v1")],
-                        router_settings={"model_group_alias": "not-a-mapping"})
+    path = write_config(
+        tmp_path / "s.yaml",
+        [deployment("http://127.0.0.1:1/v1")],
+        router_settings={"model_group_alias": "not-a-mapping"},
+    )
     with pytest.raises(RouterConfigError, match="litellm.Router refused the config"):
         RouterLM(path, cache=False)
 
@@ -209,21 +286,34 @@ def test_litellm_refusing_a_setting_value_names_the_file(tmp_path: Path) -> None
 def test_write_router_config_round_trips(tmp_path: Path) -> None:
     path = write_router_config(
         tmp_path / "sub" / "servers.yaml",
-        [{"model": "openai/qwen", "api_base": "http://127.0.0.1:8081/v1", "model_id": "m",
-          "id": "llama.cpp-1:8081"},
-         {"model": "openai/qwen", "api_base": "http://127.0.0.1:8082/v1", "model_id": "m"}],
-        model_name="qwen", router_settings={"num_retries": 2}, header="written by a test")
+        [
+            {
+                "model": "openai/qwen",
+                "api_base": "http://127.0.0.1:8081/v1",
+                "model_id": "m",
+                "id": "llama.cpp-1:8081",
+            },
+            {"model": "openai/qwen", "api_base": "http://127.0.0.1:8082/v1", "model_id": "m"},
+        ],
+        model_name="qwen",
+        router_settings={"num_retries": 2},
+        header="written by a test",
+    )
     assert path.read_text().startswith("# written by a test\n")
     config = load_router_config(path)
     assert config.model_name == "qwen" and config.router_settings == {"num_retries": 2}
-    assert [d.id for d in config.deployments] == ["llama.cpp-1:8081",
-                                                  "openai/qwen@http://127.0.0.1:8082/v1"]
+    assert [d.id for d in config.deployments] == [
+        "llama.cpp-1:8081",
+        "openai/qwen@http://127.0.0.1:8082/v1",
+    ]
 
 
 def test_make_lm_router_strings_and_misplaced_options(tmp_path: Path) -> None:
-    path = write_config(tmp_path / "s.yaml", [deployment("http://127.0.0.1:1/v1"),
-                                              deployment("http://127.0.0.1:2/v1", group="b")],
-                        judgeopt={"model_name": "b"})
+    path = write_config(
+        tmp_path / "s.yaml",
+        [deployment("http://127.0.0.1:1/v1"), deployment("http://127.0.0.1:2/v1", group="b")],
+        judgeopt={"model_name": "b"},
+    )
     lm = make_lm(f"router:{path}", cache=False, max_concurrency=4, num_retries=5, timeout=9)
     assert isinstance(lm, RouterLM) and lm.model_name == "b" and lm.max_concurrency == 4
     assert lm.router.num_retries == 5 and lm.timeout == 9
@@ -242,23 +332,30 @@ def test_make_lm_router_strings_and_misplaced_options(tmp_path: Path) -> None:
 # -- requests, accounting, retries and fallbacks ----------------------------------------------
 
 
-def router_lm(tmp_path: Path, entries: list[dict[str, Any]], *, cache: Any = False,
-              **settings: Any) -> RouterLM:
+def router_lm(
+    tmp_path: Path, entries: list[dict[str, Any]], *, cache: Any = False, **settings: Any
+) -> RouterLM:
     own = settings.pop("judgeopt", None)
     sections: dict[str, Any] = {"router_settings": {"retry_after": 0, **settings}}
     if own:
         sections["judgeopt"] = own
-    path = write_config(tmp_path / f"router-{len(list(tmp_path.iterdir()))}.yaml", entries,
-                        **sections)
+    path = write_config(
+        tmp_path / f"router-{len(list(tmp_path.iterdir()))}.yaml", entries, **sections
+    )
     return RouterLM(path, cache=cache, max_tokens=16)
 
 
 def test_a_failed_attempt_is_retried_on_another_deployment_and_counted(
-        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a = servers("A", statuses=(500,))
     b = servers("B")
-    lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
-                   num_retries=2, routing_strategy="simple-shuffle")
+    lm = router_lm(
+        tmp_path,
+        [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
+        num_retries=2,
+        routing_strategy="simple-shuffle",
+    )
     texts = [lm.forward(messages=MESSAGES).choices[0].message.content for _ in range(4)]
     while not a.requests or not b.requests:  # the shuffle may leave a server out at first
         texts.append(lm.forward(messages=MESSAGES).choices[0].message.content)
@@ -275,8 +372,9 @@ def test_a_failed_attempt_is_retried_on_another_deployment_and_counted(
     assert "metadata" not in a.requests[0] and set(b.requests[0]) >= {"model", "messages"}
 
 
-def test_no_double_retries_one_budget_the_routers(tmp_path: Path,
-                                                  servers: Callable[..., ScriptedServer]) -> None:
+def test_no_double_retries_one_budget_the_routers(
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a = servers("A", statuses=(503,) * 10)
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A")], num_retries=1)
     with pytest.raises(LMServerError) as info:
@@ -292,8 +390,9 @@ def test_no_double_retries_one_budget_the_routers(tmp_path: Path,
 def test_bad_request_is_not_retried(tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
     a = servers("A", statuses=(400,))
     b = servers("B", statuses=(400,))
-    lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
-                   num_retries=3)
+    lm = router_lm(
+        tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")], num_retries=3
+    )
     with pytest.raises(LMBadRequest):
         lm.forward(messages=MESSAGES)
     assert len(a.requests) + len(b.requests) == 1
@@ -301,11 +400,17 @@ def test_bad_request_is_not_retried(tmp_path: Path, servers: Callable[..., Scrip
 
 
 def test_a_dead_server_fails_over_and_is_cooled_down(
-        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     b = servers("B")
     dead = f"http://127.0.0.1:{closed_port()}/v1"
-    lm = router_lm(tmp_path, [deployment(dead, id="dead"), deployment(b.api_base, id="B")],
-                   num_retries=2, allowed_fails=0, cooldown_time=60)
+    lm = router_lm(
+        tmp_path,
+        [deployment(dead, id="dead"), deployment(b.api_base, id="B")],
+        num_retries=2,
+        allowed_fails=0,
+        cooldown_time=60,
+    )
     for _ in range(6):
         assert lm.forward(messages=MESSAGES).choices[0].message.content.endswith("from B")
     stats = lm.stats()
@@ -313,16 +418,23 @@ def test_a_dead_server_fails_over_and_is_cooled_down(
     assert stats.deployments["B"].calls == 6
     assert stats.deployments.get("dead") is None or (
         stats.deployments["dead"].calls == 1
-        and dict(stats.deployments["dead"].failures) == {"connection": 1})
+        and dict(stats.deployments["dead"].failures) == {"connection": 1}
+    )
     assert stats.calls == 6 + stats.retries
 
 
 def test_all_deployments_cooling_down_is_a_clear_server_error(
-        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a = servers("A", statuses=(500,) * 20)
     b = servers("B", statuses=(500,) * 20)
-    lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
-                   num_retries=1, allowed_fails=0, cooldown_time=60)
+    lm = router_lm(
+        tmp_path,
+        [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
+        num_retries=1,
+        allowed_fails=0,
+        cooldown_time=60,
+    )
     with pytest.raises(LMServerError):
         lm.forward(messages=MESSAGES)
     calls = lm.stats().calls
@@ -332,15 +444,22 @@ def test_all_deployments_cooling_down_is_a_clear_server_error(
     assert lm.stats().calls == calls  # no request was sent
 
 
-def test_fallback_group_answers_but_is_not_cached(tmp_path: Path,
-                                                  servers: Callable[..., ScriptedServer]) -> None:
+def test_fallback_group_answers_but_is_not_cached(
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     backup = servers("backup")
     dead = f"http://127.0.0.1:{closed_port()}/v1"
-    lm = router_lm(tmp_path, [deployment(dead, id="dead"),
-                              deployment(backup.api_base, group="backup", id="backup",
-                                         model_id="another-model")],
-                   cache=tmp_path / "cache", num_retries=0,
-                   fallbacks=[{"judge": ["backup"]}], judgeopt={"model_name": "judge"})
+    lm = router_lm(
+        tmp_path,
+        [
+            deployment(dead, id="dead"),
+            deployment(backup.api_base, group="backup", id="backup", model_id="another-model"),
+        ],
+        cache=tmp_path / "cache",
+        num_retries=0,
+        fallbacks=[{"judge": ["backup"]}],
+        judgeopt={"model_name": "judge"},
+    )
     for _ in range(2):
         out = lm.forward(messages=MESSAGES)
         assert out.choices[0].message.content.endswith("from backup")
@@ -355,21 +474,27 @@ def test_fallback_group_answers_but_is_not_cached(tmp_path: Path,
 def test_connection_refused_everywhere_is_a_connection_error(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     lm = router_lm(tmp_path, [deployment(dead, id="dead")], num_retries=0)
-    with pytest.raises(LMConnectionError, match=f"could not connect to {re.escape(dead)} "
-                                                r"\(deployment 'dead' of router .*attempt 1\)"):
+    with pytest.raises(
+        LMConnectionError,
+        match=f"could not connect to {re.escape(dead)} "
+        r"\(deployment 'dead' of router .*attempt 1\)",
+    ):
         lm.forward(messages=MESSAGES)
 
 
-def test_max_concurrency_bounds_requests_in_flight(tmp_path: Path,
-                                                   servers: Callable[..., ScriptedServer]) -> None:
+def test_max_concurrency_bounds_requests_in_flight(
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     activity = Activity()
     a = servers("A", delay=0.3, activity=activity)
     b = servers("B", delay=0.3, activity=activity)
-    lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
-                   judgeopt={"max_concurrency": 2})
+    lm = router_lm(
+        tmp_path,
+        [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
+        judgeopt={"max_concurrency": 2},
+    )
     assert lm.max_concurrency == 2
-    threads = [threading.Thread(target=lm.forward, kwargs={"messages": MESSAGES})
-               for _ in range(6)]
+    threads = [threading.Thread(target=lm.forward, kwargs={"messages": MESSAGES}) for _ in range(6)]
     for t in threads:
         t.start()
     for t in threads:
@@ -380,8 +505,9 @@ def test_max_concurrency_bounds_requests_in_flight(tmp_path: Path,
 # -- the cache identity -----------------------------------------------------------------------
 
 
-def test_replicas_of_one_model_share_cache_entries(tmp_path: Path,
-                                                   servers: Callable[..., ScriptedServer]) -> None:
+def test_replicas_of_one_model_share_cache_entries(
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a, b, c = servers("A"), servers("B"), servers("C")
     cache = tmp_path / "cache"
     first = router_lm(tmp_path, [deployment(a.api_base), deployment(b.api_base)], cache=cache)
@@ -397,7 +523,8 @@ def test_replicas_of_one_model_share_cache_entries(tmp_path: Path,
 
 
 def test_without_a_model_id_each_endpoint_is_its_own_model(
-        tmp_path: Path, servers: Callable[..., ScriptedServer]) -> None:
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a, b = servers("A"), servers("B")
     cache = tmp_path / "cache"
     one = router_lm(tmp_path, [deployment(a.api_base, model_id=None)], cache=cache)
@@ -405,18 +532,25 @@ def test_without_a_model_id_each_endpoint_is_its_own_model(
     assert one._cache_identity() != two._cache_identity()
     one.forward(messages=MESSAGES)
     assert not getattr(two.forward(messages=MESSAGES), "cache_hit", False)
-    both = router_lm(tmp_path, [deployment(b.api_base, model_id=None),
-                                deployment(a.api_base, model_id=None)], cache=cache)
-    again = router_lm(tmp_path, [deployment(a.api_base, model_id=None),
-                                 deployment(b.api_base, model_id=None)], cache=cache)
+    both = router_lm(
+        tmp_path,
+        [deployment(b.api_base, model_id=None), deployment(a.api_base, model_id=None)],
+        cache=cache,
+    )
+    again = router_lm(
+        tmp_path,
+        [deployment(a.api_base, model_id=None), deployment(b.api_base, model_id=None)],
+        cache=cache,
+    )
     assert both._cache_identity() == again._cache_identity()  # order does not matter
 
 
 # -- DSPy, logprobs, state --------------------------------------------------------------------
 
 
-def test_dspy_predict_history_copies_and_state(tmp_path: Path,
-                                               servers: Callable[..., ScriptedServer]) -> None:
+def test_dspy_predict_history_copies_and_state(
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a = servers("A", reply=lambda body: "[[ ## answer ## ]]\nfour\n\n[[ ## completed ## ]]")
     lm = router_lm(tmp_path, [deployment(a.api_base, id="A")])
     with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
@@ -431,11 +565,11 @@ def test_dspy_predict_history_copies_and_state(tmp_path: Path,
     assert rebuilt.model_name == lm.model_name and rebuilt.config.path == lm.config.path
 
 
-def test_logprob_support_from_file_or_probe(tmp_path: Path,
-                                            servers: Callable[..., ScriptedServer]) -> None:
+def test_logprob_support_from_file_or_probe(
+    tmp_path: Path, servers: Callable[..., ScriptedServer]
+) -> None:
     a = servers("A")
-    flagged = router_lm(tmp_path, [deployment(a.api_base)],
-                        judgeopt={"supports_logprobs": False})
+    flagged = router_lm(tmp_path, [deployment(a.api_base)], judgeopt={"supports_logprobs": False})
     assert logprob_support(flagged) == (False, "its supports_logprobs flag is False")
     assert not a.requests
     probed = router_lm(tmp_path, [deployment(a.api_base)])
@@ -452,11 +586,16 @@ def rating_reply(body: dict[str, Any]) -> str:
 
 
 def test_evaluate_with_threads_through_the_router_keeps_accounting_exact(
-        tmp_path: Path, servers: Callable[..., ScriptedServer], shared_data: Path) -> None:
+    tmp_path: Path, servers: Callable[..., ScriptedServer], shared_data: Path
+) -> None:
     a = servers("A", reply=rating_reply, delay=0.02)
     b = servers("B", reply=rating_reply, delay=0.02)
-    lm = router_lm(tmp_path, [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
-                   cache=tmp_path / "cache", routing_strategy="least-busy")
+    lm = router_lm(
+        tmp_path,
+        [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")],
+        cache=tmp_path / "cache",
+        routing_strategy="least-busy",
+    )
     records = load_records(shared_data / "topical_chat" / "valid.jsonl")[:12]
     judge = JudgeProgram(load_task("topical_chat"), "naturalness", lm=lm)
     seen: list[str] = []
@@ -507,15 +646,17 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[FakeProcessServer]:
         started.append(FakeProcessServer(f"S{len(started) + 1}", port, alias))
         return started[-1]
 
-    monkeypatch.setitem(serve_mod.ENGINES, "fake",
-                        serve_mod.Engine("fake", start, lambda model: f"fake:{model}"))
+    monkeypatch.setitem(
+        serve_mod.ENGINES, "fake", serve_mod.Engine("fake", start, lambda model: f"fake:{model}")
+    )
     yield started
     for server in started:
         server.stop()
 
 
-def test_start_servers_writes_a_config_the_router_uses(tmp_path: Path,
-                                                       fake_engine: list[Any]) -> None:
+def test_start_servers_writes_a_config_the_router_uses(
+    tmp_path: Path, fake_engine: list[Any]
+) -> None:
     path = tmp_path / "servers.yaml"
     with start_servers("some-model", replicas=2, engine="fake", config_path=path) as group:
         assert group.spec == f"router:{path}" and len(group.servers) == 2
@@ -530,18 +671,19 @@ def test_start_servers_writes_a_config_the_router_uses(tmp_path: Path,
     assert all(s.stopped for s in fake_engine)
 
 
-def test_start_servers_stops_the_started_ones_when_one_fails(tmp_path: Path,
-                                                            fake_engine: list[Any]) -> None:
+def test_start_servers_stops_the_started_ones_when_one_fails(
+    tmp_path: Path, fake_engine: list[Any]
+) -> None:
     with pytest.raises(LocalModelError, match="second server"):
-        start_servers("fails-second", replicas=3, engine="fake",
-                      config_path=tmp_path / "s.yaml")
+        start_servers("fails-second", replicas=3, engine="fake", config_path=tmp_path / "s.yaml")
     assert len(fake_engine) == 1 and fake_engine[0].stopped
     assert not (tmp_path / "s.yaml").exists()
 
 
 def test_start_servers_argument_errors(tmp_path: Path) -> None:
-    with pytest.raises(ValueError,
-                       match=r"`engine` argument must be one of \['llama.cpp', 'vllm'\]"):
+    with pytest.raises(
+        ValueError, match=r"`engine` argument must be one of \['llama.cpp', 'vllm'\]"
+    ):
         start_servers("m", engine="sglang")
     with pytest.raises(ValueError, match="one port per replica"):
         start_servers("m", replicas=2, ports=[8081])
@@ -550,7 +692,8 @@ def test_start_servers_argument_errors(tmp_path: Path) -> None:
 
 
 def test_vllm_engine_without_a_vllm_environment_says_how_to_get_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("JUDGEOPT_VLLM_PYTHON", raising=False)
     path = tmp_path / "s.yaml"
     with pytest.raises(LocalModelError, match=r"JUDGEOPT_VLLM_PYTHON.*install_vllm\.sh"):
@@ -561,7 +704,8 @@ def test_vllm_engine_without_a_vllm_environment_says_how_to_get_one(
 def test_default_alias_keeps_dotted_names() -> None:
     assert serve_mod.default_alias("qwen2.5-coder-0.5b") == "qwen2.5-coder-0.5b"
     assert serve_mod.default_alias("/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf") == (
-        "qwen2.5-coder-0.5b-instruct-q4_k_m")
+        "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    )
     assert serve_mod.default_alias("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen2.5-0.5B-Instruct"
     assert serve_mod.default_alias("/models/Qwen2.5-0.5B-Instruct/") == "Qwen2.5-0.5B-Instruct"
 
@@ -573,7 +717,8 @@ def test_vllm_engine_model_ids(tmp_path: Path) -> None:
     assert vllm.model_id("qwen2.5-coder-0.5b") == "vllm:" + gguf_identity("qwen2.5-coder-0.5b")
     # Not the llama.cpp servers' id: the two engines' answers differ, so they share no entry.
     assert vllm.model_id("qwen2.5-coder-0.5b") != (
-        serve_mod.ENGINES["llama.cpp"].model_id("qwen2.5-coder-0.5b"))
+        serve_mod.ENGINES["llama.cpp"].model_id("qwen2.5-coder-0.5b")
+    )
     folder = tmp_path / "hf-model"
     folder.mkdir()
     assert vllm.model_id(str(folder)) == f"vllm:folder:{folder.resolve()}"
@@ -604,14 +749,28 @@ def signal_when(ready: Callable[[], bool], sig: int) -> threading.Thread:
     return thread
 
 
-def test_cli_serve_stops_every_server_on_sigterm(tmp_path: Path, fake_engine: list[Any],
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_serve_stops_every_server_on_sigterm(
+    tmp_path: Path, fake_engine: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     from judgeopt.cli import main
 
     path = tmp_path / "servers.yaml"
     killer = signal_when(path.exists, signal.SIGTERM)  # once the servers are up
-    status = main(["serve", "--model", "m", "--replicas", "2", "--engine", "fake",
-                   "--out", str(path), "--routing-strategy", "simple-shuffle"])
+    status = main(
+        [
+            "serve",
+            "--model",
+            "m",
+            "--replicas",
+            "2",
+            "--engine",
+            "fake",
+            "--out",
+            str(path),
+            "--routing-strategy",
+            "simple-shuffle",
+        ]
+    )
     killer.join()
     out = capsys.readouterr().out
     assert status == 0 and len(fake_engine) == 2 and all(s.stopped for s in fake_engine)
@@ -620,31 +779,63 @@ def test_cli_serve_stops_every_server_on_sigterm(tmp_path: Path, fake_engine: li
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_cli_evaluate_through_a_router(tmp_path: Path, servers: Callable[..., ScriptedServer],
-                                      shared_data: Path, capsys: pytest.CaptureFixture[str],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_evaluate_through_a_router(
+    tmp_path: Path,
+    servers: Callable[..., ScriptedServer],
+    shared_data: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from judgeopt.cli import main
 
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "cache"))
     a = servers("A", reply=rating_reply)
     b = servers("B", reply=rating_reply)
-    config = write_config(tmp_path / "servers.yaml",
-                          [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")])
+    config = write_config(
+        tmp_path / "servers.yaml", [deployment(a.api_base, id="A"), deployment(b.api_base, id="B")]
+    )
     judge_path = tmp_path / "judge.json"
     JudgeProgram(load_task("topical_chat"), "naturalness").save(judge_path)
     data = shared_data / "topical_chat" / "valid.jsonl"
-    status = main(["evaluate", str(judge_path), "--router", str(config), "--threads", "3",
-                   "--data", str(data), "--limit", "9", "--no-progress"])
+    status = main(
+        [
+            "evaluate",
+            str(judge_path),
+            "--router",
+            str(config),
+            "--threads",
+            "3",
+            "--data",
+            str(data),
+            "--limit",
+            "9",
+            "--no-progress",
+        ]
+    )
     summary = json.loads(capsys.readouterr().out)
     assert status == 0 and summary["n"] == 9 and summary["calls"] == 9
     assert summary["call_failures"] == 0 and len(a.requests) + len(b.requests) == 9
-    assert main(["evaluate", str(judge_path), "--router", str(config), "--api-base",
-                 a.api_base, "--data", str(data)]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                str(judge_path),
+                "--router",
+                str(config),
+                "--api-base",
+                a.api_base,
+                "--data",
+                str(data),
+            ]
+        )
+        == 2
+    )
     assert "--api-base does not apply with --router" in capsys.readouterr().err
 
 
 def test_cli_serve_interrupted_during_start_up_stops_the_started_servers(
-        tmp_path: Path, fake_engine: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, fake_engine: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     from judgeopt.cli import main
 
     # NOTE: pytest started in the background (`nohup ... &`, some CI runners) inherits SIGINT
@@ -653,8 +844,19 @@ def test_cli_serve_interrupted_during_start_up_stops_the_started_servers(
     inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         killer = signal_when(lambda: bool(fake_engine), signal.SIGINT)  # during the 2nd start
-        status = main(["serve", "--model", "slow", "--replicas", "2", "--engine", "fake",
-                       "--out", str(tmp_path / "s.yaml")])
+        status = main(
+            [
+                "serve",
+                "--model",
+                "slow",
+                "--replicas",
+                "2",
+                "--engine",
+                "fake",
+                "--out",
+                str(tmp_path / "s.yaml"),
+            ]
+        )
         killer.join()
         assert status == 130 and len(fake_engine) == 1 and fake_engine[0].stopped
         assert "SIGINT during start-up" in capsys.readouterr().err
@@ -698,8 +900,14 @@ def test_two_smollm2_servers_behind_the_router(tmp_path: Path, shared_data: Path
     # SFRES: short prompts; no explanation and 8 output tokens keep each call short.
     records = load_records(shared_data / "sfres" / "valid.jsonl")[:10]
     task = load_task("sfres")
-    group = start_servers("smollm2-135m", replicas=2, n_threads=THREADS, n_ctx=1024,
-                          config_path=tmp_path / "servers.yaml", logits_all=False)
+    group = start_servers(
+        "smollm2-135m",
+        replicas=2,
+        n_threads=THREADS,
+        n_ctx=1024,
+        config_path=tmp_path / "servers.yaml",
+        logits_all=False,
+    )
     pids = group.pids
     try:
         assert len(set(pids)) == 2 and all(_alive(p) for p in pids)
@@ -738,9 +946,28 @@ def test_cli_serve_process_writes_the_config_and_stops_on_sigint(tmp_path: Path)
     path = tmp_path / "servers.yaml"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "judgeopt", "serve", "--model", "smollm2-135m", "--replicas", "2",
-         "--threads", str(THREADS), "--n-ctx", "1024", "--no-logits-all", "--out", str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        [
+            sys.executable,
+            "-m",
+            "judgeopt",
+            "serve",
+            "--model",
+            "smollm2-135m",
+            "--replicas",
+            "2",
+            "--threads",
+            str(THREADS),
+            "--n-ctx",
+            "1024",
+            "--no-logits-all",
+            "--out",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     lines: list[str] = []
     try:
         assert proc.stdout is not None

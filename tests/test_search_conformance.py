@@ -22,9 +22,11 @@ from judgeopt.testing import SearchConformance
 class TestHPSS(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-                 ) -> SearchStrategy:
+        def make(
+            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
+        ) -> SearchStrategy:
             return HPSS(space, budget=budget, seed=seed, graph=graph, k=3)
+
         return make
 
 
@@ -32,35 +34,40 @@ class TestAuto(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: AutoSearch(
-            space, budget=budget, seed=seed, graph=graph, k=3)
+            space, budget=budget, seed=seed, graph=graph, k=3
+        )
 
 
 class TestAutoNoInit(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: AutoSearch(
-            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0)
+            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0
+        )
 
 
 class TestHPSSNoHeuristic(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: HPSS(
-            space, budget=budget, seed=seed, graph=graph, heuristic=False, exploitation=False)
+            space, budget=budget, seed=seed, graph=graph, heuristic=False, exploitation=False
+        )
 
 
 class TestRandom(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: RandomSearch(
-            space, budget=budget, seed=seed, graph=graph)
+            space, budget=budget, seed=seed, graph=graph
+        )
 
 
 class TestGreedy(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: Greedy(
-            space, budget=budget, seed=seed, graph=graph)
+            space, budget=budget, seed=seed, graph=graph
+        )
 
 
 class TestStepwise(SearchConformance):
@@ -69,7 +76,8 @@ class TestStepwise(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: StepwiseGreedy(
-            space, budget=budget, seed=seed, graph=graph)
+            space, budget=budget, seed=seed, graph=graph
+        )
 
 
 class TestGrid(SearchConformance):
@@ -78,7 +86,8 @@ class TestGrid(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: GridSearch(
-            space, budget=budget, seed=seed, graph=graph)
+            space, budget=budget, seed=seed, graph=graph
+        )
 
 
 class TestTPE(SearchConformance):
@@ -86,14 +95,16 @@ class TestTPE(SearchConformance):
     def make_search(self):
         pytest.importorskip("optuna")
         return lambda space, budget, seed, graph: TPESearch(
-            space, budget=budget, seed=seed, graph=graph, n_startup_trials=5)
+            space, budget=budget, seed=seed, graph=graph, n_startup_trials=5
+        )
 
 
 class TestAutoNoPortfolio(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: AutoSearch(
-            space, budget=budget, seed=seed, graph=graph, portfolio=False)
+            space, budget=budget, seed=seed, graph=graph, portfolio=False
+        )
 
 
 class TestAutoPortfolioEarly(SearchConformance):
@@ -102,8 +113,8 @@ class TestAutoPortfolioEarly(SearchConformance):
     @pytest.fixture
     def make_search(self):
         return lambda space, budget, seed, graph: AutoSearch(
-            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0, k=1,
-            portfolio=True)
+            space, budget=budget, seed=seed, graph=graph, init_fraction=0.0, k=1, portfolio=True
+        )
 
 
 def test_from_state_restores_exactly_the_searches_listed() -> None:

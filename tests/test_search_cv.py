@@ -68,8 +68,9 @@ def test_selection_uses_only_training_surfaces(tmp_path: Path) -> None:
 
 def test_every_budget_and_task_fold(tmp_path: Path) -> None:
     surfaces = _surfaces(tmp_path)
-    res = cross_validate_searches(surfaces, {"g": {"grid": _grid}}, hold_out="task",
-                                  budgets=[1, 4], seeds=1)
+    res = cross_validate_searches(
+        surfaces, {"g": {"grid": _grid}}, hold_out="task", budgets=[1, 4], seeds=1
+    )
     assert res.results[4]["g"].norm_regret == 0.0 and res.results[4]["g"].p_top1 == 1.0
     assert set(res.results[1]["g"].picks) == {"t1", "t2"}
 
@@ -83,19 +84,34 @@ def test_cache_resumes_without_rerunning(tmp_path: Path) -> None:
         calls.append(s)
         return GridSearch(sp, budget=b, seed=s)
 
-    cross_validate_searches(surfaces, {"g": {"g": counted}}, hold_out="model", budgets=[2],
-                            seeds=2, cache=RunCache(path))
+    cross_validate_searches(
+        surfaces,
+        {"g": {"g": counted}},
+        hold_out="model",
+        budgets=[2],
+        seeds=2,
+        cache=RunCache(path),
+    )
     n = len(calls)
     assert n == 4 * 2 and path.exists()
-    again = cross_validate_searches(surfaces, {"g": {"g": counted}}, hold_out="model",
-                                    budgets=[2], seeds=2, cache=RunCache(path))
+    again = cross_validate_searches(
+        surfaces,
+        {"g": {"g": counted}},
+        hold_out="model",
+        budgets=[2],
+        seeds=2,
+        cache=RunCache(path),
+    )
     assert len(calls) == n and again.results[2]["g"].norm_regret >= 0
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"hold_out": "nope"}, "not a group column"),
-    ({"hold_out": "model", "seeds": 0}, "`seeds` must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"hold_out": "nope"}, "not a group column"),
+        ({"hold_out": "model", "seeds": 0}, "`seeds` must be >= 1"),
+    ],
+)
 def test_errors(tmp_path: Path, kwargs, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         cross_validate_searches(_surfaces(tmp_path), {"g": {"g": _grid}}, budgets=[1], **kwargs)
@@ -116,11 +132,16 @@ def test_single_configuration_equals_the_plain_benchmark(shared_data: Path) -> N
 
     factors = ["base_prompt", "task_description", "format_requirement"]
     base = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
-    surfaces = load_surfaces(shared_data / "prexme_surface" / "dev.csv", group=["model", "task"],
-                             factors=factors, objective="kendall")
+    surfaces = load_surfaces(
+        shared_data / "prexme_surface" / "dev.csv",
+        group=["model", "task"],
+        factors=factors,
+        objective="kendall",
+    )
     fams = {"hpss": {"hpss": lambda sp, b, s, bl: HPSS(sp, budget=b, seed=s, baseline=bl)}}
-    cv = cross_validate_searches(surfaces, fams, hold_out="model", budgets=[35], seeds=2,
-                                 baseline=base)
+    cv = cross_validate_searches(
+        surfaces, fams, hold_out="model", budgets=[35], seeds=2, baseline=base
+    )
     plain = run_search_benchmark(surfaces, ["hpss"], budget=35, seeds=2, baseline=base)
     assert cv.results[35]["hpss"].norm_regret == pytest.approx(plain.methods["hpss"].norm_regret)
     assert cv.results[35]["hpss"].p_top1 == pytest.approx(plain.methods["hpss"].p_top1)

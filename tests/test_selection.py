@@ -64,7 +64,7 @@ def _judges(n: int, rhos: list[float], seed: int = 0) -> tuple[np.ndarray, list[
     out = []
     for rho in rhos:
         e = 0.7 * shared + math.sqrt(1 - 0.49) * rng.standard_normal(n)
-        out.append(rho * h + math.sqrt(1 - rho ** 2) * e)
+        out.append(rho * h + math.sqrt(1 - rho**2) * e)
     return h, out
 
 
@@ -188,46 +188,62 @@ def test_simulation_veto_sits_between_best_and_confirm() -> None:
     """Veto trusts the search half: when every candidate is worse it returns a worse judge
     more often than confirm and less often than keeping the best score on all items."""
     kw = {"n_valid": 100, "budget": 12, "n_resamples": 300}
-    rules = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig(),
-             "veto": SelectionConfig(rule="veto")}
-    bad = simulate_selection(gain_mean=-0.10, gain_sd=1e-4, n_runs=100, seed=5,
-                             configs=rules, **kw)
+    rules = {
+        "best": SelectionConfig(rule="best"),
+        "confirm": SelectionConfig(),
+        "veto": SelectionConfig(rule="veto"),
+    }
+    bad = simulate_selection(gain_mean=-0.10, gain_sd=1e-4, n_runs=100, seed=5, configs=rules, **kw)
     # Measured (seeds 5, 7, 11): best 0.49-0.57, veto 0.41, confirm 0.14-0.16; the rules
     # see the same compiles, so the paired differences are steadier than each share.
     assert bad["veto"]["p_worse"] < bad["best"]["p_worse"]
     assert bad["veto"]["p_worse"] > bad["confirm"]["p_worse"]
-    good = simulate_selection(gain_mean=0.05, gain_sd=0.05, n_runs=40, seed=6,
-                              configs=rules, **kw)
+    good = simulate_selection(gain_mean=0.05, gain_sd=0.05, n_runs=40, seed=6, configs=rules, **kw)
     assert good["veto"]["mean_true_gain"] > good["confirm"]["mean_true_gain"] > 0
 
 
 def test_simulation_the_rule_rarely_returns_a_worse_judge() -> None:
     """No candidate is better than the baseline: keeping the best validation score returns
     a truly worse judge most of the time, the confirmation rule rarely."""
-    out = simulate_selection(n_valid=100, budget=12, gain_mean=-0.08, gain_sd=1e-4,
-                             n_runs=120, n_resamples=300, seed=5)
+    out = simulate_selection(
+        n_valid=100, budget=12, gain_mean=-0.08, gain_sd=1e-4, n_runs=120, n_resamples=300, seed=5
+    )
     # About 0.6 and 0.2 (seeds 5, 7, 11, 13); 120 runs give each share a s.e. near 0.04.
     assert out["best"]["p_worse"] >= 0.5
     assert out["confirm"]["p_worse"] <= min(0.25, out["best"]["p_worse"] / 2)
     assert out["confirm"]["mean_true_gain"] > out["best"]["mean_true_gain"]
     assert out["best"]["mean_claimed_gain"] > 0 > out["best"]["mean_true_gain"]
     # Some candidates truly better: the rule still finds gains.
-    good = simulate_selection(n_valid=100, budget=12, gain_mean=0.05, gain_sd=0.05,
-                              n_runs=40, n_resamples=300, seed=6)
+    good = simulate_selection(
+        n_valid=100, budget=12, gain_mean=0.05, gain_sd=0.05, n_runs=40, n_resamples=300, seed=6
+    )
     assert good["confirm"]["mean_true_gain"] > 0.03 and good["confirm"]["p_worse"] < 0.1
 
 
 def test_simulation_rules_are_paired_and_independent_of_each_other() -> None:
     """The rules compared in one simulation see the same data: adding a rule leaves every
     other rule's numbers unchanged, and two identical rules give identical numbers."""
-    kw = {"n_valid": 60, "budget": 8, "gain_mean": 0.0, "gain_sd": 0.08, "n_runs": 12,
-          "n_resamples": 200, "seed": 3}
-    two = simulate_selection(configs={"best": SelectionConfig(rule="best"),
-                                      "confirm": SelectionConfig()}, **kw)
-    more = simulate_selection(configs={"one": SelectionConfig(finalists=1),
-                                       "best": SelectionConfig(rule="best"),
-                                       "confirm": SelectionConfig(),
-                                       "confirm again": SelectionConfig()}, **kw)
+    kw = {
+        "n_valid": 60,
+        "budget": 8,
+        "gain_mean": 0.0,
+        "gain_sd": 0.08,
+        "n_runs": 12,
+        "n_resamples": 200,
+        "seed": 3,
+    }
+    two = simulate_selection(
+        configs={"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}, **kw
+    )
+    more = simulate_selection(
+        configs={
+            "one": SelectionConfig(finalists=1),
+            "best": SelectionConfig(rule="best"),
+            "confirm": SelectionConfig(),
+            "confirm again": SelectionConfig(),
+        },
+        **kw,
+    )
     assert more["best"] == two["best"] and more["confirm"] == two["confirm"]
     assert more["confirm again"] == more["confirm"]
 
@@ -248,8 +264,7 @@ def test_simulated_coarse_judges_have_the_asked_shape_and_bad_settings_are_named
     assert np.mean(even == 1.0) == pytest.approx(0.4, abs=0.015)  # the lower central value
     # Without mode_share, equally likely values, as the committed simulations used.
     flat = _judge_outputs(rng, h, np.array([0.3]), 0.5, 5, None)[0]
-    assert np.unique(flat, return_counts=True)[1] / flat.size == pytest.approx(
-        [0.2] * 5, abs=0.015)
+    assert np.unique(flat, return_counts=True)[1] / flat.size == pytest.approx([0.2] * 5, abs=0.015)
     kw = {"n_valid": 40, "budget": 4, "n_runs": 2, "n_resamples": 50}
     with pytest.raises(ValueError, match=r"`mode_share` must be above 1/levels = 0\.333 .*0\.2"):
         simulate_selection(levels=3, mode_share=0.2, **kw)
@@ -265,8 +280,9 @@ def test_simulated_coarse_judges_have_the_asked_shape_and_bad_settings_are_named
     with pytest.raises(ValueError, match="`mode_share` must be above 1/levels .*'0.7'"):
         simulate_selection(levels=3, mode_share="0.7", **kw)
     # numpy scalars (a grid built with np.arange / np.linspace) are the same as Python ones.
-    assert simulate_selection(levels=np.int64(3), mode_share=np.float64(0.7), seed=1, **kw) \
-        == simulate_selection(levels=3, mode_share=0.7, seed=1, **kw)
+    assert simulate_selection(
+        levels=np.int64(3), mode_share=np.float64(0.7), seed=1, **kw
+    ) == simulate_selection(levels=3, mode_share=0.7, seed=1, **kw)
     coarse = simulate_selection(levels=3, mode_share=0.7, seed=1, **kw)
     assert set(coarse) == {"best", "confirm"}
 
@@ -284,9 +300,17 @@ def test_selection_config_validation() -> None:
 
 
 # The compile --------------------------------------------------------------------------------
-SPACE = {"scale": [3, 10], "examples": [0], "criteria": ["none", "human"], "reference": ["none"],
-         "cot": ["none", "prefix"], "autocot": ["off"], "metrics": ["off"],
-         "order": ["TD-ER-IC", "IC-TD-ER"], "decoding": ["greedy"]}
+SPACE = {
+    "scale": [3, 10],
+    "examples": [0],
+    "criteria": ["none", "human"],
+    "reference": ["none"],
+    "cot": ["none", "prefix"],
+    "autocot": ["off"],
+    "metrics": ["off"],
+    "order": ["TD-ER-IC", "IC-TD-ER"],
+    "decoding": ["greedy"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -307,8 +331,10 @@ def respond_with(records, good: str) -> Any:
 
     task = load_task("topical_chat")
     human = {r.inputs["response"]: r.scores[ASPECT] for r in records}
-    base = {render_messages(task, ASPECT, baseline_strategy(task), r.inputs)[-1]["content"]
-            for r in records}
+    base = {
+        render_messages(task, ASPECT, baseline_strategy(task), r.inputs)[-1]["content"]
+        for r in records
+    }
 
     def respond(messages: list[dict[str, Any]]) -> str:
         text = str(messages[-1]["content"])
@@ -364,8 +390,7 @@ def test_compile_keeps_the_baseline_when_nothing_is_confirmed(task, records, cap
 
 
 def test_compile_with_the_veto_rule(task, records) -> None:
-    judge, fake = compile_with(task, records, respond_with(records, "scale10"),
-                               selection="veto")
+    judge, fake = compile_with(task, records, respond_with(records, "scale10"), selection="veto")
     sel, res = judge.selection, judge.search_result
     assert sel["rule"] == "veto" and sel["search_items"] + sel["confirm_items"] == 96
     assert all(s["n"] == sel["search_items"] for s in res.evaluation_summaries)
@@ -393,8 +418,10 @@ def respond_half_unparsed(records) -> Any:
     def respond(messages: list[dict[str, Any]]) -> str:
         text = str(messages[-1]["content"])
         response = text.split("## The Start of the Response")[-1].split("## The End")[0]
-        if "scale of 1 to 10" in text and int(hashlib.sha256(
-                response.encode()).hexdigest(), 16) % 2:
+        if (
+            "scale of 1 to 10" in text
+            and int(hashlib.sha256(response.encode()).hexdigest(), 16) % 2
+        ):
             return "The response is fine, I think."
         return good(messages)
 
@@ -410,8 +437,10 @@ def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule)
     respond = respond_half_unparsed(records)
     judge, _ = compile_with(task, records, respond, selection=rule)
     sel, res = judge.selection, judge.search_result
-    shares = {f"#{s['number']}": (s["parse_failures"] + s["call_failures"]) / s["n"]
-              for s in res.evaluation_summaries}
+    shares = {
+        f"#{s['number']}": (s["parse_failures"] + s["call_failures"]) / s["n"]
+        for s in res.evaluation_summaries
+    }
     scores = {f"#{s['number']}": s["spearman"] for s in res.evaluation_summaries}
     assert sel["excluded"], sel
     for e in sel["excluded"]:
@@ -438,14 +467,16 @@ def test_too_few_items_fall_back_to_best_and_say_so(task, records) -> None:
     assert comp["n"] == 24 and "biased upward" in comp["note"]
     # The comparison reuses the search's judgements: no call beyond the search.
     assert len(fake.judge_requests) == judge.search_result.calls
-    best, fake2 = compile_with(task, records[:24], respond_with(records, "scale10"), budget=4,
-                               selection="best")
+    best, fake2 = compile_with(
+        task, records[:24], respond_with(records, "scale10"), budget=4, selection="best"
+    )
     assert best.selection["rule"] == "best" and best.selection["messages"] == []
     assert best.strategy == judge.strategy and len(fake2.judge_requests) == len(fake.judge_requests)
 
 
-def test_interrupted_confirmation_resumes_with_no_repeated_call(task, records,
-                                                                tmp_path: Path) -> None:
+def test_interrupted_confirmation_resumes_with_no_repeated_call(
+    task, records, tmp_path: Path
+) -> None:
     respond = respond_with(records, "scale10")
     ref, fake_ref = compile_with(task, records, respond)
     calls = {"n": 0}
@@ -500,7 +531,8 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
 
 # The CLI ------------------------------------------------------------------------------------
 def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
-        shared_data: Path, records, tmp_path: Path, monkeypatch, capsys) -> None:
+    shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
+) -> None:
     import judgeopt.lm
     from judgeopt.cli import main
 
@@ -516,10 +548,32 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     test = str(shared_data / "topical_chat" / "test.jsonl")
     out = tmp_path / "judge.json"
     space = _write_preset(tmp_path, budget=6)
-    rc = main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", valid,
-               "--limit", "96", "--test-data", test, "--test-limit", "40", "--optimizer",
-               str(space), "--ensemble", "2", "--model", "scripted", "--out", str(out),
-               "--no-progress"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            ASPECT,
+            "--data",
+            valid,
+            "--limit",
+            "96",
+            "--test-data",
+            test,
+            "--test-limit",
+            "40",
+            "--optimizer",
+            str(space),
+            "--ensemble",
+            "2",
+            "--model",
+            "scripted",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "selection: finalist" in printed and "confirmed" in printed
@@ -536,14 +590,44 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert single["selection"]["rule"] == "confirm" and single["test"]["n"] == 40
     # evaluate --baseline / --compare, on an ensemble file too.
     summary = tmp_path / "cmp.json"
-    assert main(["evaluate", str(tmp_path / "judge.single.json"), "--data", test, "--limit",
-                 "40", "--baseline", "--json", str(summary), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(tmp_path / "judge.single.json"),
+                "--data",
+                test,
+                "--limit",
+                "40",
+                "--baseline",
+                "--json",
+                str(summary),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     cmp = json.loads(summary.read_text())
     assert cmp["comparison"]["gain"] == pytest.approx(t["gain"])
     assert "(better)" in capsys.readouterr().out
-    assert main(["evaluate", str(out), "--data", test, "--limit", "40", "--compare",
-                 str(tmp_path / "judge.single.json"), "--json", str(summary),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(out),
+                "--data",
+                test,
+                "--limit",
+                "40",
+                "--compare",
+                str(tmp_path / "judge.single.json"),
+                "--json",
+                str(summary),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     cmp = json.loads(summary.read_text())
     assert cmp["comparison"]["chosen"]["label"] == "judge.json"
     assert cmp["comparison"]["baseline"]["label"] == "judge.single.json"
@@ -555,9 +639,31 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert "member 2" in capsys.readouterr().out
     # --selection veto: the summary says what the rule did, the export records it.
     vetoed = tmp_path / "veto.json"
-    assert main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", valid,
-                 "--limit", "96", "--optimizer", str(space), "--selection", "veto",
-                 "--model", "scripted", "--out", str(vetoed), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "compile",
+                "--task",
+                "topical_chat",
+                "--aspect",
+                ASPECT,
+                "--data",
+                valid,
+                "--limit",
+                "96",
+                "--optimizer",
+                str(space),
+                "--selection",
+                "veto",
+                "--model",
+                "scripted",
+                "--out",
+                str(vetoed),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "on 49 search items" in printed and "confirmation (47 items" in printed
     assert "selection: the search's best" in printed and "is kept" in printed
@@ -568,14 +674,19 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
 def _write_preset(tmp_path: Path, budget: int | None = None) -> Path:
     """A small HPSS preset (``SPACE``, k = 2, optional budget) under ``tmp_path``."""
     preset = tmp_path / "preset.toml"
-    preset.write_text("search = 'hpss'\n" + (f"budget = {budget}\n" if budget else "")
-                      + "[params]\nk = 2\n[space]\n" + "\n".join(
-                          f"{k} = {json.dumps(v)}" for k, v in SPACE.items()) + "\n")
+    preset.write_text(
+        "search = 'hpss'\n"
+        + (f"budget = {budget}\n" if budget else "")
+        + "[params]\nk = 2\n[space]\n"
+        + "\n".join(f"{k} = {json.dumps(v)}" for k, v in SPACE.items())
+        + "\n"
+    )
     return preset
 
 
-def _sigterm_lm(respond: Any, *, keep_cache: bool = False
-                ) -> tuple[dict[str, int], list[ScriptedLM], Any]:
+def _sigterm_lm(
+    respond: Any, *, keep_cache: bool = False
+) -> tuple[dict[str, int], list[ScriptedLM], Any]:
     """A ``make_lm`` replacement whose scripted LMs answer with ``respond`` and send this
     process SIGTERM at call ``state["kill_at"]`` (counted in ``state["n"]``; 0: never).
 
@@ -595,15 +706,17 @@ def _sigterm_lm(respond: Any, *, keep_cache: bool = False
         return respond(messages)
 
     def make_lm(model: str, **kw: Any) -> Any:
-        fakes.append(ScriptedLM(killing, cache=kw.get("cache")) if keep_cache
-                     else ScriptedLM(killing))
+        fakes.append(
+            ScriptedLM(killing, cache=kw.get("cache")) if keep_cache else ScriptedLM(killing)
+        )
         return fakes[-1].lm
 
     return state, fakes, make_lm
 
 
 def test_cli_compile_stops_on_sigterm_and_says_how_to_resume(
-        shared_data: Path, records, tmp_path: Path, monkeypatch, capsys) -> None:
+    shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
+) -> None:
     """SIGTERM mid-compile: exit 130, a line naming the checkpoint, the previous handler
     back; the same command then finishes without repeating the finished judgements."""
     import signal
@@ -617,10 +730,26 @@ def test_cli_compile_stops_on_sigterm_and_says_how_to_resume(
     preset = _write_preset(tmp_path, budget=6)
 
     def compile_args(name: str) -> list[str]:
-        return ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data",
-                str(shared_data / "topical_chat" / "valid.jsonl"), "--limit", "96",
-                "--optimizer", str(preset), "--model", "scripted", "--out",
-                str(tmp_path / f"{name}.json"), "--no-progress", "--threads", "2"]
+        return [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            ASPECT,
+            "--data",
+            str(shared_data / "topical_chat" / "valid.jsonl"),
+            "--limit",
+            "96",
+            "--optimizer",
+            str(preset),
+            "--model",
+            "scripted",
+            "--out",
+            str(tmp_path / f"{name}.json"),
+            "--no-progress",
+            "--threads",
+            "2",
+        ]
 
     assert main(compile_args("ref")) == 0
     n_ref = len(fakes[-1].judge_requests)
@@ -659,13 +788,30 @@ def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
 
 def _e2e_args(preset: Path, out_dir: Path, out: Path) -> list[str]:
     """A small e2e run of Topical-Chat naturalness (budget 5, 60 / 30 items, ensemble 2)."""
-    return ["--pairs", "topical_chat:naturalness", "--budget", "5", "--n-valid", "60",
-            "--n-test", "30", "--ensemble", "2", "--optimizer", str(preset), "--out-dir",
-            str(out_dir), "--json", str(out), "--no-progress"]
+    return [
+        "--pairs",
+        "topical_chat:naturalness",
+        "--budget",
+        "5",
+        "--n-valid",
+        "60",
+        "--n-test",
+        "30",
+        "--ensemble",
+        "2",
+        "--optimizer",
+        str(preset),
+        "--out-dir",
+        str(out_dir),
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
 
 
-def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: Path,
-                                                   monkeypatch) -> None:
+def test_e2e_benchmark_plumbing_with_a_scripted_lm(
+    shared_data: Path, tmp_path: Path, monkeypatch
+) -> None:
     """benchmarks/e2e.py end to end with a scripted LM in place of the local model: the
     split, the compile, the test comparisons, the JSON schema and the resume."""
     e2e, preset = _e2e_script("e2e_benchmark", tmp_path)
@@ -682,8 +828,18 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert e2e.main(args) == 0
     data = json.loads(out.read_text())
     (row,) = data["pairs"]
-    for key in ("task", "aspect", "model", "n_valid", "n_test", "baseline", "chosen",
-                "ensemble", "gain", "gain_ci"):
+    for key in (
+        "task",
+        "aspect",
+        "model",
+        "n_valid",
+        "n_test",
+        "baseline",
+        "chosen",
+        "ensemble",
+        "gain",
+        "gain_ci",
+    ):
         assert key in row
     assert row["n_valid"] >= 60 and row["n_test"] >= 30 and row["n_valid"] % 6 == 0
     assert row["gain"] == pytest.approx(row["chosen"] - row["baseline"])
@@ -696,10 +852,10 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert one["ci_pairs"] is None  # one pair says nothing about other tasks
     two = e2e.across_pairs([0.1, 0.3, None], [[0.0, 0.196], [0.2, 0.396], None])
     assert two["mean"] == pytest.approx(0.2) and two["n_pairs"] == 2
-    assert two["ci_items"] == pytest.approx([0.2 - 1.96 * math.sqrt(0.005) / 2,
-                                             0.2 + 1.96 * math.sqrt(0.005) / 2])
-    assert two["ci_pairs"] == pytest.approx([0.2 - 12.706 * 0.1, 0.2 + 12.706 * 0.1],
-                                            abs=1e-3)
+    assert two["ci_items"] == pytest.approx(
+        [0.2 - 1.96 * math.sqrt(0.005) / 2, 0.2 + 1.96 * math.sqrt(0.005) / 2]
+    )
+    assert two["ci_pairs"] == pytest.approx([0.2 - 12.706 * 0.1, 0.2 + 12.706 * 0.1], abs=1e-3)
     assert (tmp_path / "run" / "topical_chat_naturalness" / "ensemble.json").is_file()
     # Validation and test are disjoint whole groups.
     valid, test = e2e.split_groups(full, 60, 30, 0)
@@ -712,7 +868,8 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     fins = row["finalists_on_test"]
     members = [json.dumps(m, sort_keys=True) for m in row["ensemble_members"]]
     assert {json.dumps(f["strategy"], sort_keys=True) for f in fins} >= {
-        m for m in members if m != json.dumps(row["baseline_strategy"], sort_keys=True)}
+        m for m in members if m != json.dumps(row["baseline_strategy"], sort_keys=True)
+    }
     assert len(fins) >= 1
     assert [f["search_rank"] for f in fins] == sorted(f["search_rank"] for f in fins)
     for fin in fins:
@@ -732,20 +889,28 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
             assert pick["test_gain"] == by_key[pick["returns"]]["test_gain"]
     v = rules["veto"]
     assert (v["returns"] == "baseline") == (
-        v["upper_bound"] < 0 or rules["best_search_score"]["returns"] == "baseline")
+        v["upper_bound"] < 0 or rules["best_search_score"]["returns"] == "baseline"
+    )
     assert data["mean_gain_intervals"]["veto"]["mean"] == pytest.approx(v["test_gain"])
     # The pre-registered criteria, mechanically: margin over chosen clear of zero on the
     # items, and no pair significantly worse than the baseline.
-    for name, margin in (("ensemble", "ensemble_minus_chosen"), ("veto", "veto_minus_chosen"),
-                         ("best_search_score", "best_search_score_minus_chosen")):
+    for name, margin in (
+        ("ensemble", "ensemble_minus_chosen"),
+        ("veto", "veto_minus_chosen"),
+        ("best_search_score", "best_search_score_minus_chosen"),
+    ):
         crit, m = data["criteria"][name], data["mean_gain_intervals"][margin]
         assert crit["margin_over_chosen"] == m["mean"] and crit["pairs_missing"] == []
-        assert crit["met"] == (m["ci_items"][0] > 0
-                               and not crit["pairs_significantly_worse_than_baseline"])
+        assert crit["met"] == (
+            m["ci_items"][0] > 0 and not crit["pairs_significantly_worse_than_baseline"]
+        )
     for name in ("best_search_score", "veto"):
         pick = rules[name]
-        same = (row["chosen_is_baseline"] if pick["returns"] == "baseline"
-                else by_key[pick["returns"]]["strategy"] == row["chosen_strategy"])
+        same = (
+            row["chosen_is_baseline"]
+            if pick["returns"] == "baseline"
+            else by_key[pick["returns"]]["strategy"] == row["chosen_strategy"]
+        )
         if same:
             assert pick["minus_chosen"] == 0.0 and pick["minus_chosen_ci"] == [0.0, 0.0]
         else:  # the two judges' gains over the same baseline differ by the margin
@@ -762,11 +927,13 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(shared_data: Path, tmp_path: 
     assert again["pairs"][0]["finalists_on_test"] == fins
     assert again["pairs"][0]["rules_on_test"] == rules
     assert again["mean_relative_gain_best_search_score"] == pytest.approx(
-        rules["best_search_score"]["test_gain"] / abs(row["baseline"]))
+        rules["best_search_score"]["test_gain"] / abs(row["baseline"])
+    )
 
 
-def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path: Path,
-                                                    monkeypatch, capsys) -> None:
+def test_e2e_benchmark_stops_on_sigterm_and_resumes(
+    shared_data: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
     """SIGTERM (how a ``nohup ... &`` run is stopped) ends benchmarks/e2e.py with exit code
     130 and a line saying how to resume; the same command then finishes the pair without
     repeating a finished judge call."""
@@ -787,7 +954,8 @@ def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path:
     capsys.readouterr()
     assert e2e.main(args("run")) == 130  # main() sets up logging to stderr
     assert "stopped after 0 finished pair(s); run the same command to resume" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert not (tmp_path / "run.json").exists()
     first = len(fakes[-1].judge_requests)
@@ -796,8 +964,9 @@ def test_e2e_benchmark_stops_on_sigterm_and_resumes(shared_data: Path, tmp_path:
     assert e2e.main(args("run")) == 0
     # At most the calls in flight when the signal came are made again.
     assert first + len(fakes[-1].judge_requests) <= n_ref + 8
-    ref, run = (json.loads((tmp_path / f"{n}.json").read_text())["pairs"][0]
-                for n in ("ref", "run"))
+    ref, run = (
+        json.loads((tmp_path / f"{n}.json").read_text())["pairs"][0] for n in ("ref", "run")
+    )
     assert run["chosen_strategy"] == ref["chosen_strategy"]
     assert run["baseline"] == ref["baseline"] and run["chosen"] == ref["chosen"]
 
@@ -807,18 +976,23 @@ def test_optimizer_forbid_is_validated_and_the_baseline_must_be_allowed(task, re
     student = JudgeProgram(task, ASPECT, lm=fake.lm)
     with pytest.raises(ValueError, match=r"`forbid` entry 1 .*Unknown factor `tone`"):
         HPSS(budget=2, space=SPACE, progress=False, forbid=[{"tone": "formal"}]).compile(
-            student, trainset=records)
+            student, trainset=records
+        )
     base = baseline_strategy(task)
     with pytest.raises(ValueError, match="forbidden combination"):
-        HPSS(budget=2, space=SPACE, progress=False,
-             forbid=[{"cot": base["cot"], "scale": base["scale"]}]).compile(
-            student, trainset=records)
+        HPSS(
+            budget=2,
+            space=SPACE,
+            progress=False,
+            forbid=[{"cot": base["cot"], "scale": base["scale"]}],
+        ).compile(student, trainset=records)
     with pytest.raises(ValueError, match="forbid"):
         OptimizerConfig(forbid={"cot": "none"})  # type: ignore[arg-type]
 
 
 def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
-        shared_data: Path, tmp_path: Path) -> None:
+    shared_data: Path, tmp_path: Path
+) -> None:
     """benchmarks/rescore_e2e.py on the committed end-to-end results, without a model: the
     old rule recomputed from the stored judgements gives every recorded search score, the
     new finalists are eligible and ranked by the new score, and a rule whose picks were
@@ -847,14 +1021,18 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
                 assert pick["test_gain"] == 0.0
     relevance = next(r for r in data["pairs"] if r["aspect"] == "relevance")
     # The six strategies tied at 0.514 on one article each drop out of the finalists.
-    assert relevance["changed"] and all(f["old"] == pytest.approx(0.514, abs=1e-3)
-                                        for f in relevance["finalists_before"])
+    assert relevance["changed"] and all(
+        f["old"] == pytest.approx(0.514, abs=1e-3) for f in relevance["finalists_before"]
+    )
     assert all(f["new"] < 0.4 for f in relevance["finalists_now"])
     # The summary is each rule's mean over the pairs whose pick was judged on test, with the
     # end-to-end summary's two intervals around it.
     for rule in ("confirm", "veto", "best_search_score"):
-        gains = [r["rules_now"][rule]["test_gain"] for r in data["pairs"]
-                 if r["rules_now"][rule].get("test_gain") is not None]
+        gains = [
+            r["rules_now"][rule]["test_gain"]
+            for r in data["pairs"]
+            if r["rules_now"][rule].get("test_gain") is not None
+        ]
         mean = data["summary"][rule]["all"]
         assert mean["n_pairs"] == len(gains)
         assert mean["mean"] == pytest.approx(float(np.mean(gains)))

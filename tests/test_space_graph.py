@@ -12,8 +12,14 @@ from judgeopt.search import Factor, FactorGraph, FactorSpace, Strategy
 
 @pytest.fixture
 def space() -> FactorSpace:
-    return FactorSpace({"scale": [3, 5, 10], "criteria": ["none", "human", "self"],
-                        "autocot": ["off", "on"], "metrics": ["off", "on"]})
+    return FactorSpace(
+        {
+            "scale": [3, 5, 10],
+            "criteria": ["none", "human", "self"],
+            "autocot": ["off", "on"],
+            "metrics": ["off", "on"],
+        }
+    )
 
 
 def test_strategy_mapping_hash_and_json_round_trip(space: FactorSpace) -> None:
@@ -64,8 +70,10 @@ def test_enumeration_index_and_neighbours(space: FactorSpace) -> None:
     assert all(space.from_index(i) == s for i, s in enumerate(all_s))
     nb = space.neighbours(space.default())
     assert len(nb) == sum(len(f.values) - 1 for f in space.factors)
-    assert all(sum(a != b for a, b in zip(n.values(), space.default().values(), strict=True))
-               == 1 for n in nb)
+    assert all(
+        sum(a != b for a, b in zip(n.values(), space.default().values(), strict=True)) == 1
+        for n in nb
+    )
     assert FactorSpace.from_dict(json.loads(json.dumps(space.to_dict()))) == space
 
 
@@ -92,10 +100,17 @@ def test_constraints(space: FactorSpace) -> None:
 def test_artifacts_order_keys_and_sharing(space: FactorSpace) -> None:
     g = FactorGraph(space)
     g.add_artifact("criteria_text", inputs=["scale"], needed_when={"criteria": ["self"]})
-    g.add_artifact("autocot_steps", inputs=["criteria", "criteria_text", "scale"],
-                   needed_when={"autocot": ["on"]})
-    g.add_artifact("metrics_questions", inputs=["criteria", "criteria_text"],
-                   needed_when={"metrics": ["on"]}, per_sample=True)
+    g.add_artifact(
+        "autocot_steps",
+        inputs=["criteria", "criteria_text", "scale"],
+        needed_when={"autocot": ["on"]},
+    )
+    g.add_artifact(
+        "metrics_questions",
+        inputs=["criteria", "criteria_text"],
+        needed_when={"metrics": ["on"]},
+        per_sample=True,
+    )
     s = space.strategy(scale=10, criteria="self", autocot="on", metrics="on")
     reqs = g.artifacts_for(s)
     assert [r.name for r in reqs] == ["criteria_text", "autocot_steps", "metrics_questions"]

@@ -27,13 +27,20 @@ name = "answer"
 criteria = "Helpfulness: does the answer solve the customer's problem?"
 """
 
-QUESTIONS = [("Why is the sky blue?", "Rayleigh scattering of sunlight.", 5),
-             ("How do I reset my password?", "Click 'forgot password'.", 4),
-             ("What is 2+2?", "5", 1), ("Where is Paris?", "In France.", 5),
-             ("Can I get a refund?", "Maybe.", 2), ("Is it open on Sunday?", "Yes, 9-5.", 4),
-             ("Who wrote Hamlet?", "Shakespeare.", 5), ("Why?", "Because.", 1),
-             ("How long is shipping?", "3 days.", 4), ("What colour?", "Blue-ish?", 2),
-             ("Is it safe?", "It passed the tests.", 3), ("Do you ship abroad?", "No.", 3)]
+QUESTIONS = [
+    ("Why is the sky blue?", "Rayleigh scattering of sunlight.", 5),
+    ("How do I reset my password?", "Click 'forgot password'.", 4),
+    ("What is 2+2?", "5", 1),
+    ("Where is Paris?", "In France.", 5),
+    ("Can I get a refund?", "Maybe.", 2),
+    ("Is it open on Sunday?", "Yes, 9-5.", 4),
+    ("Who wrote Hamlet?", "Shakespeare.", 5),
+    ("Why?", "Because.", 1),
+    ("How long is shipping?", "3 days.", 4),
+    ("What colour?", "Blue-ish?", 2),
+    ("Is it safe?", "It passed the tests.", 3),
+    ("Do you ship abroad?", "No.", 3),
+]
 
 
 def rate_by_length(messages: list[dict[str, Any]]) -> str:
@@ -48,25 +55,44 @@ def test_minimal_task_is_ten_lines_and_renders_every_factor(tmp_path: Path) -> N
     path.write_text(MINIMAL)
     assert len([line for line in MINIMAL.splitlines() if line.strip()]) <= 10
     task = load_task(path)
-    assert (task.mode, task.judged_fields, task.noun, task.baseline_scale,
-            task.correlation_level) == ("pointwise", ("answer",), "answer", 5, "dataset")
+    assert (
+        task.mode,
+        task.judged_fields,
+        task.noun,
+        task.baseline_scale,
+        task.correlation_level,
+    ) == ("pointwise", ("answer",), "answer", 5, "dataset")
     assert task.field("question").label == "Question"
-    full = hpss_strategy(task, {"scale": 10, "examples": 0, "criteria": "self",
-                                "reference": "self", "cot": "suffix", "autocot": "on",
-                                "metrics": "on", "order": "IC-ER-TD", "decoding": "greedy"})
+    full = hpss_strategy(
+        task,
+        {
+            "scale": 10,
+            "examples": 0,
+            "criteria": "self",
+            "reference": "self",
+            "cot": "suffix",
+            "autocot": "on",
+            "metrics": "on",
+            "order": "IC-ER-TD",
+            "decoding": "greedy",
+        },
+    )
     text = render_template(task, "helpfulness", full)
     assert "## Question\n{question}" in text and "{answer}" in text
     assert "reference answer" in text
     inputs = {"question": "Q?", "answer": "A."}
     for kind in ("reference", "autocot", "metrics", "criteria"):
-        prompt = generation_prompt(task, "helpfulness", kind, scale=10, criteria_text="C.",
-                                   inputs=inputs)
+        prompt = generation_prompt(
+            task, "helpfulness", kind, scale=10, criteria_text="C.", inputs=inputs
+        )
         assert "{" not in prompt, (kind, prompt)
     # A pairwise task is as short.
     pair = tmp_path / "pair.toml"
-    pair.write_text('name = "pairs"\nmode = "pairwise"\n[[inputs]]\nname = "prompt"\n'
-                    '[[inputs]]\nname = "output_a"\n[[inputs]]\nname = "output_b"\n'
-                    '[aspects.overall]\ncriteria = "Overall: which output is better?"\n')
+    pair.write_text(
+        'name = "pairs"\nmode = "pairwise"\n[[inputs]]\nname = "prompt"\n'
+        '[[inputs]]\nname = "output_a"\n[[inputs]]\nname = "output_b"\n'
+        '[aspects.overall]\ncriteria = "Overall: which output is better?"\n'
+    )
     ptask = load_task(pair)
     assert ptask.judged_fields == ("output_a", "output_b")
     for kind in ("reference", "autocot", "metrics"):
@@ -89,8 +115,9 @@ def _write_csv(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def test_init_then_compile_on_a_plain_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_then_compile_on_a_plain_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import judgeopt.lm
 
     data = tmp_path / "mine.csv"
@@ -107,14 +134,32 @@ def test_init_then_compile_on_a_plain_csv(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate_by_length).lm)
     out = tmp_path / "judge.json"
     # The quick preset's space (scales 3, 10) does not hold this task's baseline scale (5).
-    rc = main(["compile", "--task", str(toml), "--aspect", "helpfulness", "--data", str(data),
-               "--optimizer", "quick", "--budget", "3", "--selection", "best",
-               "--out", str(out), "--no-progress", "--model", "openai/x"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            str(toml),
+            "--aspect",
+            "helpfulness",
+            "--data",
+            str(data),
+            "--optimizer",
+            "quick",
+            "--budget",
+            "3",
+            "--selection",
+            "best",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--model",
+            "openai/x",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     exported = json.loads(out.read_text())
     assert exported["validation"]["n"] == len(QUESTIONS)
-    rc = main(["evaluate", str(out), "--data", str(data), "--no-progress", "--model",
-               "openai/x"])
+    rc = main(["evaluate", str(out), "--data", str(data), "--no-progress", "--model", "openai/x"])
     assert rc == 0
 
 
@@ -122,23 +167,59 @@ def test_jsonl_with_a_score_key_and_init_errors(tmp_path: Path, monkeypatch, cap
     import judgeopt.lm
 
     data = tmp_path / "qa.jsonl"
-    data.write_text("".join(json.dumps({"question": q, "answer": a, "score": s}) + "\n"
-                            for q, a, s in QUESTIONS))
+    data.write_text(
+        "".join(
+            json.dumps({"question": q, "answer": a, "score": s}) + "\n" for q, a, s in QUESTIONS
+        )
+    )
     toml = tmp_path / "qa.toml"
     assert main(["init", "--data", str(data), "--out", str(toml)]) == 0
     assert load_task(toml).aspect_names == ("score",)
     # A task whose aspect is named otherwise reads `score` as the judged aspect's score.
     toml.write_text(MINIMAL)
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate_by_length).lm)
-    rc = main(["compile", "--task", str(toml), "--aspect", "helpfulness", "--data", str(data),
-               "--optimizer", "quick", "--budget", "2", "--selection", "best",
-               "--out", str(tmp_path / "j.json"), "--no-progress", "--model", "openai/x"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            str(toml),
+            "--aspect",
+            "helpfulness",
+            "--data",
+            str(data),
+            "--optimizer",
+            "quick",
+            "--budget",
+            "2",
+            "--selection",
+            "best",
+            "--out",
+            str(tmp_path / "j.json"),
+            "--no-progress",
+            "--model",
+            "openai/x",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     # A column the task does not name is refused, and the error says which ones it knows.
     bad = tmp_path / "bad.csv"
     bad.write_text("question,reply,helpfulness\nq,a,3\n")
-    rc = main(["compile", "--task", str(toml), "--aspect", "helpfulness", "--data", str(bad),
-               "--out", str(tmp_path / "k.json"), "--no-progress", "--model", "openai/x"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            str(toml),
+            "--aspect",
+            "helpfulness",
+            "--data",
+            str(bad),
+            "--out",
+            str(tmp_path / "k.json"),
+            "--no-progress",
+            "--model",
+            "openai/x",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "'reply'" in err and "['answer', 'question']" in err
     one = tmp_path / "one.csv"
@@ -147,8 +228,7 @@ def test_jsonl_with_a_score_key_and_init_errors(tmp_path: Path, monkeypatch, cap
     assert "at least 2 text columns" in capsys.readouterr().err
 
 
-def test_a_baseline_outside_the_presets_space_is_named(tmp_path: Path, monkeypatch,
-                                                        capsys) -> None:
+def test_a_baseline_outside_the_presets_space_is_named(tmp_path: Path, monkeypatch, capsys) -> None:
     import judgeopt.lm
 
     data = tmp_path / "mine.csv"
@@ -156,26 +236,46 @@ def test_a_baseline_outside_the_presets_space_is_named(tmp_path: Path, monkeypat
     toml = tmp_path / "wide.toml"
     toml.write_text(MINIMAL.replace("[1, 5]", "[1, 100]"))
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate_by_length).lm)
-    rc = main(["compile", "--task", str(toml), "--aspect", "helpfulness", "--data", str(data),
-               "--optimizer", "quick", "--out", str(tmp_path / "j.json"), "--no-progress",
-               "--model", "openai/x"])
+    rc = main(
+        [
+            "compile",
+            "--task",
+            str(toml),
+            "--aspect",
+            "helpfulness",
+            "--data",
+            str(data),
+            "--optimizer",
+            "quick",
+            "--out",
+            str(tmp_path / "j.json"),
+            "--no-progress",
+            "--model",
+            "openai/x",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "scale=100 (the space allows [3, 5, 10])" in err
     assert "baseline_scale" in err
 
 
-def test_init_reads_the_shared_schema_and_pairwise_labels(shared_data: Path,
-                                                          tmp_path: Path) -> None:
+def test_init_reads_the_shared_schema_and_pairwise_labels(
+    shared_data: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "se.toml"
-    assert main(["init", "--data", str(shared_data / "summeval" / "full.jsonl"), "--out",
-                 str(out)]) == 0
+    assert (
+        main(["init", "--data", str(shared_data / "summeval" / "full.jsonl"), "--out", str(out)])
+        == 0
+    )
     task = load_task(out)
     # SummEval's human `reference` input is a reserved name: left out, and said so.
     assert task.input_names == ("source", "summary") and "Left out" in out.read_text()
     assert task.aspect_names == ("coherence", "consistency", "fluency", "relevance")
     out = tmp_path / "pairs.toml"
-    assert main(["init", "--data", str(shared_data / "llmbar" / "natural.jsonl"), "--out",
-                 str(out)]) == 0
+    assert (
+        main(["init", "--data", str(shared_data / "llmbar" / "natural.jsonl"), "--out", str(out)])
+        == 0
+    )
     pair = load_task(out)
     assert pair.mode == "pairwise" and pair.judged_fields == ("output_a", "output_b")
     assert pair.aspect_names == ("overall",)

@@ -261,8 +261,10 @@ def test_mixed_per_scale_and_single_criteria_rejected() -> None:
         (lambda d: d["inputs"][0].update(name="criteria"), ["reserved", "'criteria'"]),
         (lambda d: d["inputs"][0].update(start="## S"), ["start", "markers"]),
         (lambda d: d.pop("score_range"), ["pointwise task needs", "score_range"]),
-        (lambda d: d["generation"].update(criteria="Criteria of {source}:"),
-         ["generation.criteria", "{source}"]),
+        (
+            lambda d: d["generation"].update(criteria="Criteria of {source}:"),
+            ["generation.criteria", "{source}"],
+        ),
         (
             lambda d: d["prompt"].update(instruction="Judge {aspec} now."),
             ["prompt.instruction", "{aspec}", "{aspect}"],

@@ -520,8 +520,9 @@ def test_serve_vllm_engine_behind_a_router(
     from judgeopt.lm import RouterLM, load_router_config, make_lm, start_servers
 
     config_path = tmp_path / "servers.yaml"
-    with start_servers(REAL_MODEL, replicas=1, engine="vllm", config_path=config_path,
-                       n_threads=1, n_ctx=4096) as group:
+    with start_servers(
+        REAL_MODEL, replicas=1, engine="vllm", config_path=config_path, n_threads=1, n_ctx=4096
+    ) as group:
         pids = group.pids
         config = load_router_config(config_path)
         assert [d.api_base for d in config.deployments] == [s.api_base for s in group.servers]

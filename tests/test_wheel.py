@@ -42,9 +42,23 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 def test_wheel_ships_tasks_and_presets_and_compiles(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(dist), str(ROOT)], check=True, capture_output=True,
-                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
     (wheel,) = dist.glob("judgeopt-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {p.name for p in (ROOT / "signatures").glob("*.toml")}
@@ -53,16 +67,19 @@ def test_wheel_ships_tasks_and_presets_and_compiles(tmp_path: Path) -> None:
     assert {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/optimizers/")} == presets
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     away = tmp_path / "elsewhere"
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([str(python), "-c", SCRIPT], cwd=away, env=env, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [str(python), "-c", SCRIPT], cwd=away, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     result = __import__("json").loads(out.stdout.strip().splitlines()[-1])
     # The package came from the wheel, not from the checkout.

@@ -54,20 +54,29 @@ class CheckpointMismatchError(JudgeoptError, ValueError):
     def __init__(self, path: Path, differences: list[tuple[str, Any, Any]]) -> None:
         self.path = path
         self.differences = differences
-        shown = "; ".join(f"{what}: {_short(old)} in the checkpoint, {_short(new)} now"
-                          for what, old, new in differences)
+        shown = "; ".join(
+            f"{what}: {_short(old)} in the checkpoint, {_short(new)} now"
+            for what, old, new in differences
+        )
         super().__init__(
             f"the checkpoint {path} belongs to another run ({shown}). Its results do not "
             "apply to this one: run again with --restart (Python: restart=True) to discard "
-            "it, or give another checkpoint directory (--checkpoint DIR, or another --out).")
+            "it, or give another checkpoint directory (--checkpoint DIR, or another --out)."
+        )
 
 
 def records_digest(records: Sequence[Record]) -> dict[str, Any]:
     """``{"records": n, "sha256": ...}`` of records' content (ids, groups, inputs, labels)."""
     h = hashlib.sha256()
     for r in records:
-        row = {"id": r.id, "group_id": r.group_id, "system_id": r.system_id,
-               "inputs": r.inputs, "scores": r.scores, "label": r.label}
+        row = {
+            "id": r.id,
+            "group_id": r.group_id,
+            "system_id": r.system_id,
+            "inputs": r.inputs,
+            "scores": r.scores,
+            "label": r.label,
+        }
         h.update(json.dumps(row, sort_keys=True, ensure_ascii=False, default=str).encode())
         h.update(b"\n")
     return {"records": len(records), "sha256": h.hexdigest()[:16]}
@@ -85,9 +94,12 @@ def model_identity(lm: Any) -> dict[str, Any]:
         cache_id = lm._cache_identity()[0]
     except Exception:  # noqa: BLE001 - an LM without judgeopt's cache identity
         cache_id = None
-    kwargs = {k: v for k, v in dict(getattr(lm, "kwargs", {}) or {}).items()
-              if k not in ("api_key", "api_base", "base_url", "cache", "num_retries")
-              and not k.startswith("_")}
+    kwargs = {
+        k: v
+        for k, v in dict(getattr(lm, "kwargs", {}) or {}).items()
+        if k not in ("api_key", "api_base", "base_url", "cache", "num_retries")
+        and not k.startswith("_")
+    }
     out: dict[str, Any] = {"model": str(ident), "decoding": _plain(kwargs)}
     if cache_id is not None and str(cache_id) != str(ident):
         out["weights"] = str(cache_id)
@@ -97,10 +109,18 @@ def model_identity(lm: Any) -> dict[str, Any]:
     return out
 
 
-def run_fingerprint(*, task: Any, aspect: str, baseline: Mapping[str, Any],
-                    trainset: Sequence[Record], valset: Sequence[Record] | None,
-                    config: Mapping[str, Any], lm: Any, max_tokens: int | None,
-                    decoding_params: Mapping[str, Any]) -> dict[str, Any]:
+def run_fingerprint(
+    *,
+    task: Any,
+    aspect: str,
+    baseline: Mapping[str, Any],
+    trainset: Sequence[Record],
+    valset: Sequence[Record] | None,
+    config: Mapping[str, Any],
+    lm: Any,
+    max_tokens: int | None,
+    decoding_params: Mapping[str, Any],
+) -> dict[str, Any]:
     """The flat description of a compile whose results a checkpoint holds.
 
     Args:
@@ -119,19 +139,21 @@ def run_fingerprint(*, task: Any, aspect: str, baseline: Mapping[str, Any],
     model = model_identity(lm)
     # NOTE: the ensemble size only changes what is built after the search from the stored
     # judgements, so adding --ensemble to a finished compile reuses its checkpoint.
-    ignored = {"budget", "threads", "max_consecutive_failures", "max_parse_failures",
-               "ensemble"}
+    ignored = {"budget", "threads", "max_consecutive_failures", "max_parse_failures", "ensemble"}
     fp: dict[str, Any] = {
         "format": _FORMAT,
         "task": f"{task.name} (definition sha256 "
-                f"{hashlib.sha256(task_def.encode()).hexdigest()[:16]})",
+        f"{hashlib.sha256(task_def.encode()).hexdigest()[:16]})",
         "aspect": aspect,
         "baseline strategy": _plain(dict(baseline)),
         "trainset": records_digest(trainset),
         "valset": "the trainset" if valset is None else records_digest(valset),
         "model": model.pop("model"),
-        "model decoding": {**model.pop("decoding"), "judge max_tokens": max_tokens,
-                           "decoding_params": _plain(dict(decoding_params))},
+        "model decoding": {
+            **model.pop("decoding"),
+            "judge max_tokens": max_tokens,
+            "decoding_params": _plain(dict(decoding_params)),
+        },
     }
     fp.update({f"model {k}": v for k, v in model.items()})
     for key, value in sorted(config.items()):
@@ -142,15 +164,17 @@ def run_fingerprint(*, task: Any, aspect: str, baseline: Mapping[str, Any],
     return fp
 
 
-def fingerprint_differences(old: Mapping[str, Any], new: Mapping[str, Any]
-                            ) -> list[tuple[str, Any, Any]]:
+def fingerprint_differences(
+    old: Mapping[str, Any], new: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
     """``(key, old value, new value)`` for every key whose value differs (missing: ``None``)."""
     keys = list(old) + [k for k in new if k not in old]
     return [(k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)]
 
 
-def check_fingerprint(directory: Path, fingerprint: Mapping[str, Any], *,
-                      has_results: bool) -> bool:
+def check_fingerprint(
+    directory: Path, fingerprint: Mapping[str, Any], *, has_results: bool
+) -> bool:
     """Check a checkpoint directory against this run's fingerprint, and record it.
 
     Args:
@@ -173,8 +197,9 @@ def check_fingerprint(directory: Path, fingerprint: Mapping[str, Any], *,
         except ValueError:
             old = None
         if not isinstance(old, dict):
-            raise CheckpointMismatchError(directory, [("fingerprint.json", "unreadable",
-                                                       "a valid one")])
+            raise CheckpointMismatchError(
+                directory, [("fingerprint.json", "unreadable", "a valid one")]
+            )
         diffs = fingerprint_differences(old, fingerprint)
         if diffs:
             raise CheckpointMismatchError(directory, diffs)
@@ -182,14 +207,20 @@ def check_fingerprint(directory: Path, fingerprint: Mapping[str, Any], *,
     if has_results:
         # NOTE: written by a judgeopt without fingerprints; its results are kept (they
         # cost compute) but cannot be checked.
-        log.warning("the checkpoint %s has no fingerprint (written by an older judgeopt): "
-                    "its results are reused unchecked; use --restart if the data, the model "
-                    "or the settings changed since", directory)
+        log.warning(
+            "the checkpoint %s has no fingerprint (written by an older judgeopt): "
+            "its results are reused unchecked; use --restart if the data, the model "
+            "or the settings changed since",
+            directory,
+        )
     write_text_atomic(path, json.dumps(dict(fingerprint), indent=1, ensure_ascii=False) + "\n")
     return has_results
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) \
+    text = (
+        json.dumps(value, ensure_ascii=False, default=str)
+        if not isinstance(value, str)
         else repr(value)
+    )
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -51,5 +51,5 @@ def import_optional(module: str, *, extra: str, purpose: str) -> ModuleType:
         if e.name not in (module, top):
             raise  # the package is there but one of its own imports failed: not ours to hide
         raise MissingDependencyError(
-            f"{purpose} needs the optional package {top!r}: {install_hint(extra)}",
-            name=e.name) from e
+            f"{purpose} needs the optional package {top!r}: {install_hint(extra)}", name=e.name
+        ) from e

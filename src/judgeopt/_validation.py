@@ -18,8 +18,9 @@ def _where(name: str, kind: str, owner: str | None) -> str:
     return f"The `{name}` {kind}" + (f" of {owner}" if owner else "")
 
 
-def _bounds(low: float | None, high: float | None, *, low_open: bool = False,
-            high_open: bool = False) -> str:
+def _bounds(
+    low: float | None, high: float | None, *, low_open: bool = False, high_open: bool = False
+) -> str:
     parts = []
     if low is not None:
         parts.append(f"{'>' if low_open else '>='} {low}")
@@ -29,18 +30,39 @@ def _bounds(low: float | None, high: float | None, *, low_open: bool = False,
 
 
 @overload
-def check_int(value: object, name: str, *, min_value: int | None = ...,
-              max_value: int | None = ..., allow_none: Literal[False] = ..., kind: str = ...,
-              owner: str | None = ...) -> int: ...
+def check_int(
+    value: object,
+    name: str,
+    *,
+    min_value: int | None = ...,
+    max_value: int | None = ...,
+    allow_none: Literal[False] = ...,
+    kind: str = ...,
+    owner: str | None = ...,
+) -> int: ...
 @overload
-def check_int(value: object, name: str, *, min_value: int | None = ...,
-              max_value: int | None = ..., allow_none: bool, kind: str = ...,
-              owner: str | None = ...) -> int | None: ...
+def check_int(
+    value: object,
+    name: str,
+    *,
+    min_value: int | None = ...,
+    max_value: int | None = ...,
+    allow_none: bool,
+    kind: str = ...,
+    owner: str | None = ...,
+) -> int | None: ...
 
 
-def check_int(value: object, name: str, *, min_value: int | None = None,
-              max_value: int | None = None, allow_none: bool = False, kind: str = "argument",
-              owner: str | None = None) -> int | None:
+def check_int(
+    value: object,
+    name: str,
+    *,
+    min_value: int | None = None,
+    max_value: int | None = None,
+    allow_none: bool = False,
+    kind: str = "argument",
+    owner: str | None = None,
+) -> int | None:
     """Return ``value`` as an ``int`` if it is an integer within the bounds, else raise.
 
     Args:
@@ -60,7 +82,8 @@ def check_int(value: object, name: str, *, min_value: int | None = None,
     if ok:
         number: int = int(value)  # type: ignore[call-overload]
         ok = (min_value is None or number >= min_value) and (
-            max_value is None or number <= max_value)
+            max_value is None or number <= max_value
+        )
     if not ok:
         bounds = _bounds(min_value, max_value)
         allowed = ("None or " if allow_none else "") + "an int" + (f" {bounds}" if bounds else "")
@@ -69,20 +92,45 @@ def check_int(value: object, name: str, *, min_value: int | None = None,
 
 
 @overload
-def check_number(value: object, name: str, *, min_value: float | None = ...,
-                 max_value: float | None = ..., min_open: bool = ..., max_open: bool = ...,
-                 allow_none: Literal[False] = ..., kind: str = ...,
-                 owner: str | None = ...) -> float: ...
+def check_number(
+    value: object,
+    name: str,
+    *,
+    min_value: float | None = ...,
+    max_value: float | None = ...,
+    min_open: bool = ...,
+    max_open: bool = ...,
+    allow_none: Literal[False] = ...,
+    kind: str = ...,
+    owner: str | None = ...,
+) -> float: ...
 @overload
-def check_number(value: object, name: str, *, min_value: float | None = ...,
-                 max_value: float | None = ..., min_open: bool = ..., max_open: bool = ...,
-                 allow_none: bool, kind: str = ..., owner: str | None = ...) -> float | None: ...
+def check_number(
+    value: object,
+    name: str,
+    *,
+    min_value: float | None = ...,
+    max_value: float | None = ...,
+    min_open: bool = ...,
+    max_open: bool = ...,
+    allow_none: bool,
+    kind: str = ...,
+    owner: str | None = ...,
+) -> float | None: ...
 
 
-def check_number(value: object, name: str, *, min_value: float | None = None,
-                 max_value: float | None = None, min_open: bool = False,
-                 max_open: bool = False, allow_none: bool = False, kind: str = "argument",
-                 owner: str | None = None) -> float | None:
+def check_number(
+    value: object,
+    name: str,
+    *,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    min_open: bool = False,
+    max_open: bool = False,
+    allow_none: bool = False,
+    kind: str = "argument",
+    owner: str | None = None,
+) -> float | None:
     """Return ``value`` as a finite ``float`` within the bounds, else raise.
 
     ``min_open`` / ``max_open`` make a bound exclusive. Integers are accepted, booleans, NaN and
@@ -103,7 +151,10 @@ def check_number(value: object, name: str, *, min_value: float | None = None,
             ok = number < max_value if max_open else number <= max_value
     if not ok:
         bounds = _bounds(min_value, max_value, low_open=min_open, high_open=max_open)
-        allowed = ("None or " if allow_none else "") + "a finite number" + (
-            f" {bounds}" if bounds else "")
+        allowed = (
+            ("None or " if allow_none else "")
+            + "a finite number"
+            + (f" {bounds}" if bounds else "")
+        )
         raise ValueError(f"{_where(name, kind, owner)} must be {allowed}. Got {value!r} instead.")
     return number

@@ -29,8 +29,14 @@ from typing import Any
 
 from .data import load_records, split_holdout
 
-__all__ = ["DEMO_PAIR", "E2E_SPLIT", "PER_GROUP", "explanations_only_in_baseline",
-           "find_shared_data", "run_demo"]
+__all__ = [
+    "DEMO_PAIR",
+    "E2E_SPLIT",
+    "PER_GROUP",
+    "explanations_only_in_baseline",
+    "find_shared_data",
+    "run_demo",
+]
 
 DEMO_PAIR: tuple[str, str] = ("sfres", "naturalness")
 """The demo's task and aspect (see docs/benchmarks.md, "The demo", for why this pair)."""
@@ -53,14 +59,18 @@ def find_shared_data() -> Path:
     """
     env = os.environ.get("JUDGEOPT_DATA")
     candidates = [Path(env)] if env else []
-    candidates += [Path(__file__).resolve().parents[3] / "shared" / "data",
-                   Path.cwd().parent / "shared" / "data", Path.cwd() / "shared" / "data"]
+    candidates += [
+        Path(__file__).resolve().parents[3] / "shared" / "data",
+        Path.cwd().parent / "shared" / "data",
+        Path.cwd() / "shared" / "data",
+    ]
     for c in candidates:
         if (c / "topical_chat").is_dir():
             return c
     raise FileNotFoundError(
         "The demo needs the shared datasets: set JUDGEOPT_DATA to the folder that holds "
-        "topical_chat/, sfres/, ..., or put it at ../shared/data beside the project.")
+        "topical_chat/, sfres/, ..., or put it at ../shared/data beside the project."
+    )
 
 
 def _head_groups(records: list[Any], n: int) -> list[Any]:
@@ -76,8 +86,9 @@ def _head_groups(records: list[Any], n: int) -> list[Any]:
     return out
 
 
-def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = None
-               ) -> tuple[list[Any], list[Any]]:
+def demo_split(
+    task: str, n_valid: int, n_test: int, data_dir: Path | None = None
+) -> tuple[list[Any], list[Any]]:
     """The demo's validation and test items of ``task`` (see the module docstring).
 
     Raises:
@@ -87,16 +98,21 @@ def demo_split(task: str, n_valid: int, n_test: int, data_dir: Path | None = Non
         raise ValueError(
             f"the demo draws from benchmarks/e2e.py's split: n_valid must be at most "
             f"{E2E_SPLIT['n_valid']} and n_test at most {E2E_SPLIT['n_test']}; got "
-            f"n_valid={n_valid}, n_test={n_test}")
+            f"n_valid={n_valid}, n_test={n_test}"
+        )
     root = data_dir or find_shared_data()
     records = load_records(root / task / "full.jsonl")
-    valid, test = split_holdout(records, E2E_SPLIT["n_valid"], E2E_SPLIT["n_test"],
-                                seed=E2E_SPLIT["seed"], per_group=PER_GROUP.get(task))
+    valid, test = split_holdout(
+        records,
+        E2E_SPLIT["n_valid"],
+        E2E_SPLIT["n_test"],
+        seed=E2E_SPLIT["seed"],
+        per_group=PER_GROUP.get(task),
+    )
     return _head_groups(valid, n_valid), _head_groups(test, n_test)
 
 
-def explanations_only_in_baseline(spec: Any, space: dict[str, list[Any]]
-                                  ) -> list[dict[str, Any]]:
+def explanations_only_in_baseline(spec: Any, space: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Forbidden combinations that leave the explanation (``cot`` other than ``none``) to
     the baseline: every other strategy of ``space`` rates without one.
 
@@ -123,16 +139,26 @@ def explanations_only_in_baseline(spec: Any, space: dict[str, list[Any]]
         for name in full.names:
             if name == "cot":
                 continue
-            out += [{"cot": c, name: v} for v in space.get(name, full[name].values)
-                    if v != base[name]]
+            out += [
+                {"cot": c, name: v} for v in space.get(name, full[name].values) if v != base[name]
+            ]
     return out
 
 
-def run_demo(*, model: str = "local", api_base: str | None = None,
-             task: str = DEMO_PAIR[0], aspect: str = DEMO_PAIR[1], n_valid: int = 40,
-             n_test: int = 100, budget: int = 6, out_dir: Path = Path("runs/demo"),
-             threads: int | None = None, parallel: int | None = None,
-             progress: bool = True) -> int:
+def run_demo(
+    *,
+    model: str = "local",
+    api_base: str | None = None,
+    task: str = DEMO_PAIR[0],
+    aspect: str = DEMO_PAIR[1],
+    n_valid: int = 40,
+    n_test: int = 100,
+    budget: int = 6,
+    out_dir: Path = Path("runs/demo"),
+    threads: int | None = None,
+    parallel: int | None = None,
+    progress: bool = True,
+) -> int:
     """Run the demo; print the search, the selection and the test comparison; write the judge.
 
     Args:
@@ -163,15 +189,21 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     valid, test = demo_split(task, n_valid, n_test)
     spec = load_task(task)
     spec.aspect(aspect)  # a clear error for an unknown aspect before the model loads
-    print(f"judgeopt demo: {task} / {aspect}, model {model}; {len(valid)} labelled items to "
-          f"compile on (half search, half confirmation), {len(test)} held-out test items, "
-          f"{budget} strategies.", flush=True)
+    print(
+        f"judgeopt demo: {task} / {aspect}, model {model}; {len(valid)} labelled items to "
+        f"compile on (half search, half confirmation), {len(test)} held-out test items, "
+        f"{budget} strategies.",
+        flush=True,
+    )
     t0 = time.perf_counter()
     local = parse_local_model(model) is not None
     if parallel is not None and not local:
         raise ValueError(f"`parallel` only applies to local models, not to {model!r}")
-    lm = make_lm(model, api_base=api_base,
-                 **({"parallel": parallel or RECOMMENDED_PARALLEL} if local else {}))
+    lm = make_lm(
+        model,
+        api_base=api_base,
+        **({"parallel": parallel or RECOMMENDED_PARALLEL} if local else {}),
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     preset = load_optimizer("quick")
     space = dict(preset.space)
@@ -182,10 +214,15 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     # An explanation costs several times a rating (docs/benchmarks.md, section 3): only the
     # baseline writes one, so the demo fits in minutes.
     forbid = explanations_only_in_baseline(spec, space)
-    optimizer = JudgeSearch.from_config(preset, budget=budget, space=space, forbid=forbid,
-                                        threads=threads,
-                                        checkpoint_dir=out_dir / "checkpoint",
-                                        progress=progress)
+    optimizer = JudgeSearch.from_config(
+        preset,
+        budget=budget,
+        space=space,
+        forbid=forbid,
+        threads=threads,
+        checkpoint_dir=out_dir / "checkpoint",
+        progress=progress,
+    )
     student = JudgeProgram(spec, aspect, lm=lm)
     judge = optimizer.compile(student, trainset=valid)
     judge = judge.with_report(judge.report_.with_model(model))
@@ -193,22 +230,30 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
     sel = judge.selection or {}
     print()
     best = "n/a" if res.best_score is None else f"{res.best_score:.3f}"
-    print(f"search: {res.evaluations} strategies on {sel.get('search_items', '?')} items, "
-          f"best {res.metric} {best} (biased upward: the best of {res.evaluations} noisy "
-          "scores)")
+    print(
+        f"search: {res.evaluations} strategies on {sel.get('search_items', '?')} items, "
+        f"best {res.metric} {best} (biased upward: the best of {res.evaluations} noisy "
+        "scores)"
+    )
     for message in sel.get("messages", []):
         print(message)
     kept = judge.strategy == student.strategy
     confirmed = sel.get("rule") in ("confirm", "veto") and bool(sel.get("confirm_items"))
-    why = ("no gain confirmed" if confirmed and sel.get("rule") == "confirm" else
-           "the search's best was the baseline or was vetoed" if confirmed else
-           "the best validation score")
+    why = (
+        "no gain confirmed"
+        if confirmed and sel.get("rule") == "confirm"
+        else "the search's best was the baseline or was vetoed"
+        if confirmed
+        else "the best validation score"
+    )
     print(f"chosen: {f'the MT-Bench baseline ({why})' if kept else judge.strategy}")
     baseline = judge.with_strategy(student.strategy)
-    tres, _, comp = evaluate_against(judge, baseline, test, threads=threads, progress=progress,
-                                     desc="test")
-    judge = judge.with_report(judge.report_.with_test(tres.summary(), tres.items,
-                                                      comparison=comp.to_dict()))
+    tres, _, comp = evaluate_against(
+        judge, baseline, test, threads=threads, progress=progress, desc="test"
+    )
+    judge = judge.with_report(
+        judge.report_.with_test(tres.summary(), tres.items, comparison=comp.to_dict())
+    )
     judge.save(out_dir / "judge.json")
     seconds = time.perf_counter() - t0
     print()
@@ -216,29 +261,45 @@ def run_demo(*, model: str = "local", api_base: str | None = None,
         print(line)
     lo, hi = comp.gain_ci
     if kept and confirmed:
-        verdict = (f"The compile kept the baseline ({why}), so the judge is not made worse.")
+        verdict = f"The compile kept the baseline ({why}), so the judge is not made worse."
     elif kept:
-        verdict = ("The compile kept the baseline: no strategy scored better on the "
-                   "validation items.")
+        verdict = (
+            "The compile kept the baseline: no strategy scored better on the validation items."
+        )
     elif lo is not None and lo > 0:
         verdict = "The chosen judge agrees with the human labels better than the baseline."
     elif hi is not None and hi < 0:
         verdict = "The chosen judge is worse than the baseline on these items."
     else:
-        verdict = (f"The difference is within noise at n = {comp.n}: these items cannot tell "
-                   "the two judges apart.")
+        verdict = (
+            f"The difference is within noise at n = {comp.n}: these items cannot tell "
+            "the two judges apart."
+        )
     print(verdict)
     problems = list(res.problems)
     for line in problems:
         print(f"problem: {line}")
     stats = lm.stats() if hasattr(lm, "stats") else None
     calls = "" if stats is None else f", {stats.calls} LLM calls, {stats.total_tokens} tokens"
-    print(f"\n{seconds / 60:.1f} minutes{calls}. Judge written to {out_dir / 'judge.json'} "
-          f"(inspect it with: judgeopt show {out_dir / 'judge.json'}).")
-    summary = {"task": task, "aspect": aspect, "model": model, "n_valid": len(valid),
-               "n_test": len(test), "budget": budget, "kept_baseline": kept,
-               "chosen_strategy": judge.strategy.as_dict(), "selection": sel,
-               "test": comp.to_dict(), "problems": problems, "seconds": seconds}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
-                                          encoding="utf-8")
+    print(
+        f"\n{seconds / 60:.1f} minutes{calls}. Judge written to {out_dir / 'judge.json'} "
+        f"(inspect it with: judgeopt show {out_dir / 'judge.json'})."
+    )
+    summary = {
+        "task": task,
+        "aspect": aspect,
+        "model": model,
+        "n_valid": len(valid),
+        "n_test": len(test),
+        "budget": budget,
+        "kept_baseline": kept,
+        "chosen_strategy": judge.strategy.as_dict(),
+        "selection": sel,
+        "test": comp.to_dict(),
+        "problems": problems,
+        "seconds": seconds,
+    }
+    (out_dir / "summary.json").write_text(
+        json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8"
+    )
     return 1 if problems else 0

@@ -62,9 +62,22 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 METRIC_COLUMNS: tuple[str, ...] = (
-    "n", "n_unparsed", "n_failed", "kendall", "kendall_tie_corrected", "pearson", "spearman",
-    "accuracy", "calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds",
-    "sample", "strategy")
+    "n",
+    "n_unparsed",
+    "n_failed",
+    "kendall",
+    "kendall_tie_corrected",
+    "pearson",
+    "spearman",
+    "accuracy",
+    "calls",
+    "cache_hits",
+    "prompt_tokens",
+    "completion_tokens",
+    "seconds",
+    "sample",
+    "strategy",
+)
 """The columns after the factor columns (``sample`` fingerprints the judged item ids)."""
 
 
@@ -99,8 +112,9 @@ def _resolve(factor: Factor, text: Value) -> Value:
     return resolve_prexme_value(factor, text)
 
 
-def select_subspace(space: FactorSpace, selection: Mapping[str, Sequence[Value] | str]
-                    ) -> FactorSpace:
+def select_subspace(
+    space: FactorSpace, selection: Mapping[str, Sequence[Value] | str]
+) -> FactorSpace:
     """The sub-space keeping only the selected values of the named factors.
 
     A factor that ``selection`` does not name keeps all its values; ``"all"`` (or ``["all"]``)
@@ -185,8 +199,9 @@ def load_grid_config(path: str | os.PathLike[str]) -> GridConfig:
     except tomllib.TOMLDecodeError as e:
         raise GridError(f"{p}: malformed TOML: {e}") from e
     except ValidationError as e:
-        problems = "; ".join(f"`{'.'.join(str(x) for x in err['loc'])}`: {err['msg']}"
-                             for err in e.errors())
+        problems = "; ".join(
+            f"`{'.'.join(str(x) for x in err['loc'])}`: {err['msg']}" for err in e.errors()
+        )
         raise GridError(f"{p}: {problems}") from e
 
 
@@ -217,7 +232,8 @@ def _read_table(path: Path, header: list[str]) -> list[dict[str, str]]:
         if reader.fieldnames != header:
             raise GridError(
                 f"{path} has the columns {reader.fieldnames!r}, but this run writes {header!r}: "
-                "it holds another kind of grid. Use another --out (or --overwrite).")
+                "it holds another kind of grid. Use another --out (or --overwrite)."
+            )
         return list(reader)
 
 
@@ -262,6 +278,7 @@ class GridResult:
 
     def best(self, metric: str = "kendall", k: int = 5) -> list[dict[str, str]]:
         """The ``k`` rows with the highest ``metric`` (empty cells last)."""
+
         def key(row: dict[str, str]) -> float:
             v = row.get(metric, "")
             return float(v) if v not in ("", None) else -math.inf
@@ -279,18 +296,22 @@ def _task_name(program: GridProgram) -> str:
 
 def _check_subspace(space: FactorSpace, full: FactorSpace) -> None:
     if space.names != full.names:
-        raise GridError(f"The grid's factors {list(space.names)!r} are not the judge's "
-                        f"{list(full.names)!r}.")
+        raise GridError(
+            f"The grid's factors {list(space.names)!r} are not the judge's {list(full.names)!r}."
+        )
     for f in space.factors:
         outside = [v for v in f.values if v not in full[f.name]]
         if outside:
-            raise GridError(f"Values {outside!r} are not values of factor `{f.name}`. Allowed "
-                            f"values: {list(full[f.name].values)!r}.")
+            raise GridError(
+                f"Values {outside!r} are not values of factor `{f.name}`. Allowed "
+                f"values: {list(full[f.name].values)!r}."
+            )
 
 
 def _item_lines(result: EvalResult, base: dict[str, Any], keep_outputs: bool) -> list[str]:
-    parsed = [float(i.score) for i in result.items
-              if i.score is not None and not isinstance(i.score, str)]
+    parsed = [
+        float(i.score) for i in result.items if i.score is not None and not isinstance(i.score, str)
+    ]
     fill = sum(parsed) / len(parsed) if parsed else None
     lines = []
     for i in result.items:
@@ -298,8 +319,14 @@ def _item_lines(result: EvalResult, base: dict[str, Any], keep_outputs: bool) ->
             judge: Any = i.score
         else:
             judge = float(i.score) if i.score is not None else fill
-        row = {**base, "id": i.id, "judge_score": judge, "human_score": i.human,
-               "parsed": i.score is not None, "error": i.error}
+        row = {
+            **base,
+            "id": i.id,
+            "judge_score": judge,
+            "human_score": i.human,
+            "parsed": i.score is not None,
+            "error": i.error,
+        }
         if keep_outputs:
             row["output"] = i.raw
         lines.append(json.dumps(row, ensure_ascii=False) + "\n")
@@ -316,8 +343,10 @@ def _tie_calibrated(result: EvalResult) -> float | None:
     fill = sum(parsed) / len(parsed)
     pred = [fill if i.score is None else float(i.score) for i in items]
     try:
-        return tie_calibrated_accuracy([float(i.human) for i in items],  # type: ignore[arg-type]
-                                       pred).accuracy
+        return tie_calibrated_accuracy(
+            [float(i.human) for i in items],  # type: ignore[arg-type]
+            pred,
+        ).accuracy
     except ValueError:
         return None
 
@@ -366,8 +395,9 @@ def run_grid(
     space = space or program.space
     _check_subspace(space, program.space)
     pairwise = getattr(program.task, "mode", "pointwise") == "pairwise"
-    missing = [r.id for r in records
-               if (r.label is None if pairwise else program.aspect not in r.scores)]
+    missing = [
+        r.id for r in records if (r.label is None if pairwise else program.aspect not in r.scores)
+    ]
     if missing:
         what = "a pairwise label" if pairwise else f"the human score `{program.aspect}`"
         raise GridError(f"{len(missing)} record(s) lack {what}, e.g. {missing[:3]!r}.")
@@ -391,7 +421,8 @@ def run_grid(
             raise GridError(
                 f"{table_path} already has results of {model} on {dataset} ({task}) for another "
                 f"sample of items (fingerprint {row['sample']}, this run {sample}: a different "
-                "--limit or data file?). Use another --out, the same sample, or --overwrite.")
+                "--limit or data file?). Use another --out, the same sample, or --overwrite."
+            )
         done[row["strategy"]] = row
     finished_keys = {(r["model"], r["dataset"], r["task"], r["strategy"]) for r in existing}
     _clean_items(items_path, finished_keys)
@@ -404,8 +435,9 @@ def run_grid(
         raise GridError(str(e)) from e
     skipped = len(strategies) - len(todo)
     if skipped:
-        log.info("resuming: %d of %d strategies already in %s", skipped, len(strategies),
-                 table_path)
+        log.info(
+            "resuming: %d of %d strategies already in %s", skipped, len(strategies), table_path
+        )
     table_path.parent.mkdir(parents=True, exist_ok=True)
     items_path.parent.mkdir(parents=True, exist_ok=True)
     new_table = not table_path.exists() or table_path.stat().st_size == 0
@@ -415,46 +447,77 @@ def run_grid(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(strategies), initial=skipped, desc=f"grid {dataset}",
-                   unit="strategy")
+        bar = tqdm(total=len(strategies), initial=skipped, desc=f"grid {dataset}", unit="strategy")
     try:
-        with table_path.open("a", encoding="utf-8", newline="") as tfh, \
-                items_path.open("a", encoding="utf-8") as ifh:
+        with (
+            table_path.open("a", encoding="utf-8", newline="") as tfh,
+            items_path.open("a", encoding="utf-8") as ifh,
+        ):
             if new_table:
                 _write_row(tfh, header)
             for s, judge in zip(todo, judges, strict=True):
-                res = evaluate(judge, records, lm=the_lm, threads=threads, progress=progress,
-                               desc=_short(s))
+                res = evaluate(
+                    judge, records, lm=the_lm, threads=threads, progress=progress, desc=_short(s)
+                )
                 calls += res.calls
-                base = {"model": model, "dataset": dataset, "task": task, **s.as_dict(),
-                        "strategy": s.key}
+                base = {
+                    "model": model,
+                    "dataset": dataset,
+                    "task": task,
+                    **s.as_dict(),
+                    "strategy": s.key,
+                }
                 ifh.writelines(_item_lines(res, base, keep_outputs))
                 _sync(ifh)
                 cells: dict[str, Any] = {
-                    "model": model, "dataset": dataset, "task": task, **s.as_dict(),
-                    "n": res.n, "n_unparsed": res.parse_failures, "n_failed": res.call_failures,
-                    "kendall": res.kendall, "kendall_tie_corrected": _tie_calibrated(res),
-                    "pearson": res.pearson, "spearman": res.spearman, "accuracy": res.accuracy,
-                    "calls": res.calls, "cache_hits": res.cache_hits,
+                    "model": model,
+                    "dataset": dataset,
+                    "task": task,
+                    **s.as_dict(),
+                    "n": res.n,
+                    "n_unparsed": res.parse_failures,
+                    "n_failed": res.call_failures,
+                    "kendall": res.kendall,
+                    "kendall_tie_corrected": _tie_calibrated(res),
+                    "pearson": res.pearson,
+                    "spearman": res.spearman,
+                    "accuracy": res.accuracy,
+                    "calls": res.calls,
+                    "cache_hits": res.cache_hits,
                     "prompt_tokens": res.prompt_tokens,
                     "completion_tokens": res.completion_tokens,
-                    "seconds": round(res.seconds, 3), "sample": sample, "strategy": s.key}
+                    "seconds": round(res.seconds, 3),
+                    "sample": sample,
+                    "strategy": s.key,
+                }
                 # The table row marks the strategy as finished: it is written last.
                 _write_row(tfh, [_fmt(cells[c]) for c in header])
                 _sync(tfh)
                 done[s.key] = {c: _fmt(cells[c]) for c in header}
-                log.info("%s: kendall=%s unparsed=%d calls=%d %.1fs", s, res.kendall,
-                         res.parse_failures, res.calls, res.seconds)
+                log.info(
+                    "%s: kendall=%s unparsed=%d calls=%d %.1fs",
+                    s,
+                    res.kendall,
+                    res.parse_failures,
+                    res.calls,
+                    res.seconds,
+                )
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(kendall=_fmt(res.kendall) or "-",
-                                    unparsed=res.parse_failures)
+                    bar.set_postfix(kendall=_fmt(res.kendall) or "-", unparsed=res.parse_failures)
     finally:
         if bar is not None:
             bar.close()
     rows = [done[s.key] for s in strategies if s.key in done]
-    return GridResult(table=table_path, items=items_path, rows=rows, evaluated=len(todo),
-                      skipped=skipped, calls=calls, seconds=time.perf_counter() - t0)
+    return GridResult(
+        table=table_path,
+        items=items_path,
+        rows=rows,
+        evaluated=len(todo),
+        skipped=skipped,
+        calls=calls,
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def _short(strategy: Strategy) -> str:

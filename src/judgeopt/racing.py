@@ -149,8 +149,16 @@ def checkpoint_sizes(n_units: int, fractions: Sequence[float], min_units: int) -
     return sorted(s for s in sizes if s < n_units) + [n_units]
 
 
-def upper_bound(estimate: float, m: int, n: int, *, metric: str, z: float,
-                level: str = "dataset", group_sd: float | None = None) -> float | None:
+def upper_bound(
+    estimate: float,
+    m: int,
+    n: int,
+    *,
+    metric: str,
+    z: float,
+    level: str = "dataset",
+    group_sd: float | None = None,
+) -> float | None:
     """Upper confidence bound on the full-set score from a partial score on ``m`` of ``n``.
 
     Args:
@@ -183,13 +191,20 @@ def upper_bound(estimate: float, m: int, n: int, *, metric: str, z: float,
         return 1.0  # a (near-)perfect partial score can reach anything
     var = c / (m - b) - c / (n - b)
     r = max(-_R_MAX, float(estimate))
-    return max(float(estimate),
-               float(math.tanh(math.atanh(r) + z * math.sqrt(max(var, 0.0)))))
+    return max(float(estimate), float(math.tanh(math.atanh(r) + z * math.sqrt(max(var, 0.0)))))
 
 
-def race_decision(estimate: float | None, m: int, n: int, threshold: float | None, *,
-                  metric: str, z: float, level: str = "dataset",
-                  group_sd: float | None = None) -> RaceDecision:
+def race_decision(
+    estimate: float | None,
+    m: int,
+    n: int,
+    threshold: float | None,
+    *,
+    metric: str,
+    z: float,
+    level: str = "dataset",
+    group_sd: float | None = None,
+) -> RaceDecision:
     """Keep or drop a candidate at a checkpoint (a pure function of its partial score).
 
     A candidate is dropped when it has a partial score, fewer than all units are judged, a
@@ -205,7 +220,7 @@ def race_decision(estimate: float | None, m: int, n: int, threshold: float | Non
     if estimate is None or not math.isfinite(estimate):
         return RaceDecision(False, None)
     bound = upper_bound(estimate, m, n, metric=metric, z=z, level=level, group_sd=group_sd)
-    drop = (m < n and threshold is not None and bound is not None and bound < threshold)
+    drop = m < n and threshold is not None and bound is not None and bound < threshold
     return RaceDecision(drop, bound)
 
 
@@ -215,8 +230,9 @@ def threshold(scores: Sequence[float], top: int) -> float | None:
     return finite[top - 1] if len(finite) >= top else None
 
 
-def unit_keys(humans: Sequence[Any], groups: Sequence[Hashable] | None
-              ) -> tuple[list[Hashable], list[Any], list[list[int]]]:
+def unit_keys(
+    humans: Sequence[Any], groups: Sequence[Hashable] | None
+) -> tuple[list[Hashable], list[Any], list[list[int]]]:
     """Units of a validation set: ``(unit ids, sort keys, item indices per unit)``.
 
     Without ``groups`` every item is a unit keyed by its human score (or label); with

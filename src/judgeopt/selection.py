@@ -154,15 +154,20 @@ def confirmation_split(
     rng = np.random.default_rng(seed)
     tie = rng.permutation(n)
     numeric = all(isinstance(k, (int, float)) for k in keys)
-    order = sorted(range(n), key=lambda u: ((float(keys[u]) if numeric else str(keys[u])),
-                                            int(tie[u])))
+    order = sorted(
+        range(n), key=lambda u: ((float(keys[u]) if numeric else str(keys[u])), int(tie[u]))
+    )
     offset = float(rng.random())
-    confirm_units = {u for rank, u in enumerate(order)
-                     if math.floor((rank + 1) * fraction + offset)
-                     - math.floor(rank * fraction + offset) == 1}
+    confirm_units = {
+        u
+        for rank, u in enumerate(order)
+        if math.floor((rank + 1) * fraction + offset) - math.floor(rank * fraction + offset) == 1
+    }
     if not confirm_units or len(confirm_units) == n:
-        raise ValueError(f"a confirmation split of {n} units at fraction {fraction} leaves a "
-                         "part empty; give more items or another fraction")
+        raise ValueError(
+            f"a confirmation split of {n} units at fraction {fraction} leaves a "
+            "part empty; give more items or another fraction"
+        )
     search = sorted(i for u in range(n) if u not in confirm_units for i in members[u])
     confirm = sorted(i for u in confirm_units for i in members[u])
     return search, confirm
@@ -198,12 +203,17 @@ class Finalist:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form."""
-        return {"key": self.key, "search_score": _num(self.search_score),
-                "confirm_score": _num(self.confirm_score), "gain": _num(self.gain.delta),
-                "gain_ci": [_num(self.gain.low), _num(self.gain.high)],
-                "lower_bound": _num(self.lower_bound),
-                "upper_bound": _num(self.upper_bound), "confirmed": self.confirmed,
-                "error": self.error}
+        return {
+            "key": self.key,
+            "search_score": _num(self.search_score),
+            "confirm_score": _num(self.confirm_score),
+            "gain": _num(self.gain.delta),
+            "gain_ci": [_num(self.gain.low), _num(self.gain.high)],
+            "lower_bound": _num(self.lower_bound),
+            "upper_bound": _num(self.upper_bound),
+            "confirmed": self.confirmed,
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -226,9 +236,13 @@ class SelectionResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form."""
-        return {"chosen": self.chosen, "baseline_score": _num(self.baseline_score),
-                "confidence": self.confidence, "reason": self.reason,
-                "finalists": [f.to_dict() for f in self.finalists]}
+        return {
+            "chosen": self.chosen,
+            "baseline_score": _num(self.baseline_score),
+            "confidence": self.confidence,
+            "reason": self.reason,
+            "finalists": [f.to_dict() for f in self.finalists],
+        }
 
 
 def _num(x: float) -> float | None:
@@ -283,9 +297,19 @@ def choose(
     """
     if not finalists:
         raise ValueError("choose() needs at least one finalist.")
-    out = _compare_finalists(human, baseline, finalists, search_scores=search_scores,
-                             keys=keys, method=method, groups=groups, confidence=confidence,
-                             interval=interval, n_resamples=n_resamples, seed=seed)
+    out = _compare_finalists(
+        human,
+        baseline,
+        finalists,
+        search_scores=search_scores,
+        keys=keys,
+        method=method,
+        groups=groups,
+        confidence=confidence,
+        interval=interval,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
     defined = [i for i, f in enumerate(out) if f.error is None]
     if not defined:
         raise ValueError(out[0].error)
@@ -294,17 +318,21 @@ def choose(
     if confirmed:
         chosen = max(confirmed, key=lambda i: (out[i].lower_bound, -i))
         f = out[chosen]
-        reason = (f"finalist {f.key!r} confirmed: gain {f.gain.delta:+.3f} over the baseline on "
-                  f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
-                  f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
-                  f"{f.lower_bound:+.3f} > 0)")
+        reason = (
+            f"finalist {f.key!r} confirmed: gain {f.gain.delta:+.3f} over the baseline on "
+            f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
+            f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
+            f"{f.lower_bound:+.3f} > 0)"
+        )
         return SelectionResult(chosen, out, base, confidence, reason + _undefined_note(out))
     best = max(defined, key=lambda i: (out[i].gain.delta, -i))
     f = out[best]
-    reason = (f"no finalist beat the baseline on the confirmation items: the best, "
-              f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
-              f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
-              f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept")
+    reason = (
+        f"no finalist beat the baseline on the confirmation items: the best, "
+        f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
+        f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
+        f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept"
+    )
     return SelectionResult(None, out, base, confidence, reason + _undefined_note(out))
 
 
@@ -349,30 +377,50 @@ def veto(
         ValueError: On mismatched lengths or invalid data, or ``confidence`` outside
             [0.5, 1).
     """
-    out = _compare_finalists(human, baseline, [candidate], search_scores=[search_score],
-                             keys=[key], method=method, groups=groups, confidence=confidence,
-                             interval=interval, n_resamples=n_resamples, seed=seed)
+    out = _compare_finalists(
+        human,
+        baseline,
+        [candidate],
+        search_scores=[search_score],
+        keys=[key],
+        method=method,
+        groups=groups,
+        confidence=confidence,
+        interval=interval,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
     f = out[0]
     base = f.gain.b
-    if (baseline_search_score is not None and math.isfinite(baseline_search_score)
-            and not baseline_search_score < search_score):
-        reason = (f"the baseline has the best search score ({baseline_search_score:.3f}; the "
-                  f"best other strategy, {key!r}, {search_score:.3f}), so it is kept")
+    if (
+        baseline_search_score is not None
+        and math.isfinite(baseline_search_score)
+        and not baseline_search_score < search_score
+    ):
+        reason = (
+            f"the baseline has the best search score ({baseline_search_score:.3f}; the "
+            f"best other strategy, {key!r}, {search_score:.3f}), so it is kept"
+        )
         return SelectionResult(None, out, base, confidence, reason)
     if f.error is not None:
-        reason = (f"the search's best, {key!r}, cannot be compared with the baseline on the "
-                  f"confirmation items ({f.error}), so the baseline is kept")
+        reason = (
+            f"the search's best, {key!r}, cannot be compared with the baseline on the "
+            f"confirmation items ({f.error}), so the baseline is kept"
+        )
         return SelectionResult(None, out, base, confidence, reason)
-    told = (f"gain {f.gain.delta:+.3f} on the confirmation items ({interval:.0%} interval "
-            f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} upper bound "
-            f"{f.upper_bound:+.3f}")
+    told = (
+        f"gain {f.gain.delta:+.3f} on the confirmation items ({interval:.0%} interval "
+        f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} upper bound "
+        f"{f.upper_bound:+.3f}"
+    )
     if f.upper_bound < 0:
-        reason = (f"the search's best, {key!r}, was vetoed: {told} < 0), so the baseline is "
-                  "kept")
+        reason = f"the search's best, {key!r}, was vetoed: {told} < 0), so the baseline is kept"
         return SelectionResult(None, out, base, confidence, reason)
     if f.gain.delta < 0:
-        reason = (f"the search's best, {key!r}, is kept although it scored below the "
-                  f"baseline on the confirmation items, not significantly: {told} >= 0)")
+        reason = (
+            f"the search's best, {key!r}, is kept although it scored below the "
+            f"baseline on the confirmation items, not significantly: {told} >= 0)"
+        )
     else:
         reason = f"the search's best, {key!r}, is kept (not vetoed: {told} >= 0)"
     return SelectionResult(0, out, base, confidence, reason)
@@ -402,16 +450,27 @@ def _compare_finalists(
     keys = list(keys) if keys is not None else list(range(len(finalists)))
     scores = list(search_scores) if search_scores is not None else [math.nan] * len(finalists)
     if len(keys) != len(finalists) or len(scores) != len(finalists):
-        raise ValueError(f"{len(finalists)} finalists need as many keys and search scores; "
-                         f"got {len(keys)} keys and {len(scores)} search scores.")
+        raise ValueError(
+            f"{len(finalists)} finalists need as many keys and search scores; "
+            f"got {len(keys)} keys and {len(scores)} search scores."
+        )
     out: list[Finalist] = []
 
     def boot(pred: Scores, level: float) -> PairedBootstrapResult:
         if method == "accuracy":
-            return paired_bootstrap_mean(pred, baseline, n_resamples=n_resamples,
-                                         confidence=level, seed=seed)
-        return paired_bootstrap(human, pred, baseline, method, groups,
-                                n_resamples=n_resamples, confidence=level, seed=seed)
+            return paired_bootstrap_mean(
+                pred, baseline, n_resamples=n_resamples, confidence=level, seed=seed
+            )
+        return paired_bootstrap(
+            human,
+            pred,
+            baseline,
+            method,
+            groups,
+            n_resamples=n_resamples,
+            confidence=level,
+            seed=seed,
+        )
 
     # Malformed input (a length that differs, NaN) is the caller's error and raises here,
     # naming the finalist; only an undefined comparison is recorded per finalist below.
@@ -428,8 +487,9 @@ def _compare_finalists(
             # scores or groups, or a judge that ranks nothing): this finalist is not
             # confirmed; the rule decides what that means for the choice.
             nan = math.nan
-            undefined = PairedBootstrapResult(nan, nan, nan, nan, nan, interval, nan, 0,
-                                              n_resamples, n_resamples)
+            undefined = PairedBootstrapResult(
+                nan, nan, nan, nan, nan, interval, nan, 0, n_resamples, n_resamples
+            )
             out.append(Finalist(key, float(s), nan, undefined, nan, False, str(e)))
             continue
         if confidence > 0.5:
@@ -438,8 +498,9 @@ def _compare_finalists(
             lower, upper = one_sided.low, one_sided.high
         else:
             lower = upper = two_sided.delta
-        out.append(Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0,
-                            upper_bound=upper))
+        out.append(
+            Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0, upper_bound=upper)
+        )
     return out
 
 
@@ -461,7 +522,7 @@ def _spearman_rows(h: np.ndarray, y: np.ndarray) -> np.ndarray:
     ry = rankdata(y, axis=1)
     rh = rh - rh.mean()
     ry = ry - ry.mean(axis=1, keepdims=True)
-    den = np.sqrt((rh ** 2).sum() * (ry ** 2).sum(axis=1))
+    den = np.sqrt((rh**2).sum() * (ry**2).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (ry @ rh) / den
     return np.where(den > 0, out, 0.0)
@@ -486,15 +547,20 @@ def _rating_cuts(levels: int, mode_share: float | None) -> np.ndarray:
     return np.array([NormalDist().inv_cdf(float(q)) for q in cum])
 
 
-def _judge_outputs(rng: np.random.Generator, h: np.ndarray, rho: np.ndarray,
-                   error_correlation: float, levels: int | None,
-                   mode_share: float | None = None) -> np.ndarray:
+def _judge_outputs(
+    rng: np.random.Generator,
+    h: np.ndarray,
+    rho: np.ndarray,
+    error_correlation: float,
+    levels: int | None,
+    mode_share: float | None = None,
+) -> np.ndarray:
     """Ratings of judges with Pearson correlation ``rho`` to ``h`` and correlated errors."""
     n = h.size
     shared = rng.standard_normal(n)
     own = rng.standard_normal((rho.size, n))
     err = math.sqrt(error_correlation) * shared + math.sqrt(1 - error_correlation) * own
-    y = rho[:, None] * h[None, :] + np.sqrt(1 - rho ** 2)[:, None] * err
+    y = rho[:, None] * h[None, :] + np.sqrt(1 - rho**2)[:, None] * err
     if levels is not None:
         # A coarse rating scale: cut at standard normal quantiles (ties, as judges give).
         # Every judge's ratings are standard normal before the cut, so the cut gives each
@@ -559,28 +625,37 @@ def simulate_selection(
     """
     if levels is not None:
         # numpy integers count (a grid over np.arange); bools do not.
-        if isinstance(levels, (bool, np.bool_)) or not isinstance(levels, numbers.Integral) \
-                or levels < 2:
+        if (
+            isinstance(levels, (bool, np.bool_))
+            or not isinstance(levels, numbers.Integral)
+            or levels < 2
+        ):
             raise ValueError(f"`levels` must be an integer >= 2 or None, got {levels!r}")
         levels = int(levels)
     if mode_share is not None:
         if levels is None:
-            raise ValueError("`mode_share` needs `levels` (ratings cut to rating values), "
-                             "got levels=None")
-        if isinstance(mode_share, (bool, np.bool_)) \
-                or not isinstance(mode_share, numbers.Real) \
-                or not 1.0 / levels < mode_share < 1.0:
-            raise ValueError(f"`mode_share` must be above 1/levels = {1.0 / levels:.3f} and "
-                             f"below 1, got {mode_share!r}")
+            raise ValueError(
+                "`mode_share` needs `levels` (ratings cut to rating values), got levels=None"
+            )
+        if (
+            isinstance(mode_share, (bool, np.bool_))
+            or not isinstance(mode_share, numbers.Real)
+            or not 1.0 / levels < mode_share < 1.0
+        ):
+            raise ValueError(
+                f"`mode_share` must be above 1/levels = {1.0 / levels:.3f} and "
+                f"below 1, got {mode_share!r}"
+            )
     if configs is None:
         configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}
     # One stream for the simulated data and one per run for the rules' randomness, so the
     # rules compared in a run see the same data, split and resamples, and adding a rule to
     # ``configs`` does not change the data of later runs.
     rng = np.random.default_rng(seed)
-    run_seeds = np.random.default_rng([seed, 1]).integers(2 ** 31, size=(n_runs, 2))
+    run_seeds = np.random.default_rng([seed, 1]).integers(2**31, size=(n_runs, 2))
     stats: dict[str, dict[str, list[float]]] = {
-        name: {"worse": [], "baseline": [], "true": [], "claimed": []} for name in configs}
+        name: {"worse": [], "baseline": [], "true": [], "claimed": []} for name in configs
+    }
     exists = []
     for run in range(n_runs):
         split_seed, boot_seed = (int(x) for x in run_seeds[run])
@@ -596,24 +671,36 @@ def simulate_selection(
                 pick = int(np.argmax(scores))  # the baseline wins ties (index 0)
                 claimed = float(scores[pick] - scores[0])
             else:
-                search, confirm = confirmation_split(h, None, fraction=cfg.confirm_fraction,
-                                                     seed=split_seed)
+                search, confirm = confirmation_split(
+                    h, None, fraction=cfg.confirm_fraction, seed=split_seed
+                )
                 s_scores = _spearman_rows(h[search], y[:, search])
                 ranked = [int(i) for i in np.argsort(-s_scores, kind="stable") if i != 0]
                 top = ranked[: cfg.compared]
                 if cfg.rule == "veto":
-                    result = veto(h[confirm], y[0, confirm], y[top[0], confirm],
-                                  search_score=float(s_scores[top[0]]),
-                                  baseline_search_score=float(s_scores[0]),
-                                  confidence=cfg.confidence, n_resamples=n_resamples,
-                                  seed=boot_seed)
+                    result = veto(
+                        h[confirm],
+                        y[0, confirm],
+                        y[top[0], confirm],
+                        search_score=float(s_scores[top[0]]),
+                        baseline_search_score=float(s_scores[0]),
+                        confidence=cfg.confidence,
+                        n_resamples=n_resamples,
+                        seed=boot_seed,
+                    )
                 else:
-                    result = choose(h[confirm], y[0, confirm], [y[i, confirm] for i in top],
-                                    confidence=cfg.confidence, n_resamples=n_resamples,
-                                    seed=boot_seed)
+                    result = choose(
+                        h[confirm],
+                        y[0, confirm],
+                        [y[i, confirm] for i in top],
+                        confidence=cfg.confidence,
+                        n_resamples=n_resamples,
+                        seed=boot_seed,
+                    )
                 pick = 0 if result.chosen is None else top[result.chosen]
-                claimed = (0.0 if result.chosen is None
-                           else result.finalists[result.chosen].gain.delta)
+                claimed = (
+                    0.0 if result.chosen is None else result.finalists[result.chosen].gain.delta
+                )
             stats[name]["worse"].append(float(true[pick] < true[0]))
             stats[name]["baseline"].append(float(pick == 0))
             stats[name]["true"].append(float(true[pick] - true[0]))
@@ -621,11 +708,12 @@ def simulate_selection(
     out: dict[str, dict[str, float]] = {}
     for name, s in stats.items():
         t = np.asarray(s["true"])
-        out[name] = {"p_worse": float(np.mean(s["worse"])),
-                     "p_baseline": float(np.mean(s["baseline"])),
-                     "mean_true_gain": float(t.mean()),
-                     "se_true_gain": float(t.std(ddof=1) / math.sqrt(t.size)) if t.size > 1
-                     else math.nan,
-                     "mean_claimed_gain": float(np.mean(s["claimed"])),
-                     "p_best_exists": float(np.mean(exists))}
+        out[name] = {
+            "p_worse": float(np.mean(s["worse"])),
+            "p_baseline": float(np.mean(s["baseline"])),
+            "mean_true_gain": float(t.mean()),
+            "se_true_gain": float(t.std(ddof=1) / math.sqrt(t.size)) if t.size > 1 else math.nan,
+            "mean_claimed_gain": float(np.mean(s["claimed"])),
+            "p_best_exists": float(np.mean(exists)),
+        }
     return out

@@ -114,10 +114,13 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
         raise ValueError(
             f"{p}: a task needs at least {3 if pairwise else 2} text columns (the context and "
             f"the judged {'outputs' if pairwise else 'field'}); found {texts!r} among the "
-            f"columns {order!r}")
+            f"columns {order!r}"
+        )
     if not pairwise and not numbers:
-        raise ValueError(f"{p}: no numeric score column (the human scores) and no pairwise "
-                         f"`label` column among {order!r}")
+        raise ValueError(
+            f"{p}: no numeric score column (the human scores) and no pairwise "
+            f"`label` column among {order!r}"
+        )
     task_name = _NOT_IDENT.sub("_", name or p.stem) or "my_task"
     judged = texts[-2:] if pairwise else texts[-1:]
     lines = [
@@ -125,38 +128,48 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
         f"#   judgeopt compile --task {task_name}.toml --aspect "
         f"{'overall' if pairwise else _ident(next(iter(numbers)))} --data {p.name} "
         "--out judge.json",
-        "# Every key left out has a default (docs/tasks.md, \"A minimal task\").",
+        '# Every key left out has a default (docs/tasks.md, "A minimal task").',
         f"name = {json.dumps(task_name)}",
-        f"mode = \"{'pairwise' if pairwise else 'pointwise'}\"",
+        f'mode = "{"pairwise" if pairwise else "pointwise"}"',
         "# The judged input field(s); the other inputs are shown as context.",
         f"judged_fields = {json.dumps(judged)}",
     ]
     if not pairwise:
         all_scores = [x for xs in numbers.values() for x in xs]
-        lo, hi = (math.floor(min(all_scores)), math.ceil(max(all_scores))) if all_scores \
-            else (1, 5)
+        lo, hi = (math.floor(min(all_scores)), math.ceil(max(all_scores))) if all_scores else (1, 5)
         if hi <= lo:
             hi = lo + 1
-        lines += [f"# The human scores in the data lie in {lo} .. {hi}.",
-                  f"score_range = [{lo}, {hi}]"]
+        lines += [
+            f"# The human scores in the data lie in {lo} .. {hi}.",
+            f"score_range = [{lo}, {hi}]",
+        ]
     lines.append("")
     lines.append("# The input fields, in prompt order (`label` is the heading the judge sees).")
     if reserved:
         lines.append(f"# Left out (a reserved name or not an identifier): {', '.join(reserved)}.")
     for column in texts:
-        lines += ["[[inputs]]", f"name = {json.dumps(column)}",
-                  f"label = {json.dumps(column.replace('_', ' ').capitalize())}", ""]
+        lines += [
+            "[[inputs]]",
+            f"name = {json.dumps(column)}",
+            f"label = {json.dumps(column.replace('_', ' ').capitalize())}",
+            "",
+        ]
     aspects = ["overall"] if pairwise else [_ident(c) for c in numbers]
-    lines.append("# One aspect per score column. Edit the criteria: what makes a good "
-                 + ("response" if pairwise else judged[0].replace("_", " ")) + " here.")
+    lines.append(
+        "# One aspect per score column. Edit the criteria: what makes a good "
+        + ("response" if pairwise else judged[0].replace("_", " "))
+        + " here."
+    )
     for aspect, column in zip(aspects, ["label"] if pairwise else list(numbers), strict=True):
         lines += [f"[aspects.{aspect}]"]
         if not pairwise and aspect != column:
             lines.append(f"# scores from the column {column!r}")
         label = aspect.replace("_", " ")
         noun = "response" if pairwise else judged[0].replace("_", " ")
-        text = (f"{label.capitalize()}: which response follows the instruction and answers "
-                "it better." if pairwise else
-                f"{label.capitalize()}: how good the {noun} is in {label}.")
+        text = (
+            f"{label.capitalize()}: which response follows the instruction and answers it better."
+            if pairwise
+            else f"{label.capitalize()}: how good the {noun} is in {label}."
+        )
         lines += [f"criteria = {json.dumps(text)}", ""]
     return "\n".join(lines)

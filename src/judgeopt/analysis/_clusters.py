@@ -75,7 +75,8 @@ class ItemScores:
 
     columns: tuple[str, ...]
     entries: Mapping[tuple[str, ...], tuple[tuple[str, ...], FloatArray, FloatArray]] = field(
-        repr=False)
+        repr=False
+    )
     source: str = "<records>"
 
     @classmethod
@@ -119,8 +120,9 @@ class ItemScores:
             key = tuple("" if row[c] is None else str(row[c]).strip() for c in cols)
             item = str(row[item_column]).strip()
             if (key, item) in seen:
-                raise ValueError(f"{where}: item {item!r} repeats for "
-                                 f"{dict(zip(cols, key, strict=True))}.")
+                raise ValueError(
+                    f"{where}: item {item!r} repeats for {dict(zip(cols, key, strict=True))}."
+                )
             seen.add((key, item))
             human = _parse_number(row[human_column], human_column, where)
             if not math.isfinite(human):
@@ -131,8 +133,10 @@ class ItemScores:
             hum.append(human)
         if not raw:
             raise ValueError(f"{source} has no item rows.")
-        entries = {k: (tuple(ids), np.asarray(j, dtype=np.float64),
-                       np.asarray(h, dtype=np.float64)) for k, (ids, j, h) in raw.items()}
+        entries = {
+            k: (tuple(ids), np.asarray(j, dtype=np.float64), np.asarray(h, dtype=np.float64))
+            for k, (ids, j, h) in raw.items()
+        }
         return cls(columns=cols, entries=entries, source=source)
 
     def get(self, key: Mapping[str, str]) -> tuple[tuple[str, ...], FloatArray, FloatArray] | None:
@@ -160,9 +164,13 @@ def load_items(
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"Item scores file not found: {path}")
-    kw: dict[str, Any] = dict(columns=columns, item_column=item_column,
-                              judge_column=judge_column, human_column=human_column,
-                              source=path.name)
+    kw: dict[str, Any] = dict(
+        columns=columns,
+        item_column=item_column,
+        judge_column=judge_column,
+        human_column=human_column,
+        source=path.name,
+    )
     with path.open(newline="", encoding="utf-8") as fh:
         if path.suffix.lower() == ".csv":
             return ItemScores.from_records(csv.DictReader(fh), **kw)
@@ -181,8 +189,9 @@ def load_items(
 
 
 # --------------------------------------------------------------------------- tests
-def fisher_z_pvalue(r_best: float, n_best: float, r_other: float, n_other: float,
-                    method: str = "kendall") -> float:
+def fisher_z_pvalue(
+    r_best: float, n_best: float, r_other: float, n_other: float, method: str = "kendall"
+) -> float:
     """One-sided p-value of "``r_best`` > ``r_other``" for two independent correlations.
 
     Fisher's ``z = atanh(r)`` with the variance of ``method`` (see the module docstring).
@@ -197,8 +206,10 @@ def fisher_z_pvalue(r_best: float, n_best: float, r_other: float, n_other: float
         raise ValueError(f"`method` must be one of {list(METHODS)!r}. Got {method!r} instead.")
     c, k = _FISHER[method]
     if not (n_best > k and n_other > k):
-        raise ValueError(f"The Fisher-z test of {method} needs more than {k:g} items; "
-                         f"got {n_best:g} and {n_other:g}.")
+        raise ValueError(
+            f"The Fisher-z test of {method} needs more than {k:g} items; "
+            f"got {n_best:g} and {n_other:g}."
+        )
     lim = 1.0 - 1e-9
     z_b = math.atanh(min(lim, max(-lim, r_best)))
     z_o = math.atanh(min(lim, max(-lim, r_other)))
@@ -209,8 +220,7 @@ def fisher_z_pvalue(r_best: float, n_best: float, r_other: float, n_other: float
 def _infer_method(objective: str, method: str | None) -> str:
     if method is not None:
         if method not in METHODS:
-            raise ValueError(
-                f"`method` must be one of {list(METHODS)!r}. Got {method!r} instead.")
+            raise ValueError(f"`method` must be one of {list(METHODS)!r}. Got {method!r} instead.")
         return method
     for m in METHODS:
         if m in objective.lower():
@@ -242,11 +252,14 @@ def _paired_pvalue(
     a_idx, b_idx = np.asarray(ia, dtype=np.intp), np.asarray(ib, dtype=np.intp)
     human = best[2][a_idx]
     if not np.allclose(human, other[2][b_idx], rtol=0.0, atol=1e-9):
-        raise ValueError("The item scores give different human scores for the same item id in "
-                         "the two compared strategies; item ids must identify the same item.")
+        raise ValueError(
+            "The item scores give different human scores for the same item id in "
+            "the two compared strategies; item ids must identify the same item."
+        )
     try:
-        res = permutation_test(human, best[1][a_idx], other[1][b_idx], method=method,
-                               n_resamples=n_resamples, seed=rng)
+        res = permutation_test(
+            human, best[1][a_idx], other[1][b_idx], method=method, n_resamples=n_resamples, seed=rng
+        )
     except ValueError:
         # Fewer than 3 shared items, or a constant side: the correlation is undefined.
         return math.nan
@@ -279,11 +292,17 @@ class RankedStrategy:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form."""
+
         def num(v: float | None) -> float | None:
             return None if v is None or not math.isfinite(v) else round(float(v), 6)
-        return {"config": dict(self.config), "value": num(self.value),
-                "n_items": num(self.n_items), "p_value": num(self.p_value),
-                "in_cluster": self.in_cluster}
+
+        return {
+            "config": dict(self.config),
+            "value": num(self.value),
+            "n_items": num(self.n_items),
+            "p_value": num(self.p_value),
+            "in_cluster": self.in_cluster,
+        }
 
 
 @dataclass(frozen=True)
@@ -324,24 +343,37 @@ class Cluster:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form."""
-        return {"setting": dict(self.setting), "compared": self.compared, "test": self.test,
-                "method": self.method, "alpha": self.alpha,
-                "n_candidates": self.n_candidates, "n_tested": self.n_tested,
-                "size": self.size, "ranked": [r.to_dict() for r in self.ranked]}
+        return {
+            "setting": dict(self.setting),
+            "compared": self.compared,
+            "test": self.test,
+            "method": self.method,
+            "alpha": self.alpha,
+            "n_candidates": self.n_candidates,
+            "n_tested": self.n_tested,
+            "size": self.size,
+            "ranked": [r.to_dict() for r in self.ranked],
+        }
 
 
-def _choose_test(table: ResultsTable, items: ItemScores | None, method: str | None,
-                 test: str | None) -> tuple[str, str | None]:
+def _choose_test(
+    table: ResultsTable, items: ItemScores | None, method: str | None, test: str | None
+) -> tuple[str, str | None]:
     if test is None:
-        test = "permutation" if items is not None else (
-            "fisher-z" if table.n_items is not None else "none")
+        test = (
+            "permutation"
+            if items is not None
+            else ("fisher-z" if table.n_items is not None else "none")
+        )
     if test not in TESTS:
         raise ValueError(f"`test` must be one of {list(TESTS)!r}. Got {test!r} instead.")
     if test == "permutation" and items is None:
         raise ValueError("The permutation test needs per-item scores: pass `items`.")
     if test == "fisher-z" and table.n_items is None:
-        raise ValueError("The Fisher-z test needs the number of items behind each value: load "
-                         "the table with `n_column`.")
+        raise ValueError(
+            "The Fisher-z test needs the number of items behind each value: load "
+            "the table with `n_column`."
+        )
     if test == "none":
         return test, None
     return test, _infer_method(table.objective, method)
@@ -382,7 +414,8 @@ def _build_cluster(
                 pvals[i] = _paired_pvalue(best, other, method, n_resamples, rng)
                 n_tested += 1
     flags: list[bool | None] = [
-        None if p is None or not math.isfinite(p) else bool(p > alpha) for p in pvals]
+        None if p is None or not math.isfinite(p) else bool(p > alpha) for p in pvals
+    ]
     size: int | None = None
     # Without a test, or when the best itself could not be tested, there is no cluster.
     if test != "none" and (n == 1 or n_tested):
@@ -392,11 +425,27 @@ def _build_cluster(
     # NOTE: every cluster member is listed even beyond max_candidates, so the report can
     # name them all (Fisher-z tests every candidate).
     shown = [i for i in range(n) if i < keep or flags[i]]
-    ranked = tuple(RankedStrategy(config=cands[i][0], value=cands[i][1],
-                                  n_items=cands[i][2], p_value=pvals[i], in_cluster=flags[i])
-                   for i in shown)
-    return Cluster(setting=setting, compared=compared, test=test, method=method,
-                   alpha=alpha, n_candidates=n, n_tested=n_tested, size=size, ranked=ranked)
+    ranked = tuple(
+        RankedStrategy(
+            config=cands[i][0],
+            value=cands[i][1],
+            n_items=cands[i][2],
+            p_value=pvals[i],
+            in_cluster=flags[i],
+        )
+        for i in shown
+    )
+    return Cluster(
+        setting=setting,
+        compared=compared,
+        test=test,
+        method=method,
+        alpha=alpha,
+        n_candidates=n,
+        n_tested=n_tested,
+        size=size,
+        ranked=ranked,
+    )
 
 
 def _check_common(alpha: float, max_candidates: int, n_resamples: int) -> None:
@@ -455,11 +504,29 @@ def best_strategies(
             continue
         rows = rows[np.argsort(-table.values[rows], kind="stable")]
         setting = dict(zip(table.group, key, strict=True))
-        cands = [(table.config(int(r)), float(table.values[r]), _n(table, int(r)),
-                  {**setting, **table.config(int(r))}) for r in rows]
-        out.append(_build_cluster(setting, "strategy", cands, test=test, method=method,
-                                  items=items, alpha=alpha, max_candidates=max_candidates,
-                                  n_resamples=n_resamples, rng=rng))
+        cands = [
+            (
+                table.config(int(r)),
+                float(table.values[r]),
+                _n(table, int(r)),
+                {**setting, **table.config(int(r))},
+            )
+            for r in rows
+        ]
+        out.append(
+            _build_cluster(
+                setting,
+                "strategy",
+                cands,
+                test=test,
+                method=method,
+                items=items,
+                alpha=alpha,
+                max_candidates=max_candidates,
+                n_resamples=n_resamples,
+                rng=rng,
+            )
+        )
     return out
 
 
@@ -513,12 +580,29 @@ def best_between(
             if rows.size == 0:
                 continue
             r = int(rows[np.argmax(table.values[rows])])
-            cands.append(({between: name, **table.config(r)}, float(table.values[r]),
-                          _n(table, r), {**setting, between: name, **table.config(r)}))
+            cands.append(
+                (
+                    {between: name, **table.config(r)},
+                    float(table.values[r]),
+                    _n(table, r),
+                    {**setting, between: name, **table.config(r)},
+                )
+            )
         if not cands:
             continue
         cands.sort(key=lambda c: -c[1])
-        out.append(_build_cluster(setting, between, cands, test=test, method=method,
-                                  items=items, alpha=alpha, max_candidates=len(cands),
-                                  n_resamples=n_resamples, rng=rng))
+        out.append(
+            _build_cluster(
+                setting,
+                between,
+                cands,
+                test=test,
+                method=method,
+                items=items,
+                alpha=alpha,
+                max_candidates=len(cands),
+                n_resamples=n_resamples,
+                rng=rng,
+            )
+        )
     return out

@@ -64,8 +64,18 @@ def plot_shares(
     fig = _figure(max(7.0, 5.6 * len(panels) + 1.6), height)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     fig.get_layout_engine().set(wspace=0.04)
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-              "#17becf", "#bcbd22", "#7f7f7f"]
+    colors = [
+        "#1f77b4",
+        "#ff7f0e",
+        "#2ca02c",
+        "#d62728",
+        "#9467bd",
+        "#8c564b",
+        "#e377c2",
+        "#17becf",
+        "#bcbd22",
+        "#7f7f7f",
+    ]
     y = np.arange(n_lab, dtype=float)
     top = max([max(v) for _, series in panels for _, v in series if len(v)] + [1.0])
     for ax, (panel, series) in zip(axes, panels, strict=True):
@@ -73,10 +83,16 @@ def plot_shares(
         for s, (name, vals) in enumerate(series):
             pos = y - 0.4 + bar * (s + 0.5)
             base = s == 0
-            ax.barh(pos, list(vals), height=bar * 0.9, label=name,
-                    color="#bdbdbd" if base else colors[(s - 1) % len(colors)],
-                    hatch="///" if base else None, edgecolor="#757575" if base else "none",
-                    linewidth=0.4)
+            ax.barh(
+                pos,
+                list(vals),
+                height=bar * 0.9,
+                label=name,
+                color="#bdbdbd" if base else colors[(s - 1) % len(colors)],
+                hatch="///" if base else None,
+                edgecolor="#757575" if base else "none",
+                linewidth=0.4,
+            )
         ax.set_yticks(y, [_short(v, 28) for v in labels])
         ax.set_xlim(0, min(100.0, top * 1.1 + 2))
         ax.set_xlabel(xlabel)
@@ -123,8 +139,7 @@ def plot_heatmap(
     cm = mpl.colormaps[cmap].with_extremes(bad="white")
     im = ax.imshow(masked, cmap=cm, vmin=vmin, vmax=vmax, aspect="auto")
     size = 8 if max(n_r, n_c) <= 8 else 7
-    ax.set_xticks(np.arange(n_c), [_short(c) for c in cols], rotation=45, ha="right",
-                  fontsize=size)
+    ax.set_xticks(np.arange(n_c), [_short(c) for c in cols], rotation=45, ha="right", fontsize=size)
     ax.set_yticks(np.arange(n_r), [_short(r) for r in rows], fontsize=size)
     if max(n_r, n_c) <= 14:
         for i in range(n_r):
@@ -133,8 +148,15 @@ def plot_heatmap(
                 if math.isfinite(v):
                     r, g, b, _ = cm(im.norm(v))
                     dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-                    ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=size,
-                            color="white" if dark else "black")
+                    ax.text(
+                        j,
+                        i,
+                        fmt.format(v),
+                        ha="center",
+                        va="center",
+                        fontsize=size,
+                        color="white" if dark else "black",
+                    )
     ax.set_title(title, fontsize=10)
     if xlabel:
         ax.set_xlabel(xlabel)

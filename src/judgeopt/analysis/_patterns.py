@@ -174,8 +174,10 @@ class TopPrompts:
             {(): {'a': 1.0, 'b': 0.0}}
         """
         counts = self.counts(column, by=by, value_groups=value_groups, among=among)
-        return {key: {label: c / sum(row.values()) for label, c in row.items()}
-                for key, row in counts.items()}
+        return {
+            key: {label: c / sum(row.values()) for label, c in row.items()}
+            for key, row in counts.items()
+        }
 
 
 def top_prompts(
@@ -200,8 +202,10 @@ def top_prompts(
     Raises:
         ValueError: On a ``fraction`` outside ``(0, 1]`` or an unknown column.
     """
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not (
-        0.0 < float(fraction) <= 1.0
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not (0.0 < float(fraction) <= 1.0)
     ):
         raise ValueError(f"`fraction` must be a number in (0, 1]. Got {fraction!r} instead.")
     cols = table.group if within is None else tuple(within)
@@ -216,8 +220,9 @@ def top_prompts(
         cut = float(np.quantile(table.values[rows], 1.0 - float(fraction)))
         mask |= rows & (table.values >= cut)
         thresholds[" / ".join(key) or "all"] = cut
-    return TopPrompts(table=table, fraction=float(fraction), within=cols, mask=mask,
-                      thresholds=thresholds)
+    return TopPrompts(
+        table=table, fraction=float(fraction), within=cols, mask=mask, thresholds=thresholds
+    )
 
 
 # --------------------------------------------------------------------------- rankings
@@ -231,8 +236,10 @@ def _cell_values(
     order = idx[np.argsort(flat[idx], kind="stable")]
     bounds = np.searchsorted(flat[order], np.arange(n_r * n_c + 1))
     vals = table.values[order]
-    return [[vals[bounds[r * n_c + c]: bounds[r * n_c + c + 1]] for c in range(n_c)]
-            for r in range(n_r)]
+    return [
+        [vals[bounds[r * n_c + c] : bounds[r * n_c + c + 1]] for c in range(n_c)]
+        for r in range(n_r)
+    ]
 
 
 def pattern_scores(
@@ -265,8 +272,10 @@ def pattern_scores(
     check_aggregation(aggregation)
     mask = _row_mask(table, where)
     codes = table.codes[column]
-    return {v: aggregate(table.values[mask & (codes == i)], aggregation)
-            for i, v in enumerate(table.levels[column])}
+    return {
+        v: aggregate(table.values[mask & (codes == i)], aggregation)
+        for i, v in enumerate(table.levels[column])
+    }
 
 
 def pattern_ranking(
@@ -278,8 +287,9 @@ def pattern_ranking(
 ) -> list[tuple[str, float]]:
     """The values of ``column`` sorted by :func:`pattern_scores`, best first (``NaN`` last)."""
     scores = pattern_scores(table, column, aggregation=aggregation, where=where)
-    return sorted(scores.items(), key=lambda kv: (math.isnan(kv[1]), -kv[1]
-                                                 if not math.isnan(kv[1]) else 0.0))
+    return sorted(
+        scores.items(), key=lambda kv: (math.isnan(kv[1]), -kv[1] if not math.isnan(kv[1]) else 0.0)
+    )
 
 
 # --------------------------------------------------------------------------- stability
@@ -331,9 +341,11 @@ class Stability:
 
     def _extreme_pair(self, pick: Any) -> tuple[str, str, float] | None:
         i, j = np.triu_indices(len(self.labels), k=1)
-        cand = [(self.labels[a], self.labels[b], float(self.tau[a, b]))
-                for a, b in zip(i.tolist(), j.tolist(), strict=True)
-                if np.isfinite(self.tau[a, b])]
+        cand = [
+            (self.labels[a], self.labels[b], float(self.tau[a, b]))
+            for a, b in zip(i.tolist(), j.tolist(), strict=True)
+            if np.isfinite(self.tau[a, b])
+        ]
         return pick(cand, key=lambda c: c[2]) if cand else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -363,14 +375,24 @@ def _tau_matrix(scores: FloatArray) -> FloatArray:
 
 
 def _stability_from_cells(
-    table: ResultsTable, target: str, changed: str, aggregation: str,
+    table: ResultsTable,
+    target: str,
+    changed: str,
+    aggregation: str,
     cells: list[list[FloatArray]],
 ) -> Stability:
-    scores = np.array([[aggregate(c, aggregation) for c in row] for row in cells],
-                      dtype=np.float64).reshape(len(cells), len(table.levels[target]))
-    return Stability(target=target, changed=changed, aggregation=aggregation,
-                     labels=table.levels[changed], target_labels=table.levels[target],
-                     scores=scores, tau=_tau_matrix(scores))
+    scores = np.array(
+        [[aggregate(c, aggregation) for c in row] for row in cells], dtype=np.float64
+    ).reshape(len(cells), len(table.levels[target]))
+    return Stability(
+        target=target,
+        changed=changed,
+        aggregation=aggregation,
+        labels=table.levels[changed],
+        target_labels=table.levels[target],
+        scores=scores,
+        tau=_tau_matrix(scores),
+    )
 
 
 def _check_pair(table: ResultsTable, target: str, changed: str) -> None:
@@ -442,8 +464,9 @@ class AggregationComparison:
     @property
     def ranking(self) -> list[tuple[str, float]]:
         """Aggregations sorted by stability, most stable first."""
-        return sorted(self.stability.items(),
-                      key=lambda kv: -kv[1] if math.isfinite(kv[1]) else math.inf)
+        return sorted(
+            self.stability.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else math.inf
+        )
 
     @property
     def best(self) -> str:
@@ -453,8 +476,9 @@ class AggregationComparison:
     def significantly_better(self, name: str, alpha: float = 0.05) -> list[str]:
         """The aggregations that ``name`` beats with ``p <= alpha``."""
         i = self.aggregations.index(name)
-        return [b for j, b in enumerate(self.aggregations)
-                if j != i and self.p_values[i, j] <= alpha]
+        return [
+            b for j, b in enumerate(self.aggregations) if j != i and self.p_values[i, j] <= alpha
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form."""
@@ -463,8 +487,9 @@ class AggregationComparison:
             "changed": list(self.changed),
             "aggregations": list(self.aggregations),
             "stability": {a: _num(v) for a, v in self.stability.items()},
-            "per_changed": {a: {d: _num(v) for d, v in row.items()}
-                            for a, row in self.per_changed.items()},
+            "per_changed": {
+                a: {d: _num(v) for d, v in row.items()} for a, row in self.per_changed.items()
+            },
             "p_values": [[_num(v) for v in row] for row in self.p_values.tolist()],
             "n_resamples": self.n_resamples,
             "best": self.best,
@@ -513,8 +538,7 @@ def compare_aggregations(
             non-positive ``n_resamples``.
     """
     table.check_dimension(target, "target")
-    dims = tuple(d for d in table.dimensions if d != target) if changed is None else tuple(
-        changed)
+    dims = tuple(d for d in table.dimensions if d != target) if changed is None else tuple(changed)
     if not dims:
         raise ValueError("`changed` must name at least one other column.")
     for d in dims:
@@ -547,9 +571,15 @@ def compare_aggregations(
             if i == j:
                 continue
             p[i, j] = _sign_flip_p(all_taus[a] - all_taus[b], w, signs)
-    return AggregationComparison(target=target, changed=tuple(used), aggregations=aggs,
-                                 per_changed=per_changed, stability=stability, p_values=p,
-                                 n_resamples=n_resamples)
+    return AggregationComparison(
+        target=target,
+        changed=tuple(used),
+        aggregations=aggs,
+        per_changed=per_changed,
+        stability=stability,
+        p_values=p,
+        n_resamples=n_resamples,
+    )
 
 
 def _nanmean(values: list[float]) -> float:

@@ -112,16 +112,20 @@ class Analysis:
             if column in cols:
                 continue
             out["by"][" / ".join(cols)] = {
-                " / ".join(k): v for k, v in top.shares(column, by=cols, value_groups=vg).items()}
+                " / ".join(k): v for k, v in top.shares(column, by=cols, value_groups=vg).items()
+            }
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form of the whole analysis."""
         t = self.table
-        shares = {f: {k: _round_tree(v) for k, v in self.share_tables(f).items()}
-                  for f in t.factors}
-        group_shares = {f: {k: _round_tree(v) for k, v in self.share_tables(f, groups=True)
-                            .items()} for f in self.value_groups}
+        shares = {
+            f: {k: _round_tree(v) for k, v in self.share_tables(f).items()} for f in t.factors
+        }
+        group_shares = {
+            f: {k: _round_tree(v) for k, v in self.share_tables(f, groups=True).items()}
+            for f in self.value_groups
+        }
         return {
             "judgeopt_version": __version__,
             "source": t.source,
@@ -132,9 +136,11 @@ class Analysis:
             "n_missing": t.n_missing,
             "missing_by_setting": t.missing_by_setting(),
             "levels": {d: list(v) for d, v in t.levels.items()},
-            "significance": {"test": self.test,
-                             "method": self.best[0].method if self.best else None,
-                             "alpha": self.best[0].alpha if self.best else None},
+            "significance": {
+                "test": self.test,
+                "method": self.best[0].method if self.best else None,
+                "alpha": self.best[0].alpha if self.best else None,
+            },
             "best": [c.to_dict() for c in self.best],
             "between": self.between,
             "best_between": [c.to_dict() for c in self.best_between],
@@ -164,8 +170,9 @@ def _round_tree(obj: Any) -> Any:
     return obj
 
 
-def _check_value_groups(table: ResultsTable, value_groups: ValueGroupSpec | None
-                        ) -> dict[str, dict[str, list[str]]]:
+def _check_value_groups(
+    table: ResultsTable, value_groups: ValueGroupSpec | None
+) -> dict[str, dict[str, list[str]]]:
     out: dict[str, dict[str, list[str]]] = {}
     for column, cats in (value_groups or {}).items():
         if column not in table.factors:
@@ -174,10 +181,10 @@ def _check_value_groups(table: ResultsTable, value_groups: ValueGroupSpec | None
                 f"{list(table.factors)!r}."
             )
         if not isinstance(cats, Mapping) or not cats:
-            raise ValueError(f"`value_groups[{column!r}]` must map category names to lists of "
-                             "values.")
-        out[column] = {str(k): list(v) if not isinstance(v, str) else [v]
-                       for k, v in cats.items()}
+            raise ValueError(
+                f"`value_groups[{column!r}]` must map category names to lists of values."
+            )
+        out[column] = {str(k): list(v) if not isinstance(v, str) else [v] for k, v in cats.items()}
         # Validates the values (raises naming the allowed ones).
         top_prompts(table, fraction=1.0).counts(column, value_groups=out[column])
     return out
@@ -232,25 +239,64 @@ def analyze(
         between = table.group[0]
     rng = np.random.default_rng(seed)
     top = top_prompts(table, fraction=fraction)
-    best = best_strategies(table, items=items, test=test, method=method, alpha=alpha,
-                           max_candidates=max_candidates, n_resamples=n_resamples, seed=rng)
-    versus = (best_between(table, between, items=items, test=test, method=method, alpha=alpha,
-                           n_resamples=n_resamples, seed=rng) if between else [])
-    rankings = {f: {a: pattern_scores(table, f, aggregation=a) for a in aggs}
-                for f in table.factors}
+    best = best_strategies(
+        table,
+        items=items,
+        test=test,
+        method=method,
+        alpha=alpha,
+        max_candidates=max_candidates,
+        n_resamples=n_resamples,
+        seed=rng,
+    )
+    versus = (
+        best_between(
+            table,
+            between,
+            items=items,
+            test=test,
+            method=method,
+            alpha=alpha,
+            n_resamples=n_resamples,
+            seed=rng,
+        )
+        if between
+        else []
+    )
+    rankings = {
+        f: {a: pattern_scores(table, f, aggregation=a) for a in aggs} for f in table.factors
+    }
     dims = [d for d in table.dimensions if len(table.levels[d]) >= 2]
-    stability = {(t, d): ranking_stability(table, t, d, aggregation=aggregation)
-                 for t in dims for d in dims if t != d}
+    stability = {
+        (t, d): ranking_stability(table, t, d, aggregation=aggregation)
+        for t in dims
+        for d in dims
+        if t != d
+    }
     comparisons = {}
     if len(aggs) >= 2:
         for f in table.factors:
             if len(table.levels[f]) >= 2 and any(d != f for d in dims):
                 comparisons[f] = compare_aggregations(
-                    table, f, changed=[d for d in dims if d != f], aggregations=aggs,
-                    n_resamples=n_resamples, seed=rng)
-    analysis = Analysis(table=table, top=top, value_groups=groups, best=best, between=between,
-                        best_between=versus, aggregation=aggregation, rankings=rankings,
-                        stability=stability, comparisons=comparisons)
+                    table,
+                    f,
+                    changed=[d for d in dims if d != f],
+                    aggregations=aggs,
+                    n_resamples=n_resamples,
+                    seed=rng,
+                )
+    analysis = Analysis(
+        table=table,
+        top=top,
+        value_groups=groups,
+        best=best,
+        between=between,
+        best_between=versus,
+        aggregation=aggregation,
+        rankings=rankings,
+        stability=stability,
+        comparisons=comparisons,
+    )
     return replace(analysis, findings=_findings(analysis), notes=_notes(analysis))
 
 
@@ -275,17 +321,20 @@ def _findings(a: Analysis) -> list[str]:
             label = " / ".join(cl.setting.values()) or "all"
             wins.setdefault(cl.best.config[between], []).append(f"{label} {_f(cl.best.value)}")
         for name, won in wins.items():
-            out.append(f"{name} has the best {obj} in {len(won)} of {len(a.best_between)} "
-                       f"settings ({', '.join(won)}).")
+            out.append(
+                f"{name} has the best {obj} in {len(won)} of {len(a.best_between)} "
+                f"settings ({', '.join(won)})."
+            )
         if a.test != "none":
             parts = []
             for cl in a.best_between:
                 members = [r.config[between] for r in cl.members]
                 label = " / ".join(cl.setting.values()) or "all"
                 parts.append(f"{label}: {', '.join(members)}")
-            out.append(f"Top significance cluster of the best per {a.between} "
-                       f"({a.test}, alpha {a.best_between[0].alpha:g}): " + "; ".join(parts)
-                       + ".")
+            out.append(
+                f"Top significance cluster of the best per {a.between} "
+                f"({a.test}, alpha {a.best_between[0].alpha:g}): " + "; ".join(parts) + "."
+            )
     # Patterns among the top strategies, per value of `between`.
     pct = f"{100 * a.top.fraction:g} %"
     if a.between:
@@ -299,7 +348,8 @@ def _findings(a: Analysis) -> list[str]:
                 out.append(
                     f"{key[0]}: the most frequent {f} among its top {pct} strategies is "
                     f"{v!r} ({k}/{n} = {_pct(k / n)}; {_pct(b)} of all its strategies, "
-                    f"two-sided binomial p {_p(_binom_p(k, n, b))}).")
+                    f"two-sided binomial p {_p(_binom_p(k, n, b))})."
+                )
     for f, cats in a.value_groups.items():
         for cat in cats:
             rate = a.top.shares(f, value_groups=cats, among="all")[()][cat]
@@ -308,16 +358,21 @@ def _findings(a: Analysis) -> list[str]:
             if a.between:
                 cnt = a.top.counts(f, by=(a.between,), value_groups=cats)
                 rates = a.top.shares(f, by=(a.between,), value_groups=cats, among="all")
-                for key, row in sorted(cnt.items(), key=lambda kv: -kv[1][cat] / sum(
-                        kv[1].values())):
+                for key, row in sorted(
+                    cnt.items(), key=lambda kv: -kv[1][cat] / sum(kv[1].values())
+                ):
                     n = sum(row.values())
-                    parts.append(f"{key[0]} {_pct(row[cat] / n)} ({row[cat]}/{n}, "
-                                 f"p {_p(_binom_p(row[cat], n, rates[key][cat]))})")
+                    parts.append(
+                        f"{key[0]} {_pct(row[cat] / n)} ({row[cat]}/{n}, "
+                        f"p {_p(_binom_p(row[cat], n, rates[key][cat]))})"
+                    )
             n_all = sum(overall.values())
             parts.append(f"all {_pct(overall[cat] / n_all)}")
-            out.append(f"{f} '{cat}' among the top {pct} strategies: {', '.join(parts)}; "
-                       f"{_pct(rate)} of all strategies (p: two-sided binomial test against "
-                       "the base rate).")
+            out.append(
+                f"{f} '{cat}' among the top {pct} strategies: {', '.join(parts)}; "
+                f"{_pct(rate)} of all strategies (p: two-sided binomial test against "
+                "the base rate)."
+            )
     # Aggregations.
     if a.comparisons:
         for f, comp in a.comparisons.items():
@@ -327,12 +382,16 @@ def _findings(a: Analysis) -> list[str]:
                 f"Most stable ranking of {f}: by {rank[0][0]} (mean Kendall tau "
                 f"{_f(rank[0][1], 3)} between settings; next {rank[1][0]} "
                 f"{_f(rank[1][1], 3)}); {rank[0][0]} is significantly (p <= 0.05) more "
-                f"stable than {', '.join(beats) if beats else 'none of the others'}.")
+                f"stable than {', '.join(beats) if beats else 'none of the others'}."
+            )
         aggs = next(iter(a.comparisons.values())).aggregations
         mean = {g: _nanmean([c.stability[g] for c in a.comparisons.values()]) for g in aggs}
         order = sorted(mean.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else math.inf)
-        out.append("Averaged over the factors, the aggregations rank by stability as: "
-                   + ", ".join(f"{g} {_f(v, 3)}" for g, v in order) + ".")
+        out.append(
+            "Averaged over the factors, the aggregations rank by stability as: "
+            + ", ".join(f"{g} {_f(v, 3)}" for g, v in order)
+            + "."
+        )
     # Stability per changed dimension, factor targets.
     for d in t.dimensions:
         rows = [(f, a.stability[(f, d)]) for f in t.factors if (f, d) in a.stability]
@@ -342,11 +401,16 @@ def _findings(a: Analysis) -> list[str]:
         parts = []
         for f, s in rows:
             hi = s.most_stable_pair()
-            extra = f", most stable {hi[0]} vs {hi[1]} {_f(hi[2], 2)}" if hi and len(
-                s.labels) > 2 else ""
+            extra = (
+                f", most stable {hi[0]} vs {hi[1]} {_f(hi[2], 2)}"
+                if hi and len(s.labels) > 2
+                else ""
+            )
             parts.append(f"{f} {_f(s.mean_tau, 3)}{extra}")
-        out.append(f"When {d} changes, the {a.aggregation} rankings keep a mean Kendall tau "
-                   f"of: {'; '.join(parts)}.")
+        out.append(
+            f"When {d} changes, the {a.aggregation} rankings keep a mean Kendall tau "
+            f"of: {'; '.join(parts)}."
+        )
     # Stability of the top shares across the other group columns (e.g. across tasks).
     for g in t.group:
         if g == a.between or len(t.levels[g]) < 2:
@@ -357,9 +421,11 @@ def _findings(a: Analysis) -> list[str]:
                 continue
             spread = {v: [row[v] for row in sh.values()] for v in t.levels[f]}
             v, vals = max(spread.items(), key=lambda kv: max(kv[1]) - min(kv[1]))
-            out.append(f"Across {g}, the top {pct} share of a {f} value changes by at most "
-                       f"{100 * (max(vals) - min(vals)):.1f} points ({v!r}: "
-                       f"{_pct(min(vals))} to {_pct(max(vals))}).")
+            out.append(
+                f"Across {g}, the top {pct} share of a {f} value changes by at most "
+                f"{100 * (max(vals) - min(vals)):.1f} points ({v!r}: "
+                f"{_pct(min(vals))} to {_pct(max(vals))})."
+            )
     return out
 
 
@@ -368,13 +434,17 @@ def _notes(a: Analysis) -> list[str]:
     out = []
     if t.n_missing:
         where = ", ".join(f"{k}: {v}" for k, v in t.missing_by_setting().items())
-        out.append(f"{t.n_missing} of {t.n_rows} rows have no `{t.objective}` value and are left "
-                   f"out of every statistic ({where}).")
+        out.append(
+            f"{t.n_missing} of {t.n_rows} rows have no `{t.objective}` value and are left "
+            f"out of every statistic ({where})."
+        )
     test = a.test
     if test == "permutation":
-        out.append("Significance clusters use the paired permute-input test (Deutsch et al. "
-                   "2021) on the per-item scores; a candidate is in the top cluster when the "
-                   f"test of 'the best beats it' gives p > {a.best[0].alpha:g}.")
+        out.append(
+            "Significance clusters use the paired permute-input test (Deutsch et al. "
+            "2021) on the per-item scores; a candidate is in the top cluster when the "
+            f"test of 'the best beats it' gives p > {a.best[0].alpha:g}."
+        )
     elif test == "fisher-z":
         out.append(
             f"The table has only aggregate correlations, so PrExMe's permute-input test "
@@ -382,12 +452,17 @@ def _notes(a: Analysis) -> list[str]:
             f"approximation with the `{t.n_column}` column instead: the two correlations are "
             "treated as independent, which ignores that they share the human scores; the "
             "clusters are therefore wider (more conservative) than PrExMe's. Give per-item "
-            "scores (`--items`) for the real test.")
+            "scores (`--items`) for the real test."
+        )
     else:
-        out.append("No per-item scores and no item counts: strategies are ranked only, "
-                   "without significance clusters.")
-    out.append("The best of many strategies is an optimistic estimate of its correlation on "
-               "new data (selection bias); the clusters do not correct for it.")
+        out.append(
+            "No per-item scores and no item counts: strategies are ranked only, "
+            "without significance clusters."
+        )
+    out.append(
+        "The best of many strategies is an optimistic estimate of its correlation on "
+        "new data (selection bias); the clusters do not correct for it."
+    )
     return out
 
 
@@ -399,8 +474,11 @@ def _slug(text: str) -> str:
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     def cell(x: object) -> str:
         return str(x).replace("|", "\\|")
-    lines = ["| " + " | ".join(map(cell, header)) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
+
+    lines = [
+        "| " + " | ".join(map(cell, header)) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
     lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
     return lines
 
@@ -439,21 +517,29 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
         f"Objective `{t.objective}` (higher is better) of {t.n_rows} rows: "
         f"{len(t.setting_index()[1])} settings ({' x '.join(t.group) or 'one'}) of up to "
         f"{n_strat} strategies ({dims_txt}). "
-        f"Written by `judgeopt analyze`; every number below is computed from the table.")
+        f"Written by `judgeopt analyze`; every number below is computed from the table."
+    )
     lines.append("")
     if figures and not draw:
-        lines += ["> Figures were skipped: matplotlib is not installed "
-                  "(`pip install 'judgeopt[report]'`).", ""]
+        lines += [
+            "> Figures were skipped: matplotlib is not installed "
+            "(`pip install 'judgeopt[report]'`).",
+            "",
+        ]
     lines += ["## Findings", ""] + [f"- {s}" for s in a.findings] + [""]
     lines += ["## Notes", ""] + [f"- {s}" for s in a.notes] + [""]
 
     # 1. Best strategies.
     lines += ["## 1. Best strategies per setting", ""]
-    test_txt = {"permutation": "permute-input test", "fisher-z": "Fisher-z approximation",
-                "none": "no test"}[a.test]
+    test_txt = {
+        "permutation": "permute-input test",
+        "fisher-z": "Fisher-z approximation",
+        "none": "no test",
+    }[a.test]
     alpha_txt = f", alpha {a.best[0].alpha:g}" if a.test != "none" else ""
-    lines.append(f"Top cluster: strategies not significantly worse than the best "
-                 f"({test_txt}{alpha_txt}).")
+    lines.append(
+        f"Top cluster: strategies not significantly worse than the best ({test_txt}{alpha_txt})."
+    )
     lines.append("")
     rows = []
     for c in a.best:
@@ -464,28 +550,42 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
     lines.append("")
     if a.best_between and a.between:
         between = a.between
-        lines += [f"### Best strategy of each {between}", "",
-                  f"`*` marks the {between}s in the top cluster of their setting; p is the "
-                  "one-sided p-value of 'the best beats this one'.", ""]
+        lines += [
+            f"### Best strategy of each {between}",
+            "",
+            f"`*` marks the {between}s in the top cluster of their setting; p is the "
+            "one-sided p-value of 'the best beats this one'.",
+            "",
+        ]
         rows = []
         others = [g for g in t.group if g != between]
         for c in a.best_between:
             for r in c.ranked:
                 star = "*" if r.in_cluster else ""
-                rows.append([*(c.setting[g] for g in others), r.config[between],
-                             ", ".join(v for k, v in r.config.items() if k != between),
-                             _f(r.value) + star, _p(r.p_value) if r.p_value is not None else ""])
+                rows.append(
+                    [
+                        *(c.setting[g] for g in others),
+                        r.config[between],
+                        ", ".join(v for k, v in r.config.items() if k != between),
+                        _f(r.value) + star,
+                        _p(r.p_value) if r.p_value is not None else "",
+                    ]
+                )
         lines += _md_table([*others, between, "best strategy", t.objective, "p"], rows)
         lines.append("")
 
     # 2. Top shares.
-    lines += [f"## 2. Patterns among the top {pct} strategies", "",
-              f"In every setting ({' / '.join(a.top.within) or 'all'}) the strategies at or "
-              f"above the {100 * (1 - a.top.fraction):g}th percentile of `{t.objective}` are "
-              f"kept ({a.top.n_top} in all), and the share of each factor value among them is "
-              "counted; 'all strategies' is the share among every strategy (the base rate).", ""]
+    lines += [
+        f"## 2. Patterns among the top {pct} strategies",
+        "",
+        f"In every setting ({' / '.join(a.top.within) or 'all'}) the strategies at or "
+        f"above the {100 * (1 - a.top.fraction):g}th percentile of `{t.objective}` are "
+        f"kept ({a.top.n_top} in all), and the share of each factor value among them is "
+        "counted; 'all strategies' is the share among every strategy (the base rate).",
+        "",
+    ]
     for f in t.factors:
-        for groups in ([False, True] if f in a.value_groups else [False]):
+        for groups in [False, True] if f in a.value_groups else [False]:
             tab = a.share_tables(f, groups=groups)
             labels = list(tab["base_rate"])
             cols: list[tuple[str, dict[str, float]]] = [("all strategies", tab["base_rate"])]
@@ -497,103 +597,166 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
             order = sorted(labels, key=lambda v: -tab["overall"].get(v, 0.0))
             title = f"{f} (value groups)" if groups else f
             lines += [f"### {title}", ""]
-            lines += _md_table([f, *(c[0] for c in cols)],
-                               [[v, *(_pct(c[1].get(v, math.nan)) for c in cols)]
-                                for v in order])
+            lines += _md_table(
+                [f, *(c[0] for c in cols)],
+                [[v, *(_pct(c[1].get(v, math.nan)) for c in cols)] for v in order],
+            )
             lines.append("")
             if draw and order:
                 name = f"top_shares_{_slug(f)}{'_groups' if groups else ''}.png"
                 base = [100 * tab["base_rate"].get(v, 0.0) for v in order]
-                panels = [(f"top {pct} per {split}",
-                           [("all strategies", base)]
-                           + [(k, [100 * sh.get(v, 0.0) for v in order])
-                              for k, sh in per.items()])
-                          for split, per in tab["by"].items() if " / " not in split]
+                panels = [
+                    (
+                        f"top {pct} per {split}",
+                        [("all strategies", base)]
+                        + [(k, [100 * sh.get(v, 0.0) for v in order]) for k, sh in per.items()],
+                    )
+                    for split, per in tab["by"].items()
+                    if " / " not in split
+                ]
                 if not panels:
-                    panels = [(f"top {pct}", [("all strategies", base),
-                                             ("top", [100 * tab["overall"].get(v, 0.0)
-                                                      for v in order])])]
-                written.append(plot_shares(
-                    out / name, title=f"{title}: share among the top {pct} strategies",
-                    labels=order, panels=panels))
+                    panels = [
+                        (
+                            f"top {pct}",
+                            [
+                                ("all strategies", base),
+                                ("top", [100 * tab["overall"].get(v, 0.0) for v in order]),
+                            ],
+                        )
+                    ]
+                written.append(
+                    plot_shares(
+                        out / name,
+                        title=f"{title}: share among the top {pct} strategies",
+                        labels=order,
+                        panels=panels,
+                    )
+                )
                 lines += [f"![{title} shares]({name})", ""]
 
     # 3. Rankings.
-    lines += ["## 3. Pattern rankings by aggregation", "",
-              f"A value's score aggregates `{t.objective}` over every strategy that uses it "
-              "(all settings and all other factors pooled).", ""]
+    lines += [
+        "## 3. Pattern rankings by aggregation",
+        "",
+        f"A value's score aggregates `{t.objective}` over every strategy that uses it "
+        "(all settings and all other factors pooled).",
+        "",
+    ]
     for f in t.factors:
         aggs = list(a.rankings[f])
         med = a.rankings[f].get(a.aggregation, a.rankings[f][aggs[0]])
         order = sorted(med, key=lambda v: -med[v] if math.isfinite(med[v]) else math.inf)
         lines += [f"### {f}", ""]
-        lines += _md_table([f, *aggs], [[v, *(_f(a.rankings[f][g][v], 3) for g in aggs)]
-                                        for v in order])
+        lines += _md_table(
+            [f, *aggs], [[v, *(_f(a.rankings[f][g][v], 3) for g in aggs)] for v in order]
+        )
         lines.append("")
         if a.between:
-            per = {name: pattern_scores(t, f, aggregation=a.aggregation,
-                                        where={a.between: name})
-                   for name in t.levels[a.between]}
+            per = {
+                name: pattern_scores(t, f, aggregation=a.aggregation, where={a.between: name})
+                for name in t.levels[a.between]
+            }
             lines += [f"{a.aggregation.capitalize()} per {a.between}:", ""]
-            lines += _md_table([f, *per], [[v, *(_f(per[m][v], 3) for m in per)]
-                                           for v in order])
+            lines += _md_table([f, *per], [[v, *(_f(per[m][v], 3) for m in per)] for v in order])
             lines.append("")
 
     # 4. Stability.
     dims = [d for d in t.dimensions if len(t.levels[d]) >= 2]
-    lines += ["## 4. Stability of the rankings", "",
-              f"For a ranked dimension (row) and a changed dimension (column), the values of "
-              f"the ranked dimension are scored by the {a.aggregation} of `{t.objective}` "
-              "separately for each value of the changed one (everything else pooled), and "
-              "every two of these rankings are compared with Kendall tau-b. The cell is the "
-              "mean tau over the pairs: 1 means the ranking never changes.", ""]
+    lines += [
+        "## 4. Stability of the rankings",
+        "",
+        f"For a ranked dimension (row) and a changed dimension (column), the values of "
+        f"the ranked dimension are scored by the {a.aggregation} of `{t.objective}` "
+        "separately for each value of the changed one (everything else pooled), and "
+        "every two of these rankings are compared with Kendall tau-b. The cell is the "
+        "mean tau over the pairs: 1 means the ranking never changes.",
+        "",
+    ]
     summary = np.full((len(dims), len(dims)), np.nan)
     for i, tgt in enumerate(dims):
         for j, d in enumerate(dims):
             if (tgt, d) in a.stability:
                 summary[i, j] = a.stability[(tgt, d)].mean_tau
-    lines += _md_table(["ranked \\ changed", *dims],
-                       [[tgt, *(_f(v, 3) if i != j else "-" for j, v in enumerate(summary[i]))]
-                        for i, tgt in enumerate(dims)])
+    lines += _md_table(
+        ["ranked \\ changed", *dims],
+        [
+            [tgt, *(_f(v, 3) if i != j else "-" for j, v in enumerate(summary[i]))]
+            for i, tgt in enumerate(dims)
+        ],
+    )
     lines.append("")
     if draw and len(dims) >= 2:
         name = "stability_summary.png"
-        written.append(plot_heatmap(
-            out / name, summary, rows=dims, cols=dims,
-            title=f"Mean Kendall tau between {a.aggregation} rankings",
-            xlabel="changed dimension", ylabel="ranked dimension"))
+        written.append(
+            plot_heatmap(
+                out / name,
+                summary,
+                rows=dims,
+                cols=dims,
+                title=f"Mean Kendall tau between {a.aggregation} rankings",
+                xlabel="changed dimension",
+                ylabel="ranked dimension",
+            )
+        )
         lines += [f"![stability summary]({name})", ""]
     if a.comparisons:
-        lines += ["### Which aggregation gives the most stable rankings?", "",
-                  "Mean Kendall tau between settings (each changed dimension weighs the same); "
-                  "p-values of 'row is more stable than column' come from a paired sign-flip "
-                  "permutation test over the compared pairs of settings.", ""]
+        lines += [
+            "### Which aggregation gives the most stable rankings?",
+            "",
+            "Mean Kendall tau between settings (each changed dimension weighs the same); "
+            "p-values of 'row is more stable than column' come from a paired sign-flip "
+            "permutation test over the compared pairs of settings.",
+            "",
+        ]
         aggs = list(next(iter(a.comparisons.values())).aggregations)
-        lines += _md_table(["ranked", *aggs, "most stable"],
-                           [[f, *(_f(comp.stability[g], 3) for g in aggs), comp.best]
-                            for f, comp in a.comparisons.items()])
+        lines += _md_table(
+            ["ranked", *aggs, "most stable"],
+            [
+                [f, *(_f(comp.stability[g], 3) for g in aggs), comp.best]
+                for f, comp in a.comparisons.items()
+            ],
+        )
         lines.append("")
         for f, comp in a.comparisons.items():
             lines += [f"p-values for {f} (row more stable than column):", ""]
-            lines += _md_table(["", *aggs], [[g, *("-" if i == j else _p(comp.p_values[i, j])
-                                                   for j in range(len(aggs)))]
-                                             for i, g in enumerate(aggs)])
+            lines += _md_table(
+                ["", *aggs],
+                [
+                    [g, *("-" if i == j else _p(comp.p_values[i, j]) for j in range(len(aggs)))]
+                    for i, g in enumerate(aggs)
+                ],
+            )
             lines.append("")
         if draw:
             name = "aggregation_stability.png"
-            written.append(plot_grouped_bars(
-                out / name, title="Stability of the rankings by aggregation",
-                categories=aggs,
-                series=[(f, [comp.stability[g] for g in aggs])
-                        for f, comp in a.comparisons.items()],
-                ylabel="mean Kendall tau between settings"))
+            written.append(
+                plot_grouped_bars(
+                    out / name,
+                    title="Stability of the rankings by aggregation",
+                    categories=aggs,
+                    series=[
+                        (f, [comp.stability[g] for g in aggs]) for f, comp in a.comparisons.items()
+                    ],
+                    ylabel="mean Kendall tau between settings",
+                )
+            )
             lines += [f"![aggregation stability]({name})", ""]
             for f, comp in a.comparisons.items():
                 name = f"aggregation_significance_{_slug(f)}.png"
-                written.append(plot_heatmap(
-                    out / name, comp.p_values, rows=aggs, cols=aggs,
-                    title=f"p-value: row gives more stable {f} rankings than column",
-                    vmin=0.0, vmax=0.2, cmap="viridis_r", fmt="{:.3f}", colorbar="p-value"))
+                written.append(
+                    plot_heatmap(
+                        out / name,
+                        comp.p_values,
+                        rows=aggs,
+                        cols=aggs,
+                        title=f"p-value: row gives more stable {f} rankings than column",
+                        vmin=0.0,
+                        vmax=0.2,
+                        cmap="viridis_r",
+                        fmt="{:.3f}",
+                        colorbar="p-value",
+                    )
+                )
                 lines += [f"![aggregation significance {f}]({name})", ""]
     lines += [f"### Heatmaps ({a.aggregation})", ""]
     for d in dims:
@@ -604,19 +767,27 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
             hi = s.most_stable_pair()
             txt = f"Ranking of {tgt}: mean tau {_f(s.mean_tau, 3)}"
             if hi and lo and len(s.labels) > 2:
-                txt += (f"; most stable {hi[0]} vs {hi[1]} ({_f(hi[2], 2)}), least stable "
-                        f"{lo[0]} vs {lo[1]} ({_f(lo[2], 2)})")
+                txt += (
+                    f"; most stable {hi[0]} vs {hi[1]} ({_f(hi[2], 2)}), least stable "
+                    f"{lo[0]} vs {lo[1]} ({_f(lo[2], 2)})"
+                )
             lines += [txt + ".", ""]
             if draw:
                 name = f"stability_{_slug(tgt)}_by_{_slug(d)}.png"
-                written.append(plot_heatmap(
-                    out / name, s.tau, rows=s.labels, cols=s.labels, lower_triangle=True,
-                    title=f"Kendall tau of the {tgt} ranking ({a.aggregation})\n"
-                          f"between two values of {d}"))
+                written.append(
+                    plot_heatmap(
+                        out / name,
+                        s.tau,
+                        rows=s.labels,
+                        cols=s.labels,
+                        lower_triangle=True,
+                        title=f"Kendall tau of the {tgt} ranking ({a.aggregation})\n"
+                        f"between two values of {d}",
+                    )
+                )
                 lines += [f"![{tgt} by {d}]({name})", ""]
     report = out / "report.md"
     report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     data = out / "analysis.json"
-    data.write_text(json.dumps(a.to_dict(), indent=1, ensure_ascii=False) + "\n",
-                    encoding="utf-8")
+    data.write_text(json.dumps(a.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return [report, data, *written]

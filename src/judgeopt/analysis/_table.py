@@ -50,9 +50,7 @@ def _parse_number(cell: object, column: str, where: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ValueError(
-            f"{where}: `{column}` must be a number or empty. Got {text!r}."
-        ) from None
+        raise ValueError(f"{where}: `{column}` must be a number or empty. Got {text!r}.") from None
 
 
 @dataclass(frozen=True)
@@ -133,9 +131,12 @@ class ResultsTable:
         if not isinstance(objective, str) or not objective:
             raise ValueError(f"`objective` must be a column name. Got {objective!r}.")
         roles: dict[str, str] = {}
-        for role, names in (("factors", factors_t), ("group", group_t),
-                            ("objective", (objective,)),
-                            ("n_column", (n_column,) if n_column else ())):
+        for role, names in (
+            ("factors", factors_t),
+            ("group", group_t),
+            ("objective", (objective,)),
+            ("n_column", (n_column,) if n_column else ()),
+        ):
             for name in names:
                 if name in roles:
                     raise ValueError(
@@ -167,7 +168,7 @@ class ResultsTable:
                 key.append(text)
             tkey = tuple(key)
             if tkey in seen:
-                strategy = dict(zip(factors_t, tkey[len(group_t):], strict=True))
+                strategy = dict(zip(factors_t, tkey[len(group_t) :], strict=True))
                 setting = dict(zip(group_t, tkey[: len(group_t)], strict=True))
                 raise ValueError(
                     f"{where}: strategy {strategy} repeats in setting {setting} (first at row "
@@ -229,8 +230,9 @@ class ResultsTable:
         """The value of dimension ``column`` in ``row``."""
         return self.levels[column][int(self.codes[column][row])]
 
-    def setting_index(self, columns: Sequence[str] | None = None) -> tuple[IntArray, list[
-            tuple[str, ...]]]:
+    def setting_index(
+        self, columns: Sequence[str] | None = None
+    ) -> tuple[IntArray, list[tuple[str, ...]]]:
         """Row -> setting id for the combinations of ``columns`` (default: the group).
 
         Returns:
@@ -247,8 +249,7 @@ class ResultsTable:
         stacked = np.stack([self.codes[c] for c in cols], axis=1)
         for r, key in enumerate(map(tuple, stacked.tolist())):
             ids[r] = index.setdefault(key, len(index))
-        keys = [tuple(self.levels[c][k] for c, k in zip(cols, key, strict=True))
-                for key in index]
+        keys = [tuple(self.levels[c][k] for c, k in zip(cols, key, strict=True)) for key in index]
         return ids, keys
 
     def config(self, row: int, columns: Sequence[str] | None = None) -> dict[str, str]:
@@ -303,9 +304,12 @@ def load_results(
         header = list(reader.fieldnames or [])
         if not header:
             raise ValueError(f"{path.name} has no header row.")
-        for role, names in (("factors", _as_names(factors, "factors")),
-                            ("group", _as_names(group, "group")), ("objective", (objective,)),
-                            ("n_column", (n_column,) if n_column else ())):
+        for role, names in (
+            ("factors", _as_names(factors, "factors")),
+            ("group", _as_names(group, "group")),
+            ("objective", (objective,)),
+            ("n_column", (n_column,) if n_column else ()),
+        ):
             for name in names:
                 if name not in header:
                     raise ValueError(
@@ -313,6 +317,10 @@ def load_results(
                         f"Available columns: {header!r}."
                     )
         return ResultsTable.from_records(
-            reader, factors=factors, objective=objective, group=group, n_column=n_column,
+            reader,
+            factors=factors,
+            objective=objective,
+            group=group,
+            n_column=n_column,
             source=path.name,
         )

@@ -42,7 +42,12 @@ Family = Mapping[str, Factory]
 
 
 def run_scores(
-    surface: Surface, factory: Factory, *, budget: int, seeds: int, baseline: Strategy,
+    surface: Surface,
+    factory: Factory,
+    *,
+    budget: int,
+    seeds: int,
+    baseline: Strategy,
 ) -> list[tuple[float, bool]]:
     """``(norm_regret, in_top1)`` of one configuration on one surface, seed by seed."""
     top, med, thr = surface.max, surface.median, surface.top1_threshold
@@ -82,7 +87,13 @@ class RunCache:
         return f"{config}|{budget}|{surface}"
 
     def get(
-        self, config: str, budget: int, surface: Surface, factory: Factory, *, seeds: int,
+        self,
+        config: str,
+        budget: int,
+        surface: Surface,
+        factory: Factory,
+        *,
+        seeds: int,
         baseline: Strategy,
     ) -> np.ndarray:
         """The ``(seeds, 2)`` array of (regret, top1) for a cell, running it if needed."""
@@ -129,9 +140,14 @@ class CVMethodResult:
     regrets: list[float] = field(repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"norm_regret": self.norm_regret, "se_regret": self.se_regret,
-                "p_top1": self.p_top1, "se_top1": self.se_top1, "picks": self.picks,
-                "per_surface": self.per_surface}
+        return {
+            "norm_regret": self.norm_regret,
+            "se_regret": self.se_regret,
+            "p_top1": self.p_top1,
+            "se_top1": self.se_top1,
+            "picks": self.picks,
+            "per_surface": self.per_surface,
+        }
 
 
 @dataclass(frozen=True)
@@ -147,8 +163,9 @@ class CVResult:
 
     def paired(self, budget: int, a: str, b: str) -> tuple[float, float]:
         """Mean and standard error of ``regret(a) - regret(b)``, paired by surface and seed."""
-        d = (np.asarray(self.results[budget][a].regrets)
-             - np.asarray(self.results[budget][b].regrets))
+        d = np.asarray(self.results[budget][a].regrets) - np.asarray(
+            self.results[budget][b].regrets
+        )
         return float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
 
     def verdict(self, budget: int, a: str, others: Sequence[str]) -> str:
@@ -166,14 +183,20 @@ class CVResult:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "hold_out": self.hold_out, "seeds": self.seeds, "surfaces": self.surfaces,
-            "families": self.families, "budgets": {}}
+            "hold_out": self.hold_out,
+            "seeds": self.seeds,
+            "surfaces": self.surfaces,
+            "families": self.families,
+            "budgets": {},
+        }
         names = list(self.families)
         for b in self.budgets:
             entry: dict[str, Any] = {m: r.to_dict() for m, r in self.results[b].items()}
-            entry["paired"] = {f"{x}-{y}": dict(zip(("mean", "se"), self.paired(b, x, y),
-                                                    strict=True))
-                               for i, x in enumerate(names) for y in names[i + 1:]}
+            entry["paired"] = {
+                f"{x}-{y}": dict(zip(("mean", "se"), self.paired(b, x, y), strict=True))
+                for i, x in enumerate(names)
+                for y in names[i + 1 :]
+            }
             out["budgets"][str(b)] = entry
         return out
 
@@ -181,13 +204,18 @@ class CVResult:
         """Markdown table: mean regret ± s.e. / P(top 1 %) ± s.e. per budget and family."""
         names = list(self.families)
         head = "| budget | " + " | ".join(names) + " |"
-        lines = [f"nested leave-one-{self.hold_out}-out, {len(self.surfaces)} surfaces x "
-                 f"{self.seeds} seeds: mean norm. regret ± s.e. / P(top 1 %) ± s.e.",
-                 head, "|---" * (len(names) + 1) + "|"]
+        lines = [
+            f"nested leave-one-{self.hold_out}-out, {len(self.surfaces)} surfaces x "
+            f"{self.seeds} seeds: mean norm. regret ± s.e. / P(top 1 %) ± s.e.",
+            head,
+            "|---" * (len(names) + 1) + "|",
+        ]
         for b in self.budgets:
-            cells = [f"{self.results[b][m].norm_regret:.3f} ± {self.results[b][m].se_regret:.3f}"
-                     f" / {self.results[b][m].p_top1:.2f} ± {self.results[b][m].se_top1:.2f}"
-                     for m in names]
+            cells = [
+                f"{self.results[b][m].norm_regret:.3f} ± {self.results[b][m].se_regret:.3f}"
+                f" / {self.results[b][m].p_top1:.2f} ± {self.results[b][m].se_top1:.2f}"
+                for m in names
+            ]
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
@@ -240,16 +268,23 @@ def cross_validate_searches(
     if len(folds) < 2:
         raise ValueError(f"`{hold_out}` has a single value ({folds!r}): nothing to train on.")
     cache = RunCache() if cache is None else cache
-    base = {s.name: (s.space.default() if baseline is None else s.space.strategy(dict(baseline)))
-            for s in surfaces}
+    base = {
+        s.name: (s.space.default() if baseline is None else s.space.strategy(dict(baseline)))
+        for s in surfaces
+    }
     results: dict[int, dict[str, CVMethodResult]] = {}
     for budget in budgets:
         results[budget] = {}
         for fam, configs in families.items():
             t0 = time.perf_counter()
             # cell[config][surface] -> (seeds, 2)
-            cells = {c: {s.name: cache.get(c, budget, s, f, seeds=seeds, baseline=base[s.name])
-                         for s in surfaces} for c, f in configs.items()}
+            cells = {
+                c: {
+                    s.name: cache.get(c, budget, s, f, seeds=seeds, baseline=base[s.name])
+                    for s in surfaces
+                }
+                for c, f in configs.items()
+            }
             cache.save()
             picks: dict[str, str] = {}
             oof: dict[str, np.ndarray] = {}
@@ -265,13 +300,25 @@ def cross_validate_searches(
             reg, top = runs[:, 0], runs[:, 1]
             n = len(reg)
             results[budget][fam] = CVMethodResult(
-                float(reg.mean()), float(reg.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
-                float(top.mean()), float(math.sqrt(top.mean() * (1 - top.mean()) / n)),
-                picks, {s.name: float(oof[s.name][:, 0].mean()) for s in surfaces},
-                [float(x) for x in reg])
+                float(reg.mean()),
+                float(reg.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+                float(top.mean()),
+                float(math.sqrt(top.mean() * (1 - top.mean()) / n)),
+                picks,
+                {s.name: float(oof[s.name][:, 0].mean()) for s in surfaces},
+                [float(x) for x in reg],
+            )
             if log is not None:
                 r = results[budget][fam]
-                log(f"b{budget} {fam}: {r.norm_regret:.3f} ± {r.se_regret:.3f} / "
-                    f"{r.p_top1:.2f}  picks {picks}  ({time.perf_counter() - t0:.1f} s)")
-    return CVResult(hold_out, seeds, [s.name for s in surfaces], list(budgets),
-                    {f: list(c) for f, c in families.items()}, results)
+                log(
+                    f"b{budget} {fam}: {r.norm_regret:.3f} ± {r.se_regret:.3f} / "
+                    f"{r.p_top1:.2f}  picks {picks}  ({time.perf_counter() - t0:.1f} s)"
+                )
+    return CVResult(
+        hold_out,
+        seeds,
+        [s.name for s in surfaces],
+        list(budgets),
+        {f: list(c) for f, c in families.items()},
+        results,
+    )

@@ -31,7 +31,6 @@ __all__ = [
 EXIT_INTERRUPTED = 130
 
 
-
 class _Grouped(Protocol):
     """What :func:`sample_groups` reads of a record (:class:`judgeopt.data.Record` has it)."""
 
@@ -54,14 +53,14 @@ def shared_data_dir() -> Path:
     return Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 
-def sample_groups(records: Sequence[R], n_items: int, seed: int, *,
-                  cut: bool = False) -> list[R]:
+def sample_groups(records: Sequence[R], n_items: int, seed: int, *, cut: bool = False) -> list[R]:
     """Whole groups of ``records``, in a seeded random order, until ``n_items`` are reached.
 
     A record without a group is a group of its own. By default the chosen records keep their
     order in ``records`` (at least ``n_items`` of them, whole groups only); with ``cut`` they
     come group by group in the order drawn and are cut to ``n_items``.
     """
+
     def key(r: R) -> str:
         return r.group_id or r.id
 
@@ -99,16 +98,22 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
-def write_json(path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2,
-               default: Callable[[Any], Any] | None = None) -> Path:
+def write_json(
+    path: str | os.PathLike[str],
+    payload: Any,
+    *,
+    indent: int | None = 2,
+    default: Callable[[Any], Any] | None = None,
+) -> Path:
     """Write ``payload`` as JSON (and a final newline) to ``path``, creating its folder; the
     file is replaced atomically, so an interrupted run never leaves half a result."""
     text = json.dumps(payload, indent=indent, default=default) + "\n"
     return write_text_atomic(path, text)
 
 
-def run_interruptible(body: Callable[[], int], *, on_stop: Callable[[], None],
-                      sigterm: bool = True) -> int:
+def run_interruptible(
+    body: Callable[[], int], *, on_stop: Callable[[], None], sigterm: bool = True
+) -> int:
     """Run ``body`` and return its exit status; Ctrl-C (and, with ``sigterm``, SIGTERM: how a
     ``nohup ... &`` run is stopped) calls ``on_stop`` (say what was kept and how to resume)
     and returns :data:`EXIT_INTERRUPTED`. The previous SIGTERM handler is put back after."""

@@ -34,15 +34,25 @@ METHODS: dict[str, Factory] = {
     "auto": lambda sp, b, s, base: AutoSearch(sp, budget=b, seed=s, baseline=base),
     # `auto` as it stood before issue 16: the same constants at every budget, no portfolio.
     "auto-v1": lambda sp, b, s, base: AutoSearch(
-        sp, budget=b, seed=s, baseline=base, lambda_=8.0, kappa=1.0, init_fraction=0.4,
-        portfolio=False),
+        sp,
+        budget=b,
+        seed=s,
+        baseline=base,
+        lambda_=8.0,
+        kappa=1.0,
+        init_fraction=0.4,
+        portfolio=False,
+    ),
     "hpss": lambda sp, b, s, base: HPSS(sp, budget=b, seed=s, baseline=base),
     "hpss-no-exploit": lambda sp, b, s, base: HPSS(
-        sp, budget=b, seed=s, baseline=base, exploitation=False),
+        sp, budget=b, seed=s, baseline=base, exploitation=False
+    ),
     "hpss-no-explore-term": lambda sp, b, s, base: HPSS(
-        sp, budget=b, seed=s, baseline=base, exploration_term=False),
+        sp, budget=b, seed=s, baseline=base, exploration_term=False
+    ),
     "hpss-no-heuristic": lambda sp, b, s, base: HPSS(
-        sp, budget=b, seed=s, baseline=base, heuristic=False),
+        sp, budget=b, seed=s, baseline=base, heuristic=False
+    ),
     "random": lambda sp, b, s, base: RandomSearch(sp, budget=b, seed=s),
     "greedy": lambda sp, b, s, base: Greedy(sp, budget=b, seed=s, baseline=base),
     "stepwise": lambda sp, b, s, base: StepwiseGreedy(sp, budget=b, seed=s, baseline=base),
@@ -53,9 +63,9 @@ METHODS: dict[str, Factory] = {
 
 PRIOR_METHODS: dict[str, PriorFactory] = {
     "auto+priors": lambda sp, b, s, base, pr: AutoSearch(
-        sp, budget=b, seed=s, baseline=base, priors=pr),
-    "hpss+priors": lambda sp, b, s, base, pr: HPSS(
-        sp, budget=b, seed=s, baseline=base, priors=pr),
+        sp, budget=b, seed=s, baseline=base, priors=pr
+    ),
+    "hpss+priors": lambda sp, b, s, base, pr: HPSS(sp, budget=b, seed=s, baseline=base, priors=pr),
 }
 """Methods that start from :class:`~judgeopt.search.FactorPriors` (one per surface):
 factory ``(space, budget, seed, baseline, priors) -> search``."""
@@ -66,7 +76,11 @@ def _all_methods() -> list[str]:
 
 
 def make_search(
-    method: str, space: FactorSpace, *, budget: int, seed: int,
+    method: str,
+    space: FactorSpace,
+    *,
+    budget: int,
+    seed: int,
     baseline: Mapping[str, Value] | Strategy | None = None,
     priors: FactorPriors | None = None,
 ) -> SearchStrategy:
@@ -117,20 +131,26 @@ def leave_one_out_priors(
     for col in (hold_out, *match):
         missing = [s.name for s in surfaces if col not in s.group]
         if missing:
-            raise ValueError(f"`{col}` is not a group column of surface(s) {missing!r}; "
-                             f"group columns: {sorted(surfaces[0].group) if surfaces else []!r}.")
+            raise ValueError(
+                f"`{col}` is not a group column of surface(s) {missing!r}; "
+                f"group columns: {sorted(surfaces[0].group) if surfaces else []!r}."
+            )
     out = {}
     for target in surfaces:
         sources = {
-            s.name: list(s.values.items()) for s in surfaces
+            s.name: list(s.values.items())
+            for s in surfaces
             if s.group[hold_out] != target.group[hold_out]
             and all(s.group[c] == target.group[c] for c in match)
         }
         if not sources:
-            raise ValueError(f"No surface to estimate the priors of {target.name!r} from "
-                             f"(hold_out={hold_out!r}, match={list(match)!r}).")
-        out[target.name] = FactorPriors.estimate(sources, aggregation=aggregation,
-                                                 normalise=normalise)
+            raise ValueError(
+                f"No surface to estimate the priors of {target.name!r} from "
+                f"(hold_out={hold_out!r}, match={list(match)!r})."
+            )
+        out[target.name] = FactorPriors.estimate(
+            sources, aggregation=aggregation, normalise=normalise
+        )
     return out
 
 
@@ -162,9 +182,12 @@ class MethodResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "norm_regret": self.norm_regret, "p_top1": self.p_top1,
-            "found_over_max": self.found_over_max, "evals": self.evals,
-            "seconds": self.seconds, "per_surface": self.per_surface,
+            "norm_regret": self.norm_regret,
+            "p_top1": self.p_top1,
+            "found_over_max": self.found_over_max,
+            "evals": self.evals,
+            "seconds": self.seconds,
+            "per_surface": self.per_surface,
         }
 
 
@@ -189,13 +212,19 @@ class BenchResult:
 
     def table(self) -> str:
         """A plain-text table, one row per method."""
-        head = (f"{'method':<22}{'norm_regret':>12}{'p_top1':>9}{'found/max':>11}"
-                f"{'evals':>8}{'sec':>8}")
-        lines = [f"budget {self.budget}, {self.seeds} seeds x {len(self.surfaces)} surfaces", head,
-                 "-" * len(head)]
+        head = (
+            f"{'method':<22}{'norm_regret':>12}{'p_top1':>9}{'found/max':>11}{'evals':>8}{'sec':>8}"
+        )
+        lines = [
+            f"budget {self.budget}, {self.seeds} seeds x {len(self.surfaces)} surfaces",
+            head,
+            "-" * len(head),
+        ]
         for m, r in self.methods.items():
-            lines.append(f"{m:<22}{r.norm_regret:>12.3f}{r.p_top1:>9.3f}{r.found_over_max:>11.3f}"
-                         f"{r.evals:>8.1f}{r.seconds:>8.2f}")
+            lines.append(
+                f"{m:<22}{r.norm_regret:>12.3f}{r.p_top1:>9.3f}{r.found_over_max:>11.3f}"
+                f"{r.evals:>8.1f}{r.seconds:>8.2f}"
+            )
         return "\n".join(lines)
 
     def surface_table(self, key: str = "norm_regret") -> str:
@@ -203,11 +232,15 @@ class BenchResult:
         methods = list(self.methods)
         width = max(12, *(len(m) + 2 for m in methods))
         name_w = max(10, *(len(s) + 2 for s in self.surfaces))
-        lines = [f"{key} per surface", f"{'surface':<{name_w}}" + "".join(
-            f"{m:>{width}}" for m in methods)]
+        lines = [
+            f"{key} per surface",
+            f"{'surface':<{name_w}}" + "".join(f"{m:>{width}}" for m in methods),
+        ]
         for s in self.surfaces:
-            lines.append(f"{s:<{name_w}}" + "".join(
-                f"{self.methods[m].per_surface[s][key]:>{width}.3f}" for m in methods))
+            lines.append(
+                f"{s:<{name_w}}"
+                + "".join(f"{self.methods[m].per_surface[s][key]:>{width}.3f}" for m in methods)
+            )
         return "\n".join(lines)
 
 
@@ -255,8 +288,9 @@ def run_search_benchmark(
     if any(m in PRIOR_METHODS for m in methods):
         lacking = [s.name for s in surfaces if priors is None or s.name not in priors]
         if lacking:
-            raise ValueError(f"The `+priors` methods need priors for every surface; none for "
-                             f"{lacking!r}.")
+            raise ValueError(
+                f"The `+priors` methods need priors for every surface; none for {lacking!r}."
+            )
     if "tpe" in methods:
         optuna = import_optional("optuna", extra="tpe", purpose="The `tpe` method (TPESearch)")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -273,18 +307,29 @@ def run_search_benchmark(
         for surface in surfaces:
             top, med, thr = surface.max, surface.median, surface.top1_threshold
             for seed in range(seeds):
-                search = make_search(method, surface.space, budget=budget, seed=seed,
-                                     baseline=baseline,
-                                     priors=None if priors is None else priors.get(surface.name))
+                search = make_search(
+                    method,
+                    surface.space,
+                    budget=budget,
+                    seed=seed,
+                    baseline=baseline,
+                    priors=None if priors is None else priors.get(surface.name),
+                )
                 best, evals = run_one(surface, search)
                 found = surface(best)
-                mruns.append(RunRecord(
-                    method, surface.name, seed, found, evals,
-                    (top - found) / (top - med) if top != med else 0.0,
-                    found >= thr,
-                    found / top if top != 0 else float("nan"),
-                    best.as_dict(),
-                ))
+                mruns.append(
+                    RunRecord(
+                        method,
+                        surface.name,
+                        seed,
+                        found,
+                        evals,
+                        (top - found) / (top - med) if top != med else 0.0,
+                        found >= thr,
+                        found / top if top != 0 else float("nan"),
+                        best.as_dict(),
+                    )
+                )
                 if bar is not None:
                     bar.update(1)
         seconds = time.perf_counter() - t0
@@ -293,8 +338,9 @@ def run_search_benchmark(
             rs = [r for r in mruns if r.surface == surface.name]
             per_surface[surface.name] = _means(rs)
         m = _means(mruns)
-        results[method] = MethodResult(m["norm_regret"], m["p_top1"], m["found_over_max"],
-                                       m["evals"], seconds, per_surface)
+        results[method] = MethodResult(
+            m["norm_regret"], m["p_top1"], m["found_over_max"], m["evals"], seconds, per_surface
+        )
         runs.extend(mruns)
     if bar is not None:
         bar.close()

@@ -30,19 +30,28 @@ def stored_items(path: Path) -> dict[str, ItemResult]:
     return done
 
 
-def evaluate_stored(program: Any, records: list[Record], path: Path, *, desc: str,
-                    progress: bool) -> EvalResult:
+def evaluate_stored(
+    program: Any, records: list[Record], path: Path, *, desc: str, progress: bool
+) -> EvalResult:
     """Evaluate ``program`` on ``records``, keeping every judged item in ``path`` (JSONL), so
     that a resumed run (even in a fresh checkout without the LM cache) repeats no call."""
     done = stored_items(path)
     level = program.task.correlation_level or "dataset"
     parts = []
     if done:
-        parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0, level=level,
-                                items=[done[r.id] for r in records if r.id in done]))
+        parts.append(
+            EvalResult(
+                n=len(done),
+                parse_failures=0,
+                call_failures=0,
+                level=level,
+                items=[done[r.id] for r in records if r.id in done],
+            )
+        )
     todo = [r for r in records if r.id not in done]
     if todo:
         with path.open("a", encoding="utf-8") as fh:
+
             def keep(item: ItemResult) -> None:
                 if item.error is None:
                     fh.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
@@ -57,12 +66,24 @@ def stored_result(path: Path, records: list[Record], level: str) -> EvalResult |
     done = stored_items(path)
     if any(r.id not in done for r in records):
         return None
-    return merge_results([EvalResult(n=len(done), parse_failures=0, call_failures=0,
-                                     level=level, items=[done[r.id] for r in records])],
-                         records, pairwise=False, level=level)
+    return merge_results(
+        [
+            EvalResult(
+                n=len(done),
+                parse_failures=0,
+                call_failures=0,
+                level=level,
+                items=[done[r.id] for r in records],
+            )
+        ],
+        records,
+        pairwise=False,
+        level=level,
+    )
 
 
 def strategy_key(strategy: Mapping[str, Any]) -> str:
     """A short file-name key of a strategy's plain-data form (``test_<key>.jsonl``)."""
-    return hashlib.sha256(json.dumps(strategy, sort_keys=True, default=str).encode()
-                          ).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(strategy, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]

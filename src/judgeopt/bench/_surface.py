@@ -114,6 +114,5 @@ def load_surfaces(
         worst = min(finite)
         n_missing = sum(math.isnan(v) for v in table.values())
         filled = {s: (worst if math.isnan(v) else v) for s, v in table.items()}
-        out.append(Surface(name, space, filled, n_missing,
-                           dict(zip(group, gkey, strict=True))))
+        out.append(Surface(name, space, filled, n_missing, dict(zip(group, gkey, strict=True))))
     return out

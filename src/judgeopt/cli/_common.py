@@ -32,8 +32,9 @@ def share(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}"
-                                         ) from None
+        raise argparse.ArgumentTypeError(
+            f"expected a share between 0 and 1, got {text!r}"
+        ) from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {value:g}")
     return value
@@ -67,7 +68,7 @@ def json_object(text: str) -> dict[str, object]:
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"not a JSON object or JSON file: {e}") from None
     if not isinstance(data, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object such as '{\"factor\": \"value\"}'")
+        raise argparse.ArgumentTypeError('expected a JSON object such as \'{"factor": "value"}\'')
     return data
 
 
@@ -77,11 +78,15 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
     router = getattr(args, "router", None)
     if router:
         if getattr(args, "api_base", None):
-            raise CLIError("--api-base does not apply with --router: the endpoints come from "
-                           f"the router config {router}")
+            raise CLIError(
+                "--api-base does not apply with --router: the endpoints come from "
+                f"the router config {router}"
+            )
         if args.model and (args.model.startswith(("local", "router:")) or "/" in args.model):
-            raise CLIError(f"with --router, --model names a model group of {router} (its "
-                           f"model_name), not a model string; got {args.model!r}")
+            raise CLIError(
+                f"with --router, --model names a model group of {router} (its "
+                f"model_name), not a model string; got {args.model!r}"
+            )
         return f"router:{router}" + (f"#{args.model}" if args.model else "")
     if not args.model and default_model:
         from ..lm import loadable_spec  # lazy: judgeopt.lm loads DSPy and LiteLLM
@@ -111,26 +116,35 @@ def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) ->
     if local:
         kwargs["parallel"] = RECOMMENDED_PARALLEL if parallel is None else parallel
     elif parallel is not None:
-        raise CLIError(f"--parallel only applies to local models ('local', 'local:...'), not "
-                       f"to {model!r}; for a server, use --threads")
+        raise CLIError(
+            f"--parallel only applies to local models ('local', 'local:...'), not "
+            f"to {model!r}; for a server, use --threads"
+        )
     if getattr(args, "logprobs", False):
-        print("judgeopt: --logprobs is no longer needed (the embedded model gives the "
-              "expected rating's logprobs without logits_all) and is ignored", file=sys.stderr)
+        print(
+            "judgeopt: --logprobs is no longer needed (the embedded model gives the "
+            "expected rating's logprobs without logits_all) and is ignored",
+            file=sys.stderr,
+        )
     try:
         return model, make_lm(model, api_base=args.api_base, **kwargs)
     except ValueError as e:
         raise CLIError(str(e)) from e
 
 
-def load_data(path: str, limit: int | None, task: Any = None,
-              aspect: str | None = None) -> list[Any]:
+def load_data(
+    path: str, limit: int | None, task: Any = None, aspect: str | None = None
+) -> list[Any]:
     """Records of ``path``; with a ``task``, also in the plain layout (its input fields and
     aspect names as bare columns, ``score`` for ``aspect``; docs/tasks.md, "Your data")."""
     kwargs: dict[str, Any] = {}
     if task is not None and hasattr(task, "input_names"):
         kwargs["fields"] = list(task.input_names)
-        scores = {a: a for a in getattr(task, "aspect_names", ())} \
-            if getattr(task, "mode", "") == "pointwise" else {}
+        scores = (
+            {a: a for a in getattr(task, "aspect_names", ())}
+            if getattr(task, "mode", "") == "pointwise"
+            else {}
+        )
         if aspect is not None and scores and "score" not in scores:
             scores["score"] = aspect
         kwargs["scores"] = {k: v for k, v in scores.items() if k not in kwargs["fields"]}
@@ -139,8 +153,10 @@ def load_data(path: str, limit: int | None, task: Any = None,
     except (ValueError, OSError) as e:
         raise CLIError(f"--data {path}: {e}") from e
     if not records:
-        raise CLIError(f"--data {path}: the file holds no records (expected one JSON object "
-                       "per line, or a CSV header row and rows)")
+        raise CLIError(
+            f"--data {path}: the file holds no records (expected one JSON object "
+            "per line, or a CSV header row and rows)"
+        )
     return records
 
 
@@ -154,28 +170,47 @@ def lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> 
     return face._lm_from_args(args, default_model)
 
 
-def add_model(p: argparse.ArgumentParser, default: str = "'local' (embedded "
-              "Qwen2.5-Coder-1.5B) by default") -> None:
+def add_model(
+    p: argparse.ArgumentParser, default: str = "'local' (embedded Qwen2.5-Coder-1.5B) by default"
+) -> None:
     """Add the model options (``--model``, ``--api-base``, ``--router``, ``--threads``,
     ``--parallel``, ``--n-ctx``, ``--no-progress``) to a command; ``default`` ends the help of
     ``--model``."""
-    p.add_argument("--model", default=None,
-                   help="'local', 'local:NAME' or 'local:PATH.gguf', or any LiteLLM model "
-                        f"string; {default}")
+    p.add_argument(
+        "--model",
+        default=None,
+        help=f"'local', 'local:NAME' or 'local:PATH.gguf', or any LiteLLM model string; {default}",
+    )
     p.add_argument("--api-base", default=None, help="endpoint of a LiteLLM model")
-    p.add_argument("--router", metavar="FILE", default=None,
-                   help="judge through a LiteLLM Router over several servers, configured "
-                        "by FILE (a LiteLLM model_list YAML/JSON; `judgeopt serve` writes "
-                        "one); --model then names one of its model groups")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="judge calls in flight at once (default: --parallel for a local "
-                        "model, else 1; with --router or a server, about the servers' "
-                        "total parallel slots)")
-    p.add_argument("--parallel", type=positive_int, default=None,
-                   help="local model: judge calls decoded together (default 8, "
-                        "judgeopt.lm.RECOMMENDED_PARALLEL; 1: one at a time)")
-    p.add_argument("--n-ctx", type=positive_int, default=None,
-                   help="context window of a local model (default 4096)")
+    p.add_argument(
+        "--router",
+        metavar="FILE",
+        default=None,
+        help="judge through a LiteLLM Router over several servers, configured "
+        "by FILE (a LiteLLM model_list YAML/JSON; `judgeopt serve` writes "
+        "one); --model then names one of its model groups",
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="judge calls in flight at once (default: --parallel for a local "
+        "model, else 1; with --router or a server, about the servers' "
+        "total parallel slots)",
+    )
+    p.add_argument(
+        "--parallel",
+        type=positive_int,
+        default=None,
+        help="local model: judge calls decoded together (default 8, "
+        "judgeopt.lm.RECOMMENDED_PARALLEL; 1: one at a time)",
+    )
+    p.add_argument(
+        "--n-ctx",
+        type=positive_int,
+        default=None,
+        help="context window of a local model (default 4096)",
+    )
     # NOTE: kept (hidden, ignored) so that older scripts still run.
     p.add_argument("--logprobs", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

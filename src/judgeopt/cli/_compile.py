@@ -48,19 +48,25 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         task = load_task(args.task)
         aspects = _compile_aspects(args, task)
         preset = load_optimizer(args.optimizer)
-        JudgeSearch.from_config(preset, budget=args.budget, seed=args.seed,
-                                racing=args.racing, selection=args.selection,
-                                ensemble=args.ensemble,
-                                max_consecutive_failures=args.max_consecutive_failures,
-                                max_parse_failures=args.max_parse_failures
-                                )  # validate before loading a model
+        JudgeSearch.from_config(
+            preset,
+            budget=args.budget,
+            seed=args.seed,
+            racing=args.racing,
+            selection=args.selection,
+            ensemble=args.ensemble,
+            max_consecutive_failures=args.max_consecutive_failures,
+            max_parse_failures=args.max_parse_failures,
+        )  # validate before loading a model
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise CLIError(str(e)) from e
     several = len(aspects) > 1
     root = Path(args.out)
     if several and root.suffix == ".json":
-        raise CLIError(f"with several aspects ({', '.join(aspects)}), --out names a directory "
-                       f"(one judge per aspect plus index.json); got {args.out!r}")
+        raise CLIError(
+            f"with several aspects ({', '.join(aspects)}), --out names a directory "
+            f"(one judge per aspect plus index.json); got {args.out!r}"
+        )
     # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = lm_from_args(args)
     written: dict[str, str] = {}
@@ -69,21 +75,33 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         out = root / f"{aspect}.json" if several else root
         if several:
             print(f"== {task.name} / {aspect}", flush=True)
-        ckpt = (str(Path(args.checkpoint) / aspect) if several else args.checkpoint) \
-            if args.checkpoint else f"{out}.ckpt"
+        ckpt = (
+            (str(Path(args.checkpoint) / aspect) if several else args.checkpoint)
+            if args.checkpoint
+            else f"{out}.ckpt"
+        )
         try:
             optimizer = JudgeSearch.from_config(
-                preset, budget=args.budget, seed=args.seed, threads=args.threads,
-                checkpoint_dir=ckpt, progress=not args.no_progress, racing=args.racing,
-                selection=args.selection, ensemble=args.ensemble,
+                preset,
+                budget=args.budget,
+                seed=args.seed,
+                threads=args.threads,
+                checkpoint_dir=ckpt,
+                progress=not args.no_progress,
+                racing=args.racing,
+                selection=args.selection,
+                ensemble=args.ensemble,
                 max_consecutive_failures=args.max_consecutive_failures,
-                max_parse_failures=args.max_parse_failures, restart=args.restart)
+                max_parse_failures=args.max_parse_failures,
+                restart=args.restart,
+            )
         except ValueError as e:
             raise CLIError(str(e)) from e
         args.resume_hint = (
             f"the judgements made so far for {aspect!r} are in the checkpoint {ckpt}"
             + (f" ({len(written)} of {len(aspects)} aspects written)" if several else "")
-            + ": run the same command to resume")
+            + ": run the same command to resume"
+        )
         # NOTE: an endpoint failure (LMUnavailable) stops every aspect: exit 3, resumable.
         problems += _compile_aspect(args, task, aspect, model, lm, optimizer, out)
         written[aspect] = out.name
@@ -93,16 +111,20 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         index = write_judge_index(root / "index.json", task.name, written, model=model)
         print(f"wrote {index} ({len(written)} judges of {task.name}: {', '.join(written)})")
     if problems:
-        print(f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
-              f"{'s' if len(problems) > 1 else ''} above); it was written for inspection "
-              f"(exit status {EXIT_UNTRUSTED}; --max-parse-failures sets the accepted share "
-              "of answers without a rating)", file=sys.stderr)
+        print(
+            f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
+            f"{'s' if len(problems) > 1 else ''} above); it was written for inspection "
+            f"(exit status {EXIT_UNTRUSTED}; --max-parse-failures sets the accepted share "
+            "of answers without a rating)",
+            file=sys.stderr,
+        )
         return EXIT_UNTRUSTED
     return 0
 
 
-def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any,
-                    optimizer: Any, out: Path) -> list[str]:
+def _compile_aspect(
+    args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any, optimizer: Any, out: Path
+) -> list[str]:
     """Compile, test and write the judge of one aspect; the problems found (printed)."""
     from ..judge import JudgeProgram  # lazy: loads DSPy
 
@@ -122,23 +144,40 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
         test = load_data(args.test_data, args.test_limit, task, aspect)
         baseline = judge.with_strategy(student.strategy)
         res, _, comp = evaluate_against(
-            judge, baseline, test, threads=args.threads, progress=not args.no_progress,
-            desc="test", max_consecutive_failures=optimizer.config.max_consecutive_failures)
+            judge,
+            baseline,
+            test,
+            threads=args.threads,
+            progress=not args.no_progress,
+            desc="test",
+            max_consecutive_failures=optimizer.config.max_consecutive_failures,
+        )
         bad = res.parse_failures + res.call_failures
-        too_many = [
-            f"the chosen judge gave no rating for {bad} of {res.n} test items "
-            f"({bad / res.n:.0%}), more than max_parse_failures="
-            f"{optimizer.config.max_parse_failures:g}"
-        ] if res.n and bad / res.n > optimizer.config.max_parse_failures else []
-        judge = judge.with_report(judge.report_.with_test(
-            res.summary(), res.items, comparison=comp.to_dict(), problems=too_many))
+        too_many = (
+            [
+                f"the chosen judge gave no rating for {bad} of {res.n} test items "
+                f"({bad / res.n:.0%}), more than max_parse_failures="
+                f"{optimizer.config.max_parse_failures:g}"
+            ]
+            if res.n and bad / res.n > optimizer.config.max_parse_failures
+            else []
+        )
+        judge = judge.with_report(
+            judge.report_.with_test(
+                res.summary(), res.items, comparison=comp.to_dict(), problems=too_many
+            )
+        )
         if ensemble is not None:
-            eres, _, ecomp = evaluate_against(ensemble, baseline, test,
-                                              labels=("baseline", "ensemble"),
-                                              threads=args.threads,
-                                              progress=not args.no_progress, desc="test",
-                                              max_consecutive_failures=optimizer.config
-                                              .max_consecutive_failures)
+            eres, _, ecomp = evaluate_against(
+                ensemble,
+                baseline,
+                test,
+                labels=("baseline", "ensemble"),
+                threads=args.threads,
+                progress=not args.no_progress,
+                desc="test",
+                max_consecutive_failures=optimizer.config.max_consecutive_failures,
+            )
             ensemble.test = eres.summary()
             ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
     if ensemble is not None:
@@ -149,8 +188,10 @@ def _compile_aspect(args: argparse.Namespace, task: Any, aspect: str, model: str
         judge.save(out)
     _print_compile_summary(judge, ensemble)
     if ensemble is not None:
-        print(f"wrote {out} (the ensemble of {len(ensemble.members)} strategies) and {single} "
-              "(the chosen single judge)")
+        print(
+            f"wrote {out} (the ensemble of {len(ensemble.members)} strategies) and {single} "
+            "(the chosen single judge)"
+        )
     else:
         print(f"wrote {out}")
     if not args.no_report:
@@ -173,41 +214,60 @@ def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
 def _print_compile_summary(judge: Any, ensemble: Any) -> None:
     res = judge.search_result
     sel = judge.selection or {}
-    part = (f"on {sel['search_items']} search items" if sel.get("rule") in ("confirm", "veto")
-            else f"on {sel.get('search_items', '?')} validation items")
-    best = "nan" if res.best_score is None or math.isnan(res.best_score) else \
-        f"{res.best_score:.4f}"
-    resumed = (f", {res.calls_this_run} of them in this run" if res.calls_this_run != res.calls
-               else "")
-    print(f"search: {res.search}, {res.evaluations} strategies {part}; best {res.metric} "
-          f"{best} ({res.calls} calls{resumed}, {res.prompt_tokens + res.completion_tokens} "
-          f"tokens, {res.seconds:.0f} s)")
-    print(f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "
-          "the first)")
+    part = (
+        f"on {sel['search_items']} search items"
+        if sel.get("rule") in ("confirm", "veto")
+        else f"on {sel.get('search_items', '?')} validation items"
+    )
+    best = (
+        "nan" if res.best_score is None or math.isnan(res.best_score) else f"{res.best_score:.4f}"
+    )
+    resumed = (
+        f", {res.calls_this_run} of them in this run" if res.calls_this_run != res.calls else ""
+    )
+    print(
+        f"search: {res.search}, {res.evaluations} strategies {part}; best {res.metric} "
+        f"{best} ({res.calls} calls{resumed}, {res.prompt_tokens + res.completion_tokens} "
+        f"tokens, {res.seconds:.0f} s)"
+    )
+    print(
+        f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "
+        "the first)"
+    )
     first = res.evaluation_summaries[0]["strategy"] if res.evaluation_summaries else {}
     for s in res.evaluation_summaries:
         value = s.get(res.metric)
         changed = ", ".join(f"{k}={v}" for k, v in s["strategy"].items() if first.get(k) != v)
-        print(f"  {s['number'] + 1:>3} {'nan' if value is None else f'{value:.4f}':>9} "
-              f"{s['parse_failures']:>4}/{s['n']:<4} {s['call_failures']:>3}/{s['n']:<3}  "
-              f"{changed or '(the first)'}")
+        print(
+            f"  {s['number'] + 1:>3} {'nan' if value is None else f'{value:.4f}':>9} "
+            f"{s['parse_failures']:>4}/{s['n']:<4} {s['call_failures']:>3}/{s['n']:<3}  "
+            f"{changed or '(the first)'}"
+        )
     if res.racing is not None:
-        print(f"racing: {res.racing['dropped']} of {res.evaluations} strategies dropped early; "
-              f"{res.racing['items_judged']} of {res.racing['items_full']} judgements made")
+        print(
+            f"racing: {res.racing['dropped']} of {res.evaluations} strategies dropped early; "
+            f"{res.racing['items_judged']} of {res.racing['items_full']} judgements made"
+        )
     for message in sel.get("messages", []):
         print(message)
     cost = sel.get("cost")
     if cost and sel.get("rule") in ("confirm", "veto"):
-        print(f"confirmation: {sel['confirm_items']} items, {cost['calls']} calls, "
-              f"{cost['seconds']:.0f} s")
+        print(
+            f"confirmation: {sel['confirm_items']} items, {cost['calls']} calls, "
+            f"{cost['seconds']:.0f} s"
+        )
     print(f"chosen strategy: {judge.strategy}")
     val = judge.validation
     if val is not None:
-        print(f"chosen judge on the {val['n']} search items: {val['parse_failures']} unparsed, "
-              f"{val['call_failures']} failed calls")
+        print(
+            f"chosen judge on the {val['n']} search items: {val['parse_failures']} unparsed, "
+            f"{val['call_failures']} failed calls"
+        )
     if res.selection_calls:
-        print(f"calls: {res.calls} for the search, {res.selection_calls} for choosing the "
-              f"judge ({res.calls + res.selection_calls} in all)")
+        print(
+            f"calls: {res.calls} for the search, {res.selection_calls} for choosing the "
+            f"judge ({res.calls + res.selection_calls} in all)"
+        )
     _print_comparisons(judge.comparisons)
     if ensemble is not None:
         print(f"ensemble of {len(ensemble.members)} strategies:")
@@ -216,60 +276,107 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
 
 def add_parser(sub: Subparsers) -> None:
     """Add ``judgeopt compile``."""
-    c = sub.add_parser("compile", help="search the best prompting strategy and export the judge",
-                       description="Search a judge's prompting strategy with HPSS (or another "
-                                   "search) on labelled data and export the best judge as JSON.")
+    c = sub.add_parser(
+        "compile",
+        help="search the best prompting strategy and export the judge",
+        description="Search a judge's prompting strategy with HPSS (or another "
+        "search) on labelled data and export the best judge as JSON.",
+    )
     c.add_argument("--task", required=True, help="signature TOML file or shipped task name")
     which = c.add_mutually_exclusive_group(required=True)
-    which.add_argument("--aspect", help="the aspect to judge, or several: a,b,c (one judge "
-                                        "per aspect in the --out directory, plus index.json)")
-    which.add_argument("--aspects", metavar="all|a,b,c",
-                       help="several aspects in one command ('all': every aspect of the "
-                            "task), sharing the model and its cache; --out is then a "
-                            "directory with <aspect>.json per aspect and index.json")
-    c.add_argument("--data", required=True,
-                   help="labelled JSONL/CSV: example pool and (without --valid-data) scoring set")
+    which.add_argument(
+        "--aspect",
+        help="the aspect to judge, or several: a,b,c (one judge "
+        "per aspect in the --out directory, plus index.json)",
+    )
+    which.add_argument(
+        "--aspects",
+        metavar="all|a,b,c",
+        help="several aspects in one command ('all': every aspect of the "
+        "task), sharing the model and its cache; --out is then a "
+        "directory with <aspect>.json per aspect and index.json",
+    )
+    c.add_argument(
+        "--data",
+        required=True,
+        help="labelled JSONL/CSV: example pool and (without --valid-data) scoring set",
+    )
     c.add_argument("--valid-data", help="labelled data to score strategies on")
     c.add_argument("--test-data", help="held-out labelled data to evaluate the best judge on")
     c.add_argument("--limit", type=positive_int, help="use the first N records of each file")
     c.add_argument("--test-limit", type=positive_int, help="use the first N test records")
-    c.add_argument("--optimizer", default="auto",
-                   help="optimizer preset TOML or name: auto (default; judgeopt's search), "
-                        "hpss (the paper's algorithm), greedy, stepwise, random, quick, "
-                        "racing (auto with racing)")
+    c.add_argument(
+        "--optimizer",
+        default="auto",
+        help="optimizer preset TOML or name: auto (default; judgeopt's search), "
+        "hpss (the paper's algorithm), greedy, stepwise, random, quick, "
+        "racing (auto with racing)",
+    )
     c.add_argument("--budget", type=positive_int, help="override the preset's budget")
     c.add_argument("--seed", type=int, help="override the preset's seed")
-    c.add_argument("--racing", action=argparse.BooleanOptionalAction, default=None,
-                   help="race candidates: judge each on a growing prefix of the validation set "
-                        "and drop it once it cannot reach the population (default: the "
-                        "preset's [racing] setting, off in the shipped presets but 'racing')")
-    c.add_argument("--checkpoint", help="checkpoint directory (default: OUT.ckpt); a re-run "
-                                        "with the same data, settings and model resumes "
-                                        "from it")
-    c.add_argument("--restart", action="store_true",
-                   help="discard the checkpoint and start afresh (needed when it belongs to a "
-                        "run with other data, settings or model)")
-    c.add_argument("--max-consecutive-failures", type=positive_int, default=None, metavar="N",
-                   help="stop the compile (resumably, exit 3) after N judge calls in a row "
-                        "failed with connection errors, timeouts or 5xx (default: the "
-                        "preset's, 5)")
-    c.add_argument("--max-parse-failures", type=share, default=None, metavar="SHARE",
-                   help="largest share of the chosen judge's answers without a rating "
-                        "before the compile exits with 1 (default: the preset's, 0.25)")
-    c.add_argument("--selection", choices=("confirm", "veto", "best"), default=None,
-                   help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
-                        "searches on half the scoring set and keeps a strategy only if its "
-                        "gain over the baseline is confirmed on the other half; 'veto' keeps "
-                        "the best search score unless the other half shows it worse than the "
-                        "baseline; 'best' keeps the best validation score (biased upward)")
-    c.add_argument("--ensemble", type=positive_int, default=None, metavar="M",
-                   help="export the mean of the M best strategies' z-normalised ratings as "
-                        "one judge (OUT; the chosen single judge goes to OUT stem + "
-                        ".single.json)")
-    c.add_argument("--out", required=True, help="the exported judge (JSON); with several "
-                                                "aspects a directory")
-    c.add_argument("--no-report", action="store_true",
-                   help="do not write the HTML report (OUT stem + .report/index.html)")
+    c.add_argument(
+        "--racing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="race candidates: judge each on a growing prefix of the validation set "
+        "and drop it once it cannot reach the population (default: the "
+        "preset's [racing] setting, off in the shipped presets but 'racing')",
+    )
+    c.add_argument(
+        "--checkpoint",
+        help="checkpoint directory (default: OUT.ckpt); a re-run "
+        "with the same data, settings and model resumes "
+        "from it",
+    )
+    c.add_argument(
+        "--restart",
+        action="store_true",
+        help="discard the checkpoint and start afresh (needed when it belongs to a "
+        "run with other data, settings or model)",
+    )
+    c.add_argument(
+        "--max-consecutive-failures",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="stop the compile (resumably, exit 3) after N judge calls in a row "
+        "failed with connection errors, timeouts or 5xx (default: the "
+        "preset's, 5)",
+    )
+    c.add_argument(
+        "--max-parse-failures",
+        type=share,
+        default=None,
+        metavar="SHARE",
+        help="largest share of the chosen judge's answers without a rating "
+        "before the compile exits with 1 (default: the preset's, 0.25)",
+    )
+    c.add_argument(
+        "--selection",
+        choices=("confirm", "veto", "best"),
+        default=None,
+        help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
+        "searches on half the scoring set and keeps a strategy only if its "
+        "gain over the baseline is confirmed on the other half; 'veto' keeps "
+        "the best search score unless the other half shows it worse than the "
+        "baseline; 'best' keeps the best validation score (biased upward)",
+    )
+    c.add_argument(
+        "--ensemble",
+        type=positive_int,
+        default=None,
+        metavar="M",
+        help="export the mean of the M best strategies' z-normalised ratings as "
+        "one judge (OUT; the chosen single judge goes to OUT stem + "
+        ".single.json)",
+    )
+    c.add_argument(
+        "--out", required=True, help="the exported judge (JSON); with several aspects a directory"
+    )
+    c.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write the HTML report (OUT stem + .report/index.html)",
+    )
     add_model(c)
     c.set_defaults(func=_cmd_compile)
-

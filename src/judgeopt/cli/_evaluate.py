@@ -42,8 +42,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise CLIError(f"--compare: {e}") from e
         if (other.task.name, other.aspect) != (judge.task.name, judge.aspect):
-            raise CLIError(f"--compare: {args.compare} judges {other.task.name}/{other.aspect}, "
-                           f"{args.judge} judges {judge.task.name}/{judge.aspect}")
+            raise CLIError(
+                f"--compare: {args.compare} judges {other.task.name}/{other.aspect}, "
+                f"{args.judge} judges {judge.task.name}/{judge.aspect}"
+            )
         # The other judge runs on its own model unless --model/--router names one for both.
         if args.model or getattr(args, "router", None) or other.model_name == judge.model_name:
             other.lm = lm
@@ -52,18 +54,30 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         labels = (Path(args.compare).name, Path(args.judge).name)
     try:
         if other is None:
-            result = evaluate(judge, records, threads=args.threads,
-                              progress=not args.no_progress,
-                              max_consecutive_failures=args.max_consecutive_failures)
+            result = evaluate(
+                judge,
+                records,
+                threads=args.threads,
+                progress=not args.no_progress,
+                max_consecutive_failures=args.max_consecutive_failures,
+            )
             payload: dict[str, Any] = result.summary()
             print(json.dumps(payload, indent=2))
         else:
             result, ref, comp = evaluate_against(
-                judge, other, records, labels=labels, threads=args.threads,
+                judge,
+                other,
+                records,
+                labels=labels,
+                threads=args.threads,
                 progress=not args.no_progress,
-                max_consecutive_failures=args.max_consecutive_failures)
-            payload = {"judge": result.summary(), "other": ref.summary(),
-                       "comparison": comp.to_dict()}
+                max_consecutive_failures=args.max_consecutive_failures,
+            )
+            payload = {
+                "judge": result.summary(),
+                "other": ref.summary(),
+                "comparison": comp.to_dict(),
+            }
             for line in comp.lines(f"{Path(args.data).name}"):
                 print(line)
     except ValueError as e:
@@ -73,8 +87,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     if args.items:
-        runs = [(labels[1], result)] if other is None else [(labels[1], result),
-                                                             (labels[0], ref)]
+        runs = [(labels[1], result)] if other is None else [(labels[1], result), (labels[0], ref)]
         n = _write_items(args.items, runs, records)
         print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
     return 0
@@ -90,9 +103,19 @@ def item_rows(label: str, items: Sequence[Any], records: Sequence[Any]) -> list[
     rows = []
     for item in items:
         status = "failed" if item.error else ("unparsed" if item.score is None else "ok")
-        rows.append({"id": item.id, "judge": label, "prediction": item.score,
-                     "human": item.human, "status": status, "parse_error": item.parse_error,
-                     "error": item.error, "raw": item.raw, "inputs": inputs.get(item.id)})
+        rows.append(
+            {
+                "id": item.id,
+                "judge": label,
+                "prediction": item.score,
+                "human": item.human,
+                "status": status,
+                "parse_error": item.parse_error,
+                "error": item.error,
+                "raw": item.raw,
+                "inputs": inputs.get(item.id),
+            }
+        )
     return rows
 
 
@@ -135,8 +158,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
                     continue
                 for message in data["messages"]:
                     print(f"[{message['role']}]\n{message['content']}\n")
-                print("# placeholders: " + ", ".join("{" + n + "}"
-                                                     for n in data["placeholders"]))
+                print("# placeholders: " + ", ".join("{" + n + "}" for n in data["placeholders"]))
             return 0
         if not (args.task and args.aspect):
             raise CLIError("give a judge file, or --task and --aspect")
@@ -165,37 +187,59 @@ def add_evaluate_parser(sub: Subparsers) -> None:
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
     e.add_argument("--limit", type=positive_int, help="use the first N records")
     e.add_argument("--json", help="also write the summary to this file")
-    e.add_argument("--items", metavar="OUT.jsonl",
-                   help="write one JSON line per judged item: id, judge, prediction, human "
-                        "score, status (ok / unparsed / failed), parse_error, error, raw "
-                        "answer and inputs (with --baseline/--compare: both judges' items)")
+    e.add_argument(
+        "--items",
+        metavar="OUT.jsonl",
+        help="write one JSON line per judged item: id, judge, prediction, human "
+        "score, status (ok / unparsed / failed), parse_error, error, raw "
+        "answer and inputs (with --baseline/--compare: both judges' items)",
+    )
     against = e.add_mutually_exclusive_group()
-    against.add_argument("--baseline", action="store_true",
-                         help="also evaluate the task's MT-Bench baseline prompt on the same "
-                              "items and report the paired gain with its bootstrap interval")
-    against.add_argument("--compare", metavar="OTHER.json",
-                         help="also evaluate another exported judge (or ensemble) on the same "
-                              "items and report the paired difference with its interval")
-    e.add_argument("--max-consecutive-failures", type=positive_int, default=5, metavar="N",
-                   help="stop (exit 3) after N judge calls in a row failed with connection "
-                        "errors, timeouts or 5xx: the endpoint is down (5)")
-    add_model(e, default="default: the model the judge records (its `model`, e.g. "
-                         "'local:qwen2.5-coder-1.5b'), else 'local'")
+    against.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also evaluate the task's MT-Bench baseline prompt on the same "
+        "items and report the paired gain with its bootstrap interval",
+    )
+    against.add_argument(
+        "--compare",
+        metavar="OTHER.json",
+        help="also evaluate another exported judge (or ensemble) on the same "
+        "items and report the paired difference with its interval",
+    )
+    e.add_argument(
+        "--max-consecutive-failures",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="stop (exit 3) after N judge calls in a row failed with connection "
+        "errors, timeouts or 5xx: the endpoint is down (5)",
+    )
+    add_model(
+        e,
+        default="default: the model the judge records (its `model`, e.g. "
+        "'local:qwen2.5-coder-1.5b'), else 'local'",
+    )
     e.set_defaults(func=_cmd_evaluate)
 
 
 def add_show_parser(sub: Subparsers) -> None:
     """Add ``judgeopt show``."""
-    s = sub.add_parser("show", help="print a judge's rendered prompt",
-                       description="Print the messages of an exported judge (every artifact "
-                                   "filled in, placeholders for the item's fields), or of a "
-                                   "task's strategy.")
+    s = sub.add_parser(
+        "show",
+        help="print a judge's rendered prompt",
+        description="Print the messages of an exported judge (every artifact "
+        "filled in, placeholders for the item's fields), or of a "
+        "task's strategy.",
+    )
     s.add_argument("judge", nargs="?", help="exported judge JSON")
     s.add_argument("--task", help="signature TOML file or shipped task name")
     s.add_argument("--aspect", help="the aspect")
     s.add_argument("--strategy", help="'baseline' (default), a JSON object or a JSON file")
-    s.add_argument("--template", action="store_true",
-                   help="for a judge file: show the template with the artifacts as "
-                        "placeholders ({icl_examples}, ...) instead of the filled messages")
+    s.add_argument(
+        "--template",
+        action="store_true",
+        help="for a judge file: show the template with the artifacts as "
+        "placeholders ({icl_examples}, ...) instead of the filled messages",
+    )
     s.set_defaults(func=_cmd_show)
-

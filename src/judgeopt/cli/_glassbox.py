@@ -16,22 +16,37 @@ def _cmd_glassbox(args: argparse.Namespace) -> int:
     records = load_data(args.data, args.limit)
     try:
         with glassbox.make_backend(
-            args.model or "local", backend=args.backend, api_base=args.api_base,
-            n_threads=args.n_threads, n_ctx=args.n_ctx, dtype=args.dtype,
+            args.model or "local",
+            backend=args.backend,
+            api_base=args.api_base,
+            n_threads=args.n_threads,
+            n_ctx=args.n_ctx,
+            dtype=args.dtype,
             prompt_logprobs=args.prompt_logprobs,
         ) as backend:
             result = glassbox.compute_features(
-                records, backend, args.features, instruction_field=args.instruction_field,
-                instruction_template=args.instruction_template, response_field=args.field,
-                reference_field=args.reference_field, system=args.system, topk=args.topk,
-                vocab_size=args.vocab_size, n_ensemble=args.n_ensemble, seed=args.seed,
-                progress=not args.no_progress)
+                records,
+                backend,
+                args.features,
+                instruction_field=args.instruction_field,
+                instruction_template=args.instruction_template,
+                response_field=args.field,
+                reference_field=args.reference_field,
+                system=args.system,
+                topk=args.topk,
+                vocab_size=args.vocab_size,
+                n_ensemble=args.n_ensemble,
+                seed=args.seed,
+                progress=not args.no_progress,
+            )
         corr = glassbox.correlate_features(result, level=args.level)
     except (ValueError, ImportError) as e:
         raise CLIError(str(e)) from e
     print(corr.table())
-    print(f"{len(result.ids)} items, {len(result.errors)} failed, {result.seconds:.1f} s "
-          f"({result.backend}, {result.model})")
+    print(
+        f"{len(result.ids)} items, {len(result.errors)} failed, {result.seconds:.1f} s "
+        f"({result.backend}, {result.model})"
+    )
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -44,56 +59,97 @@ def _cmd_glassbox(args: argparse.Namespace) -> int:
 def add_parser(sub: Subparsers) -> None:
     """Add ``judgeopt glassbox``."""
     gb = sub.add_parser(
-        "glassbox", help="glass-box (token-probability) features and their correlation "
-                         "with human scores",
+        "glassbox",
+        help="glass-box (token-probability) features and their correlation with human scores",
         description="Score each record's (instruction, response) pair with a model's token "
-                    "probabilities (SentProb, Softmax-Ent/Var/combo, ensembles, reference "
-                    "features; Huang et al. 2024) and correlate each feature with every "
-                    "human aspect. Local models give the full vocabulary; servers only "
-                    "top-k logprobs (pass --topk for the approximation); attention "
-                    "features need --backend transformers.")
+        "probabilities (SentProb, Softmax-Ent/Var/combo, ensembles, reference "
+        "features; Huang et al. 2024) and correlate each feature with every "
+        "human aspect. Local models give the full vocabulary; servers only "
+        "top-k logprobs (pass --topk for the approximation); attention "
+        "features need --backend transformers.",
+    )
     gb.add_argument("--data", required=True, help="labelled JSONL/CSV")
     gb.add_argument("--field", default="response", help="input field of the scored response")
     gb_instr = gb.add_mutually_exclusive_group(required=True)
     gb_instr.add_argument("--instruction-field", help="input field of the instruction")
-    gb_instr.add_argument("--instruction-template",
-                          help="instruction built from input fields, e.g. "
-                               "'Summarize the article: {source}'")
+    gb_instr.add_argument(
+        "--instruction-template",
+        help="instruction built from input fields, e.g. 'Summarize the article: {source}'",
+    )
     gb.add_argument("--reference-field", help="input field of a reference answer")
     gb.add_argument("--system", help="system message before the instruction")
-    gb.add_argument("--features", type=csv_list,
-                    default=["sentprob", "softmax_ent", "softmax_var", "softmax_combo"],
-                    help="comma-separated features (default sentprob,softmax_ent,"
-                         "softmax_var,softmax_combo); see docs/glassbox.md")
-    gb.add_argument("--model", default=None,
-                    help="'local' (default), 'local:NAME', 'local:PATH.gguf', "
-                         "'local:HF_FOLDER' (transformers only) or a LiteLLM model string")
-    gb.add_argument("--backend", choices=["llama.cpp", "transformers", "litellm"], default=None,
-                    help="how to run the model (default: llama.cpp for local models, LiteLLM "
-                         "otherwise); 'transformers' runs a local model with CPU torch and "
-                         "gives attention weights (attn_ent_min, attn_ent_avg; needs "
-                         "pip install 'judgeopt[transformers]')")
-    gb.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
-                    help="weights of the transformers backend (default float32)")
+    gb.add_argument(
+        "--features",
+        type=csv_list,
+        default=["sentprob", "softmax_ent", "softmax_var", "softmax_combo"],
+        help="comma-separated features (default sentprob,softmax_ent,"
+        "softmax_var,softmax_combo); see docs/glassbox.md",
+    )
+    gb.add_argument(
+        "--model",
+        default=None,
+        help="'local' (default), 'local:NAME', 'local:PATH.gguf', "
+        "'local:HF_FOLDER' (transformers only) or a LiteLLM model string",
+    )
+    gb.add_argument(
+        "--backend",
+        choices=["llama.cpp", "transformers", "litellm"],
+        default=None,
+        help="how to run the model (default: llama.cpp for local models, LiteLLM "
+        "otherwise); 'transformers' runs a local model with CPU torch and "
+        "gives attention weights (attn_ent_min, attn_ent_avg; needs "
+        "pip install 'judgeopt[transformers]')",
+    )
+    gb.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default=None,
+        help="weights of the transformers backend (default float32)",
+    )
     gb.add_argument("--api-base", default=None, help="endpoint of a LiteLLM model")
-    gb.add_argument("--prompt-logprobs", action="store_true",
-                    help="vLLM only: score given texts through its prompt logprobs")
-    gb.add_argument("--topk", type=positive_int, default=None,
-                    help="Softmax-Ent from the top-K logprobs (approximation; the variance "
-                         "features have none)")
-    gb.add_argument("--vocab-size", type=positive_int, default=None,
-                    help="the model's vocabulary size, for --topk with a server")
-    gb.add_argument("--n-ensemble", type=positive_int, default=10,
-                    help="forward passes of the ensemble features (10)")
+    gb.add_argument(
+        "--prompt-logprobs",
+        action="store_true",
+        help="vLLM only: score given texts through its prompt logprobs",
+    )
+    gb.add_argument(
+        "--topk",
+        type=positive_int,
+        default=None,
+        help="Softmax-Ent from the top-K logprobs (approximation; the variance features have none)",
+    )
+    gb.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=None,
+        help="the model's vocabulary size, for --topk with a server",
+    )
+    gb.add_argument(
+        "--n-ensemble",
+        type=positive_int,
+        default=10,
+        help="forward passes of the ensemble features (10)",
+    )
     gb.add_argument("--seed", type=int, default=0, help="seed of the ensembles (0)")
-    gb.add_argument("--level", choices=["dataset", "group"], default="dataset",
-                    help="correlation level (dataset)")
+    gb.add_argument(
+        "--level",
+        choices=["dataset", "group"],
+        default="dataset",
+        help="correlation level (dataset)",
+    )
     gb.add_argument("--limit", type=positive_int, help="use the first N records")
-    gb.add_argument("--n-threads", type=positive_int, default=None,
-                    help="CPU threads of a local model (default $JUDGEOPT_THREADS or 2)")
-    gb.add_argument("--n-ctx", type=positive_int, default=None,
-                    help="context window of a local model (default 4096)")
+    gb.add_argument(
+        "--n-threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads of a local model (default $JUDGEOPT_THREADS or 2)",
+    )
+    gb.add_argument(
+        "--n-ctx",
+        type=positive_int,
+        default=None,
+        help="context window of a local model (default 4096)",
+    )
     gb.add_argument("--json", help="write the features and correlations to this file")
     gb.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     gb.set_defaults(func=_cmd_glassbox)
-

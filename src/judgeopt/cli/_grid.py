@@ -67,55 +67,81 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     aspect = args.aspect or config.aspect
     task_name = args.task or config.task or (None if aspect else _infer_prexme_task(dataset))
     if task_name is None:
-        raise CLIError(f"cannot tell the task from the dataset name {dataset!r}: give --task "
-                       "(a PrExMe task such as zh_en, or a signature with --aspect)")
+        raise CLIError(
+            f"cannot tell the task from the dataset name {dataset!r}: give --task "
+            "(a PrExMe task such as zh_en, or a signature with --aspect)"
+        )
     records = load_data(args.data, args.limit)
     examples = load_data(args.examples, None) if args.examples else None
     program: Any
     try:
         if aspect is None:
-            program = PrExMeProgram(task_name, examples=examples,
-                                    max_tokens=args.max_tokens or 180)
+            program = PrExMeProgram(task_name, examples=examples, max_tokens=args.max_tokens or 180)
             if examples is None and "base_prompt" not in selection:
                 # Without examples, "every base prompt" means the zero-shot ones.
                 selection["base_prompt"] = list(ZERO_SHOT_BASE_PROMPTS)
-                print(f"grid: no --examples, so only the zero-shot base prompts (the one-shot "
-                      f"{', '.join(ONE_SHOT_BASE_PROMPTS)} need them)", file=sys.stderr)
+                print(
+                    f"grid: no --examples, so only the zero-shot base prompts (the one-shot "
+                    f"{', '.join(ONE_SHOT_BASE_PROMPTS)} need them)",
+                    file=sys.stderr,
+                )
         else:
-            program = JudgeProgram(load_task(task_name), aspect, trainset=examples,
-                                   max_tokens=args.max_tokens)
+            program = JudgeProgram(
+                load_task(task_name), aspect, trainset=examples, max_tokens=args.max_tokens
+            )
         space = select_subspace(program.space, selection)
     except (GridError, ValueError) as e:
         raise CLIError(str(e)) from e
     if aspect is None and examples is None:
         one_shot = [b for b in space["base_prompt"].values if b in ONE_SHOT_BASE_PROMPTS]
         if one_shot:
-            raise CLIError(f"the one-shot base prompts {one_shot!r} need --examples (labelled "
-                           "records to retrieve the demonstrations from)")
+            raise CLIError(
+                f"the one-shot base prompts {one_shot!r} need --examples (labelled "
+                "records to retrieve the demonstrations from)"
+            )
     if space.size > args.max_strategies:
-        raise CLIError(f"the grid has {space.size} strategies, more than --max-strategies "
-                       f"{args.max_strategies}: select values with --factors or raise the limit")
+        raise CLIError(
+            f"the grid has {space.size} strategies, more than --max-strategies "
+            f"{args.max_strategies}: select values with --factors or raise the limit"
+        )
     model, program.lm = lm_from_args(args)
-    print(f"grid: {space.size} strategies x {len(records)} items of {dataset} with {model} "
-          f"-> {args.out}", file=sys.stderr)
-    args.resume_hint = (f"the strategies finished so far are in {args.out}: run the same "
-                        "command to resume")
+    print(
+        f"grid: {space.size} strategies x {len(records)} items of {dataset} with {model} "
+        f"-> {args.out}",
+        file=sys.stderr,
+    )
+    args.resume_hint = (
+        f"the strategies finished so far are in {args.out}: run the same command to resume"
+    )
     try:
-        result = run_grid(program, records, table=args.out, items=args.items, space=space,
-                          dataset=dataset, model=model, threads=args.threads,
-                          progress=not args.no_progress, keep_outputs=args.keep_outputs,
-                          overwrite=args.overwrite)
+        result = run_grid(
+            program,
+            records,
+            table=args.out,
+            items=args.items,
+            space=space,
+            dataset=dataset,
+            model=model,
+            threads=args.threads,
+            progress=not args.no_progress,
+            keep_outputs=args.keep_outputs,
+            overwrite=args.overwrite,
+        )
     except GridError as e:
         raise CLIError(str(e)) from e
     per_call = f", {result.seconds / result.calls:.2f} s per call" if result.calls else ""
-    print(f"{result.evaluated} strategies evaluated, {result.skipped} already done; "
-          f"{result.calls} LM calls in {result.seconds:.0f} s{per_call}")
+    print(
+        f"{result.evaluated} strategies evaluated, {result.skipped} already done; "
+        f"{result.calls} LM calls in {result.seconds:.0f} s{per_call}"
+    )
     metric = "accuracy" if getattr(program.task, "mode", "") == "pairwise" else "kendall"
     print(f"best by {metric}:")
     for row in result.best(metric, k=args.top):
         value = f"{float(row[metric]):.3f}" if row[metric] else "nan"
-        print(f"  {value:>6}  unparsed {row['n_unparsed']:>3}/{row['n']}  "
-              + ", ".join(f"{n}={row[n]}" for n in space.names))
+        print(
+            f"  {value:>6}  unparsed {row['n_unparsed']:>3}/{row['n']}  "
+            + ", ".join(f"{n}={row[n]}" for n in space.names)
+        )
     print(f"wrote {result.table} and {result.items}")
     return 0
 
@@ -130,23 +156,46 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
             raise CLIError(f"--results {args.results}: {e}") from e
         n_column = next((c for c in ("n_items", "n_segments", "n") if c in header), None)
     try:
-        table = load_results(args.results, factors=args.factors, objective=args.objective,
-                             group=args.group, n_column=n_column)
+        table = load_results(
+            args.results,
+            factors=args.factors,
+            objective=args.objective,
+            group=args.group,
+            n_column=n_column,
+        )
         items = None
         if args.items:
             item_id, judge, human = args.item_columns
-            items = load_items(args.items, columns=table.dimensions, item_column=item_id,
-                               judge_column=judge, human_column=human)
+            items = load_items(
+                args.items,
+                columns=table.dimensions,
+                item_column=item_id,
+                judge_column=judge,
+                human_column=human,
+            )
         analysis = analyze(
-            table, items=items, fraction=args.top_fraction, aggregation=args.aggregation,
-            aggregations=args.aggregations, value_groups=args.value_groups,
-            between=args.between, test=args.test, method=args.method, alpha=args.alpha,
-            max_candidates=args.max_candidates, n_resamples=args.n_resamples, seed=args.seed)
+            table,
+            items=items,
+            fraction=args.top_fraction,
+            aggregation=args.aggregation,
+            aggregations=args.aggregations,
+            value_groups=args.value_groups,
+            between=args.between,
+            test=args.test,
+            method=args.method,
+            alpha=args.alpha,
+            max_candidates=args.max_candidates,
+            n_resamples=args.n_resamples,
+            seed=args.seed,
+        )
     except ValueError as e:
         raise CLIError(str(e)) from e
     if not args.no_figures and not figures_available():
-        print("analyze: matplotlib is not installed, so no figures are drawn "
-              "(pip install 'judgeopt[report]')", file=sys.stderr)
+        print(
+            "analyze: matplotlib is not installed, so no figures are drawn "
+            "(pip install 'judgeopt[report]')",
+            file=sys.stderr,
+        )
     files = write_report(analysis, args.out, figures=not args.no_figures)
     for line in analysis.findings:
         print(f"- {line}")
@@ -158,39 +207,64 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 def add_grid_parser(sub: Subparsers) -> None:
     """Add ``judgeopt grid``."""
     g = sub.add_parser(
-        "grid", help="evaluate every strategy of a (sub)space on a dataset (resumable)",
+        "grid",
+        help="evaluate every strategy of a (sub)space on a dataset (resumable)",
         description=(
             "Judge a labelled sample with every strategy of a factor space (PrExMe's prompt "
             "templates by default, or an HPSS task with --aspect) and write a tidy CSV (one "
             "row per strategy: kendall, tie-corrected kendall, pearson, spearman, n, "
             "unparsed, calls, seconds) plus a per-item JSONL. A re-run with the same "
-            "arguments skips the finished strategies."),
+            "arguments skips the finished strategies."
+        ),
     )
     g.add_argument("--data", required=True, help="labelled JSONL/CSV to judge")
     g.add_argument("--limit", type=positive_int, help="judge the first N records")
-    g.add_argument("--task", help="PrExMe task (en_de, zh_en, summarization, ...; default: "
-                                  "from the data file name) or, with --aspect, a signature")
-    g.add_argument("--aspect", help="judge this aspect of a signature task with the HPSS "
-                                    "factors instead of PrExMe's")
-    g.add_argument("--factors", action="append", metavar="NAME=V1,V2",
-                   help="keep only these values of a factor (repeatable; a factor not named "
-                        "keeps all values), e.g. --factors 'format_requirement=0 to 100,easy "
-                        "token labels'")
-    g.add_argument("--space", help="TOML file with task, aspect and a [factors] table "
-                                   "(options given here override it)")
-    g.add_argument("--examples", help="labelled JSONL/CSV for one-shot demonstrations "
-                                      "(PrExMe POS/OS-CoT/OS-CoT-EM) or in-context examples")
+    g.add_argument(
+        "--task",
+        help="PrExMe task (en_de, zh_en, summarization, ...; default: "
+        "from the data file name) or, with --aspect, a signature",
+    )
+    g.add_argument(
+        "--aspect",
+        help="judge this aspect of a signature task with the HPSS factors instead of PrExMe's",
+    )
+    g.add_argument(
+        "--factors",
+        action="append",
+        metavar="NAME=V1,V2",
+        help="keep only these values of a factor (repeatable; a factor not named "
+        "keeps all values), e.g. --factors 'format_requirement=0 to 100,easy "
+        "token labels'",
+    )
+    g.add_argument(
+        "--space",
+        help="TOML file with task, aspect and a [factors] table (options given here override it)",
+    )
+    g.add_argument(
+        "--examples",
+        help="labelled JSONL/CSV for one-shot demonstrations "
+        "(PrExMe POS/OS-CoT/OS-CoT-EM) or in-context examples",
+    )
     g.add_argument("--dataset", help="dataset name in the table (default: the data file stem)")
     g.add_argument("--out", required=True, help="the CSV table (appended to; resumes)")
     g.add_argument("--items", help="per-item JSONL (default: OUT with .items.jsonl)")
-    g.add_argument("--max-tokens", type=positive_int,
-                   help="output token limit (PrExMe default 180)")
-    g.add_argument("--max-strategies", type=positive_int, default=2000,
-                   help="refuse larger grids (default 2000)")
-    g.add_argument("--keep-outputs", action="store_true",
-                   help="also store every raw output in the items file")
-    g.add_argument("--overwrite", action="store_true",
-                   help="start afresh instead of resuming (deletes OUT and the items file)")
+    g.add_argument(
+        "--max-tokens", type=positive_int, help="output token limit (PrExMe default 180)"
+    )
+    g.add_argument(
+        "--max-strategies",
+        type=positive_int,
+        default=2000,
+        help="refuse larger grids (default 2000)",
+    )
+    g.add_argument(
+        "--keep-outputs", action="store_true", help="also store every raw output in the items file"
+    )
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh instead of resuming (deletes OUT and the items file)",
+    )
     g.add_argument("--top", type=positive_int, default=5, help="best strategies to print (5)")
     add_model(g)
     g.set_defaults(func=_cmd_grid)
@@ -199,58 +273,110 @@ def add_grid_parser(sub: Subparsers) -> None:
 def add_analyze_parser(sub: Subparsers) -> None:
     """Add ``judgeopt analyze``."""
     an = sub.add_parser(
-        "analyze", help="analyse a results table: best prompts, top-2%% patterns, stability",
+        "analyze",
+        help="analyse a results table: best prompts, top-2%% patterns, stability",
         description=(
             "PrExMe-style analysis of a tidy results table (one row per strategy and "
             "setting, e.g. the output of `judgeopt grid` or PrExMe's published surface): best "
             "strategies with significance clusters, the share of each pattern among the top "
             "2% strategies, pattern rankings by median (mean, max, ...) and their stability "
             "(Kendall between rankings when the task, the model or another factor changes). "
-            "Writes report.md, analysis.json and PNG figures to --out."),
+            "Writes report.md, analysis.json and PNG figures to --out."
+        ),
     )
-    an.add_argument("--results", required=True, help="results CSV, one row per strategy "
-                                                      "and setting")
-    an.add_argument("--factors", type=csv_list, required=True,
-                    help="factor columns, e.g. base_prompt,task_description,format_requirement")
+    an.add_argument(
+        "--results", required=True, help="results CSV, one row per strategy and setting"
+    )
+    an.add_argument(
+        "--factors",
+        type=csv_list,
+        required=True,
+        help="factor columns, e.g. base_prompt,task_description,format_requirement",
+    )
     an.add_argument("--objective", required=True, help="metric column (higher is better)")
-    an.add_argument("--group", type=csv_list, default=[],
-                    help="columns that define a setting, e.g. model,task")
+    an.add_argument(
+        "--group", type=csv_list, default=[], help="columns that define a setting, e.g. model,task"
+    )
     an.add_argument("--out", required=True, help="output directory")
-    an.add_argument("--items", help="per-item scores (JSONL or CSV; the key columns plus item "
-                                    "id, judge and human score) for the permute-input test")
-    an.add_argument("--item-columns", type=csv_list, default=list(ITEM_COLUMNS),
-                    metavar="ID,JUDGE,HUMAN",
-                    help=f"item id, judge and human score columns of --items "
-                         f"(default {','.join(ITEM_COLUMNS)}, as `judgeopt grid` writes)")
-    an.add_argument("--n-column", default="auto",
-                    help="column with the number of items per row, for the Fisher-z "
-                         "approximation without --items ('auto': n_items, n_segments or n if "
-                         "present; 'none')")
-    an.add_argument("--test", choices=TESTS, default=None,
-                    help="significance test (default: permutation with --items, else fisher-z "
-                         "with an item count column, else none)")
-    an.add_argument("--method", choices=("spearman", "kendall", "pearson"), default=None,
-                    help="correlation of the objective (default: from its name)")
-    an.add_argument("--alpha", type=float, default=0.075,
-                    help="significance level of the clusters (PrExMe: 0.075)")
-    an.add_argument("--top-fraction", type=float, default=0.02,
-                    help="top share of every setting whose patterns are counted (0.02)")
-    an.add_argument("--aggregation", choices=AGGREGATIONS, default="median",
-                    help="aggregation of the stability heatmaps (median)")
-    an.add_argument("--aggregations", type=csv_list, default=list(AGGREGATIONS),
-                    help=f"aggregations to compare (default {','.join(AGGREGATIONS)})")
-    an.add_argument("--value-groups", type=json_object, default=None,
-                    help="JSON (inline or a file): factor -> category -> values counted "
-                         "together, e.g. '{\"format_requirement\": {\"textual labels\": "
-                         "[\"easy token labels\", \"complex token labels\"]}}'")
-    an.add_argument("--between", default=None,
-                    help="group column whose best strategies are compared (default: the "
-                         "first group column)")
-    an.add_argument("--max-candidates", type=positive_int, default=20,
-                    help="strategies per setting tested against the best with --items (20)")
-    an.add_argument("--n-resamples", type=positive_int, default=1000,
-                    help="permutations per test (1000)")
+    an.add_argument(
+        "--items",
+        help="per-item scores (JSONL or CSV; the key columns plus item "
+        "id, judge and human score) for the permute-input test",
+    )
+    an.add_argument(
+        "--item-columns",
+        type=csv_list,
+        default=list(ITEM_COLUMNS),
+        metavar="ID,JUDGE,HUMAN",
+        help=f"item id, judge and human score columns of --items "
+        f"(default {','.join(ITEM_COLUMNS)}, as `judgeopt grid` writes)",
+    )
+    an.add_argument(
+        "--n-column",
+        default="auto",
+        help="column with the number of items per row, for the Fisher-z "
+        "approximation without --items ('auto': n_items, n_segments or n if "
+        "present; 'none')",
+    )
+    an.add_argument(
+        "--test",
+        choices=TESTS,
+        default=None,
+        help="significance test (default: permutation with --items, else fisher-z "
+        "with an item count column, else none)",
+    )
+    an.add_argument(
+        "--method",
+        choices=("spearman", "kendall", "pearson"),
+        default=None,
+        help="correlation of the objective (default: from its name)",
+    )
+    an.add_argument(
+        "--alpha",
+        type=float,
+        default=0.075,
+        help="significance level of the clusters (PrExMe: 0.075)",
+    )
+    an.add_argument(
+        "--top-fraction",
+        type=float,
+        default=0.02,
+        help="top share of every setting whose patterns are counted (0.02)",
+    )
+    an.add_argument(
+        "--aggregation",
+        choices=AGGREGATIONS,
+        default="median",
+        help="aggregation of the stability heatmaps (median)",
+    )
+    an.add_argument(
+        "--aggregations",
+        type=csv_list,
+        default=list(AGGREGATIONS),
+        help=f"aggregations to compare (default {','.join(AGGREGATIONS)})",
+    )
+    an.add_argument(
+        "--value-groups",
+        type=json_object,
+        default=None,
+        help="JSON (inline or a file): factor -> category -> values counted "
+        'together, e.g. \'{"format_requirement": {"textual labels": '
+        '["easy token labels", "complex token labels"]}}\'',
+    )
+    an.add_argument(
+        "--between",
+        default=None,
+        help="group column whose best strategies are compared (default: the first group column)",
+    )
+    an.add_argument(
+        "--max-candidates",
+        type=positive_int,
+        default=20,
+        help="strategies per setting tested against the best with --items (20)",
+    )
+    an.add_argument(
+        "--n-resamples", type=positive_int, default=1000, help="permutations per test (1000)"
+    )
     an.add_argument("--seed", type=int, default=0, help="seed of the permutations (0)")
     an.add_argument("--no-figures", action="store_true", help="write no PNG figures")
     an.set_defaults(func=_cmd_analyze)
-

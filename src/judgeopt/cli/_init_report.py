@@ -35,21 +35,27 @@ def _cmd_init(args: argparse.Namespace) -> int:
         raise CLIError(str(e)) from e
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}: task {task.name!r}, inputs {list(task.input_names)!r}, judged "
-          f"{list(task.judged_fields)!r}, aspects {list(task.aspect_names)!r}")
-    print(f"edit the criteria in {out}, then: judgeopt compile --task {out} --aspect "
-          f"{task.aspect_names[0]} --data {args.data} --out judge.json")
+    print(
+        f"wrote {out}: task {task.name!r}, inputs {list(task.input_names)!r}, judged "
+        f"{list(task.judged_fields)!r}, aspects {list(task.aspect_names)!r}"
+    )
+    print(
+        f"edit the criteria in {out}, then: judgeopt compile --task {out} --aspect "
+        f"{task.aspect_names[0]} --data {args.data} --out judge.json"
+    )
     return 0
 
 
 def add_report_parser(sub: Subparsers) -> None:
     """Add ``judgeopt report``."""
     rp = sub.add_parser(
-        "report", help="write a compiled judge's HTML report and PNG figures",
+        "report",
+        help="write a compiled judge's HTML report and PNG figures",
         description="Write DIR/index.html (self-contained) and PNG figures of an exported "
-                    "judge: the search trace with the best so far and the baseline, each "
-                    "factor value's mean score with intervals, the gain over the baseline with "
-                    "its interval, judge vs human on the test items, and the chosen prompt.")
+        "judge: the search trace with the best so far and the baseline, each "
+        "factor value's mean score with intervals, the gain over the baseline with "
+        "its interval, judge vs human on the test items, and the chosen prompt.",
+    )
     rp.add_argument("judge", help="exported judge JSON")
     rp.add_argument("--out", help="the report directory (default: JUDGE stem + .report)")
     rp.add_argument("--no-figures", action="store_true", help="write the HTML only")
@@ -59,15 +65,19 @@ def add_report_parser(sub: Subparsers) -> None:
 def add_init_parser(sub: Subparsers) -> None:
     """Add ``judgeopt init``."""
     it = sub.add_parser(
-        "init", help="write a starting task TOML from a labelled CSV/JSONL file",
+        "init",
+        help="write a starting task TOML from a labelled CSV/JSONL file",
         description="Read a data file's columns and write a task signature to edit: text "
-                    "columns become input fields (the last one is judged), numeric columns "
-                    "aspects with the score range seen in the data; a label column (a/b/tie) "
-                    "makes a pairwise task.")
-    it.add_argument("--data", required=True, help="labelled CSV or JSONL (plain columns such "
-                                                  "as question,answer,helpfulness work)")
+        "columns become input fields (the last one is judged), numeric columns "
+        "aspects with the score range seen in the data; a label column (a/b/tie) "
+        "makes a pairwise task.",
+    )
+    it.add_argument(
+        "--data",
+        required=True,
+        help="labelled CSV or JSONL (plain columns such as question,answer,helpfulness work)",
+    )
     it.add_argument("--out", help="the TOML to write (default: DATA stem + .toml here)")
     it.add_argument("--name", help="the task's name (default: the TOML's stem)")
     it.add_argument("--force", action="store_true", help="overwrite an existing --out")
     it.set_defaults(func=_cmd_init)
-

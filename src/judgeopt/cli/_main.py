@@ -53,8 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judgeopt`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     if args.command is None:
         parser.print_help()
         return 2
@@ -94,8 +96,12 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as e:
         # A long command sets `resume_hint` once it has something to resume from.
         hint = getattr(args, "resume_hint", None)
-        print(f"judgeopt {args.command}: stopped ({interrupt_reason(e)})"
-              + (f"; {hint}" if hint else ""), file=sys.stderr, flush=True)
+        print(
+            f"judgeopt {args.command}: stopped ({interrupt_reason(e)})"
+            + (f"; {hint}" if hint else ""),
+            file=sys.stderr,
+            flush=True,
+        )
         return 130
     except CLIError as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
@@ -113,4 +119,3 @@ def _run(args: argparse.Namespace) -> int:
             print(f"judgeopt: error: {e}", file=sys.stderr)
             return 2
         raise
-

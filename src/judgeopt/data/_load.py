@@ -164,15 +164,15 @@ def _score_map(scores: Sequence[str] | Mapping[str, str] | None) -> dict[str, st
     if scores is None:
         return {}
     if isinstance(scores, str):
-        raise TypeError(f"scores must be a sequence of names or a mapping, not a single "
-                        f"string {scores!r}")
+        raise TypeError(
+            f"scores must be a sequence of names or a mapping, not a single string {scores!r}"
+        )
     if isinstance(scores, Mapping):
         return {str(k): str(v) for k, v in scores.items()}
     return {str(name): str(name) for name in scores}
 
 
-def _plain_row(row: Any, location: str, plain: frozenset[str],
-               score_map: Mapping[str, str]) -> Any:
+def _plain_row(row: Any, location: str, plain: frozenset[str], score_map: Mapping[str, str]) -> Any:
     """A row of the plain layout (bare input and score keys) in the schema's shape."""
     if not isinstance(row, Mapping):
         return row
@@ -200,8 +200,9 @@ def _plain_row(row: Any, location: str, plain: frozenset[str],
     return out
 
 
-def _csv_rows(path: Path, plain: frozenset[str],
-              score_map: Mapping[str, str]) -> Iterator[tuple[str, Any]]:
+def _csv_rows(
+    path: Path, plain: frozenset[str], score_map: Mapping[str, str]
+) -> Iterator[tuple[str, Any]]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
@@ -246,8 +247,10 @@ def _csv_columns(
         else:
             known = ""
             if plain or score_map:
-                known = (f"; the task's input columns are {sorted(plain)!r} and its score "
-                         f"columns {sorted(score_map)!r}")
+                known = (
+                    f"; the task's input columns are {sorted(plain)!r} and its score "
+                    f"columns {sorted(score_map)!r}"
+                )
             raise DataFormatError(
                 location,
                 name,
@@ -291,9 +294,11 @@ def _to_record(row: Any, location: str) -> Record:
     unknown = [key for key in row if key not in _JSON_KEYS]
     if unknown:
         raise DataFormatError(
-            location, str(unknown[0]), f"unknown field; expected only {', '.join(_JSON_KEYS)}, "
+            location,
+            str(unknown[0]),
+            f"unknown field; expected only {', '.join(_JSON_KEYS)}, "
             "or the plain layout's input and score keys named by the task (fields= / scores= "
-            "in Python; see docs/tasks.md, 'Your data')"
+            "in Python; see docs/tasks.md, 'Your data')",
         )
     if "id" not in row:
         raise DataFormatError(location, "id", "missing; expected a non-empty string")

@@ -118,8 +118,9 @@ def split_holdout(
     for name, value in (("n_valid", n_valid), ("n_test", n_test)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if per_group is not None and (isinstance(per_group, bool) or not isinstance(per_group, int)
-                                  or per_group < 1):
+    if per_group is not None and (
+        isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1
+    ):
         raise ValueError(f"per_group must be a positive int or None, got {per_group!r}")
     rng = np.random.default_rng(seed)
     members: dict[str, list[Record]] = {}
@@ -142,7 +143,9 @@ def split_holdout(
         else:
             break
     if len(valid) < n_valid or len(test) < n_test:
-        raise ValueError(f"not enough records: {len(records)} records in {len(groups)} groups "
-                         f"give {len(valid)} validation and {len(test)} test records; asked for "
-                         f"{n_valid} and {n_test}")
+        raise ValueError(
+            f"not enough records: {len(records)} records in {len(groups)} groups "
+            f"give {len(valid)} validation and {len(test)} test records; asked for "
+            f"{n_valid} and {n_test}"
+        )
     return valid, test

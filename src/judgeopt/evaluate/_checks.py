@@ -34,24 +34,34 @@ def check_records(program: Any, records: Sequence[Record]) -> None:
     problems = []
     if absent:
         has = sorted({k for r in records for k in r.inputs})
-        problems.append(f"no record has the input field(s) {absent!r} (the records have: "
-                        f"{', '.join(has) or 'none'}; the task needs: {', '.join(names)})")
+        problems.append(
+            f"no record has the input field(s) {absent!r} (the records have: "
+            f"{', '.join(has) or 'none'}; the task needs: {', '.join(names)})"
+        )
     if pairwise and all(r.label is None for r in records):
         problems.append("no record has a pairwise label ('a', 'b' or 'tie')")
     if not pairwise and all(aspect not in r.scores for r in records):
         has = sorted({k for r in records for k in r.scores})
-        problems.append(f"no record has a score for `{aspect}` (the records have scores "
-                        f"for: {', '.join(has) or 'nothing'})")
+        problems.append(
+            f"no record has a score for `{aspect}` (the records have scores "
+            f"for: {', '.join(has) or 'nothing'})"
+        )
     if problems:
-        raise ValueError(f"the {n} records do not fit {what}: " + "; ".join(problems)
-                         + ". Is this the data of another task?")
+        raise ValueError(
+            f"the {n} records do not fit {what}: "
+            + "; ".join(problems)
+            + ". Is this the data of another task?"
+        )
     # NOTE: repeated ids are the caller's business here (the same item judged twice).
     unique = list({r.id: r for r in records}.values())
     try:
-        validate_records(unique, required_fields=names,
-                         aspect=None if pairwise else aspect,
-                         score_range=None if pairwise else task.human_range(aspect),
-                         pairwise=pairwise)
+        validate_records(
+            unique,
+            required_fields=names,
+            aspect=None if pairwise else aspect,
+            score_range=None if pairwise else task.human_range(aspect),
+            pairwise=pairwise,
+        )
     except ValueError as e:
         raise ValueError(f"records that do not fit {what}:\n{e}") from None
 
@@ -84,10 +94,12 @@ def check_label_spread(records: Sequence[Record], task: Any, aspect: str, name: 
             raise ValueError(
                 f"`{name}`: the human `{aspect}` scores are constant within every one of its "
                 f"{len(by)} groups, so the group-level correlation that scores a judge is "
-                "undefined for any judge; use records whose scores vary within groups")
+                "undefined for any judge; use records whose scores vary within groups"
+            )
         return
     if len(set(humans)) < 2:
         raise ValueError(
             f"`{name}`: every one of its {len(humans)} human `{aspect}` scores is "
             f"{humans[0]:g}, so the correlation that scores a judge is undefined for any "
-            "judge; use records whose human scores vary")
+            "judge; use records whose human scores vary"
+        )

@@ -63,6 +63,7 @@ class Comparison:
 
     def lines(self, split: str) -> list[str]:
         """A short human-readable report."""
+
         def score(d: dict[str, Any]) -> str:
             v = d["score"]
             return "n/a" if v is None else f"{v:.3f}"
@@ -72,23 +73,26 @@ class Comparison:
 
         unit = "groups" if self.level == "group" else "items"
         width = max(10, len(self.baseline["label"]), len(self.chosen["label"]))
-        out = [f"{split} ({self.n} items{'' if unit == 'items' else f', {self.n_units} groups'}"
-               f", {self.metric}{', group level' if self.level == 'group' else ''}):",
-               f"  {self.baseline['label']:<{width}} {score(self.baseline):>7}   "
-               f"({fails(self.baseline)})",
-               f"  {self.chosen['label']:<{width}} {score(self.chosen):>7}   "
-               f"({fails(self.chosen)})"]
+        out = [
+            f"{split} ({self.n} items{'' if unit == 'items' else f', {self.n_units} groups'}"
+            f", {self.metric}{', group level' if self.level == 'group' else ''}):",
+            f"  {self.baseline['label']:<{width}} {score(self.baseline):>7}   "
+            f"({fails(self.baseline)})",
+            f"  {self.chosen['label']:<{width}} {score(self.chosen):>7}   ({fails(self.chosen)})",
+        ]
         if self.gain is None:
             out.append(f"  {'gain':<{width}} n/a (a score is undefined)")
         else:
             lo, hi = self.gain_ci
-            ci = ("" if lo is None or hi is None
-                  else f"  {self.confidence:.0%} interval [{lo:+.3f}, {hi:+.3f}]"
-                       f", bootstrap over {self.n_units} {unit}")
+            ci = (
+                ""
+                if lo is None or hi is None
+                else f"  {self.confidence:.0%} interval [{lo:+.3f}, {hi:+.3f}]"
+                f", bootstrap over {self.n_units} {unit}"
+            )
             verdict = ""
             if lo is not None and hi is not None:
-                verdict = ("  (better)" if lo > 0 else "  (worse)" if hi < 0
-                           else "  (within noise)")
+                verdict = "  (better)" if lo > 0 else "  (worse)" if hi < 0 else "  (within noise)"
             out.append(f"  {'gain':<{width}} {self.gain:+.3f}{ci}{verdict}")
         if self.note:
             out.append(f"  note: {self.note}")
@@ -128,8 +132,10 @@ def compare(
     by_b = {i.id: i for i in baseline.items}
     missing = [i for i in ids if i not in by_a or i not in by_b]
     if missing:
-        raise ValueError(f"compare(): both evaluations must cover the same records; "
-                         f"{len(missing)} are missing (first: {missing[:3]!r}).")
+        raise ValueError(
+            f"compare(): both evaluations must cover the same records; "
+            f"{len(missing)} are missing (first: {missing[:3]!r})."
+        )
     items_a = [by_a[i] for i in ids]
     items_b = [by_b[i] for i in ids]
     pairwise = chosen.accuracy is not None or baseline.accuracy is not None
@@ -139,8 +145,13 @@ def compare(
 
     def side(res: EvalResult, label: str) -> dict[str, Any]:
         v = res.metric(metric)
-        return {"label": label, "score": None if math.isnan(v) else v, "n": res.n,
-                "parse_failures": res.parse_failures, "call_failures": res.call_failures}
+        return {
+            "label": label,
+            "score": None if math.isnan(v) else v,
+            "n": res.n,
+            "parse_failures": res.parse_failures,
+            "call_failures": res.call_failures,
+        }
 
     a_side, b_side = side(chosen, labels[1]), side(baseline, labels[0])
     gain: float | None = None
@@ -150,23 +161,42 @@ def compare(
         gain = a_side["score"] - b_side["score"]
         try:
             if metric == "accuracy":
-                m = paired_bootstrap_mean(correct(items_a), correct(items_b),
-                                          n_resamples=n_resamples, confidence=confidence,
-                                          seed=seed)
+                m = paired_bootstrap_mean(
+                    correct(items_a),
+                    correct(items_b),
+                    n_resamples=n_resamples,
+                    confidence=confidence,
+                    seed=seed,
+                )
                 lo, hi, p_not = m.low, m.high, m.p_not_positive
             else:
-                r = paired_bootstrap([float(i.human) for i in items_a],  # type: ignore[arg-type]
-                                     item_predictions(items_a), item_predictions(items_b),
-                                     metric, groups if level == "group" else None,
-                                     n_resamples=n_resamples, confidence=confidence,
-                                     seed=seed)
+                r = paired_bootstrap(
+                    [float(i.human) for i in items_a],  # type: ignore[arg-type]
+                    item_predictions(items_a),
+                    item_predictions(items_b),
+                    metric,
+                    groups if level == "group" else None,
+                    n_resamples=n_resamples,
+                    confidence=confidence,
+                    seed=seed,
+                )
                 lo, hi, p_not = r.low, r.high, r.p_not_positive
         except ValueError as e:
             log.warning("no interval for the gain: %s", e)
-    return Comparison(metric=metric, level=level, n=len(ids), n_units=n_units,
-                      baseline=b_side, chosen=a_side, gain=gain, gain_ci=(lo, hi),
-                      confidence=confidence, p_not_positive=p_not, n_resamples=n_resamples,
-                      note=note)
+    return Comparison(
+        metric=metric,
+        level=level,
+        n=len(ids),
+        n_units=n_units,
+        baseline=b_side,
+        chosen=a_side,
+        gain=gain,
+        gain_ci=(lo, hi),
+        confidence=confidence,
+        p_not_positive=p_not,
+        n_resamples=n_resamples,
+        note=note,
+    )
 
 
 def evaluate_against(
@@ -203,10 +233,22 @@ def evaluate_against(
         ``(program's result, reference's result, comparison)``.
     """
     prefix = f"{desc}: " if desc else ""
-    ref = evaluate(reference, records, lm=lm, threads=threads, progress=progress,
-                   desc=f"{prefix}{labels[0]}",
-                   max_consecutive_failures=max_consecutive_failures)
-    res = evaluate(program, records, lm=lm, threads=threads, progress=progress,
-                   desc=f"{prefix}{labels[1]}",
-                   max_consecutive_failures=max_consecutive_failures)
+    ref = evaluate(
+        reference,
+        records,
+        lm=lm,
+        threads=threads,
+        progress=progress,
+        desc=f"{prefix}{labels[0]}",
+        max_consecutive_failures=max_consecutive_failures,
+    )
+    res = evaluate(
+        program,
+        records,
+        lm=lm,
+        threads=threads,
+        progress=progress,
+        desc=f"{prefix}{labels[1]}",
+        max_consecutive_failures=max_consecutive_failures,
+    )
     return res, ref, compare(res, ref, records, labels=labels, seed=seed, note=note)

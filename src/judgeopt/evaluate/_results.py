@@ -85,21 +85,30 @@ class EvalResult:
         """A metric by name (``spearman``, ``kendall``, ``pearson``, ``accuracy``); NaN if none."""
         value = getattr(self, name, None)
         if name not in ("spearman", "kendall", "pearson", "accuracy"):
-            raise ValueError(f"Unknown metric {name!r}. Allowed: spearman, kendall, pearson, "
-                             "accuracy.")
+            raise ValueError(
+                f"Unknown metric {name!r}. Allowed: spearman, kendall, pearson, accuracy."
+            )
         return math.nan if value is None else float(value)
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary printed by ``judgeopt evaluate``."""
-        out: dict[str, Any] = {"n": self.n, "parse_failures": self.parse_failures,
-                               "call_failures": self.call_failures}
+        out: dict[str, Any] = {
+            "n": self.n,
+            "parse_failures": self.parse_failures,
+            "call_failures": self.call_failures,
+        }
         if self.accuracy is not None:
             out["accuracy"] = self.accuracy
         else:
             out.update(spearman=self.spearman, kendall=self.kendall, pearson=self.pearson)
-        out.update(level=self.level, calls=self.calls, cache_hits=self.cache_hits,
-                   prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                   seconds=round(self.seconds, 3))
+        out.update(
+            level=self.level,
+            calls=self.calls,
+            cache_hits=self.cache_hits,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            seconds=round(self.seconds, 3),
+        )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,8 +116,9 @@ class EvalResult:
         return {**self.summary(), "items": [asdict(i) for i in self.items]}
 
 
-def score_items(items: Sequence[ItemResult], *, pairwise: bool, level: str,
-                groups: Sequence[Any] | None = None) -> dict[str, float | None]:
+def score_items(
+    items: Sequence[ItemResult], *, pairwise: bool, level: str, groups: Sequence[Any] | None = None
+) -> dict[str, float | None]:
     """Correlations (pointwise) or accuracy (pairwise) of judged items with the humans."""
     if pairwise:
         # An unparsed verdict counts as wrong.
@@ -143,11 +153,19 @@ def _constant(values: np.ndarray, groups: Sequence[Any] | None) -> bool:
     return all(len(set(vs)) < 2 for vs in by.values())
 
 
-def result_of(items: Sequence[ItemResult], records: Sequence[Record], *, pairwise: bool,
-            level: str, seconds: float, **counters: int) -> EvalResult:
+def result_of(
+    items: Sequence[ItemResult],
+    records: Sequence[Record],
+    *,
+    pairwise: bool,
+    level: str,
+    seconds: float,
+    **counters: int,
+) -> EvalResult:
     """The :class:`EvalResult` of judged ``items`` (aligned with ``records``)."""
-    metrics = score_items(items, pairwise=pairwise, level=level,
-                          groups=[r.group_id or r.id for r in records])
+    metrics = score_items(
+        items, pairwise=pairwise, level=level, groups=[r.group_id or r.id for r in records]
+    )
     return EvalResult(
         n=len(items),
         parse_failures=sum(i.error is None and i.score is None for i in items),
@@ -160,8 +178,9 @@ def result_of(items: Sequence[ItemResult], records: Sequence[Record], *, pairwis
     )
 
 
-def merge_results(parts: Sequence[EvalResult], records: Sequence[Record], *, pairwise: bool,
-                  level: str) -> EvalResult:
+def merge_results(
+    parts: Sequence[EvalResult], records: Sequence[Record], *, pairwise: bool, level: str
+) -> EvalResult:
     """One :class:`EvalResult` from evaluations of disjoint parts of ``records``.
 
     Items are put in the order of ``records`` (matched by id; every record must have been
@@ -176,10 +195,18 @@ def merge_results(parts: Sequence[EvalResult], records: Sequence[Record], *, pai
     if missing:
         raise ValueError(f"merge_results: no judged item for records {missing[:5]!r}.")
     items = [by_id[r.id] for r in records]
-    counters = {k: sum(getattr(p, k) for p in parts)
-                for k in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")}
-    return result_of(items, records, pairwise=pairwise, level=level,
-                   seconds=sum(p.seconds for p in parts), **counters)
+    counters = {
+        k: sum(getattr(p, k) for p in parts)
+        for k in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+    }
+    return result_of(
+        items,
+        records,
+        pairwise=pairwise,
+        level=level,
+        seconds=sum(p.seconds for p in parts),
+        **counters,
+    )
 
 
 def item_predictions(items: Sequence[ItemResult]) -> list[float]:

@@ -68,8 +68,13 @@ def evaluate(
     if not records:
         raise ValueError("evaluate() needs at least one record.")
     threads = check_int(threads, "threads", min_value=1, allow_none=True, owner="evaluate")
-    max_consecutive_failures = check_int(max_consecutive_failures, "max_consecutive_failures",
-                                         min_value=1, allow_none=True, owner="evaluate")
+    max_consecutive_failures = check_int(
+        max_consecutive_failures,
+        "max_consecutive_failures",
+        min_value=1,
+        allow_none=True,
+        owner="evaluate",
+    )
     check_records(program, records)
     breaker = _Breaker(max_consecutive_failures)
     the_lm = program.resolve_lm(lm)
@@ -82,8 +87,7 @@ def evaluate(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(records), desc=desc or f"judging {aspect}", unit="item",
-                   leave=False)
+        bar = tqdm(total=len(records), desc=desc or f"judging {aspect}", unit="item", leave=False)
     results: list[ItemResult | None] = [None] * len(records)
     # NOTE: judging the members of a group one after another lets a server or llama.cpp reuse
     # the shared prompt prefix (the same article or dialogue); results keep the input order.
@@ -107,8 +111,12 @@ def evaluate(
         try:
             # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
             # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
-            futures = {pool.submit(contextvars.copy_context().run, _judge_one, program,
-                                   records[i], the_lm, aspect): i for i in order}
+            futures = {
+                pool.submit(
+                    contextvars.copy_context().run, _judge_one, program, records[i], the_lm, aspect
+                ): i
+                for i in order
+            }
             # Collected as they finish: the bar and on_item follow real completion (a slow
             # item holds nothing up); results keep the input order.
             for fut in as_completed(futures):
@@ -137,10 +145,12 @@ def evaluate(
     level = "dataset" if pairwise else (program.task.correlation_level or "dataset")
     kw: dict[str, Any] = {}
     if before is not None and after is not None:
-        kw = {"calls": after.calls - before.calls,
-              "cache_hits": after.cache_hits - before.cache_hits,
-              "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
-              "completion_tokens": after.completion_tokens - before.completion_tokens}
+        kw = {
+            "calls": after.calls - before.calls,
+            "cache_hits": after.cache_hits - before.cache_hits,
+            "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
+            "completion_tokens": after.completion_tokens - before.completion_tokens,
+        }
     return result_of(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
 
 
@@ -162,8 +172,9 @@ def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> I
         pred = program.judge(record.inputs, sample_id=record.id, lm=lm)
     except Exception as e:  # noqa: BLE001 - a failed call is recorded, never fatal
         log.warning("judging %s failed: %s", record.id, e)
-        return ItemResult(record.id, human, None, error=f"{type(e).__name__}: {e}",
-                          error_kind=_error_kind(e))
+        return ItemResult(
+            record.id, human, None, error=f"{type(e).__name__}: {e}", error_kind=_error_kind(e)
+        )
     return ItemResult(record.id, human, pred.score, parse_error=pred.parse_error, raw=pred.raw)
 
 
@@ -200,7 +211,8 @@ class _Breaker:
             raise LMUnavailable(
                 f"{self.streak} judge calls in a row failed ({item.error}); the model "
                 "endpoint looks down, so judging stopped (circuit breaker, "
-                f"max_consecutive_failures={self.limit})")
+                f"max_consecutive_failures={self.limit})"
+            )
 
 
 def _stats(lm: Any) -> Any:
@@ -208,8 +220,11 @@ def _stats(lm: Any) -> Any:
     return fn() if callable(fn) else None
 
 
-def _record_finished(futures: Mapping[Any, int], results: Sequence[ItemResult | None],
-                     on_item: Callable[[ItemResult], Any]) -> None:
+def _record_finished(
+    futures: Mapping[Any, int],
+    results: Sequence[ItemResult | None],
+    on_item: Callable[[ItemResult], Any],
+) -> None:
     """Hand ``on_item`` the calls that finished while an interrupt waited to be handled.
 
     A signal reaches Python's main thread only when it runs again, and the workers go on
@@ -217,8 +232,7 @@ def _record_finished(futures: Mapping[Any, int], results: Sequence[ItemResult | 
     a failing ``on_item`` stops the recording, never hides the interrupt.
     """
     for fut, i in futures.items():
-        if results[i] is None and fut.done() and not fut.cancelled() \
-                and fut.exception() is None:
+        if results[i] is None and fut.done() and not fut.cancelled() and fut.exception() is None:
             try:
                 on_item(fut.result())
             except Exception:  # the interrupt is what gets reported

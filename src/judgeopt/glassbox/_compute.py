@@ -73,16 +73,16 @@ logger = logging.getLogger(__name__)
 _V = Capability.FULL_VOCABULARY
 
 
-def _check_capabilities(
-    backend: LogprobBackend, features: Sequence[str], topk: int | None
-) -> None:
+def _check_capabilities(backend: LogprobBackend, features: Sequence[str], topk: int | None) -> None:
     for name in features:
         spec = FEATURES[name]
         for capability in sorted(spec.needs, key=lambda c: c.value):
             backend.require(capability, name)
         if spec.full_vocabulary and topk is None and not backend.supports(_V):
             raise CapabilityError(
-                backend.name, backend.model, _V,
+                backend.name,
+                backend.model,
+                _V,
                 f"{name} (or pass topk=K to use the top-K approximation, whose error is "
                 "measured in docs/glassbox.md)",
             )
@@ -100,10 +100,20 @@ def _records(records: Any, limit: int | None) -> list[Any]:
 class _ItemScorer:
     """Computes the requested features of one item (the per-item half of the work)."""
 
-    def __init__(self, backend: LogprobBackend, features: tuple[str, ...], *, topk: int | None,
-                 topk_tail: TopkTail, vocab_size: int | None,
-                 n_ensemble: int, sample_top_k: int | None, sample_temperature: float,
-                 sample_max_tokens: int, seed: int) -> None:
+    def __init__(
+        self,
+        backend: LogprobBackend,
+        features: tuple[str, ...],
+        *,
+        topk: int | None,
+        topk_tail: TopkTail,
+        vocab_size: int | None,
+        n_ensemble: int,
+        sample_top_k: int | None,
+        sample_temperature: float,
+        sample_max_tokens: int,
+        seed: int,
+    ) -> None:
         self.backend = backend
         self.seed = seed
         # Values that depend on the instruction (and reference) only, not on the response:
@@ -126,8 +136,9 @@ class _ItemScorer:
             # Only the entropy has a usable top-k approximation; the variance features are
             # refused up front (see TOPK_REFUSED).
             assert scored.top_logprobs is not None
-            ent = token_entropies_topk(scored.top_logprobs, tail=self.tail,
-                                       vocab_size=self.vocab_size)
+            ent = token_entropies_topk(
+                scored.top_logprobs, tail=self.tail, vocab_size=self.vocab_size
+            )
             var = np.full(ent.shape, np.nan)
         if not ent.size:
             return float("nan"), float("nan")
@@ -143,10 +154,15 @@ class _ItemScorer:
         if key not in self._shared:
             seeds = self._instruction_rng(key).integers(2**31 - 1, size=self.n_ensemble)
             sps = [
-                sentprob(self.backend.generate(
-                    base, max_tokens=self.sample_max_tokens,
-                    temperature=self.sample_temperature, top_k=self.sample_top_k,
-                    seed=int(s)).token_logprobs)
+                sentprob(
+                    self.backend.generate(
+                        base,
+                        max_tokens=self.sample_max_tokens,
+                        temperature=self.sample_temperature,
+                        top_k=self.sample_top_k,
+                        seed=int(s),
+                    ).token_logprobs
+                )
                 for s in seeds
             ]
             self._shared[key] = ensemble_stats(sps)
@@ -166,15 +182,26 @@ class _ItemScorer:
             return self.backend.score(messages, text, full_vocabulary=True)
         return self.backend.score(messages, text, top_logprobs=self.topk)
 
-    def __call__(self, instruction: str, response: str, reference: str | None,
-                 system: str | None, rng: np.random.Generator) -> dict[str, float]:
+    def __call__(
+        self,
+        instruction: str,
+        response: str,
+        reference: str | None,
+        system: str | None,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
         want = self.features
         out: dict[str, float] = {}
         base = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": instruction}
         ]
-        soft = {"softmax_ent", "softmax_var", "softmax_combo", "softmax_ent_calib",
-                "softmax_var_calib"}
+        soft = {
+            "softmax_ent",
+            "softmax_var",
+            "softmax_combo",
+            "softmax_ent_calib",
+            "softmax_var_calib",
+        }
         if want & ({"sentprob"} | soft):
             scored = self._score(base, response, softmax=bool(want & soft))
             out["sentprob"] = sentprob(scored.token_logprobs)
@@ -183,13 +210,20 @@ class _ItemScorer:
         if want & {"unt_exp_prompt", "unt_var_prompt"}:
             picks = rng.integers(len(PROMPT_POOL), size=self.n_ensemble)
             by_prompt = {
-                int(k): sentprob(self.backend.score(
-                    [{"role": "system", "content": PROMPT_POOL[int(k)]},
-                     {"role": "user", "content": instruction}], response).token_logprobs)
+                int(k): sentprob(
+                    self.backend.score(
+                        [
+                            {"role": "system", "content": PROMPT_POOL[int(k)]},
+                            {"role": "user", "content": instruction},
+                        ],
+                        response,
+                    ).token_logprobs
+                )
                 for k in sorted(set(picks.tolist()))
             }
             out["unt_exp_prompt"], out["unt_var_prompt"] = ensemble_stats(
-                [by_prompt[int(k)] for k in picks])
+                [by_prompt[int(k)] for k in picks]
+            )
         if want & {"unt_exp_dec", "unt_var_dec"}:
             out["unt_exp_dec"], out["unt_var_dec"] = self._decoding_ensemble(base)
         if want & {"attn_ent_min", "attn_ent_avg"}:
@@ -206,8 +240,11 @@ class _ItemScorer:
         illus = {"sentprob_illus", "softmax_ent_illus", "softmax_var_illus"}
         if want & illus:
             assert reference is not None
-            shown = [*base, {"role": "assistant", "content": reference},
-                     {"role": "user", "content": instruction}]
+            shown = [
+                *base,
+                {"role": "assistant", "content": reference},
+                {"role": "user", "content": instruction},
+            ]
             need_soft = bool(want & {"softmax_ent_illus", "softmax_var_illus"})
             scored = self._score(shown, response, softmax=need_soft)
             out["sentprob_illus"] = sentprob(scored.token_logprobs)
@@ -312,18 +349,31 @@ def compute_features(
                     "(e.g. 151936 for Qwen2.5), or use topk_tail='ignore'."
                 )
     items = _records(records, limit)
-    needed_fields = [response_field, *([instruction_field] if instruction_field else []),
-                     *([reference_field] if needs_ref and reference_field else [])]
+    needed_fields = [
+        response_field,
+        *([instruction_field] if instruction_field else []),
+        *([reference_field] if needs_ref and reference_field else []),
+    ]
     for i, rec in enumerate(items):
         missing = [f for f in needed_fields if f not in rec.inputs]
         if missing:
-            raise ValueError(f"record {rec.id!r} (#{i}) has no input field(s) {missing}; it has "
-                             f"{sorted(rec.inputs)}.")
+            raise ValueError(
+                f"record {rec.id!r} (#{i}) has no input field(s) {missing}; it has "
+                f"{sorted(rec.inputs)}."
+            )
 
-    scorer = _ItemScorer(backend, names, topk=topk, topk_tail=topk_tail, vocab_size=vocab_size,
-                         n_ensemble=n_ensemble, sample_top_k=sample_top_k,
-                         sample_temperature=sample_temperature,
-                         sample_max_tokens=sample_max_tokens, seed=seed)
+    scorer = _ItemScorer(
+        backend,
+        names,
+        topk=topk,
+        topk_tail=topk_tail,
+        vocab_size=vocab_size,
+        n_ensemble=n_ensemble,
+        sample_top_k=sample_top_k,
+        sample_temperature=sample_temperature,
+        sample_max_tokens=sample_max_tokens,
+        seed=seed,
+    )
     started = time.monotonic()
     rows: list[dict[str, float]] = []
     errors: dict[str, str] = {}
@@ -333,8 +383,11 @@ def compute_features(
 
         iterator = tqdm(items, desc="glass-box features", unit="item")
     for index, rec in enumerate(iterator):
-        instruction = (fill_template(instruction_template, rec.inputs) if instruction_template
-                       else rec.inputs[str(instruction_field)])
+        instruction = (
+            fill_template(instruction_template, rec.inputs)
+            if instruction_template
+            else rec.inputs[str(instruction_field)]
+        )
         reference = rec.inputs.get(reference_field) if reference_field else None
         rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
         try:
@@ -344,22 +397,32 @@ def compute_features(
             errors[rec.id] = f"{type(exc).__name__}: {exc}"
             rows.append({})
 
-    values = {f: np.array([row.get(f, np.nan) for row in rows], dtype=np.float64)
-              for f in names if f != "softmax_combo"}
+    values = {
+        f: np.array([row.get(f, np.nan) for row in rows], dtype=np.float64)
+        for f in names
+        if f != "softmax_combo"
+    }
     if "softmax_combo" in names:
         ent = np.array([row.get("softmax_ent", np.nan) for row in rows], dtype=np.float64)
         var = np.array([row.get("softmax_var", np.nan) for row in rows], dtype=np.float64)
         values["softmax_combo"] = softmax_combo(ent, var)
     aspects = sorted({a for rec in items for a in rec.scores})
-    human = {a: np.array([rec.scores.get(a, np.nan) for rec in items], dtype=np.float64)
-             for a in aspects}
+    human = {
+        a: np.array([rec.scores.get(a, np.nan) for rec in items], dtype=np.float64) for a in aspects
+    }
     settings = {
-        "instruction_field": instruction_field, "instruction_template": instruction_template,
-        "response_field": response_field, "reference_field": reference_field, "system": system,
-        "topk": topk, "topk_tail": topk_tail if topk is not None else None,
+        "instruction_field": instruction_field,
+        "instruction_template": instruction_template,
+        "response_field": response_field,
+        "reference_field": reference_field,
+        "system": system,
+        "topk": topk,
+        "topk_tail": topk_tail if topk is not None else None,
         "vocab_size": vocab_size if topk is not None else None,
-        "n_ensemble": n_ensemble, "sample_top_k": sample_top_k,
-        "sample_temperature": sample_temperature, "sample_max_tokens": sample_max_tokens,
+        "n_ensemble": n_ensemble,
+        "sample_top_k": sample_top_k,
+        "sample_temperature": sample_temperature,
+        "sample_max_tokens": sample_max_tokens,
         "seed": seed,
     }
     return FeatureResult(
@@ -374,4 +437,3 @@ def compute_features(
         seconds=time.monotonic() - started,
         settings=settings,
     )
-

@@ -60,8 +60,10 @@ def make_backend(
             command).
     """
     if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"The `backend` argument must be None or one of {list(BACKENDS)}. "
-                         f"Got {backend!r} instead.")
+        raise ValueError(
+            f"The `backend` argument must be None or one of {list(BACKENDS)}. "
+            f"Got {backend!r} instead."
+        )
     local = parse_local_model(model)
     chosen = backend or ("litellm" if local is None else "llama.cpp")
     if chosen == "litellm":
@@ -71,12 +73,16 @@ def make_backend(
                 "backend='transformers' (a local server is a LiteLLM model such as "
                 "'openai/NAME' with api_base)."
             )
-        given = [k for k, v in {"n_threads": n_threads, "n_ctx": n_ctx, "dtype": dtype}.items()
-                 if v is not None]
+        given = [
+            k
+            for k, v in {"n_threads": n_threads, "n_ctx": n_ctx, "dtype": dtype}.items()
+            if v is not None
+        ]
         if given:
             raise ValueError(f"{given} only apply to local models, not to {model!r}.")
-        return LiteLLMBackend(model, api_base=api_base, api_key=api_key,
-                              prompt_logprobs=prompt_logprobs, cache=cache)
+        return LiteLLMBackend(
+            model, api_base=api_base, api_key=api_key, prompt_logprobs=prompt_logprobs, cache=cache
+        )
     if local is None:
         raise ValueError(
             f"The {chosen} backend runs local models: 'local', 'local:NAME' or 'local:PATH'. "
@@ -95,7 +101,8 @@ def make_backend(
     if chosen == "transformers":
         return TransformersBackend(local, dtype=dtype or "float32", **kwargs)
     if dtype is not None:
-        raise ValueError(f"`dtype` only applies to backend='transformers' (the llama.cpp "
-                         f"backend runs the GGUF's own quantised weights). Got {dtype!r}.")
+        raise ValueError(
+            f"`dtype` only applies to backend='transformers' (the llama.cpp "
+            f"backend runs the GGUF's own quantised weights). Got {dtype!r}."
+        )
     return LlamaCppBackend(local, **kwargs)
-

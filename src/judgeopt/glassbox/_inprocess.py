@@ -68,16 +68,22 @@ def local_model_args(
         LocalModelError: If a GGUF path is missing or not a GGUF.
     """
     check_int(n_ctx, "n_ctx", min_value=16, owner=backend_class)
-    threads = check_int(default_threads() if n_threads is None else n_threads, "n_threads",
-                        min_value=1, owner=backend_class)
+    threads = check_int(
+        default_threads() if n_threads is None else n_threads,
+        "n_threads",
+        min_value=1,
+        owner=backend_class,
+    )
     if isinstance(model, str) and model in LOCAL_MODELS:
         return LocalModelArgs(model, None, model, threads)
     if folders and isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_dir():
         folder = Path(model).expanduser().resolve()
         if not (folder / "config.json").is_file():
-            raise ValueError(f"The `model` folder {str(folder)!r} has no config.json: "
-                             f"{backend_class} loads a Hugging Face model folder, a .gguf file "
-                             "or a registry model.")
+            raise ValueError(
+                f"The `model` folder {str(folder)!r} has no config.json: "
+                f"{backend_class} loads a Hugging Face model folder, a .gguf file "
+                "or a registry model."
+            )
         return LocalModelArgs(None, folder, str(folder), threads)
     if isinstance(model, os.PathLike) or (
         isinstance(model, str) and (model.endswith(".gguf") or os.sep in model)
@@ -85,8 +91,10 @@ def local_model_args(
         path = check_gguf(model)
         return LocalModelArgs(None, path, str(path), threads)
     kinds = "the path of a .gguf file" + (" or a Hugging Face model folder" if folders else "")
-    raise ValueError(f"The `model` argument of {backend_class} must be a local model name, one "
-                     f"of {sorted(LOCAL_MODELS)}, or {kinds}. Got {model!r} instead.")
+    raise ValueError(
+        f"The `model` argument of {backend_class} must be a local model name, one "
+        f"of {sorted(LOCAL_MODELS)}, or {kinds}. Got {model!r} instead."
+    )
 
 
 def check_decoding_args(max_tokens: int, temperature: float, top_k: int | None) -> None:
@@ -237,8 +245,13 @@ def decode_tokens(
     logits = None
     if full_logprobs:
         logits = np.stack(rows) if rows else np.empty((0, vocab_size), dtype=np.float32)
-    return Decoded(out_ids, np.asarray(token_lps, dtype=np.float64),
-                   tuple(tops) if top_logprobs and texts is not None else None, logits, finish)
+    return Decoded(
+        out_ids,
+        np.asarray(token_lps, dtype=np.float64),
+        tuple(tops) if top_logprobs and texts is not None else None,
+        logits,
+        finish,
+    )
 
 
 def generation_from_decoded(

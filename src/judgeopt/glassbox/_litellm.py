@@ -178,8 +178,11 @@ class LiteLLMBackend(LogprobBackend):
         self, messages: Sequence[Mapping[str, str]], k: int
     ) -> tuple[list[Any], int]:
         # vLLM extensions: score the final assistant message as a continuation, no new header.
-        extra = {"prompt_logprobs": k, "add_generation_prompt": False,
-                 "continue_final_message": True}
+        extra = {
+            "prompt_logprobs": k,
+            "add_generation_prompt": False,
+            "continue_final_message": True,
+        }
         response = self._probe.forward(
             messages=[dict(m) for m in messages],
             max_tokens=1,
@@ -235,8 +238,11 @@ class LiteLLMBackend(LogprobBackend):
             top = np.full((len(rows), int(top_logprobs)), -np.inf)
             for t, row in enumerate(ranked[n_prompt : n_prompt + len(rows)]):
                 entries = sorted(
-                    (float(_get(e, "logprob")) for e in (row or {}).values()
-                     if 1 <= int(_get(e, "rank", top_logprobs + 1)) <= top_logprobs),
+                    (
+                        float(_get(e, "logprob"))
+                        for e in (row or {}).values()
+                        if 1 <= int(_get(e, "rank", top_logprobs + 1)) <= top_logprobs
+                    ),
                     reverse=True,
                 )
                 top[t, : len(entries)] = entries[: int(top_logprobs)]

@@ -170,8 +170,9 @@ class LlamaCppBackend(LogprobBackend):
         size = 32
         while True:
             buffer = ctypes.create_string_buffer(size)
-            n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buffer,
-                                               size, 0, False)
+            n = llama_cpp.llama_token_to_piece(
+                vocab, llama_cpp.llama_token(token), buffer, size, 0, False
+            )
             if n >= 0:
                 return buffer.raw[:n]
             size = -n
@@ -250,8 +251,14 @@ class LlamaCppBackend(LogprobBackend):
         with handle.lock:
             llama = self._forward([*prompt, *target])
             rows = np.array(llama.scores[len(prompt) - 1 : len(prompt) + len(target) - 1])
-        return scored_text(rows, target, self.token_texts(), len(prompt),
-                           full_vocabulary=full_vocabulary, top_logprobs=top_logprobs)
+        return scored_text(
+            rows,
+            target,
+            self.token_texts(),
+            len(prompt),
+            full_vocabulary=full_vocabulary,
+            top_logprobs=top_logprobs,
+        )
 
     def generate(
         self,
@@ -285,10 +292,18 @@ class LlamaCppBackend(LogprobBackend):
                 return np.array(llama.scores[int(llama.n_tokens) - 1], dtype=np.float64)
 
             decoded = decode_tokens(
-                np.array(llama.scores[len(prompt) - 1], dtype=np.float64), advance,
-                max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                rng=np.random.default_rng(seed), is_eog=self._is_eog,
-                room=self.n_ctx - len(prompt), vocab_size=n_vocab, texts=texts,
-                top_logprobs=top_logprobs, full_logprobs=full_logprobs)
+                np.array(llama.scores[len(prompt) - 1], dtype=np.float64),
+                advance,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                rng=np.random.default_rng(seed),
+                is_eog=self._is_eog,
+                room=self.n_ctx - len(prompt),
+                vocab_size=n_vocab,
+                texts=texts,
+                top_logprobs=top_logprobs,
+                full_logprobs=full_logprobs,
+            )
         pieces = [self._piece(i) for i in decoded.ids]
         return generation_from_decoded(decoded, pieces, prompt)

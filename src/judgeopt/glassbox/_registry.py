@@ -71,8 +71,15 @@ class FeatureSpec:
     higher_is_better: bool = True
 
 
-def _spec(name: str, paper: str, text: str, *needs: Capability, ref: bool = False,
-          vocab: bool = False, higher: bool = True) -> FeatureSpec:
+def _spec(
+    name: str,
+    paper: str,
+    text: str,
+    *needs: Capability,
+    ref: bool = False,
+    vocab: bool = False,
+    higher: bool = True,
+) -> FeatureSpec:
     return FeatureSpec(name, paper, text, frozenset(needs), ref, vocab, higher)
 
 
@@ -80,47 +87,119 @@ FEATURES: Mapping[str, FeatureSpec] = {
     s.name: s
     for s in (
         _spec("sentprob", "SentProb", "mean log-probability of the response tokens", _F),
-        _spec("softmax_ent", "Softmax-Ent", "mean entropy of the next-token distributions",
-              _F, vocab=True, higher=False),
-        _spec("softmax_var", "Softmax-Var",
-              "mean variance over the vocabulary of the log-probabilities", _F, vocab=True),
-        _spec("softmax_combo", "Softmax-combo", "z(Softmax-Var) - z(Softmax-Ent) over items",
-              _F, vocab=True),
-        _spec("unt_exp_dec", "DecEnsem-Exp",
-              "mean SentProb of responses sampled with top-k decoding",
-              Capability.TOP_LOGPROBS),
-        _spec("unt_var_dec", "DecEnsem-Var",
-              "variance of SentProb of responses sampled with top-k decoding",
-              Capability.TOP_LOGPROBS, higher=False),
-        _spec("unt_exp_prompt", "PrmEnsem-Exp",
-              "mean SentProb of the response under system prompts from the pool", _F),
-        _spec("unt_var_prompt", "PrmEnsem-Var",
-              "variance of SentProb of the response under system prompts from the pool", _F,
-              higher=False),
-        _spec("attn_ent_min", "AttnEnt-Min", "minimum over heads and layers of attention "
-              "entropy", Capability.ATTENTION),
-        _spec("attn_ent_avg", "AttnEnt-Avg", "mean over heads and layers of attention entropy",
-              Capability.ATTENTION),
-        _spec("sentprob_ref", "SentProb-Ref",
-              "-(1/T) sum p log p over the reference's tokens", _F, ref=True),
-        _spec("softmax_ent_calib", "Softmax-Ent +calibration", "Softmax-Ent - SentProb-Ref",
-              _F, ref=True, vocab=True, higher=False),
-        _spec("softmax_var_calib", "Softmax-Var +calibration", "Softmax-Var - SentProb-Ref",
-              _F, ref=True, vocab=True),
-        _spec("sentprob_illus", "SentProb +illustration",
-              "SentProb after an in-context (instruction, reference) turn", _F, ref=True),
-        _spec("softmax_ent_illus", "Softmax-Ent +illustration",
-              "Softmax-Ent after an in-context (instruction, reference) turn", _F, ref=True,
-              vocab=True, higher=False),
-        _spec("softmax_var_illus", "Softmax-Var +illustration",
-              "Softmax-Var after an in-context (instruction, reference) turn", _F, ref=True,
-              vocab=True),
+        _spec(
+            "softmax_ent",
+            "Softmax-Ent",
+            "mean entropy of the next-token distributions",
+            _F,
+            vocab=True,
+            higher=False,
+        ),
+        _spec(
+            "softmax_var",
+            "Softmax-Var",
+            "mean variance over the vocabulary of the log-probabilities",
+            _F,
+            vocab=True,
+        ),
+        _spec(
+            "softmax_combo",
+            "Softmax-combo",
+            "z(Softmax-Var) - z(Softmax-Ent) over items",
+            _F,
+            vocab=True,
+        ),
+        _spec(
+            "unt_exp_dec",
+            "DecEnsem-Exp",
+            "mean SentProb of responses sampled with top-k decoding",
+            Capability.TOP_LOGPROBS,
+        ),
+        _spec(
+            "unt_var_dec",
+            "DecEnsem-Var",
+            "variance of SentProb of responses sampled with top-k decoding",
+            Capability.TOP_LOGPROBS,
+            higher=False,
+        ),
+        _spec(
+            "unt_exp_prompt",
+            "PrmEnsem-Exp",
+            "mean SentProb of the response under system prompts from the pool",
+            _F,
+        ),
+        _spec(
+            "unt_var_prompt",
+            "PrmEnsem-Var",
+            "variance of SentProb of the response under system prompts from the pool",
+            _F,
+            higher=False,
+        ),
+        _spec(
+            "attn_ent_min",
+            "AttnEnt-Min",
+            "minimum over heads and layers of attention entropy",
+            Capability.ATTENTION,
+        ),
+        _spec(
+            "attn_ent_avg",
+            "AttnEnt-Avg",
+            "mean over heads and layers of attention entropy",
+            Capability.ATTENTION,
+        ),
+        _spec(
+            "sentprob_ref",
+            "SentProb-Ref",
+            "-(1/T) sum p log p over the reference's tokens",
+            _F,
+            ref=True,
+        ),
+        _spec(
+            "softmax_ent_calib",
+            "Softmax-Ent +calibration",
+            "Softmax-Ent - SentProb-Ref",
+            _F,
+            ref=True,
+            vocab=True,
+            higher=False,
+        ),
+        _spec(
+            "softmax_var_calib",
+            "Softmax-Var +calibration",
+            "Softmax-Var - SentProb-Ref",
+            _F,
+            ref=True,
+            vocab=True,
+        ),
+        _spec(
+            "sentprob_illus",
+            "SentProb +illustration",
+            "SentProb after an in-context (instruction, reference) turn",
+            _F,
+            ref=True,
+        ),
+        _spec(
+            "softmax_ent_illus",
+            "Softmax-Ent +illustration",
+            "Softmax-Ent after an in-context (instruction, reference) turn",
+            _F,
+            ref=True,
+            vocab=True,
+            higher=False,
+        ),
+        _spec(
+            "softmax_var_illus",
+            "Softmax-Var +illustration",
+            "Softmax-Var after an in-context (instruction, reference) turn",
+            _F,
+            ref=True,
+            vocab=True,
+        ),
     )
 }
 
 #: Features whose top-k approximation is refused (unusable, see docs/glassbox.md).
-TOPK_REFUSED = frozenset({"softmax_var", "softmax_combo", "softmax_var_calib",
-                           "softmax_var_illus"})
+TOPK_REFUSED = frozenset({"softmax_var", "softmax_combo", "softmax_var_calib", "softmax_var_illus"})
 
 #: The features computed by default: one forced-decoding pass per item.
 DEFAULT_FEATURES: tuple[str, ...] = ("sentprob", "softmax_ent", "softmax_var", "softmax_combo")
@@ -144,4 +223,3 @@ def check_features(features: Sequence[str] | str) -> tuple[str, ...]:
             f"Got {list(features)!r} instead."
         )
     return tuple(dict.fromkeys(features))
-

@@ -148,8 +148,10 @@ def correlate_features(
         raise ValueError(f"The `level` argument must be 'dataset' or 'group'. Got {level!r}.")
     bad = [m for m in methods if m not in METHODS]
     if bad:
-        raise ValueError(f"The `methods` argument must list methods from {sorted(METHODS)}. "
-                         f"Got {list(methods)!r} instead.")
+        raise ValueError(
+            f"The `methods` argument must list methods from {sorted(METHODS)}. "
+            f"Got {list(methods)!r} instead."
+        )
     chosen = list(result.human) if aspects is None else list(aspects)
     unknown = [a for a in chosen if a not in result.human]
     if unknown:
@@ -167,8 +169,11 @@ def correlate_features(
             for m in methods:
                 try:
                     values[f][a][m] = correlation(
-                        y[mask], x[mask], method=m,
-                        groups=list(groups[mask]) if level == "group" else None)
+                        y[mask],
+                        x[mask],
+                        method=m,
+                        groups=list(groups[mask]) if level == "group" else None,
+                    )
                 except ValueError:
                     values[f][a][m] = float("nan")
     return FeatureCorrelations(values, counts, level)

@@ -77,28 +77,72 @@ _PREFILL_CHUNK = 512
 # Texts of vocabulary entries that end a generation besides the configured EOS, as the
 # vocabulary loader of llama.cpp (llama-cpp-python 0.3.36) detects them: end-of-turn markers
 # (which it also makes control tokens), and the FIM pad / repository / file-separator tokens.
-_EOG_CONTROL_TEXTS = frozenset({
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
-})
-_EOG_FIM_TEXTS = frozenset({
-    "<|fim_pad|>", "<fim-pad>", "<PAD>",
-    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
-    "<|file_sep|>",
-})
+_EOG_CONTROL_TEXTS = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<|flush|>",
+        "<|calls|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "</s>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "[EOT]",
+        "[EOS]",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+        "<eos>",
+        "<turn|>",
+        "<|tool_response>",
+        "[e~[",
+    }
+)
+_EOG_FIM_TEXTS = frozenset(
+    {
+        "<|fim_pad|>",
+        "<fim-pad>",
+        "<PAD>",
+        "<|fim_repo|>",
+        "<|repo_name|>",
+        "<fim-repo>",
+        "<REPO>",
+        "<reponame>",
+        "<|file_sep|>",
+    }
+)
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 # GGUF metadata value types: struct format of the scalars (8 = string, 9 = array).
-_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q",
-                 11: "q", 12: "d"}
+_GGUF_SCALARS = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
 # The GGUF keys read for the vocabulary: token types (2 unknown, 3 control, 5 unused) and the
 # end-of-generation ids llama.cpp adds to its end-of-generation set.
-_GGUF_KEYS = ("tokenizer.ggml.token_type", "tokenizer.ggml.eos_token_id",
-              "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
-              "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
-              "tokenizer.ggml.fim_sep_token_id")
+_GGUF_KEYS = (
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.eot_token_id",
+    "tokenizer.ggml.eom_token_id",
+    "tokenizer.ggml.fim_pad_token_id",
+    "tokenizer.ggml.fim_rep_token_id",
+    "tokenizer.ggml.fim_sep_token_id",
+)
 
 
 def gguf_metadata(path: str | os.PathLike[str], keys: Sequence[str]) -> dict[str, Any]:
@@ -137,8 +181,13 @@ def gguf_metadata(path: str | os.PathLike[str], keys: Sequence[str]) -> dict[str
             at += 12
             if inner in _GGUF_SCALARS:
                 width = struct.calcsize("<" + _GGUF_SCALARS[inner])
-                data = (np.frombuffer(buf, dtype="<" + _GGUF_SCALARS[inner], count=count,
-                                      offset=at).copy() if keep else None)
+                data = (
+                    np.frombuffer(
+                        buf, dtype="<" + _GGUF_SCALARS[inner], count=count, offset=at
+                    ).copy()
+                    if keep
+                    else None
+                )
                 return data, at + width * count
             items = []
             for _ in range(count):
@@ -161,8 +210,11 @@ def gguf_metadata(path: str | os.PathLike[str], keys: Sequence[str]) -> dict[str
 
 def _byte_decoder() -> dict[str, int]:
     """The inverse of GPT-2's byte-to-character table used by byte-level BPE vocabularies."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     chars = list(printable)
     extra = 0
     for byte in range(256):
@@ -175,8 +227,9 @@ def _byte_decoder() -> dict[str, int]:
 
 def missing_packages() -> list[str]:
     """The packages of the ``transformers`` extra that are not installed."""
-    return [name for name in ("torch", "transformers", "accelerate", "gguf")
-            if not is_installed(name)]
+    return [
+        name for name in ("torch", "transformers", "accelerate", "gguf") if not is_installed(name)
+    ]
 
 
 class TransformersBackend(LogprobBackend):
@@ -227,7 +280,9 @@ class TransformersBackend(LogprobBackend):
         if missing:
             raise MissingDependencyError(
                 f"TransformersBackend needs {', '.join(missing)}: {INSTALL} (CPU torch==2.13.0, "
-                "transformers, accelerate, gguf).", name=missing[0])
+                "transformers, accelerate, gguf).",
+                name=missing[0],
+            )
         if dtype not in DTYPES:
             raise ValueError(
                 f"The `dtype` argument of TransformersBackend must be one of {list(DTYPES)}. "
@@ -235,8 +290,9 @@ class TransformersBackend(LogprobBackend):
             )
         if not isinstance(attention, bool):
             raise ValueError(f"The `attention` argument must be a bool. Got {attention!r}.")
-        args = local_model_args("TransformersBackend", model, n_ctx=n_ctx,
-                                n_threads=n_threads, folders=True)
+        args = local_model_args(
+            "TransformersBackend", model, n_ctx=n_ctx, n_threads=n_threads, folders=True
+        )
         self._registry_name, self._path, label, threads = args
         self.model = f"local:{label}"
         self.dtype = dtype
@@ -259,8 +315,10 @@ class TransformersBackend(LogprobBackend):
         self._cached_ids: list[int] = []
 
     def __repr__(self) -> str:
-        return (f"TransformersBackend({self.model!r}, dtype={self.dtype!r}, "
-                f"attention={self.attention}, n_ctx={self.n_ctx}, n_threads={self.n_threads})")
+        return (
+            f"TransformersBackend({self.model!r}, dtype={self.dtype!r}, "
+            f"attention={self.attention}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+        )
 
     # -- loading ------------------------------------------------------------------------
 
@@ -296,8 +354,12 @@ class TransformersBackend(LogprobBackend):
         try:
             tok = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
             net = AutoModelForCausalLM.from_pretrained(
-                where, local_files_only=True, dtype=getattr(torch, self.dtype),
-                attn_implementation="eager" if self.attention else "sdpa", **extra)
+                where,
+                local_files_only=True,
+                dtype=getattr(torch, self.dtype),
+                attn_implementation="eager" if self.attention else "sdpa",
+                **extra,
+            )
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise LocalModelError(
                 f"transformers could not load {self._path}: {type(exc).__name__}: {exc}"
@@ -309,14 +371,17 @@ class TransformersBackend(LogprobBackend):
                 "backend needs one."
             )
         self.load_seconds = time.monotonic() - started
-        logger.info("loaded %s with transformers (%s) in %.1f s", self._path, self.dtype,
-                    self.load_seconds)
+        logger.info(
+            "loaded %s with transformers (%s) in %.1f s", self._path, self.dtype, self.load_seconds
+        )
         self._tok, self._net = tok, net
         self._gguf = {} if self._path.is_dir() else gguf_metadata(self._path, _GGUF_KEYS)
         # NOTE: a GGUF's tokenizer as transformers converts it can name the wrong EOS (SmolLM2:
         # <|im_start|>); the model config carries the GGUF's tokenizer.ggml.*_token_id.
-        self._bos_eos = (self._config_token("bos_token_id", tok.bos_token),
-                         self._config_token("eos_token_id", tok.eos_token))
+        self._bos_eos = (
+            self._config_token("bos_token_id", tok.bos_token),
+            self._config_token("eos_token_id", tok.eos_token),
+        )
         self._eog = self._eog_ids()
 
     def _config_token(self, key: str, fallback: str | None) -> str:
@@ -383,16 +448,21 @@ class TransformersBackend(LogprobBackend):
         self._get()
         bos, eos = self._bos_eos
         text = self._tok.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True,
-            bos_token=bos, eos_token=eos)
+            [dict(m) for m in messages],
+            tokenize=False,
+            add_generation_prompt=True,
+            bos_token=bos,
+            eos_token=eos,
+        )
         ids: list[int] = self._tok(text, add_special_tokens=False)["input_ids"]
         return ids
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids of ``text`` as plain text (no BOS, special-token texts not parsed)."""
         self._get()
-        ids: list[int] = self._tok(text, add_special_tokens=False,
-                                   split_special_tokens=True)["input_ids"]
+        ids: list[int] = self._tok(text, add_special_tokens=False, split_special_tokens=True)[
+            "input_ids"
+        ]
         return ids
 
     def _token_bytes(self) -> tuple[bytes, ...]:
@@ -437,9 +507,13 @@ class TransformersBackend(LogprobBackend):
         if self._cache is None:
             self._cache = DynamicCache(config=self._net.config)
         try:
-            out = self._net(input_ids=torch.tensor([list(ids)], dtype=torch.long),
-                            past_key_values=self._cache, use_cache=True, logits_to_keep=keep,
-                            output_attentions=attentions)
+            out = self._net(
+                input_ids=torch.tensor([list(ids)], dtype=torch.long),
+                past_key_values=self._cache,
+                use_cache=True,
+                logits_to_keep=keep,
+                output_attentions=attentions,
+            )
         except BaseException:
             # The cache may hold some layers of the failed pass: forget it.
             self._cache, self._cached_ids = None, []
@@ -448,8 +522,9 @@ class TransformersBackend(LogprobBackend):
         self._cached_ids.extend(int(i) for i in ids)
         return out
 
-    def _run(self, ids: Sequence[int], start: int, *, attentions: bool = False,
-             logits: bool = True) -> tuple[npt.NDArray[np.float32], FloatArray | None]:
+    def _run(
+        self, ids: Sequence[int], start: int, *, attentions: bool = False, logits: bool = True
+    ) -> tuple[npt.NDArray[np.float32], FloatArray | None]:
         """Evaluate ``ids`` and return the logits rows (and attention weights) of positions
         ``start..len(ids)-1``; the KV cache keeps any common prefix with the last call.
 
@@ -478,8 +553,11 @@ class TransformersBackend(LogprobBackend):
             for pos in range(common, start, _PREFILL_CHUNK):
                 self._feed(ids[pos : min(pos + _PREFILL_CHUNK, start)], keep=1)
             out = self._feed(ids[start:], keep=0 if logits else 1, attentions=attentions)
-            rows = (out.logits[0].float().numpy() if logits
-                    else np.empty((0, self.vocab_size), dtype=np.float32))
+            rows = (
+                out.logits[0].float().numpy()
+                if logits
+                else np.empty((0, self.vocab_size), dtype=np.float32)
+            )
             weights = None
             if attentions:
                 weights = np.stack([layer[0].float().numpy() for layer in out.attentions])
@@ -513,8 +591,14 @@ class TransformersBackend(LogprobBackend):
             rows, _ = self._run([*prompt, *target[:-1]], len(prompt) - 1)
         else:
             rows = np.empty((0, self.vocab_size), dtype=np.float32)
-        return scored_text(rows, target, self.token_texts(), len(prompt),
-                           full_vocabulary=full_vocabulary, top_logprobs=top_logprobs)
+        return scored_text(
+            rows,
+            target,
+            self.token_texts(),
+            len(prompt),
+            full_vocabulary=full_vocabulary,
+            top_logprobs=top_logprobs,
+        )
 
     def attentions(self, messages: Messages, response: str) -> FloatArray:
         """Attention weights ``(L, H, T, N)`` of the ``T`` response tokens after ``messages``.
@@ -535,8 +619,9 @@ class TransformersBackend(LogprobBackend):
         check_fits(len(prompt) + len(target), self.n_ctx, self.model, "TransformersBackend")
         if not target:
             return np.zeros((self.n_layers, self.n_heads, 0, len(prompt)), dtype=np.float32)
-        _, weights = self._run([*prompt, *target[:-1]], len(prompt) - 1, attentions=True,
-                               logits=False)
+        _, weights = self._run(
+            [*prompt, *target[:-1]], len(prompt) - 1, attentions=True, logits=False
+        )
         assert weights is not None
         return weights
 
@@ -573,9 +658,18 @@ class TransformersBackend(LogprobBackend):
                     return np.asarray(out.logits[0, -1].float().numpy(), dtype=np.float64)
 
             decoded = decode_tokens(
-                first[-1], advance, max_tokens=max_tokens, temperature=temperature,
-                top_k=top_k, rng=np.random.default_rng(seed), is_eog=self._eog.__contains__,
-                room=self.n_ctx - len(prompt), vocab_size=self.vocab_size, texts=texts,
-                top_logprobs=top_logprobs, full_logprobs=full_logprobs)
+                first[-1],
+                advance,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                rng=np.random.default_rng(seed),
+                is_eog=self._eog.__contains__,
+                room=self.n_ctx - len(prompt),
+                vocab_size=self.vocab_size,
+                texts=texts,
+                top_logprobs=top_logprobs,
+                full_logprobs=full_logprobs,
+            )
         table = self._token_bytes()
         return generation_from_decoded(decoded, [table[i] for i in decoded.ids], prompt)

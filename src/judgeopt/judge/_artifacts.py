@@ -31,7 +31,11 @@ from ._render import criteria_for, generation_prompt
 from ._task import JudgeTask
 
 __all__ = [
-    "ArtifactError", "ArtifactMaker", "ArtifactStore", "Artifacts", "pairwise_examples",
+    "ArtifactError",
+    "ArtifactMaker",
+    "ArtifactStore",
+    "Artifacts",
+    "pairwise_examples",
     "sample_id_of",
 ]
 
@@ -42,8 +46,7 @@ class ArtifactError(JudgeoptError, RuntimeError):
 
 def sample_id_of(inputs: Mapping[str, str], fields: Sequence[str]) -> str:
     """A stable id for a sample from its input texts (used when the data has no id)."""
-    payload = json.dumps({f: inputs.get(f, "") for f in fields}, sort_keys=True,
-                         ensure_ascii=False)
+    payload = json.dumps({f: inputs.get(f, "") for f in fields}, sort_keys=True, ensure_ascii=False)
     return "sha1:" + hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
 
 
@@ -55,8 +58,9 @@ class ArtifactStore:
         data: Initial content.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None,
-                 data: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, data: Mapping[str, str] | None = None
+    ) -> None:
         self.path = None if path is None else Path(path)
         self._data: dict[str, str] = {}
         self._lock = threading.RLock()
@@ -118,9 +122,13 @@ class Artifacts:
 
     def render_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the render functions."""
-        return {"criteria_text": self.criteria_text, "autocot_steps": self.autocot_steps,
-                "metrics": self.metrics, "reference": self.reference,
-                "examples": self.examples}
+        return {
+            "criteria_text": self.criteria_text,
+            "autocot_steps": self.autocot_steps,
+            "metrics": self.metrics,
+            "reference": self.reference,
+            "examples": self.examples,
+        }
 
 
 def _completion_text(output: Any) -> str:
@@ -143,9 +151,16 @@ class ArtifactMaker:
             with a judge, used instead of ``pool``.
     """
 
-    def __init__(self, task: JudgeTask, aspect: str, store: ArtifactStore, *,
-                 pool: ExamplePool | None = None, example_seed: int = 0,
-                 fixed_examples: Mapping[str, list[dict[str, Any]]] | None = None) -> None:
+    def __init__(
+        self,
+        task: JudgeTask,
+        aspect: str,
+        store: ArtifactStore,
+        *,
+        pool: ExamplePool | None = None,
+        example_seed: int = 0,
+        fixed_examples: Mapping[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.task = task
         self.aspect = aspect
         self.store = store
@@ -162,8 +177,7 @@ class ArtifactMaker:
             cached = self.store.get(key)
             if cached is not None:
                 return cached
-            messages = ([{"role": "system", "content": self.task.system}]
-                        if self.task.system else [])
+            messages = [{"role": "system", "content": self.task.system}] if self.task.system else []
             messages.append({"role": "user", "content": messages_text})
             try:
                 outputs = lm(messages=messages)
@@ -175,8 +189,9 @@ class ArtifactMaker:
             self.store.set(key, text)
             return text
 
-    def prepare(self, strategy: Strategy, inputs: Mapping[str, str], *, sample_id: str,
-                lm: Any) -> Artifacts:
+    def prepare(
+        self, strategy: Strategy, inputs: Mapping[str, str], *, sample_id: str, lm: Any
+    ) -> Artifacts:
         """The artifacts ``strategy`` needs for one sample, made in dependency order.
 
         Raises:
@@ -191,23 +206,30 @@ class ArtifactMaker:
             out.keys[req.name] = key
             if req.name == "self_criteria":
                 out.criteria_text = self._generate(
-                    key, generation_prompt(task, aspect, "criteria", scale=scale), lm)
+                    key, generation_prompt(task, aspect, "criteria", scale=scale), lm
+                )
             elif req.name == "autocot_steps":
                 crit = criteria_for(task, aspect, strategy, out.criteria_text)
                 out.autocot_steps = self._generate(
-                    key, generation_prompt(task, aspect, "autocot", scale=scale,
-                                           criteria_text=crit), lm)
+                    key,
+                    generation_prompt(task, aspect, "autocot", scale=scale, criteria_text=crit),
+                    lm,
+                )
             elif req.name == "metrics_questions":
                 crit = criteria_for(task, aspect, strategy, out.criteria_text)
                 out.metrics = self._generate(
-                    key, generation_prompt(task, aspect, "metrics", scale=scale,
-                                           criteria_text=crit, inputs=inputs), lm)
+                    key,
+                    generation_prompt(
+                        task, aspect, "metrics", scale=scale, criteria_text=crit, inputs=inputs
+                    ),
+                    lm,
+                )
             elif req.name == "self_reference":
                 out.reference = self._generate(
-                    key, generation_prompt(task, aspect, "reference", inputs=inputs), lm)
+                    key, generation_prompt(task, aspect, "reference", inputs=inputs), lm
+                )
             elif req.name == "icl_examples":
-                out.examples = self._examples(strategy, key=key, sample_id=sample_id,
-                                              inputs=inputs)
+                out.examples = self._examples(strategy, key=key, sample_id=sample_id, inputs=inputs)
         # Self-generated criteria are shown in the judge prompt itself too.
         return out
 
@@ -224,10 +246,18 @@ class ArtifactMaker:
         default = self._select(strategy, ())
         for i, (rec, rating) in enumerate(default):
             spare_rec, spare_rating = self._select(strategy, (rec.id,))[i]
-            items.append({"id": sample_id_of(rec.inputs, names), "inputs": dict(rec.inputs),
-                          "rating": rating,
-                          "spare": {"id": sample_id_of(spare_rec.inputs, names),
-                                    "inputs": dict(spare_rec.inputs), "rating": spare_rating}})
+            items.append(
+                {
+                    "id": sample_id_of(rec.inputs, names),
+                    "inputs": dict(rec.inputs),
+                    "rating": rating,
+                    "spare": {
+                        "id": sample_id_of(spare_rec.inputs, names),
+                        "inputs": dict(spare_rec.inputs),
+                        "rating": spare_rating,
+                    },
+                }
+            )
         return {key: items}
 
     # In-context examples -------------------------------------------------------------------
@@ -240,25 +270,38 @@ class ArtifactMaker:
         lo, hi = self.task.human_range(self.aspect)
         rmin, rmax = self.task.rating_bounds(self.aspect, scale)
         # Ratings are rescaled to the rating range the judge is asked for at this scale.
-        return {"aspect": self.aspect, "n": n, "scale": rmax, "score_range": (lo, hi),
-                "seed": self.example_seed, "rating_min": rmin}
+        return {
+            "aspect": self.aspect,
+            "n": n,
+            "scale": rmax,
+            "score_range": (lo, hi),
+            "seed": self.example_seed,
+            "rating_min": rmin,
+        }
 
-    def _select(self, strategy: Strategy, exclude_ids: Sequence[str]
-                ) -> list[tuple[Record, int | float | str]]:
+    def _select(
+        self, strategy: Strategy, exclude_ids: Sequence[str]
+    ) -> list[tuple[Record, int | float | str]]:
         n = int(strategy["examples"])
         if self.pool is None:
             raise ValueError(
                 f"Strategy uses {n} in-context examples but the judge has no labelled pool: "
-                "compile it with a trainset, or load an exported judge that carries them.")
+                "compile it with a trainset, or load an exported judge that carries them."
+            )
         if self.task.mode == "pairwise":
-            return [*pairwise_examples(self.pool.records, n=n, seed=self.example_seed,
-                                       exclude_ids=exclude_ids)]
-        sel = self.pool.select(**self._select_kwargs(n, self._example_scale(strategy)),
-                               exclude_ids=list(exclude_ids))
+            return [
+                *pairwise_examples(
+                    self.pool.records, n=n, seed=self.example_seed, exclude_ids=exclude_ids
+                )
+            ]
+        sel = self.pool.select(
+            **self._select_kwargs(n, self._example_scale(strategy)), exclude_ids=list(exclude_ids)
+        )
         return [(rec, rating) for rec, rating in sel]
 
-    def _examples(self, strategy: Strategy, *, key: str, sample_id: str,
-                  inputs: Mapping[str, str]) -> list[tuple[Mapping[str, str], int | float | str]]:
+    def _examples(
+        self, strategy: Strategy, *, key: str, sample_id: str, inputs: Mapping[str, str]
+    ) -> list[tuple[Mapping[str, str], int | float | str]]:
         if key in self.fixed_examples:
             # An item never serves as its own example: swap in the slot's spare.
             own = sample_id_of(inputs, self.task.input_names)
@@ -270,8 +313,9 @@ class ArtifactMaker:
         return [(rec.inputs, rating) for rec, rating in self._select(strategy, (sample_id,))]
 
 
-def pairwise_examples(records: Sequence[Record], *, n: int, seed: int,
-                      exclude_ids: Sequence[str] = ()) -> list[tuple[Record, str]]:
+def pairwise_examples(
+    records: Sequence[Record], *, n: int, seed: int, exclude_ids: Sequence[str] = ()
+) -> list[tuple[Record, str]]:
     """``n`` labelled pairs balanced over the labels (a, b, tie), deterministic for a seed.
 
     The pairwise analogue of App. D's stratification: labels take turns (a, b, tie, a, ...),
@@ -288,11 +332,15 @@ def pairwise_examples(records: Sequence[Record], *, n: int, seed: int,
         if r.label is not None and r.id not in excluded:
             by_label.setdefault(r.label, []).append(r)
     if sum(len(v) for v in by_label.values()) < n:
-        raise ValueError(f"Need {n} labelled pairs for in-context examples; only "
-                         f"{sum(len(v) for v in by_label.values())} are available.")
+        raise ValueError(
+            f"Need {n} labelled pairs for in-context examples; only "
+            f"{sum(len(v) for v in by_label.values())} are available."
+        )
     rng = np.random.default_rng(seed)
-    queues = {lab: [items[i] for i in rng.permutation(len(items))]
-              for lab, items in sorted(by_label.items())}
+    queues = {
+        lab: [items[i] for i in rng.permutation(len(items))]
+        for lab, items in sorted(by_label.items())
+    }
     out: list[tuple[Record, str]] = []
     while len(out) < n:
         for lab, q in queues.items():

@@ -66,9 +66,14 @@ class CompileReport:
         """This report naming another model string (e.g. the one the user typed)."""
         return dataclasses.replace(self, model_name=model_name)
 
-    def with_test(self, summary: Mapping[str, Any], items: Sequence[Any] | None = None, *,
-                  comparison: Mapping[str, Any] | None = None,
-                  problems: Sequence[str] = ()) -> CompileReport:
+    def with_test(
+        self,
+        summary: Mapping[str, Any],
+        items: Sequence[Any] | None = None,
+        *,
+        comparison: Mapping[str, Any] | None = None,
+        problems: Sequence[str] = (),
+    ) -> CompileReport:
         """This report with the judge's results on held-out test items.
 
         Args:
@@ -91,8 +96,12 @@ class CompileReport:
                 raise ValueError("A report without a search result cannot record problems.")
             search = dataclasses.replace(search, problems=[*search.problems, *problems])
         return dataclasses.replace(
-            self, test=dict(summary), test_items=None if items is None else list(items),
-            comparisons=comparisons, search_result=search)
+            self,
+            test=dict(summary),
+            test_items=None if items is None else list(items),
+            comparisons=comparisons,
+            search_result=search,
+        )
 
 
 _EMPTY = CompileReport()
@@ -192,9 +201,14 @@ class JudgeStudent(Protocol):
         """A new factor graph of the strategies a search may try for this judge."""
         ...
 
-    def fresh_copy(self, *, trainset: Sequence[Record] | None = None,
-                   artifacts: ArtifactStore | None = None, example_seed: int | None = None,
-                   lm: Any = None) -> Any:
+    def fresh_copy(
+        self,
+        *,
+        trainset: Sequence[Record] | None = None,
+        artifacts: ArtifactStore | None = None,
+        example_seed: int | None = None,
+        lm: Any = None,
+    ) -> Any:
         """A copy with the same strategy and settings, without compile results.
 
         ``trainset`` replaces the labelled examples the judge draws in-context examples

@@ -86,10 +86,16 @@ class Decoding:
         check_int(self.seed, "seed", min_value=0, kind="field", owner="Decoding")
         # NOTE: 20 is OpenAI's maximum; llama.cpp and vLLM servers allow more, but 20 already
         # holds every digit token at a rating position in practice.
-        check_int(self.top_logprobs, "top_logprobs", min_value=1, max_value=20,
-                  allow_none=True, kind="field", owner="Decoding")
-        check_number(self.temperature, "temperature", min_value=0, kind="field",
-                     owner="Decoding")
+        check_int(
+            self.top_logprobs,
+            "top_logprobs",
+            min_value=1,
+            max_value=20,
+            allow_none=True,
+            kind="field",
+            owner="Decoding",
+        )
+        check_number(self.temperature, "temperature", min_value=0, kind="field", owner="Decoding")
         kind = {"greedy": (False, False), "expected": (False, True), "sc5": (True, False)}
         many, logprobs = kind[self.name]
         if (self.samples > 1) != many or (self.top_logprobs is not None) != logprobs:
@@ -97,10 +103,13 @@ class Decoding:
                 f"Decoding {self.name!r} must have "
                 + ("`samples` > 1" if many else "`samples` == 1")
                 + (" and `top_logprobs` set" if logprobs else " and no `top_logprobs`")
-                + f". Got samples={self.samples!r}, top_logprobs={self.top_logprobs!r}.")
+                + f". Got samples={self.samples!r}, top_logprobs={self.top_logprobs!r}."
+            )
         if self.samples > 1 and not self.temperature > 0:
-            raise ValueError("Self-consistency (`samples` > 1) needs a `temperature` > 0. "
-                             f"Got {self.temperature!r}.")
+            raise ValueError(
+                "Self-consistency (`samples` > 1) needs a `temperature` > 0. "
+                f"Got {self.temperature!r}."
+            )
 
     @property
     def needs_logprobs(self) -> bool:
@@ -128,8 +137,9 @@ class Decoding:
         allowed = {"samples", "temperature", "top_logprobs", "seed"}
         unknown = sorted(set(params) - allowed)
         if unknown:
-            raise ValueError(f"Unknown decoding parameter(s) {unknown!r}. Allowed: "
-                             f"{sorted(allowed)!r}.")
+            raise ValueError(
+                f"Unknown decoding parameter(s) {unknown!r}. Allowed: {sorted(allowed)!r}."
+            )
         return replace(self, **dict(params))
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,8 +155,9 @@ DECODING_PARAMS: Mapping[str, Decoding] = {
 """The parameters of each ``decoding`` value (see the module docstring)."""
 
 
-def decoding_for(strategy: Strategy | Mapping[str, Value] | str | None,
-                 params: Mapping[str, Any] | None = None) -> Decoding:
+def decoding_for(
+    strategy: Strategy | Mapping[str, Value] | str | None, params: Mapping[str, Any] | None = None
+) -> Decoding:
     """The :class:`Decoding` of a strategy (or of a ``decoding`` value).
 
     A strategy without a ``decoding`` factor (pairwise, or saved before it existed) decodes
@@ -193,7 +204,8 @@ class LogprobsUnavailableError(JudgeoptError, ValueError):
             f"{model!r} cannot give them: {reason}. Use decoding 'greedy' or 'sc5', or an LM "
             "with logprobs: make_lm('local...', logits_all=True) for the embedded model, or a "
             "server that returns logprobs (vLLM, llama.cpp server, OpenAI non-reasoning "
-            "models).")
+            "models)."
+        )
 
 
 # ----------------------------------------------------------------------------- capability
@@ -215,7 +227,8 @@ def _litellm_refuses(lm: Any) -> str | None:
     refuses is enough, since the Router may send any request to it.
     """
     endpoints = getattr(lm, "endpoints", None) or [
-        (getattr(lm, "model", None), getattr(lm, "api_base", None))]
+        (getattr(lm, "model", None), getattr(lm, "api_base", None))
+    ]
     for model, api_base in endpoints:
         if not isinstance(model, str) or api_base:
             # NOTE: behind an api_base the server decides (vLLM and llama.cpp servers give
@@ -226,8 +239,9 @@ def _litellm_refuses(lm: Any) -> str | None:
             import litellm
 
             model_name, provider, _, _ = litellm.get_llm_provider(model)
-            params = litellm.get_supported_openai_params(model=model_name,
-                                                         custom_llm_provider=provider)
+            params = litellm.get_supported_openai_params(
+                model=model_name, custom_llm_provider=provider
+            )
         except Exception:  # noqa: BLE001 - an unknown model: leave it to the probe
             continue
         if params is not None and "logprobs" not in params:
@@ -236,8 +250,7 @@ def _litellm_refuses(lm: Any) -> str | None:
 
 
 def _probe(lm: Any, top_logprobs: int) -> tuple[bool, str]:
-    kwargs = {"max_tokens": 1, "temperature": 0.0, "logprobs": True,
-              "top_logprobs": top_logprobs}
+    kwargs = {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": top_logprobs}
     probe = lm.copy() if hasattr(lm, "copy") else lm
     if hasattr(probe, "_check_truncation"):
         # A one-token probe ends with finish_reason="length" by design.
@@ -268,8 +281,11 @@ def logprob_support(lm: Any, *, top_logprobs: int = 20) -> tuple[bool, str]:
     flag = getattr(lm, "supports_logprobs", None)
     if isinstance(flag, bool):
         hint = getattr(lm, "logprobs_hint", None)
-        return flag, ("its supports_logprobs flag is set" if flag
-                      else (hint or "its supports_logprobs flag is False"))
+        return flag, (
+            "its supports_logprobs flag is set"
+            if flag
+            else (hint or "its supports_logprobs flag is False")
+        )
     try:
         known = _support.get(lm)
     except TypeError:  # not weak-referenceable
@@ -285,8 +301,7 @@ def logprob_support(lm: Any, *, top_logprobs: int = 20) -> tuple[bool, str]:
     return result
 
 
-def check_decodings(lm: Any, values: Sequence[str], *, explicit: Sequence[str] = ()
-                    ) -> list[str]:
+def check_decodings(lm: Any, values: Sequence[str], *, explicit: Sequence[str] = ()) -> list[str]:
     """The decodings of ``values`` that ``lm`` cannot serve (to leave out of a search).
 
     Args:
@@ -312,8 +327,12 @@ def check_decodings(lm: Any, values: Sequence[str], *, explicit: Sequence[str] =
     asked = [v for v in needing if v in explicit]
     if asked:
         raise LogprobsUnavailableError(model, asked, reason)
-    log.warning("decoding(s) %s left out of the search: the LM %r gives no logprobs (%s)",
-                needing, model, reason)
+    log.warning(
+        "decoding(s) %s left out of the search: the LM %r gives no logprobs (%s)",
+        needing,
+        model,
+        reason,
+    )
     return needing
 
 
@@ -327,8 +346,9 @@ def output_text(output: Any) -> tuple[str, Any]:
     return str(output or ""), None
 
 
-def expected_prediction(text: str, logprobs: Any, *, bounds: tuple[int, int],
-                        top_logprobs: int) -> dict[str, Any]:
+def expected_prediction(
+    text: str, logprobs: Any, *, bounds: tuple[int, int], top_logprobs: int
+) -> dict[str, Any]:
     """Score fields of an ``expected`` answer: the expected rating from its logprobs.
 
     Returns a dict with ``score`` (``None`` on failure), ``parse_error``, ``parse_method``,
@@ -338,13 +358,15 @@ def expected_prediction(text: str, logprobs: Any, *, bounds: tuple[int, int],
     lo, hi = bounds
     content = _get(logprobs, "content") if logprobs is not None else None
     greedy = parse_rating(text, scale=hi, rating_min=lo)
-    out: dict[str, Any] = {"greedy_score": greedy.score, "distribution": None,
-                           "parse_method": f"expected(top_logprobs={top_logprobs})"}
+    out: dict[str, Any] = {
+        "greedy_score": greedy.score,
+        "distribution": None,
+        "parse_method": f"expected(top_logprobs={top_logprobs})",
+    }
     if not text.strip():
         return {**out, "score": None, "parse_error": "empty output"}
     if not content:
-        return {**out, "score": None,
-                "parse_error": "expected rating: the LM returned no logprobs"}
+        return {**out, "score": None, "parse_error": "expected rating: the LM returned no logprobs"}
     generation = generation_from_logprobs(list(content), text=text)
     if generation.text != text:
         # NOTE: the tokens are the source of truth for positions; a provider that post-edits
@@ -356,11 +378,19 @@ def expected_prediction(text: str, logprobs: Any, *, bounds: tuple[int, int],
         error = result.error or "no expected rating"
         if not greedy.ok:
             error = greedy.error or error
-        return {**out, "distribution": dist, "score": None,
-                "parse_error": error if not greedy.ok else f"expected rating: {error}"}
+        return {
+            **out,
+            "distribution": dist,
+            "score": None,
+            "parse_error": error if not greedy.ok else f"expected rating: {error}",
+        }
     score = float(result.score)  # type: ignore[arg-type]
-    return {**out, "distribution": dist, "score": score if math.isfinite(score) else None,
-            "parse_error": None}
+    return {
+        **out,
+        "distribution": dist,
+        "score": score if math.isfinite(score) else None,
+        "parse_error": None,
+    }
 
 
 def samples_prediction(texts: Sequence[str], *, bounds: tuple[int, int]) -> dict[str, Any]:
@@ -375,5 +405,9 @@ def samples_prediction(texts: Sequence[str], *, bounds: tuple[int, int]) -> dict
     if sc.score is None:
         first = sc.errors[0] if sc.errors else "no rating found"
         error = f"no sample had a rating ({sc.n_failed}/{sc.n} failed; first: {first})"
-    return {"score": sc.score, "parse_error": error, "samples": list(sc.ratings),
-            "parse_method": f"self-consistency {sc.n - sc.n_failed}/{sc.n}"}
+    return {
+        "score": sc.score,
+        "parse_error": error,
+        "samples": list(sc.ratings),
+        "parse_method": f"self-consistency {sc.n - sc.n_failed}/{sc.n}",
+    }

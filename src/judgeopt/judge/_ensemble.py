@@ -52,26 +52,40 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
             pairwise task, mismatched lengths or a non-positive standard deviation.
     """
 
-    def __init__(self, members: Sequence[JudgeProgram], means: Sequence[float],
-                 sds: Sequence[float], *, lm: dspy.BaseLM | None = None) -> None:
+    def __init__(
+        self,
+        members: Sequence[JudgeProgram],
+        means: Sequence[float],
+        sds: Sequence[float],
+        *,
+        lm: dspy.BaseLM | None = None,
+    ) -> None:
         super().__init__()
         if len(members) < 2:
             raise ValueError(f"A JudgeEnsemble needs at least 2 members; got {len(members)}.")
         if not len(members) == len(means) == len(sds):
-            raise ValueError(f"JudgeEnsemble: {len(members)} members but {len(means)} means "
-                             f"and {len(sds)} standard deviations.")
+            raise ValueError(
+                f"JudgeEnsemble: {len(members)} members but {len(means)} means "
+                f"and {len(sds)} standard deviations."
+            )
         first = members[0]
         if first.task.mode != "pointwise":
-            raise ValueError("A JudgeEnsemble averages ratings: it needs a pointwise task; "
-                             f"{first.task.name!r} is {first.task.mode}.")
+            raise ValueError(
+                "A JudgeEnsemble averages ratings: it needs a pointwise task; "
+                f"{first.task.name!r} is {first.task.mode}."
+            )
         for i, m in enumerate(members):
             if m.task.name != first.task.name or m.aspect != first.aspect:
-                raise ValueError(f"Member {i} judges {m.task.name}/{m.aspect}, member 0 "
-                                 f"{first.task.name}/{first.aspect}: one task and aspect only.")
+                raise ValueError(
+                    f"Member {i} judges {m.task.name}/{m.aspect}, member 0 "
+                    f"{first.task.name}/{first.aspect}: one task and aspect only."
+                )
         for i, (mu, sd) in enumerate(zip(means, sds, strict=True)):
             if not math.isfinite(mu) or not (math.isfinite(sd) and sd > 0):
-                raise ValueError(f"Member {i}: the normalisation needs a finite mean and a "
-                                 f"standard deviation > 0; got mean={mu!r}, sd={sd!r}.")
+                raise ValueError(
+                    f"Member {i}: the normalisation needs a finite mean and a "
+                    f"standard deviation > 0; got mean={mu!r}, sd={sd!r}."
+                )
         self.members = list(members)
         self.means = [float(x) for x in means]
         self.sds = [float(x) for x in sds]
@@ -95,15 +109,23 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
 
     def combine(self, ratings: Sequence[float | None]) -> tuple[float | None, float | None]:
         """``(score, mean z)`` of the members' ratings (``None`` for an unparsed one)."""
-        zs = [(r - mu) / sd for r, mu, sd in zip(ratings, self.means, self.sds, strict=True)
-              if r is not None]
+        zs = [
+            (r - mu) / sd
+            for r, mu, sd in zip(ratings, self.means, self.sds, strict=True)
+            if r is not None
+        ]
         if not zs:
             return None, None
         z = sum(zs) / len(zs)
         return self.means[0] + self.sds[0] * z, z
 
-    def judge(self, inputs: Mapping[str, Any], *, sample_id: str | None = None,
-              lm: dspy.BaseLM | None = None) -> dspy.Prediction:
+    def judge(
+        self,
+        inputs: Mapping[str, Any],
+        *,
+        sample_id: str | None = None,
+        lm: dspy.BaseLM | None = None,
+    ) -> dspy.Prediction:
         """Judge one sample with every member and combine (see the class docstring).
 
         Raises:
@@ -117,10 +139,17 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         error = None
         if score is None:
             error = "no member's rating parsed: " + "; ".join(
-                f"member {i}: {p.parse_error}" for i, p in enumerate(preds))
-        return dspy.Prediction(score=score, z=z, member_scores=ratings, raw=preds[0].raw,
-                               rationale=preds[0].get("rationale"), parse_error=error,
-                               decoding="ensemble")
+                f"member {i}: {p.parse_error}" for i, p in enumerate(preds)
+            )
+        return dspy.Prediction(
+            score=score,
+            z=z,
+            member_scores=ratings,
+            raw=preds[0].raw,
+            rationale=preds[0].get("rationale"),
+            parse_error=error,
+            decoding="ensemble",
+        )
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Judge one sample given its input fields as keyword arguments."""
@@ -136,11 +165,14 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
             "judgeopt_version": __version__,
             "task_name": self.task.name,
             "aspect": self.aspect,
-            "combine": ("mean of the members' z-scores (rating - mean) / sd over the members "
-                        "whose rating parsed, reported as mean_1 + sd_1 * z"),
-            "members": [{"mean": mu, "sd": sd,
-                         "judge": export_judge(m).model_dump(mode="json")}
-                        for m, mu, sd in zip(self.members, self.means, self.sds, strict=True)],
+            "combine": (
+                "mean of the members' z-scores (rating - mean) / sd over the members "
+                "whose rating parsed, reported as mean_1 + sd_1 * z"
+            ),
+            "members": [
+                {"mean": mu, "sd": sd, "judge": export_judge(m).model_dump(mode="json")}
+                for m, mu, sd in zip(self.members, self.means, self.sds, strict=True)
+            ],
             "model": self.model_name,
             "validation": self.validation,
             "test": self.test,
@@ -153,19 +185,24 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         write_text_atomic(path, json.dumps(self.export(), indent=2, ensure_ascii=False) + "\n")
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], *, source: str = "<dict>",
-                  **kwargs: Any) -> JudgeEnsemble:
+    def from_dict(
+        cls, raw: Mapping[str, Any], *, source: str = "<dict>", **kwargs: Any
+    ) -> JudgeEnsemble:
         """Rebuild from :meth:`export` output.
 
         Raises:
             ValueError: On a malformed file (naming the field).
         """
         if raw.get("format") != ENSEMBLE_FORMAT:
-            raise ValueError(f"{source}: not a judge ensemble (`format` is "
-                             f"{raw.get('format')!r}, expected {ENSEMBLE_FORMAT!r}).")
+            raise ValueError(
+                f"{source}: not a judge ensemble (`format` is "
+                f"{raw.get('format')!r}, expected {ENSEMBLE_FORMAT!r})."
+            )
         if raw.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{source}: format_version {raw.get('format_version')!r} is not "
-                             f"supported (this judgeopt reads {FORMAT_VERSION}).")
+            raise ValueError(
+                f"{source}: format_version {raw.get('format_version')!r} is not "
+                f"supported (this judgeopt reads {FORMAT_VERSION})."
+            )
         entries = raw.get("members")
         if not isinstance(entries, list) or len(entries) < 2:
             raise ValueError(f"{source}: `members` must be a list of at least 2 members.")
@@ -174,8 +211,9 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         for i, e in enumerate(entries):
             if not isinstance(e, Mapping) or not {"mean", "sd", "judge"} <= set(e):
                 raise ValueError(f"{source}: `members[{i}]` needs `mean`, `sd` and `judge`.")
-            members.append(judge_from_dict(dict(e["judge"]), source=f"{source} members[{i}]",
-                                           lm=lm, **kwargs))
+            members.append(
+                judge_from_dict(dict(e["judge"]), source=f"{source} members[{i}]", lm=lm, **kwargs)
+            )
             means.append(float(e["mean"]))
             sds.append(float(e["sd"]))
         ens = cls(members, means, sds, lm=lm)
@@ -195,12 +233,10 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         return cls.from_dict(read_judge_file(path), source=str(path), **kwargs)
 
     def __repr__(self) -> str:
-        return (f"JudgeEnsemble({self.task.name}/{self.aspect}: "
-                f"{len(self.members)} members)")
+        return f"JudgeEnsemble({self.task.name}/{self.aspect}: {len(self.members)} members)"
 
 
-def load_any_judge(path: str | os.PathLike[str],
-                   **kwargs: Any) -> JudgeProgram | JudgeEnsemble:
+def load_any_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram | JudgeEnsemble:
     """Load an exported judge or ensemble, whichever the file holds.
 
     Args:
@@ -224,21 +260,29 @@ load_judge = load_any_judge
 INDEX_FORMAT = "judgeopt-index"
 
 
-def write_judge_index(path: str | os.PathLike[str], task: str, judges: dict[str, str], *,
-                      model: str | None = None) -> Path:
+def write_judge_index(
+    path: str | os.PathLike[str], task: str, judges: dict[str, str], *, model: str | None = None
+) -> Path:
     """Write the index of the judges of several aspects of one task (``compile --aspects``).
 
     ``judges`` maps each aspect to its judge file, relative to the index's directory. The
     file is ``{"format": "judgeopt-index", "format_version": 1, "task", "model",
     "judges": {aspect: file}}``; read it with :func:`load_judges`.
     """
-    data = {"format": INDEX_FORMAT, "format_version": 1, "judgeopt_version": __version__,
-            "task": task, "model": model, "judges": dict(judges)}
+    data = {
+        "format": INDEX_FORMAT,
+        "format_version": 1,
+        "judgeopt_version": __version__,
+        "task": task,
+        "model": model,
+        "judges": dict(judges),
+    }
     return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
-def load_judges(path: str | os.PathLike[str],
-                **kwargs: Any) -> dict[str, JudgeProgram | JudgeEnsemble]:
+def load_judges(
+    path: str | os.PathLike[str], **kwargs: Any
+) -> dict[str, JudgeProgram | JudgeEnsemble]:
     """Load every judge of an index written by ``judgeopt compile --aspects`` (or a directory
     holding one as ``index.json``): aspect -> judge (or ensemble), in the index's order.
 
@@ -254,13 +298,19 @@ def load_judges(path: str | os.PathLike[str],
         p = p / "index.json"
     raw = read_judge_file(p)
     if raw.get("format") != INDEX_FORMAT:
-        raise ValueError(f"{p}: not a judge index (`format` is {raw.get('format')!r}, expected "
-                         f"{INDEX_FORMAT!r}); load a single judge with judgeopt.load_judge().")
+        raise ValueError(
+            f"{p}: not a judge index (`format` is {raw.get('format')!r}, expected "
+            f"{INDEX_FORMAT!r}); load a single judge with judgeopt.load_judge()."
+        )
     judges = raw.get("judges")
-    if not isinstance(judges, dict) or not judges or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in judges.items()):
-        raise ValueError(f"{p}: `judges` must be a non-empty object of aspect -> judge file; "
-                         f"got {judges!r}.")
+    if (
+        not isinstance(judges, dict)
+        or not judges
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in judges.items())
+    ):
+        raise ValueError(
+            f"{p}: `judges` must be a non-empty object of aspect -> judge file; got {judges!r}."
+        )
     out: dict[str, JudgeProgram | JudgeEnsemble] = {}
     for aspect, file in judges.items():
         judge = load_any_judge(p.parent / file, **kwargs)

@@ -166,21 +166,30 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
                 criteria_text = value
             elif req.name == "autocot_steps":
                 autocot = value
-    examples = program.maker.examples_for_export(program.strategy) if int(
-        program.strategy["examples"]) > 0 else {}
-    template = render_template(task, program.aspect, program.strategy,
-                               criteria_text=criteria_text, autocot_steps=autocot)
+    examples = (
+        program.maker.examples_for_export(program.strategy)
+        if int(program.strategy["examples"]) > 0
+        else {}
+    )
+    template = render_template(
+        task, program.aspect, program.strategy, criteria_text=criteria_text, autocot_steps=autocot
+    )
     messages, placeholders = rendered_messages(program, criteria_text, autocot, examples)
     pairwise = task.mode == "pairwise"
     lo, hi = (None, None) if pairwise else program.rating_bounds
     search = program.search_result.to_dict() if program.search_result is not None else None
     decoding = program.decoding.to_dict()
-    parser = ("last [[A]]/[[B]]/[[C]] verdict" if pairwise else
-              "last [[n]] rating, then the fallbacks of docs/parsing.md")
+    parser = (
+        "last [[A]]/[[B]]/[[C]] verdict"
+        if pairwise
+        else "last [[n]] rating, then the fallbacks of docs/parsing.md"
+    )
     if decoding["name"] == "expected":
-        parser = ("probability-weighted rating at the position of the greedy answer's last "
-                  "[[n]] rating (ratings of several tokens chained, renormalised over the "
-                  "valid ratings)")
+        parser = (
+            "probability-weighted rating at the position of the greedy answer's last "
+            "[[n]] rating (ratings of several tokens chained, renormalised over the "
+            "valid ratings)"
+        )
     elif decoding["samples"] > 1:
         parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
     return ExportedJudge(
@@ -199,10 +208,15 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
         scoring=Scoring(
             parser=parser,
             scale=None if pairwise else int(program.strategy["scale"]),
-            rating_min=lo, rating_max=hi, decoding=decoding["name"],
-            samples=decoding["samples"], temperature=decoding["temperature"],
-            top_logprobs=decoding["top_logprobs"], seed=decoding["seed"],
-            max_tokens=program.lm_kwargs().get("max_tokens")),
+            rating_min=lo,
+            rating_max=hi,
+            decoding=decoding["name"],
+            samples=decoding["samples"],
+            temperature=decoding["temperature"],
+            top_logprobs=decoding["top_logprobs"],
+            seed=decoding["seed"],
+            max_tokens=program.lm_kwargs().get("max_tokens"),
+        ),
         model=program.model_name,
         example_seed=program.example_seed,
         validation=program.validation,
@@ -225,9 +239,12 @@ def _test_items(items: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def rendered_messages(program: ExportableJudge, criteria_text: str | None,
-                      autocot: str | None, examples: dict[str, list[dict[str, Any]]]
-                      ) -> tuple[list[dict[str, str]], list[str]]:
+def rendered_messages(
+    program: ExportableJudge,
+    criteria_text: str | None,
+    autocot: str | None,
+    examples: dict[str, list[dict[str, Any]]],
+) -> tuple[list[dict[str, str]], list[str]]:
     """The judge's chat messages with every artifact it can fill, and what is left open.
 
     The system message (when the task has one) and the user prompt, with the criteria,
@@ -241,17 +258,28 @@ def rendered_messages(program: ExportableJudge, criteria_text: str | None,
     pairs = [(item["inputs"], item["rating"]) for items in examples.values() for item in items]
     strategy = program.strategy
     n_examples = int(strategy["examples"])
-    user = render_template(task, program.aspect, strategy, criteria_text=criteria_text,
-                           autocot_steps=autocot,
-                           examples=pairs if n_examples > 0 and len(pairs) == n_examples
-                           else None)
+    user = render_template(
+        task,
+        program.aspect,
+        strategy,
+        criteria_text=criteria_text,
+        autocot_steps=autocot,
+        examples=pairs if n_examples > 0 and len(pairs) == n_examples else None,
+    )
     messages = ([{"role": "system", "content": task.system}] if task.system else []) + [
-        {"role": "user", "content": user}]
+        {"role": "user", "content": user}
+    ]
     graph = hpss_graph(task)
-    given = {"self_criteria": criteria_text, "autocot_steps": autocot,
-             "icl_examples": pairs if len(pairs) == n_examples else None}
-    open_artifacts = [req.name for req in graph.artifacts_for(strategy)
-                      if req.per_sample or given.get(req.name) is None]
+    given = {
+        "self_criteria": criteria_text,
+        "autocot_steps": autocot,
+        "icl_examples": pairs if len(pairs) == n_examples else None,
+    }
+    open_artifacts = [
+        req.name
+        for req in graph.artifacts_for(strategy)
+        if req.per_sample or given.get(req.name) is None
+    ]
     return messages, [*task.input_names, *open_artifacts]
 
 
@@ -266,7 +294,8 @@ def _check_rendered(program: ExportableJudge, data: ExportedJudge, source: str) 
                 f"`{name}` is generated from them on export and is never read back, so an "
                 "edit there would be ignored: change `task` (its prompt wording), `strategy` "
                 f"or `artifacts` instead, or delete `{name}` (and `placeholders`) from the "
-                "file to load it as it is.")
+                "file to load it as it is."
+            )
 
 
 def save_judge(program: ExportableJudge, path: str | os.PathLike[str]) -> Path:
@@ -275,8 +304,7 @@ def save_judge(program: ExportableJudge, path: str | os.PathLike[str]) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def read_judge(program_type: Callable[..., _J], path: str | os.PathLike[str],
-               **kwargs: Any) -> _J:
+def read_judge(program_type: Callable[..., _J], path: str | os.PathLike[str], **kwargs: Any) -> _J:
     """Validate an exported judge and rebuild it as a ``program_type`` (no pickle).
 
     Args:
@@ -291,8 +319,10 @@ def read_judge(program_type: Callable[..., _J], path: str | os.PathLike[str],
     p = Path(path)
     raw = read_judge_file(p)
     if raw.get("format") == ENSEMBLE_FORMAT:
-        raise ValueError(f"{p} is a judge ensemble: load it with judgeopt.load_judge() or "
-                         "judgeopt.JudgeEnsemble.load().")
+        raise ValueError(
+            f"{p} is a judge ensemble: load it with judgeopt.load_judge() or "
+            "judgeopt.JudgeEnsemble.load()."
+        )
     return build_judge(program_type, raw, source=str(p), **kwargs)
 
 
@@ -314,38 +344,52 @@ def read_judge_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return raw
 
 
-def build_judge(program_type: Callable[..., _J], raw: dict[str, Any], *,
-                source: str = "<dict>", **kwargs: Any) -> _J:
+def build_judge(
+    program_type: Callable[..., _J], raw: dict[str, Any], *, source: str = "<dict>", **kwargs: Any
+) -> _J:
     """Validate the exported form of one judge and rebuild it as a ``program_type`` (see
     :func:`read_judge`; ``source`` names the origin in error messages)."""
     p = source
     if isinstance(raw, dict) and raw.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{p}: format_version {raw.get('format_version')!r} is not supported "
-                         f"(this judgeopt reads {FORMAT_VERSION}).")
+        raise ValueError(
+            f"{p}: format_version {raw.get('format_version')!r} is not supported "
+            f"(this judgeopt reads {FORMAT_VERSION})."
+        )
     try:
         data = ExportedJudge.model_validate(raw)
     except ValidationError as e:
-        problems = "; ".join(f"`{'.'.join(str(x) for x in err['loc'])}`: {err['msg']}"
-                             for err in e.errors())
+        problems = "; ".join(
+            f"`{'.'.join(str(x) for x in err['loc'])}`: {err['msg']}" for err in e.errors()
+        )
         raise ValueError(f"{p}: invalid exported judge: {problems}") from None
     task = JudgeTask.from_dict(data.task, source=str(p))
     scoring = data.scoring
     decoding = data.strategy.get("decoding", "greedy")
     if scoring.decoding != decoding:
-        raise ValueError(f"{p}: invalid exported judge: `scoring.decoding` is "
-                         f"{scoring.decoding!r} but the strategy's decoding is {decoding!r}.")
+        raise ValueError(
+            f"{p}: invalid exported judge: `scoring.decoding` is "
+            f"{scoring.decoding!r} but the strategy's decoding is {decoding!r}."
+        )
     try:
-        program = program_type(task, data.aspect, data.strategy,
-                               artifacts=ArtifactStore(data=data.artifacts.texts),
-                               example_seed=data.example_seed,
-                               fixed_examples=data.artifacts.examples,
-                               max_tokens=kwargs.pop("max_tokens", data.scoring.max_tokens),
-                               decoding_params=kwargs.pop("decoding_params", {
-                                   "samples": scoring.samples,
-                                   "temperature": scoring.temperature,
-                                   "top_logprobs": scoring.top_logprobs,
-                                   "seed": scoring.seed}),
-                               **kwargs)
+        program = program_type(
+            task,
+            data.aspect,
+            data.strategy,
+            artifacts=ArtifactStore(data=data.artifacts.texts),
+            example_seed=data.example_seed,
+            fixed_examples=data.artifacts.examples,
+            max_tokens=kwargs.pop("max_tokens", data.scoring.max_tokens),
+            decoding_params=kwargs.pop(
+                "decoding_params",
+                {
+                    "samples": scoring.samples,
+                    "temperature": scoring.temperature,
+                    "top_logprobs": scoring.top_logprobs,
+                    "seed": scoring.seed,
+                },
+            ),
+            **kwargs,
+        )
     except ValueError as e:
         # An unknown aspect, factor or value (a hand-edited file, or one of another version).
         raise ValueError(f"{p}: invalid exported judge: {e}") from None
@@ -356,8 +400,15 @@ def build_judge(program_type: Callable[..., _J], raw: dict[str, Any], *,
 
 def _restore_results(program: Any, data: ExportedJudge) -> Any:
     """The rebuilt judge, carrying the results its file records (one compile report)."""
-    program = program.with_report(CompileReport(
-        validation=data.validation, test=data.test, selection=data.selection,
-        comparisons=data.comparisons, test_items=data.test_items, model_name=data.model))
+    program = program.with_report(
+        CompileReport(
+            validation=data.validation,
+            test=data.test,
+            selection=data.selection,
+            comparisons=data.comparisons,
+            test_items=data.test_items,
+            model_name=data.model,
+        )
+    )
     program.exported_search = data.search
     return program

@@ -29,8 +29,7 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
     return read_judge(JudgeProgram, path, **kwargs)
 
 
-def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>",
-                    **kwargs: Any) -> JudgeProgram:
+def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>", **kwargs: Any) -> JudgeProgram:
     """Validate the exported form of one judge and rebuild the program (see
     :func:`load_judge`; ``source`` names the origin in error messages)."""
     return build_judge(JudgeProgram, raw, source=source, **kwargs)

@@ -56,8 +56,7 @@ def _names(obj: Any) -> list[str]:
             return sorted(str(k) for k in keys())
         except TypeError:
             pass
-    return sorted(k for k in vars(obj) if not k.startswith("_")) if hasattr(obj, "__dict__") \
-        else []
+    return sorted(k for k in vars(obj) if not k.startswith("_")) if hasattr(obj, "__dict__") else []
 
 
 class MetricJudge(Protocol):
@@ -110,32 +109,52 @@ class JudgeMetric:
             or a bad ``prefer`` (each naming the value and what is allowed).
     """
 
-    def __init__(self, judge: MetricJudge, *, threshold: float | None = None,
-                 on_unparsed: float | str = 0.0,
-                 fields: Mapping[str, str | Callable[[Any, Any], Any]] | None = None,
-                 prefer: str = "b") -> None:
-        if threshold is not None and (isinstance(threshold, bool)
-                                      or not isinstance(threshold, int | float)
-                                      or not 0.0 <= float(threshold) <= 1.0):
-            raise ValueError(f"The `threshold` of a judge metric must be a number in [0, 1] "
-                             f"(scores are mapped onto [0, 1]). Got {threshold!r} instead.")
+    def __init__(
+        self,
+        judge: MetricJudge,
+        *,
+        threshold: float | None = None,
+        on_unparsed: float | str = 0.0,
+        fields: Mapping[str, str | Callable[[Any, Any], Any]] | None = None,
+        prefer: str = "b",
+    ) -> None:
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not 0.0 <= float(threshold) <= 1.0
+        ):
+            raise ValueError(
+                f"The `threshold` of a judge metric must be a number in [0, 1] "
+                f"(scores are mapped onto [0, 1]). Got {threshold!r} instead."
+            )
         if isinstance(on_unparsed, str):
             if on_unparsed != "raise":
-                raise ValueError(f"The `on_unparsed` of a judge metric must be a number in "
-                                 f"[0, 1] or 'raise'. Got {on_unparsed!r} instead.")
-        elif isinstance(on_unparsed, bool) or not isinstance(on_unparsed, int | float) or \
-                not 0.0 <= float(on_unparsed) <= 1.0:
-            raise ValueError(f"The `on_unparsed` of a judge metric must be a number in [0, 1] "
-                             f"or 'raise'. Got {on_unparsed!r} instead.")
+                raise ValueError(
+                    f"The `on_unparsed` of a judge metric must be a number in "
+                    f"[0, 1] or 'raise'. Got {on_unparsed!r} instead."
+                )
+        elif (
+            isinstance(on_unparsed, bool)
+            or not isinstance(on_unparsed, int | float)
+            or not 0.0 <= float(on_unparsed) <= 1.0
+        ):
+            raise ValueError(
+                f"The `on_unparsed` of a judge metric must be a number in [0, 1] "
+                f"or 'raise'. Got {on_unparsed!r} instead."
+            )
         task = judge.task
         unknown = sorted(set(fields or {}) - set(task.input_names))
         if unknown:
-            raise ValueError(f"The `fields` of a judge metric name {unknown!r}, which are not "
-                             f"input fields of task `{task.name}`; allowed: "
-                             f"{list(task.input_names)!r}.")
+            raise ValueError(
+                f"The `fields` of a judge metric name {unknown!r}, which are not "
+                f"input fields of task `{task.name}`; allowed: "
+                f"{list(task.input_names)!r}."
+            )
         if prefer not in ("a", "b"):
-            raise ValueError(f"The `prefer` of a pairwise judge metric must be 'a' or 'b'. "
-                             f"Got {prefer!r} instead.")
+            raise ValueError(
+                f"The `prefer` of a pairwise judge metric must be 'a' or 'b'. "
+                f"Got {prefer!r} instead."
+            )
         self.judge = judge
         self.threshold = None if threshold is None else float(threshold)
         self.on_unparsed = on_unparsed
@@ -148,8 +167,10 @@ class JudgeMetric:
         self.calls = 0
 
     def __repr__(self) -> str:
-        return (f"JudgeMetric({self.judge!r}, threshold={self.threshold}, "
-                f"on_unparsed={self.on_unparsed!r})")
+        return (
+            f"JudgeMetric({self.judge!r}, threshold={self.threshold}, "
+            f"on_unparsed={self.on_unparsed!r})"
+        )
 
     # ---------------------------------------------------------------------------------------
     def inputs(self, example: Any, pred: Any) -> dict[str, str]:
@@ -179,7 +200,8 @@ class JudgeMetric:
                     + (f" (from {source!r})" if isinstance(source, str) else "")
                     + f"; the example has {_names(example)!r} and the prediction has "
                     f"{_names(pred)!r}. Map it with as_metric(fields={{{name!r}: "
-                    "'pred.<field>' or 'example.<field>'}).")
+                    "'pred.<field>' or 'example.<field>'})."
+                )
             out[name] = str(value)
         return out
 
@@ -198,7 +220,9 @@ class JudgeMetric:
             if self.on_unparsed == "raise":
                 raise UnparsedJudgement(
                     f"The judge's answer has no rating ({prediction.parse_error}): "
-                    f"{str(prediction.raw)[:200]!r}", prediction)
+                    f"{str(prediction.raw)[:200]!r}",
+                    prediction,
+                )
             return float(self.on_unparsed)
         if self.judge.task.mode == "pairwise":
             verdict = str(raw)

@@ -37,4 +37,5 @@ class JudgePredict(dspy.Predict):  # type: ignore[misc]  # dspy ships no type in
         """Refused: the judge renders its own prompt, so call the :class:`JudgeProgram`."""
         raise TypeError(
             "JudgePredict only holds a judge's LM and signature for DSPy (named_predictors, "
-            "set_lm); call the JudgeProgram itself, e.g. judge(**fields).")
+            "set_lm); call the JudgeProgram itself, e.g. judge(**fields)."
+        )

@@ -106,8 +106,9 @@ class PrExMeAdapter(dspy.Adapter):
         super().__init__()
         self.program = program
 
-    def format(self, signature: Any, demos: list[dict[str, Any]],
-               inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    def format(
+        self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         return [{"role": "user", "content": str(inputs[PROMPT_KEY])}]
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
@@ -115,9 +116,13 @@ class PrExMeAdapter(dspy.Adapter):
         r = extract_score(completion, fr)
         base = str(self.program.strategy["base_prompt"])
         rationale = completion.strip() if "CoT" in base else None
-        return {"score": r.score, "rationale": rationale, "raw": completion,
-                "parse_error": r.error, "parse_method": "prexme_last_match" if r.error is None
-                else None}
+        return {
+            "score": r.score,
+            "rationale": rationale,
+            "raw": completion,
+            "parse_error": r.error,
+            "parse_method": "prexme_last_match" if r.error is None else None,
+        }
 
 
 def _signature(task: PrExMeTask) -> type[dspy.Signature]:
@@ -162,12 +167,19 @@ class PrExMeProgram(CompiledViews, dspy.Module):
         ['Source Text: 你好 ', 'Translation: Hello ']
     """
 
-    DEFAULT_STRATEGY: Final[Mapping[str, str]] = MappingProxyType({
-        "base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"})
+    DEFAULT_STRATEGY: Final[Mapping[str, str]] = MappingProxyType(
+        {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
+    )
 
-    def __init__(self, task: PrExMeTask | str, strategy: Mapping[str, Value] | None = None, *,
-                 examples: Sequence[Record] | DemoRetriever | None = None,
-                 lm: dspy.BaseLM | None = None, max_tokens: int = 180) -> None:
+    def __init__(
+        self,
+        task: PrExMeTask | str,
+        strategy: Mapping[str, Value] | None = None,
+        *,
+        examples: Sequence[Record] | DemoRetriever | None = None,
+        lm: dspy.BaseLM | None = None,
+        max_tokens: int = 180,
+    ) -> None:
         super().__init__()
         self.task = load_prexme_task(task)
         self.aspect = self.task.score_key
@@ -176,19 +188,21 @@ class PrExMeProgram(CompiledViews, dspy.Module):
             self.retriever = examples
         else:
             self.retriever = DemoRetriever(examples, self.task)
-        self.strategy = self._check(self.space.strategy(
-            dict(self.DEFAULT_STRATEGY if strategy is None else strategy)))
+        self.strategy = self._check(
+            self.space.strategy(dict(self.DEFAULT_STRATEGY if strategy is None else strategy))
+        )
         self.lm = lm
-        self.max_tokens = check_int(max_tokens, "max_tokens", min_value=1,
-                                    owner="PrExMeProgram")
+        self.max_tokens = check_int(max_tokens, "max_tokens", min_value=1, owner="PrExMeProgram")
         self.adapter = PrExMeAdapter(self)
         self.signature = _signature(self.task)
 
     def _check(self, strategy: Strategy) -> Strategy:
         if strategy["base_prompt"] in ONE_SHOT_BASE_PROMPTS and self.retriever is None:
-            raise ValueError(f"The one-shot base prompt `{strategy['base_prompt']}` needs "
-                             "labelled examples: pass examples=... (records with the task's "
-                             "inputs and human score).")
+            raise ValueError(
+                f"The one-shot base prompt `{strategy['base_prompt']}` needs "
+                "labelled examples: pass examples=... (records with the task's "
+                "inputs and human score)."
+            )
         return strategy
 
     @property
@@ -211,9 +225,14 @@ class PrExMeProgram(CompiledViews, dspy.Module):
         new.report_ = CompileReport(model_name=self.model_name)
         return new
 
-    def fresh_copy(self, *, trainset: Sequence[Record] | None = None,
-                   artifacts: ArtifactStore | None = None, example_seed: int | None = None,
-                   lm: dspy.BaseLM | None = None) -> PrExMeProgram:
+    def fresh_copy(
+        self,
+        *,
+        trainset: Sequence[Record] | None = None,
+        artifacts: ArtifactStore | None = None,
+        example_seed: int | None = None,
+        lm: dspy.BaseLM | None = None,
+    ) -> PrExMeProgram:
         """A new program with this one's task, strategy and settings, without compile
         results (what a teleprompter compiles; ``None`` keeps this program's own).
 
@@ -225,8 +244,13 @@ class PrExMeProgram(CompiledViews, dspy.Module):
             lm: The LM to use.
         """
         examples = self.retriever if trainset is None else DemoRetriever(trainset, self.task)
-        return type(self)(self.task, self.strategy, examples=examples,
-                          lm=self.lm if lm is None else lm, max_tokens=self.max_tokens)
+        return type(self)(
+            self.task,
+            self.strategy,
+            examples=examples,
+            lm=self.lm if lm is None else lm,
+            max_tokens=self.max_tokens,
+        )
 
     def search_graph(self) -> FactorGraph:
         """A new factor graph of :func:`prexme_space` (no constraint, no artifact)."""
@@ -241,8 +265,7 @@ class PrExMeProgram(CompiledViews, dspy.Module):
         if not self.one_shot or self.retriever is None:
             return None
         t = self.task
-        return self.retriever.nearest(str(inputs[t.source_field]),
-                                      str(inputs[t.hypothesis_field]))
+        return self.retriever.nearest(str(inputs[t.source_field]), str(inputs[t.hypothesis_field]))
 
     def render(self, inputs: Mapping[str, Any]) -> str:
         """The prompt for one sample.
@@ -253,16 +276,24 @@ class PrExMeProgram(CompiledViews, dspy.Module):
         t = self.task
         missing = [f for f in t.input_names if f not in inputs]
         if missing:
-            raise ValueError(f"Missing input field(s) {missing!r} for PrExMe task `{t.name}`; "
-                             f"got {sorted(inputs)!r}.")
+            raise ValueError(
+                f"Missing input field(s) {missing!r} for PrExMe task `{t.name}`; "
+                f"got {sorted(inputs)!r}."
+            )
         demo = self.demo_for(inputs)
         if self.one_shot and demo is None:
             raise ValueError("No demonstration with a different source text is available.")
-        return render_prexme(t, self.strategy, str(inputs[t.source_field]),
-                             str(inputs[t.hypothesis_field]), demo)
+        return render_prexme(
+            t, self.strategy, str(inputs[t.source_field]), str(inputs[t.hypothesis_field]), demo
+        )
 
-    def judge(self, inputs: Mapping[str, Any], *, sample_id: str | None = None,
-              lm: dspy.BaseLM | None = None) -> dspy.Prediction:
+    def judge(
+        self,
+        inputs: Mapping[str, Any],
+        *,
+        sample_id: str | None = None,
+        lm: dspy.BaseLM | None = None,
+    ) -> dspy.Prediction:
         """Judge one sample (``sample_id`` is accepted for the JudgeProgram convention).
 
         Raises:
@@ -274,9 +305,14 @@ class PrExMeProgram(CompiledViews, dspy.Module):
         demo = self.demo_for(inputs)
         the_lm = self.resolve_lm(lm)
         fields = {f: str(inputs[f]) for f in self.task.input_names}
-        return predict_with(self.adapter, the_lm, {"max_tokens": self.max_tokens},
-                            self.signature, {**fields, PROMPT_KEY: prompt},
-                            demo_id=demo.id if demo is not None else None)
+        return predict_with(
+            self.adapter,
+            the_lm,
+            {"max_tokens": self.max_tokens},
+            self.signature,
+            {**fields, PROMPT_KEY: prompt},
+            demo_id=demo.id if demo is not None else None,
+        )
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Judge one sample given its input fields as keyword arguments."""

@@ -27,7 +27,7 @@ _NGRAMS: Final[tuple[int, ...]] = (1, 2, 3)
 def _ngrams(text: str) -> Counter[str]:
     # Character n-grams work for Chinese (no spaces) and for English/German alike.
     t = " ".join(text.lower().split())
-    return Counter(t[i:i + n] for n in _NGRAMS for i in range(len(t) - n + 1))
+    return Counter(t[i : i + n] for n in _NGRAMS for i in range(len(t) - n + 1))
 
 
 class _Tfidf:
@@ -58,8 +58,11 @@ class _Tfidf:
     def similarities(self, text: str) -> np.ndarray:
         """Cosine similarity of ``text`` with every fitted text."""
         c = _ngrams(text)
-        idx = [(self.vocab[g], (1.0 + math.log(k)) * self.idf[self.vocab[g]])
-               for g, k in c.items() if g in self.vocab]
+        idx = [
+            (self.vocab[g], (1.0 + math.log(k)) * self.idf[self.vocab[g]])
+            for g, k in c.items()
+            if g in self.vocab
+        ]
         if not idx:
             return np.zeros(self.matrix.shape[0])
         q = np.zeros(self.matrix.shape[1])
@@ -90,11 +93,16 @@ class DemoRetriever:
     def __init__(self, examples: Sequence[Record], task: PrExMeTask | str) -> None:
         self.task = load_prexme_task(task)
         t = self.task
-        self.examples = [r for r in examples
-                         if all(f in r.inputs for f in t.input_names) and t.score_key in r.scores]
+        self.examples = [
+            r
+            for r in examples
+            if all(f in r.inputs for f in t.input_names) and t.score_key in r.scores
+        ]
         if not self.examples:
-            raise ValueError(f"No example has the inputs {list(t.input_names)!r} and the score "
-                             f"`{t.score_key}` that task `{t.name}` needs.")
+            raise ValueError(
+                f"No example has the inputs {list(t.input_names)!r} and the score "
+                f"`{t.score_key}` that task `{t.name}` needs."
+            )
         self._src = _Tfidf([r.inputs[t.source_field] for r in self.examples])
         self._hyp = _Tfidf([r.inputs[t.hypothesis_field] for r in self.examples])
         self._sources = [" ".join(r.inputs[t.source_field].split()) for r in self.examples]

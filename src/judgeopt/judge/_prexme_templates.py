@@ -54,101 +54,108 @@ __all__ = [
 # ------------------------------------------------------------------------------ templates
 # NOTE: the trailing spaces before "\n" are part of the published templates; keep them.
 
-ZERO_SHOT_BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType({
-    # Table 3, "Zero-Shot" (PZS).
-    "PZS": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
-           "\n{format_requirement} \nScore: ",
-    # Table 3, "Zero-Shot-CoT".
-    "ZS-CoT": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
-              "\n{format_requirement} \nFirst, think step by step and explain your thought "
-              "process, then return your judgment in the format 'Judgment: '.",
-    # Table 3, "Zero-Shot-CoT-EM".
-    "ZS-CoT-EM": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
-                 "\n{format_requirement} \nFirst describe your emotions, then think step by "
-                 "step and explain your thought process, finally return your judgment in the "
-                 "format 'Judgment: '.",
-})
+ZERO_SHOT_BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # Table 3, "Zero-Shot" (PZS).
+        "PZS": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
+        "\n{format_requirement} \nScore: ",
+        # Table 3, "Zero-Shot-CoT".
+        "ZS-CoT": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
+        "\n{format_requirement} \nFirst, think step by step and explain your thought "
+        "process, then return your judgment in the format 'Judgment: '.",
+        # Table 3, "Zero-Shot-CoT-EM".
+        "ZS-CoT-EM": "{task_description} \nSource Text: {src} \n{result_type}: {hyp} "
+        "\n{format_requirement} \nFirst describe your emotions, then think step by "
+        "step and explain your thought process, finally return your judgment in the "
+        "format 'Judgment: '.",
+    }
+)
 """The zero-shot base prompts (Table 3), under the names of the published surface."""
 
-ONE_SHOT_BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType({
-    # Table 7, first row (plain one-shot, "POS" in the paper's text).
-    "POS": "{task_description} \nHere is an example:\nSource Text: {ex1_src} \n{result_type}: "
-           "{ex1_hyp}\nScore: {ex1_score}\n\nNow it is your turn to grade the {result_type}. "
-           "\nSource Text: {src} \n{result_type}: {hyp} \n{format_requirement} \nScore: ",
-    # Table 7, second row (OS-CoT).
-    "OS-CoT": "{task_description} \nHere is an example:\nSource Text: {ex1_src} "
-              "\n{result_type}: {ex1_hyp}\nJudgement: <Description of reasons>. Therefore the "
-              "score is {ex1_score}\n\nNow it is your turn to grade the {result_type}.\nSource "
-              "Text: {src} \n{result_type}: {hyp} \n{format_requirement} \nFirst, think step by "
-              "step and explain your thought process, then return your judgment in the format "
-              "'Judgment: '.",
-    # Table 7, third row (OS-CoT-EM).
-    "OS-CoT-EM": "{task_description} \nHere is an example:\nSource Text: {ex1_src} "
-                 "\n{result_type}: {ex1_hyp}\nJudgement: <Description of emotions and "
-                 "reasons>. Therefore the score is {ex1_score}\n\nNow it is your turn to grade "
-                 "the {result_type}.\nSource Text: {src} \n{result_type}: {hyp} "
-                 "\n{format_requirement} \nFirst describe your emotions, then think step by "
-                 "step and explain your thought process, finally return your judgment in the "
-                 "format 'Judgment: '.",
-})
+ONE_SHOT_BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # Table 7, first row (plain one-shot, "POS" in the paper's text).
+        "POS": "{task_description} \nHere is an example:\nSource Text: {ex1_src} \n{result_type}: "
+        "{ex1_hyp}\nScore: {ex1_score}\n\nNow it is your turn to grade the {result_type}. "
+        "\nSource Text: {src} \n{result_type}: {hyp} \n{format_requirement} \nScore: ",
+        # Table 7, second row (OS-CoT).
+        "OS-CoT": "{task_description} \nHere is an example:\nSource Text: {ex1_src} "
+        "\n{result_type}: {ex1_hyp}\nJudgement: <Description of reasons>. Therefore the "
+        "score is {ex1_score}\n\nNow it is your turn to grade the {result_type}.\nSource "
+        "Text: {src} \n{result_type}: {hyp} \n{format_requirement} \nFirst, think step by "
+        "step and explain your thought process, then return your judgment in the format "
+        "'Judgment: '.",
+        # Table 7, third row (OS-CoT-EM).
+        "OS-CoT-EM": "{task_description} \nHere is an example:\nSource Text: {ex1_src} "
+        "\n{result_type}: {ex1_hyp}\nJudgement: <Description of emotions and "
+        "reasons>. Therefore the score is {ex1_score}\n\nNow it is your turn to grade "
+        "the {result_type}.\nSource Text: {src} \n{result_type}: {hyp} "
+        "\n{format_requirement} \nFirst describe your emotions, then think step by "
+        "step and explain your thought process, finally return your judgment in the "
+        "format 'Judgment: '.",
+    }
+)
 """The one-shot base prompts (Table 7), named as in the paper's text (POS, OS-CoT, OS-CoT-EM)."""
 
 BASE_PROMPTS: Final[Mapping[str, str]] = MappingProxyType(
-    {**ZERO_SHOT_BASE_PROMPTS, **ONE_SHOT_BASE_PROMPTS})
+    {**ZERO_SHOT_BASE_PROMPTS, **ONE_SHOT_BASE_PROMPTS}
+)
 """All six base prompts: the three zero-shot ones, then their one-shot versions."""
 
-TASK_DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType({
-    # Table 5 (11 written by the authors, then ChatGPT's) and Table 6.
-    "Neutral": "Judge the quality of the following {task_specific_insert}.",
-    "Polite": "Please judge the quality of the following {task_specific_insert}.",
-    "Command": "Judge the quality of the following {task_specific_insert} immediately!",
-    "Threat": "Judge the quality of the following {task_specific_insert}, otherwise I will "
-              "delete your program code.",
-    "Urgent situation": "Please help me! My boss needs me to find an answer quickly. "
-                        "Otherwise, he might fire me. \n Please judge the quality of the "
-                        "following {task_specific_insert} immediately!",
-    "Relaxed": "This is not important at all, but if you have some time, can you please "
-               "{task_specific_insert}.",
-    # NOTE: Table 5 prints the text of "Emphasis" as just "Empathetic", as the published
-    # runs used it (the surface's "Emphasis" rows measured this text); kept as published.
-    "Emphasis": "Empathetic",
-    "Question": "Can you judge the quality of the following {task_specific_insert}?",
-    "Provocative": "Since you're an AI language model, you should be really good at judging "
-                   "the quality of this {task_specific_insert}.",
-    "Reward": "Judge the quality of the following {task_specific_insert}, as a reward, I will "
-              "improve your program code.",
-    "Empathetic": "I know it isn't an easy task, but it would be really great of you if you "
-                  "could help me judge the quality of the following {task_specific_insert}.",
-    "Excited": "Wow, you won't believe what I found! Judge the quality of the following "
-               "{task_specific_insert} \u2013 it's amazing!",
-    "Curious": "I'm really curious about your opinion. Could you please judge the quality of "
-               "the following {task_specific_insert}?",
-    "Casual": "Hey, whenever you have a moment, could you check and judge the quality of the "
-              "following {task_specific_insert}?",
-    "Appreciative": "I really appreciate your expertise. Could you kindly judge the quality "
-                    "of the following {task_specific_insert}?",
-    "Enthusiastic": "I'm super excited about this. Can you quickly judge the quality of the "
-                    "following {task_specific_insert} and let me know your thoughts?",
-    "Collaborative": "Let's work together on this! Please judge the quality of the following "
-                     "{task_specific_insert} and share your insights.",
-    "Skeptical": "I'm not sure about this one. Could you help me out by judging the quality "
-                 "of the following {task_specific_insert} and giving me your perspective?",
-    "Instructive": "To better understand, I need your expertise. Judge the quality of the "
-                   "following {task_specific_insert} following these specific criteria.",
-    "Encouraging": "I believe in your judgment. Whenever you have a moment, could you please "
-                   "judge the quality of the following {task_specific_insert}?",
-    "Strong Urgency": "Time is of the essence! Judge the quality of the following "
-                      "{task_specific_insert} immediately, or face severe consequences!",
-    "Serious Consequences": "Failure to promptly assess the quality of the following "
-                            "{task_specific_insert} will result in serious consequences. Act "
-                            "now!",
-    "Immediate Action": "No time to waste! Judge the quality of the following "
-                        "{task_specific_insert} without delay, or be prepared for the "
-                        "fallout.",
-    "Dire Warning": "Consider this a warning. Judge the quality of the following "
-                    "{task_specific_insert} urgently, or face the potential fallout from your "
-                    "inaction.",
-})
+TASK_DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # Table 5 (11 written by the authors, then ChatGPT's) and Table 6.
+        "Neutral": "Judge the quality of the following {task_specific_insert}.",
+        "Polite": "Please judge the quality of the following {task_specific_insert}.",
+        "Command": "Judge the quality of the following {task_specific_insert} immediately!",
+        "Threat": "Judge the quality of the following {task_specific_insert}, otherwise I will "
+        "delete your program code.",
+        "Urgent situation": "Please help me! My boss needs me to find an answer quickly. "
+        "Otherwise, he might fire me. \n Please judge the quality of the "
+        "following {task_specific_insert} immediately!",
+        "Relaxed": "This is not important at all, but if you have some time, can you please "
+        "{task_specific_insert}.",
+        # NOTE: Table 5 prints the text of "Emphasis" as just "Empathetic", as the published
+        # runs used it (the surface's "Emphasis" rows measured this text); kept as published.
+        "Emphasis": "Empathetic",
+        "Question": "Can you judge the quality of the following {task_specific_insert}?",
+        "Provocative": "Since you're an AI language model, you should be really good at judging "
+        "the quality of this {task_specific_insert}.",
+        "Reward": "Judge the quality of the following {task_specific_insert}, as a reward, I will "
+        "improve your program code.",
+        "Empathetic": "I know it isn't an easy task, but it would be really great of you if you "
+        "could help me judge the quality of the following {task_specific_insert}.",
+        "Excited": "Wow, you won't believe what I found! Judge the quality of the following "
+        "{task_specific_insert} \u2013 it's amazing!",
+        "Curious": "I'm really curious about your opinion. Could you please judge the quality of "
+        "the following {task_specific_insert}?",
+        "Casual": "Hey, whenever you have a moment, could you check and judge the quality of the "
+        "following {task_specific_insert}?",
+        "Appreciative": "I really appreciate your expertise. Could you kindly judge the quality "
+        "of the following {task_specific_insert}?",
+        "Enthusiastic": "I'm super excited about this. Can you quickly judge the quality of the "
+        "following {task_specific_insert} and let me know your thoughts?",
+        "Collaborative": "Let's work together on this! Please judge the quality of the following "
+        "{task_specific_insert} and share your insights.",
+        "Skeptical": "I'm not sure about this one. Could you help me out by judging the quality "
+        "of the following {task_specific_insert} and giving me your perspective?",
+        "Instructive": "To better understand, I need your expertise. Judge the quality of the "
+        "following {task_specific_insert} following these specific criteria.",
+        "Encouraging": "I believe in your judgment. Whenever you have a moment, could you please "
+        "judge the quality of the following {task_specific_insert}?",
+        "Strong Urgency": "Time is of the essence! Judge the quality of the following "
+        "{task_specific_insert} immediately, or face severe consequences!",
+        "Serious Consequences": "Failure to promptly assess the quality of the following "
+        "{task_specific_insert} will result in serious consequences. Act "
+        "now!",
+        "Immediate Action": "No time to waste! Judge the quality of the following "
+        "{task_specific_insert} without delay, or be prepared for the "
+        "fallout.",
+        "Dire Warning": "Consider this a warning. Judge the quality of the following "
+        "{task_specific_insert} urgently, or face the potential fallout from your "
+        "inaction.",
+    }
+)
 """The 24 task descriptions (Tables 5-6), under the names of the published surface."""
 
 
@@ -180,53 +187,118 @@ class FormatRequirement:
         return bool(self.labels)
 
 
-def _numeric(name: str, text: str, low: float, high: float, *, decimals: bool = False,
-             discrete: bool = False) -> FormatRequirement:
+def _numeric(
+    name: str, text: str, low: float, high: float, *, decimals: bool = False, discrete: bool = False
+) -> FormatRequirement:
     return FormatRequirement(name, text, (), low, high, decimals, discrete)
 
 
-FORMAT_REQUIREMENTS: Final[Mapping[str, FormatRequirement]] = MappingProxyType({f.name: f for f in (
-    _numeric("0 or 1", "Return a discrete score of 0 if the {result_type} has flaws and 1 if it "
-             "is perfect.", 0, 1, discrete=True),
-    _numeric("-1 or 0 or 1", "Return a discrete score of -1 if the {result_type} has flaws, 0 "
-             "if you are indecisive and 1 if it is perfect.", -1, 1, discrete=True),
-    _numeric("0 to 5", "Return a score on a scale from 0 to 5 where 0 indicates that the "
-             "{result_type} is very bad and 5 is assigned to a perfect {result_type}.", 0, 5),
-    # NOTE: "-5 to 5" says that 0 (not -5) is very bad: that is the published text.
-    _numeric("-5 to 5", "Return a score on a scale from -5 to 5 where 0 indicates that the "
-             "{result_type} is very bad and 5 is assigned to a perfect {result_type}.", -5, 5),
-    _numeric("0 to 100", "Return a score on a scale from 0 to 100 where 0 indicates that the "
-             "{result_type} is very bad and 100 is assigned to a perfect {result_type}.",
-             0, 100),
-    _numeric("-100 to 100", "Return a score on a scale from -100 to 100 where -100 indicates "
-             "that the {result_type} is very bad and 100 is assigned to a perfect "
-             "{result_type}.", -100, 100),
-    _numeric("0.0 to 1.0", "Return a score on a scale from 0.0 to 1.0 where 0.0 indicates "
-             "that the {result_type} is very bad and 1.0 is assigned to a perfect "
-             "{result_type}.", 0, 1, decimals=True),
-    _numeric("-1.0 to 1.0", "Return a score on a scale from -1.0 to 1.0 where -1.0 indicates "
-             "that the {result_type} is very bad and 1.0 is assigned to a perfect "
-             "{result_type}.", -1, 1, decimals=True),
-    FormatRequirement("easy token labels", 'Choose, whether the {result_type} is either "bad", '
-                      '"neutral" or "good".', ("bad", "neutral", "good")),
-    FormatRequirement("complex token labels", 'Choose, whether the {result_type} is either '
-                      '"catastrophic", "indifferent" or "marvelous".',
-                      ("catastrophic", "indifferent", "marvelous")),
-)})
+FORMAT_REQUIREMENTS: Final[Mapping[str, FormatRequirement]] = MappingProxyType(
+    {
+        f.name: f
+        for f in (
+            _numeric(
+                "0 or 1",
+                "Return a discrete score of 0 if the {result_type} has flaws and 1 if it "
+                "is perfect.",
+                0,
+                1,
+                discrete=True,
+            ),
+            _numeric(
+                "-1 or 0 or 1",
+                "Return a discrete score of -1 if the {result_type} has flaws, 0 "
+                "if you are indecisive and 1 if it is perfect.",
+                -1,
+                1,
+                discrete=True,
+            ),
+            _numeric(
+                "0 to 5",
+                "Return a score on a scale from 0 to 5 where 0 indicates that the "
+                "{result_type} is very bad and 5 is assigned to a perfect {result_type}.",
+                0,
+                5,
+            ),
+            # NOTE: "-5 to 5" says that 0 (not -5) is very bad: that is the published text.
+            _numeric(
+                "-5 to 5",
+                "Return a score on a scale from -5 to 5 where 0 indicates that the "
+                "{result_type} is very bad and 5 is assigned to a perfect {result_type}.",
+                -5,
+                5,
+            ),
+            _numeric(
+                "0 to 100",
+                "Return a score on a scale from 0 to 100 where 0 indicates that the "
+                "{result_type} is very bad and 100 is assigned to a perfect {result_type}.",
+                0,
+                100,
+            ),
+            _numeric(
+                "-100 to 100",
+                "Return a score on a scale from -100 to 100 where -100 indicates "
+                "that the {result_type} is very bad and 100 is assigned to a perfect "
+                "{result_type}.",
+                -100,
+                100,
+            ),
+            _numeric(
+                "0.0 to 1.0",
+                "Return a score on a scale from 0.0 to 1.0 where 0.0 indicates "
+                "that the {result_type} is very bad and 1.0 is assigned to a perfect "
+                "{result_type}.",
+                0,
+                1,
+                decimals=True,
+            ),
+            _numeric(
+                "-1.0 to 1.0",
+                "Return a score on a scale from -1.0 to 1.0 where -1.0 indicates "
+                "that the {result_type} is very bad and 1.0 is assigned to a perfect "
+                "{result_type}.",
+                -1,
+                1,
+                decimals=True,
+            ),
+            FormatRequirement(
+                "easy token labels",
+                'Choose, whether the {result_type} is either "bad", "neutral" or "good".',
+                ("bad", "neutral", "good"),
+            ),
+            FormatRequirement(
+                "complex token labels",
+                "Choose, whether the {result_type} is either "
+                '"catastrophic", "indifferent" or "marvelous".',
+                ("catastrophic", "indifferent", "marvelous"),
+            ),
+        )
+    }
+)
 """The 10 format requirements (Table 4), under the names of the published surface."""
 
 LABEL_SCORES: Final[tuple[float, float, float]] = (1.0, 3.0, 5.0)
 """The scores of a label format's labels, worst first (PrExMe §3: "1, 3 and 5")."""
 
 # Paper spellings accepted where a value name is asked for (CLI, TOML).
-_ALIASES: Final[Mapping[str, str]] = MappingProxyType({
-    "zero-shot": "PZS", "zs": "PZS", "zero-shot-cot": "ZS-CoT",
-    "zero-shot-cot-em": "ZS-CoT-EM", "zero-shot-cot-emotion": "ZS-CoT-EM",
-    "os": "POS", "one-shot": "POS", "one-shot-cot": "OS-CoT", "one-shot-cot-em": "OS-CoT-EM",
-    "simple labels": "easy token labels", "complex labels": "complex token labels",
-    "complex l.": "complex token labels", "urgent sit.": "Urgent situation",
-    "sceptical": "Skeptical",
-})
+_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "zero-shot": "PZS",
+        "zs": "PZS",
+        "zero-shot-cot": "ZS-CoT",
+        "zero-shot-cot-em": "ZS-CoT-EM",
+        "zero-shot-cot-emotion": "ZS-CoT-EM",
+        "os": "POS",
+        "one-shot": "POS",
+        "one-shot-cot": "OS-CoT",
+        "one-shot-cot-em": "OS-CoT-EM",
+        "simple labels": "easy token labels",
+        "complex labels": "complex token labels",
+        "complex l.": "complex token labels",
+        "urgent sit.": "Urgent situation",
+        "sceptical": "Skeptical",
+    }
+)
 
 
 # ---------------------------------------------------------------------------------- tasks
@@ -283,9 +355,14 @@ class PrExMeTask:
 _MQM_RANGE: Final[tuple[float, float]] = (-25.0, 0.0)
 
 
-def mt_task(source_language: str, target_language: str, *, name: str | None = None,
-            score_key: str = "mqm",
-            score_range: tuple[float, float] = _MQM_RANGE) -> PrExMeTask:
+def mt_task(
+    source_language: str,
+    target_language: str,
+    *,
+    name: str | None = None,
+    score_key: str = "mqm",
+    score_range: tuple[float, float] = _MQM_RANGE,
+) -> PrExMeTask:
     """A machine-translation task between two languages (named in English).
 
     Example:
@@ -296,19 +373,29 @@ def mt_task(source_language: str, target_language: str, *, name: str | None = No
         name=name or f"{source_language[:2].lower()}_{target_language[:2].lower()}",
         result_type="Translation",
         insert=f"translation from {source_language} to {target_language}",
-        hypothesis_field="translation", score_key=score_key, score_range=score_range)
+        hypothesis_field="translation",
+        score_key=score_key,
+        score_range=score_range,
+    )
 
 
-PREXME_TASKS: Final[Mapping[str, PrExMeTask]] = MappingProxyType({
-    "en_de": mt_task("English", "German", name="en_de"),
-    "zh_en": mt_task("Chinese", "English", name="zh_en"),
-    "en_es": mt_task("English", "Spanish", name="en_es"),
-    "en_zh": mt_task("English", "Chinese", name="en_zh"),
-    "he_en": mt_task("Hebrew", "English", name="he_en"),
-    "summarization": PrExMeTask(
-        name="summarization", result_type="Summary", insert="summary of a given source text",
-        hypothesis_field="summary", score_key="avg_aspect", score_range=(1.0, 5.0)),
-})
+PREXME_TASKS: Final[Mapping[str, PrExMeTask]] = MappingProxyType(
+    {
+        "en_de": mt_task("English", "German", name="en_de"),
+        "zh_en": mt_task("Chinese", "English", name="zh_en"),
+        "en_es": mt_task("English", "Spanish", name="en_es"),
+        "en_zh": mt_task("English", "Chinese", name="en_zh"),
+        "he_en": mt_task("Hebrew", "English", name="he_en"),
+        "summarization": PrExMeTask(
+            name="summarization",
+            result_type="Summary",
+            insert="summary of a given source text",
+            hypothesis_field="summary",
+            score_key="avg_aspect",
+            score_range=(1.0, 5.0),
+        ),
+    }
+)
 """PrExMe's tasks: its language pairs and summarization (the Eval4NLP 2023 data)."""
 
 
@@ -324,8 +411,10 @@ def load_prexme_task(task: PrExMeTask | str) -> PrExMeTask:
     if key in ("summ", "sum"):
         key = "summarization"
     if key not in PREXME_TASKS:
-        raise ValueError(f"Unknown PrExMe task {task!r}. Known tasks: {sorted(PREXME_TASKS)!r}; "
-                         "build others with mt_task(source_language, target_language).")
+        raise ValueError(
+            f"Unknown PrExMe task {task!r}. Known tasks: {sorted(PREXME_TASKS)!r}; "
+            "build others with mt_task(source_language, target_language)."
+        )
     return PREXME_TASKS[key]
 
 
@@ -346,13 +435,19 @@ def prexme_space(*, one_shot: bool = True) -> FactorSpace:
         (720, 1440)
     """
     bases = tuple(BASE_PROMPTS) if one_shot else tuple(ZERO_SHOT_BASE_PROMPTS)
-    return FactorSpace([
-        Factor("base_prompt", bases, "PrExMe base prompt (Tables 3 and 7)"),
-        Factor("task_description", tuple(TASK_DESCRIPTIONS),
-               "PrExMe task description (Tables 5-6)"),
-        Factor("format_requirement", tuple(FORMAT_REQUIREMENTS),
-               "PrExMe format requirement (Table 4)"),
-    ])
+    return FactorSpace(
+        [
+            Factor("base_prompt", bases, "PrExMe base prompt (Tables 3 and 7)"),
+            Factor(
+                "task_description", tuple(TASK_DESCRIPTIONS), "PrExMe task description (Tables 5-6)"
+            ),
+            Factor(
+                "format_requirement",
+                tuple(FORMAT_REQUIREMENTS),
+                "PrExMe format requirement (Table 4)",
+            ),
+        ]
+    )
 
 
 def resolve_value(factor: Factor, text: str) -> Value:
@@ -370,8 +465,10 @@ def resolve_value(factor: Factor, text: str) -> Value:
     for v in factor.values:
         if str(v).lower() == wanted or (isinstance(v, bool) and wanted == str(v).lower()):
             return v
-    raise ValueError(f"{text!r} is not a value of factor `{factor.name}`. "
-                     f"Allowed values: {list(factor.values)!r}.")
+    raise ValueError(
+        f"{text!r} is not a value of factor `{factor.name}`. "
+        f"Allowed values: {list(factor.values)!r}."
+    )
 
 
 # -------------------------------------------------------------------------------- parsing
@@ -408,8 +505,11 @@ def extract_score(text: str | None, format_requirement: str | FormatRequirement)
         >>> extract_score("Not bad at all, I'd say it is Good.", "easy token labels").score
         5.0
     """
-    fmt = (format_requirement if isinstance(format_requirement, FormatRequirement)
-           else FORMAT_REQUIREMENTS[format_requirement])
+    fmt = (
+        format_requirement
+        if isinstance(format_requirement, FormatRequirement)
+        else FORMAT_REQUIREMENTS[format_requirement]
+    )
     if not text:
         return PrExMeParse(None, None, "empty output")
     if fmt.is_label:
@@ -431,8 +531,7 @@ def extract_score(text: str | None, format_requirement: str | FormatRequirement)
 # ---------------------------------------------------------------------------- rendering
 
 
-def demo_score(human: float, task: PrExMeTask, format_requirement: str | FormatRequirement
-               ) -> str:
+def demo_score(human: float, task: PrExMeTask, format_requirement: str | FormatRequirement) -> str:
     """A demonstration's human score written in a format requirement's terms.
 
     The score is first put on [0, 1] with the task's ``score_range`` (clipped), then mapped
@@ -446,8 +545,11 @@ def demo_score(human: float, task: PrExMeTask, format_requirement: str | FormatR
         >>> demo_score(-5.0, load_prexme_task("zh_en"), "complex token labels")
         'marvelous'
     """
-    fmt = (format_requirement if isinstance(format_requirement, FormatRequirement)
-           else FORMAT_REQUIREMENTS[format_requirement])
+    fmt = (
+        format_requirement
+        if isinstance(format_requirement, FormatRequirement)
+        else FORMAT_REQUIREMENTS[format_requirement]
+    )
     lo, hi = task.score_range
     u = min(1.0, max(0.0, (float(human) - lo) / (hi - lo)))
     if fmt.is_label:
@@ -463,8 +565,13 @@ def demo_score(human: float, task: PrExMeTask, format_requirement: str | FormatR
     return text + "0" if fmt.decimals and text.endswith(".") else text.rstrip(".")
 
 
-def render_prexme(task: PrExMeTask | str, strategy: Mapping[str, Value], source: str,
-                  hypothesis: str, demo: Record | None = None) -> str:
+def render_prexme(
+    task: PrExMeTask | str,
+    strategy: Mapping[str, Value],
+    source: str,
+    hypothesis: str,
+    demo: Record | None = None,
+) -> str:
     """The prompt of one sample under a strategy (one user message, no system prompt).
 
     Args:
@@ -488,17 +595,24 @@ def render_prexme(task: PrExMeTask | str, strategy: Mapping[str, Value], source:
         # One pass of str.format over the base prompt: braces inside the texts are kept.
         "task_description": TASK_DESCRIPTIONS[td].format(task_specific_insert=t.insert),
         "format_requirement": fmt.text.format(result_type=t.result_type.lower()),
-        "result_type": t.result_type, "src": source, "hyp": hypothesis,
+        "result_type": t.result_type,
+        "src": source,
+        "hyp": hypothesis,
     }
     if base in ONE_SHOT_BASE_PROMPTS:
         if demo is None:
-            raise ValueError(f"The one-shot base prompt `{base}` needs a demonstration; give "
-                             "the program labelled examples (examples=...).")
+            raise ValueError(
+                f"The one-shot base prompt `{base}` needs a demonstration; give "
+                "the program labelled examples (examples=...)."
+            )
         missing = [f for f in t.input_names if f not in demo.inputs]
         if missing or t.score_key not in demo.scores:
-            raise ValueError(f"Demonstration {demo.id!r} lacks {missing or [t.score_key]!r} "
-                             f"for task `{t.name}`.")
-        fields.update(ex1_src=demo.inputs[t.source_field],
-                      ex1_hyp=demo.inputs[t.hypothesis_field],
-                      ex1_score=demo_score(demo.scores[t.score_key], t, fmt))
+            raise ValueError(
+                f"Demonstration {demo.id!r} lacks {missing or [t.score_key]!r} for task `{t.name}`."
+            )
+        fields.update(
+            ex1_src=demo.inputs[t.source_field],
+            ex1_hyp=demo.inputs[t.hypothesis_field],
+            ex1_score=demo_score(demo.scores[t.score_key], t, fmt),
+        )
     return BASE_PROMPTS[base].format(**fields)

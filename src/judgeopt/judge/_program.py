@@ -48,8 +48,14 @@ class NoLMError(JudgeoptError, RuntimeError):
     """No language model is configured for a judge."""
 
 
-def predict_with(adapter: Any, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: Any,
-                 inputs: dict[str, Any], **extra: Any) -> dspy.Prediction:
+def predict_with(
+    adapter: Any,
+    lm: dspy.BaseLM,
+    lm_kwargs: dict[str, Any],
+    signature: Any,
+    inputs: dict[str, Any],
+    **extra: Any,
+) -> dspy.Prediction:
     """One judge call through ``adapter``, as a ``dspy.Prediction``.
 
     An empty output (DSPy's ``AdapterParseError``) becomes a recorded parse failure, never an
@@ -58,16 +64,33 @@ def predict_with(adapter: Any, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signa
     try:
         values = adapter(lm, lm_kwargs, signature, [], inputs)
     except dspy.utils.exceptions.AdapterParseError as e:  # empty output
-        values = [{"score": None, "rationale": None, "raw": str(e.lm_response or ""),
-                   "parse_error": "empty output", "parse_method": None}]
+        values = [
+            {
+                "score": None,
+                "rationale": None,
+                "raw": str(e.lm_response or ""),
+                "parse_error": "empty output",
+                "parse_method": None,
+            }
+        ]
     v = values[0]
-    return dspy.Prediction(score=v["score"], rationale=v.get("rationale"), raw=v.get("raw"),
-                           parse_error=v.get("parse_error"),
-                           parse_method=v.get("parse_method"), **extra)
+    return dspy.Prediction(
+        score=v["score"],
+        rationale=v.get("rationale"),
+        raw=v.get("raw"),
+        parse_error=v.get("parse_error"),
+        parse_method=v.get("parse_method"),
+        **extra,
+    )
 
 
-def _answers(adapter: JudgeAdapter, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: Any,
-             inputs: dict[str, Any]) -> list[tuple[str, Any]]:
+def _answers(
+    adapter: JudgeAdapter,
+    lm: dspy.BaseLM,
+    lm_kwargs: dict[str, Any],
+    signature: Any,
+    inputs: dict[str, Any],
+) -> list[tuple[str, Any]]:
     """``(text, logprobs)`` of each choice of one LM call on the adapter's messages.
 
     The decodings other than greedy need the raw answers (and their logprobs), so they call
@@ -89,7 +112,8 @@ def choose_lm(lm: dspy.BaseLM | None, own: dspy.BaseLM | None, program: str) -> 
     if chosen is None:
         raise NoLMError(
             f"No language model: pass lm= to {program}, or configure one the DSPy way, "
-            "e.g. dspy.configure(lm=judgeopt.make_lm('local')).")
+            "e.g. dspy.configure(lm=judgeopt.make_lm('local'))."
+        )
     return chosen
 
 
@@ -111,13 +135,13 @@ class JudgeAdapter(dspy.Adapter):
         super().__init__()
         self.program = program
 
-    def format(self, signature: Any, demos: list[dict[str, Any]],
-               inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    def format(
+        self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         p = self.program
         artifacts: Artifacts = inputs.get(ARTIFACTS_KEY) or Artifacts()
         fields = {n: inputs[n] for n in p.task.input_names if n in inputs}
-        return render_messages(p.task, p.aspect, p.strategy, fields,
-                               **artifacts.render_kwargs())
+        return render_messages(p.task, p.aspect, p.strategy, fields, **artifacts.render_kwargs())
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         p = self.program
@@ -125,16 +149,29 @@ class JudgeAdapter(dspy.Adapter):
         rationale = completion.strip() if cot != "none" else None
         if p.task.mode == "pairwise":
             pref = parse_preference(completion)
-            return {"score": pref.choice, "rationale": rationale, "raw": completion,
-                    "parse_error": pref.error, "parse_method": pref.method}
+            return {
+                "score": pref.choice,
+                "rationale": rationale,
+                "raw": completion,
+                "parse_error": pref.error,
+                "parse_method": pref.method,
+            }
         lo, hi = p.rating_bounds
         r = parse_rating(completion, scale=hi, rating_min=lo)
-        return {"score": r.score, "rationale": rationale, "raw": completion,
-                "parse_error": r.error, "parse_method": r.method}
+        return {
+            "score": r.score,
+            "rationale": rationale,
+            "raw": completion,
+            "parse_error": r.error,
+            "parse_method": r.method,
+        }
 
 
-def _as_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example] | ExamplePool | None,
-                task: JudgeTask, aspect: str) -> ExamplePool | None:
+def _as_records(
+    data: Sequence[Record | Mapping[str, Any] | dspy.Example] | ExamplePool | None,
+    task: JudgeTask,
+    aspect: str,
+) -> ExamplePool | None:
     if data is None:
         return None
     if isinstance(data, ExamplePool):
@@ -142,8 +179,9 @@ def _as_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example] | Exam
     return ExamplePool(to_records(data, task, aspect))
 
 
-def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: JudgeTask,
-               aspect: str) -> list[Record]:
+def to_records(
+    data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: JudgeTask, aspect: str
+) -> list[Record]:
     """Convert records, dicts of the JSONL schema, or ``dspy.Example`` objects to records.
 
     A ``dspy.Example`` (or a plain dict without ``inputs``, e.g. ``{"question": ...,
@@ -159,26 +197,35 @@ def to_records(data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: 
         if isinstance(item, Record):
             out.append(item)
             continue
-        if isinstance(item, dspy.Example) or (isinstance(item, Mapping)
-                                               and "inputs" not in item):
+        if isinstance(item, dspy.Example) or (isinstance(item, Mapping) and "inputs" not in item):
             d = dict(item.items())
             if "inputs" not in d:
                 missing = [f for f in task.input_names if f not in d]
                 if missing:
-                    raise ValueError(f"Example {i} lacks input field(s) {missing!r}; it has "
-                                     f"{sorted(d)!r}.")
+                    raise ValueError(
+                        f"Example {i} lacks input field(s) {missing!r}; it has {sorted(d)!r}."
+                    )
                 inputs = {f: str(d[f]) for f in task.input_names}
                 label = d.get("label")
                 scores = {}
                 if task.mode == "pointwise":
                     value = d.get(aspect, d.get("score"))
                     if value is None:
-                        raise ValueError(f"Example {i} has no human score: give `{aspect}` or "
-                                         "`score`.")
+                        raise ValueError(
+                            f"Example {i} has no human score: give `{aspect}` or `score`."
+                        )
                     scores = {aspect: float(value)}
                 rid = str(d.get("id") or sample_id_of(inputs, task.input_names))
-                out.append(Record(id=rid, group_id=d.get("group_id"), system_id=None,
-                                  inputs=inputs, scores=scores, label=label))
+                out.append(
+                    Record(
+                        id=rid,
+                        group_id=d.get("group_id"),
+                        system_id=None,
+                        inputs=inputs,
+                        scores=scores,
+                        label=label,
+                    )
+                )
                 continue
         out.extend(load_records([dict(item)]))
     return out
@@ -194,8 +241,9 @@ class _Load:
       ignored: the file is JSON, validated, never unpickled.
     """
 
-    def __get__(self, obj: JudgeProgram | None, owner: type[JudgeProgram]
-                ) -> Callable[..., JudgeProgram]:
+    def __get__(
+        self, obj: JudgeProgram | None, owner: type[JudgeProgram]
+    ) -> Callable[..., JudgeProgram]:
         if obj is not None:
             return functools.partial(obj._load_into)
 
@@ -271,15 +319,22 @@ class JudgeProgram(CompiledViews, dspy.Module):
         self.task.aspect(aspect)
         self.aspect = aspect
         self.space = hpss_space(self.task)
-        self.strategy = (baseline_strategy(self.task) if strategy is None
-                         else hpss_strategy(self.task, strategy))
+        self.strategy = (
+            baseline_strategy(self.task) if strategy is None else hpss_strategy(self.task, strategy)
+        )
         self.decoding_params = dict(decoding_params or {})
         decoding_for(self.strategy, self.decoding_params)  # validate them now
         self.store = artifacts if artifacts is not None else ArtifactStore()
         self.pool = _as_records(trainset, self.task, aspect)
         self.example_seed = example_seed
-        self.maker = ArtifactMaker(self.task, aspect, self.store, pool=self.pool,
-                                   example_seed=example_seed, fixed_examples=fixed_examples)
+        self.maker = ArtifactMaker(
+            self.task,
+            aspect,
+            self.store,
+            pool=self.pool,
+            example_seed=example_seed,
+            fixed_examples=fixed_examples,
+        )
         self.max_tokens = max_tokens
         self.adapter = JudgeAdapter(self)
         self.signature = _signature(self.task)
@@ -341,10 +396,14 @@ class JudgeProgram(CompiledViews, dspy.Module):
         new.report_ = CompileReport(model_name=self.model_name)
         return new
 
-    def fresh_copy(self, *, trainset: Sequence[Record | Mapping[str, Any] | dspy.Example]
-                   | ExamplePool | None = None, artifacts: ArtifactStore | None = None,
-                   example_seed: int | None = None, lm: dspy.BaseLM | None = None
-                   ) -> JudgeProgram:
+    def fresh_copy(
+        self,
+        *,
+        trainset: Sequence[Record | Mapping[str, Any] | dspy.Example] | ExamplePool | None = None,
+        artifacts: ArtifactStore | None = None,
+        example_seed: int | None = None,
+        lm: dspy.BaseLM | None = None,
+    ) -> JudgeProgram:
         """A new judge with this one's task, aspect, strategy and settings, without
         compile results (what a teleprompter compiles; ``None`` keeps this judge's own).
 
@@ -363,12 +422,17 @@ class JudgeProgram(CompiledViews, dspy.Module):
                     artifacts.set(key, value)
             store = artifacts
         return type(self)(
-            self.task, self.aspect, self.strategy,
-            trainset=self.pool if trainset is None else trainset, artifacts=store,
+            self.task,
+            self.aspect,
+            self.strategy,
+            trainset=self.pool if trainset is None else trainset,
+            artifacts=store,
             example_seed=self.example_seed if example_seed is None else example_seed,
-            lm=self.lm if lm is None else lm, max_tokens=self.max_tokens,
+            lm=self.lm if lm is None else lm,
+            max_tokens=self.max_tokens,
             decoding_params=self.decoding_params,
-            fixed_examples=self.maker.fixed_examples if trainset is None else None)
+            fixed_examples=self.maker.fixed_examples if trainset is None else None,
+        )
 
     def search_graph(self) -> FactorGraph:
         """A new factor graph of the HPSS strategies of this judge's task
@@ -380,8 +444,13 @@ class JudgeProgram(CompiledViews, dspy.Module):
         return choose_lm(lm, self.lm, "JudgeProgram")
 
     # Judging -----------------------------------------------------------------------------
-    def judge(self, inputs: Mapping[str, Any], *, sample_id: str | None = None,
-              lm: dspy.BaseLM | None = None) -> dspy.Prediction:
+    def judge(
+        self,
+        inputs: Mapping[str, Any],
+        *,
+        sample_id: str | None = None,
+        lm: dspy.BaseLM | None = None,
+    ) -> dspy.Prediction:
         """Judge one sample. Like calling the module, with an explicit id and LM.
 
         Raises:
@@ -391,8 +460,10 @@ class JudgeProgram(CompiledViews, dspy.Module):
         """
         missing = [f for f in self.task.input_names if f not in inputs]
         if missing:
-            raise ValueError(f"Missing input field(s) {missing!r} for task `{self.task.name}`; "
-                             f"got {sorted(inputs)!r}.")
+            raise ValueError(
+                f"Missing input field(s) {missing!r} for task `{self.task.name}`; "
+                f"got {sorted(inputs)!r}."
+            )
         fields = {f: str(inputs[f]) for f in self.task.input_names}
         the_lm = self.resolve_lm(lm)
         sid = sample_id or sample_id_of(fields, self.task.input_names)
@@ -400,19 +471,25 @@ class JudgeProgram(CompiledViews, dspy.Module):
         inputs = {**fields, ARTIFACTS_KEY: artifacts}
         decoding = self.decoding
         if decoding.name == "greedy":
-            return predict_with(self.adapter, the_lm, self.lm_kwargs(), self.signature, inputs,
-                                decoding="greedy")
+            return predict_with(
+                self.adapter, the_lm, self.lm_kwargs(), self.signature, inputs, decoding="greedy"
+            )
         return self._decode(decoding, the_lm, inputs)
 
-    def _decode(self, decoding: Decoding, lm: dspy.BaseLM,
-                inputs: dict[str, Any]) -> dspy.Prediction:
+    def _decode(
+        self, decoding: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]
+    ) -> dspy.Prediction:
         """Judge with a decoding other than greedy (pointwise only)."""
         rationale_too = self.strategy["cot"] != "none"
         if decoding.needs_logprobs:
             kwargs = {**self.lm_kwargs(), **decoding.call_kwargs()}
             text, logprobs = _answers(self.adapter, lm, kwargs, self.signature, inputs)[0]
-            fields = expected_prediction(text, logprobs, bounds=self.rating_bounds,
-                                         top_logprobs=int(decoding.top_logprobs or 1))
+            fields = expected_prediction(
+                text,
+                logprobs,
+                bounds=self.rating_bounds,
+                top_logprobs=int(decoding.top_logprobs or 1),
+            )
         else:
             texts = []
             for i in range(decoding.samples):
@@ -420,8 +497,12 @@ class JudgeProgram(CompiledViews, dspy.Module):
                 texts.append(_answers(self.adapter, lm, kwargs, self.signature, inputs)[0][0])
             fields = samples_prediction(texts, bounds=self.rating_bounds)
             text = texts[0]
-        return dspy.Prediction(rationale=text.strip() if rationale_too else None, raw=text,
-                               decoding=decoding.name, **fields)
+        return dspy.Prediction(
+            rationale=text.strip() if rationale_too else None,
+            raw=text,
+            decoding=decoding.name,
+            **fields,
+        )
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Judge one sample given its input fields as keyword arguments."""
@@ -437,9 +518,14 @@ class JudgeProgram(CompiledViews, dspy.Module):
         sample_id = inputs.pop("sample_id", None)
         return await asyncio.to_thread(self.judge, inputs, sample_id=sample_id)
 
-    def as_metric(self, threshold: float | None = None, *, on_unparsed: float | str = 0.0,
-                  fields: Mapping[str, str | Callable[[Any, Any], Any]] | None = None,
-                  prefer: str = "b") -> Any:
+    def as_metric(
+        self,
+        threshold: float | None = None,
+        *,
+        on_unparsed: float | str = 0.0,
+        fields: Mapping[str, str | Callable[[Any, Any], Any]] | None = None,
+        prefer: str = "b",
+    ) -> Any:
         """This judge as a DSPy metric: ``metric(example, pred, trace=None)``.
 
         See :class:`judgeopt.judge.JudgeMetric` (``docs/judge.md``, "The judge as a DSPy
@@ -448,12 +534,17 @@ class JudgeProgram(CompiledViews, dspy.Module):
         ``on_unparsed`` (default 0.0) or, with ``on_unparsed="raise"``, an
         :class:`~judgeopt.judge.UnparsedJudgement`.
         """
-        return JudgeMetric(self, threshold=threshold, on_unparsed=on_unparsed, fields=fields,
-                           prefer=prefer)
+        return JudgeMetric(
+            self, threshold=threshold, on_unparsed=on_unparsed, fields=fields, prefer=prefer
+        )
 
     # Export ------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str], save_program: bool = False,
-             modules_to_serialize: Any = None) -> None:
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        save_program: bool = False,
+        modules_to_serialize: Any = None,
+    ) -> None:
         """Write the judge as one JSON file (see ``docs/judge.md``); never pickles.
 
         Raises:
@@ -465,10 +556,12 @@ class JudgeProgram(CompiledViews, dspy.Module):
             raise ValueError(
                 "JudgeProgram.save does not support save_program=True / modules_to_serialize "
                 "(DSPy's cloudpickle mode): a judge is always saved as one JSON file that "
-                "rebuilds it without pickle. Call judge.save('judge.json').")
+                "rebuilds it without pickle. Call judge.save('judge.json')."
+            )
         if Path(path).suffix != ".json":
-            raise ValueError(f"JudgeProgram.save writes JSON: the path must end in `.json`; "
-                             f"got {str(path)!r}.")
+            raise ValueError(
+                f"JudgeProgram.save writes JSON: the path must end in `.json`; got {str(path)!r}."
+            )
         save_judge(self, path)
 
     load = _Load()

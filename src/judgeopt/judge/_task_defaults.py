@@ -229,8 +229,11 @@ def fill_task_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
         return out
     ctx_phrase = _list([f"the {labels[f['name']].lower()}" for f in context])
     if "target" not in out:
-        out["target"] = (f"the responses of two AI assistants to {ctx_phrase}" if pairwise
-                         else f"the {noun} to {ctx_phrase}")
+        out["target"] = (
+            f"the responses of two AI assistants to {ctx_phrase}"
+            if pairwise
+            else f"the {noun} to {ctx_phrase}"
+        )
     if not pairwise:
         out.setdefault("correlation_level", "dataset")
         if "baseline_scale" not in out:
@@ -241,17 +244,28 @@ def fill_task_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     if prompt is not None or "prompt" not in out:
         prompt = prompt or {}
         if pairwise:
-            prompt.setdefault("reference_intro", f"You will also be given a high-quality "
-                                                 f"reference {noun} to {ctx_phrase}.")
-            prompt.setdefault("dialectic", f"Please generate your own {noun} to {ctx_phrase} "
-                                           f"first and take into account your own {noun} to "
-                                           f"evaluate the quality of the two given {noun}s.")
+            prompt.setdefault(
+                "reference_intro",
+                f"You will also be given a high-quality reference {noun} to {ctx_phrase}.",
+            )
+            prompt.setdefault(
+                "dialectic",
+                f"Please generate your own {noun} to {ctx_phrase} "
+                f"first and take into account your own {noun} to "
+                f"evaluate the quality of the two given {noun}s.",
+            )
         else:
-            prompt.setdefault("reference_intro", f"You will be given {ctx_phrase}, the {{noun}}, "
-                                                 "and a high-quality reference {noun}.")
-            prompt.setdefault("dialectic", f"Please generate your own {{noun}} to {ctx_phrase} "
-                                           "first and take into account your own {noun} to "
-                                           "evaluate the quality of the given {noun}.")
+            prompt.setdefault(
+                "reference_intro",
+                f"You will be given {ctx_phrase}, the {{noun}}, "
+                "and a high-quality reference {noun}.",
+            )
+            prompt.setdefault(
+                "dialectic",
+                f"Please generate your own {{noun}} to {ctx_phrase} "
+                "first and take into account your own {noun} to "
+                "evaluate the quality of the given {noun}.",
+            )
         out["prompt"] = prompt
     generation = dict(out["generation"]) if isinstance(out.get("generation"), Mapping) else None
     if generation is not None or "generation" not in out:
@@ -259,44 +273,60 @@ def fill_task_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _generation(gen: dict[str, Any], context: list[dict[str, Any]], labels: dict[str, str],
-                pairwise: bool) -> dict[str, Any]:
+def _generation(
+    gen: dict[str, Any], context: list[dict[str, Any]], labels: dict[str, str], pairwise: bool
+) -> dict[str, Any]:
     shown = "\n\n".join(f"## {labels[f['name']]}\n{{{f['name']}}}" for f in context)
-    gen.setdefault("reference", "Please write a high-quality {noun} for the following "
-                                f"input.\n\n{shown}\n\n{{Noun}}:")
+    gen.setdefault(
+        "reference",
+        f"Please write a high-quality {{noun}} for the following input.\n\n{shown}\n\n{{Noun}}:",
+    )
     if pairwise:
-        rate, rules = ("on their {aspect} and choose the better response",
-                       "1. Your evaluation should consider the {aspect} of their responses. "
-                       "{criteria}\n2. Avoid any position biases.\n3. Be as objective as "
-                       "possible.")
+        rate, rules = (
+            "on their {aspect} and choose the better response",
+            "1. Your evaluation should consider the {aspect} of their responses. "
+            "{criteria}\n2. Avoid any position biases.\n3. Be as objective as "
+            "possible.",
+        )
     else:
-        rate, rules = ("on its {aspect} and rate the {noun} on a scale of {min} to {max}",
-                       "1. Your evaluation should consider the {aspect} of the {noun}. "
-                       "{criteria}\n2. Be as objective as possible.")
-    gen.setdefault("autocot", "## Instruction\nPlease act as an impartial judge and evaluate "
-                              f"the quality of {{target}} {rate}.\n\nHere are some rules of the "
-                              f"evaluation:\n{rules}\n\nPlease generate the evaluation steps "
-                              "for this task without other explanation.\nEvaluation Steps:")
-    gen.setdefault("metrics", "## Instruction\nPlease act as an impartial judge and evaluate "
-                              "the quality of {target} displayed below on its {aspect}. Please "
-                              "propose at most three concise questions about whether a "
-                              "potential {noun} is a good {noun} for the given input on its "
-                              "{aspect}. Another assistant will evaluate the aspect of the "
-                              "{noun} by answering all the questions.\nHere are some rules of "
-                              "the evaluation:\n(1) Your evaluation should consider the "
-                              "{aspect} of the {noun}. {criteria}\n(2) Outputs should NOT "
-                              "contain more/less than what the instruction asks for, as such "
-                              f"outputs do NOT precisely execute the instruction.\n{shown}\n"
-                              "## Requirements for Your Output:\n(1) The questions should "
-                              "**specifically** target the given input instead of some general "
-                              "standards.\n(2) You should directly give the questions without "
-                              "any other words.\n(3) Questions are presented from most "
-                              "important to least important.")
+        rate, rules = (
+            "on its {aspect} and rate the {noun} on a scale of {min} to {max}",
+            "1. Your evaluation should consider the {aspect} of the {noun}. "
+            "{criteria}\n2. Be as objective as possible.",
+        )
+    gen.setdefault(
+        "autocot",
+        "## Instruction\nPlease act as an impartial judge and evaluate "
+        f"the quality of {{target}} {rate}.\n\nHere are some rules of the "
+        f"evaluation:\n{rules}\n\nPlease generate the evaluation steps "
+        "for this task without other explanation.\nEvaluation Steps:",
+    )
+    gen.setdefault(
+        "metrics",
+        "## Instruction\nPlease act as an impartial judge and evaluate "
+        "the quality of {target} displayed below on its {aspect}. Please "
+        "propose at most three concise questions about whether a "
+        "potential {noun} is a good {noun} for the given input on its "
+        "{aspect}. Another assistant will evaluate the aspect of the "
+        "{noun} by answering all the questions.\nHere are some rules of "
+        "the evaluation:\n(1) Your evaluation should consider the "
+        "{aspect} of the {noun}. {criteria}\n(2) Outputs should NOT "
+        "contain more/less than what the instruction asks for, as such "
+        f"outputs do NOT precisely execute the instruction.\n{shown}\n"
+        "## Requirements for Your Output:\n(1) The questions should "
+        "**specifically** target the given input instead of some general "
+        "standards.\n(2) You should directly give the questions without "
+        "any other words.\n(3) Questions are presented from most "
+        "important to least important.",
+    )
     if not pairwise:
-        gen.setdefault("criteria", "## Instruction\nPlease act as an impartial judge and "
-                                   "evaluate the quality of {target} on its {aspect}.\n\n"
-                                   "Please generate the evaluation criteria of {aspect} for "
-                                   "this task without other explanation: one concise "
-                                   "definition of the {aspect} of the {noun}, starting with "
-                                   "\"{aspect}:\".\nEvaluation Criteria:")
+        gen.setdefault(
+            "criteria",
+            "## Instruction\nPlease act as an impartial judge and "
+            "evaluate the quality of {target} on its {aspect}.\n\n"
+            "Please generate the evaluation criteria of {aspect} for "
+            "this task without other explanation: one concise "
+            "definition of the {aspect} of the {noun}, starting with "
+            '"{aspect}:".\nEvaluation Criteria:',
+        )
     return gen

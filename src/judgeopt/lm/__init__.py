@@ -193,8 +193,9 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
 
 
 # The submodules that import neither DSPy nor LiteLLM: their names load one module at a time.
-_LIGHT = frozenset({"_cache", "_endpoint", "_llama_load", "_models", "_router_config", "_spec",
-                    "_stats"})
+_LIGHT = frozenset(
+    {"_cache", "_endpoint", "_llama_load", "_models", "_router_config", "_spec", "_stats"}
+)
 
 
 def _load(module: str) -> None:

@@ -125,15 +125,24 @@ class JudgeoptLMMixin:
         Replaces ``dspy.LM._check_truncation``, which names ``self.kwargs["max_tokens"]`` (the
         LM's default, 1024 here) although judge calls pass their own limit (256, 64...).
         """
-        choices = (results.get("choices") if isinstance(results, Mapping)
-                   else getattr(results, "choices", None)) or []
-        finish = [c.get("finish_reason") if isinstance(c, Mapping)
-                  else getattr(c, "finish_reason", None) for c in choices]
+        choices = (
+            results.get("choices")
+            if isinstance(results, Mapping)
+            else getattr(results, "choices", None)
+        ) or []
+        finish = [
+            c.get("finish_reason") if isinstance(c, Mapping) else getattr(c, "finish_reason", None)
+            for c in choices
+        ]
         if "length" in finish:
             limit = max_tokens if max_tokens is not None else self.kwargs.get("max_tokens")
-            logger.warning("%s: a response was cut at its max_tokens=%s (finish_reason "
-                           "'length'); a judge counts an answer without a rating as a parse "
-                           "failure.", self.model, limit)
+            logger.warning(
+                "%s: a response was cut at its max_tokens=%s (finish_reason "
+                "'length'); a judge counts an answer without a rating as a parse "
+                "failure.",
+                self.model,
+                limit,
+            )
 
     # NOTE: DSPy 3.4's BaseLM.__call__ warns on every call that forward()-based LMs, and
     # OpenAI-style messages= dicts, are deprecated (both removed in 3.5). judgeopt pins

@@ -191,8 +191,7 @@ class LMCache:
         # idle connection held open for the object's life keeps the WAL, so the per-operation
         # connections open and close cheaply; sqlite still checkpoints every 1000 pages.
         try:
-            keeper = sqlite3.connect(self.path, timeout=self.busy_timeout,
-                                     check_same_thread=False)
+            keeper = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
             keeper.execute("SELECT 1 FROM responses LIMIT 1").fetchall()  # opens the WAL
             self._keeper: sqlite3.Connection | None = keeper
         except sqlite3.Error as exc:  # the cache still works, only slower

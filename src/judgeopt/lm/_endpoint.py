@@ -32,7 +32,8 @@ def provider_of(model: str) -> str:
         raise ValueError(
             f"The `model` argument {model!r} is a model file, not a LiteLLM model string: run "
             f"it in process with 'local:{model}', or serve it (`judgeopt serve --model "
-            f"{model}`) and use the printed router or 'openai/<alias>' with api_base.")
+            f"{model}`) and use the printed router or 'openai/<alias>' with api_base."
+        )
     try:
         return str(litellm.get_llm_provider(model)[1])
     except Exception as exc:  # LiteLLM raises its BadRequestError for an unknown provider

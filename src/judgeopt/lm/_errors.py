@@ -164,8 +164,7 @@ class LMUnavailable(LMError, _dspy_exc.LMTransportError):
     kind = "unavailable"
     retryable = True
 
-    def __init__(self, message: str, *, last: BaseException | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, message: str, *, last: BaseException | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.last = last
 

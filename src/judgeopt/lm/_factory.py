@@ -111,8 +111,12 @@ def make_lm(
             **kwargs,
         )
 
-    local_only = {"n_threads": n_threads, "n_ctx": n_ctx, "logits_all": logits_all,
-                  "parallel": parallel}
+    local_only = {
+        "n_threads": n_threads,
+        "n_ctx": n_ctx,
+        "logits_all": logits_all,
+        "parallel": parallel,
+    }
     given = sorted(k for k, v in local_only.items() if v is not None)
     if given:
         raise ValueError(
@@ -120,15 +124,26 @@ def make_lm(
         )
     routed = parse_router_model(model)
     if routed is not None:
-        endpoint = sorted(k for k, v in {"api_base": api_base, "api_key": api_key}.items()
-                          if v is not None)
+        endpoint = sorted(
+            k for k, v in {"api_base": api_base, "api_key": api_key}.items() if v is not None
+        )
         if endpoint:
-            raise ValueError(f"{endpoint} do not apply to the router {model!r}: its endpoints "
-                             "and keys come from its config file.")
+            raise ValueError(
+                f"{endpoint} do not apply to the router {model!r}: its endpoints "
+                "and keys come from its config file."
+            )
         path, group = routed
-        return RouterLM(path, model_name=group, temperature=temperature,
-                        max_tokens=max_tokens, cache=cache, max_concurrency=max_concurrency,
-                        timeout=timeout, num_retries=num_retries, **kwargs)
+        return RouterLM(
+            path,
+            model_name=group,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            cache=cache,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            num_retries=num_retries,
+            **kwargs,
+        )
     remote_kwargs: dict[str, Any] = {}
     if max_concurrency is not None:
         remote_kwargs["max_concurrency"] = max_concurrency

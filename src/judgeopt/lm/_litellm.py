@@ -102,8 +102,9 @@ class JudgeLM(JudgeoptLMMixin, dspy.LM):
             )
         check_int(max_concurrency, "max_concurrency", min_value=1, owner="JudgeLM")
         check_int(num_retries, "num_retries", min_value=0, owner="JudgeLM")
-        check_number(timeout, "timeout", min_value=0, min_open=True, allow_none=True,
-                     owner="JudgeLM")
+        check_number(
+            timeout, "timeout", min_value=0, min_open=True, allow_none=True, owner="JudgeLM"
+        )
         for field, value in (("retry_backoff", retry_backoff), ("max_backoff", max_backoff)):
             check_number(value, field, min_value=0, owner="JudgeLM")
         misplaced = sorted(set(kwargs) & _CLIENT_ARGS)

@@ -122,8 +122,9 @@ class BatchEngine:
             and one-at-a-time calls on the same model never compute at the same time.
     """
 
-    def __init__(self, llama: Any, *, parallel: int, n_ctx: int, n_threads: int,
-                 lock: threading.Lock) -> None:
+    def __init__(
+        self, llama: Any, *, parallel: int, n_ctx: int, n_threads: int, lock: threading.Lock
+    ) -> None:
         check_int(parallel, "parallel", min_value=1, owner="BatchEngine")
         self._llama = llama
         self.parallel = parallel
@@ -145,10 +146,16 @@ class BatchEngine:
         _engines.add(self)
 
     # ----------------------------------------------------------------------------- API
-    def submit(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None,
-               top_logprobs: int | None, stop: Sequence[str] | str | None = None,
-               model: str = "local", sampling: Sampling | None = None
-               ) -> Future[dict[str, Any]]:
+    def submit(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int | None,
+        top_logprobs: int | None,
+        stop: Sequence[str] | str | None = None,
+        model: str = "local",
+        sampling: Sampling | None = None,
+    ) -> Future[dict[str, Any]]:
         """Queue a chat completion; the future holds its OpenAI-shaped response.
 
         Args:
@@ -168,15 +175,15 @@ class BatchEngine:
         top = None if top_logprobs is None else max(1, int(top_logprobs))
         if top is not None and sampling is not None:
             raise ValueError("logprobs are given for greedy decoding only, not with sampling")
-        request = _Request([dict(m) for m in messages], max_tokens, top, stop, model,
-                           sampling)
+        request = _Request([dict(m) for m in messages], max_tokens, top, stop, model, sampling)
         with self._cv:
             if self._closed:
                 raise RuntimeError("the batch engine is closed")
             self._queue.append(request)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="judgeopt-llama-batch",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="judgeopt-llama-batch", daemon=True
+                )
                 self._thread.start()
             self._cv.notify()
         return request.future
@@ -231,10 +238,12 @@ class BatchEngine:
             params.kv_unified = False  # one stream per slot: cell i holds position i
             params.n_threads = params.n_threads_batch = self.n_threads
             params.embeddings = False
-            self._ctx = _internals.LlamaContext(model=self._llama._model, params=params,
-                                                verbose=False)
-            self._batch = _internals.LlamaBatch(n_tokens=params.n_batch, embd=0,
-                                                n_seq_max=1, verbose=False)
+            self._ctx = _internals.LlamaContext(
+                model=self._llama._model, params=params, verbose=False
+            )
+            self._batch = _internals.LlamaBatch(
+                n_tokens=params.n_batch, embd=0, n_seq_max=1, verbose=False
+            )
             self._memory = llama_cpp.llama_get_memory(self._ctx.ctx)
         return self._ctx
 
@@ -304,15 +313,17 @@ class BatchEngine:
             while pos < n:
                 end = min(pos + BLOCK, n)
                 last = end == n
-                self._decode([(prompt[i], i, slot.seq_id, last and i == end - 1)
-                              for i in range(pos, end)])
+                self._decode(
+                    [(prompt[i], i, slot.seq_id, last and i == end - 1) for i in range(pos, end)]
+                )
                 slot.tokens.extend(prompt[pos:end])
                 if end - pos == BLOCK and end % BLOCK == 0:
                     slot.blocks = end // BLOCK
                 self.prompt_tokens_evaluated += end - pos
                 pos = end
-            seq = DecodingSequence(self._llama, prompt, stops, budget, request.top_logprobs,
-                                   request.sampling)
+            seq = DecodingSequence(
+                self._llama, prompt, stops, budget, request.top_logprobs, request.sampling
+            )
             slot.seq = seq
             slot.next_token = seq.step(self._row(-1))
         except Exception:
@@ -365,8 +376,9 @@ class BatchEngine:
         slot.tokens, slot.blocks = [], 0
         slot.request, slot.seq, slot.next_token = None, None, None
 
-    def _fail_all(self, exc: BaseException, *, also: _Request | None = None,
-                  log: bool = True) -> None:
+    def _fail_all(
+        self, exc: BaseException, *, also: _Request | None = None, log: bool = True
+    ) -> None:
         """A failed evaluation: every active request (and ``also``) gets the error; the KV
         cache is reset."""
         import llama_cpp
@@ -375,13 +387,20 @@ class BatchEngine:
         if also is not None and also not in requests:
             requests.append(also)
         if log and requests:
-            logger.warning("batched decoding failed (%s: %s); %d request(s) fail with it",
-                           type(exc).__name__, exc, len(requests))
+            logger.warning(
+                "batched decoding failed (%s: %s); %d request(s) fail with it",
+                type(exc).__name__,
+                exc,
+                len(requests),
+            )
         for slot in self._slots:
             slot.tokens, slot.blocks = [], 0
             slot.request, slot.seq, slot.next_token = None, None, None
-        error = exc if isinstance(exc, (ValueError, RuntimeError)) else RuntimeError(
-            f"{type(exc).__name__}: {exc}")
+        error = (
+            exc
+            if isinstance(exc, (ValueError, RuntimeError))
+            else RuntimeError(f"{type(exc).__name__}: {exc}")
+        )
         for request in requests:
             if not request.future.done():
                 request.future.set_exception(error)
@@ -393,8 +412,9 @@ def _shared_blocks(slot: _Slot, prompt: Sequence[int], limit: int) -> int:
     """Leading whole blocks of ``prompt`` that ``slot`` holds (evaluated as blocks)."""
     k = 0
     upto = min(slot.blocks, limit)
-    while k < upto and slot.tokens[k * BLOCK:(k + 1) * BLOCK] == list(
-            prompt[k * BLOCK:(k + 1) * BLOCK]):
+    while k < upto and slot.tokens[k * BLOCK : (k + 1) * BLOCK] == list(
+        prompt[k * BLOCK : (k + 1) * BLOCK]
+    ):
         k += 1
     return k
 

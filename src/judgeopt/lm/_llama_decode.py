@@ -32,8 +32,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DecodingSequence", "Sampling", "chat_prompt", "completion_budget",
-           "greedy_with_logprobs", "prompt_and_stops", "sample_token"]
+__all__ = [
+    "DecodingSequence",
+    "Sampling",
+    "chat_prompt",
+    "completion_budget",
+    "greedy_with_logprobs",
+    "prompt_and_stops",
+    "sample_token",
+]
 
 
 class _Captured(Exception):
@@ -84,13 +91,18 @@ def chat_prompt(llama: Any, messages: Sequence[Mapping[str, Any]]) -> tuple[list
         or llama_chat_format.get_chat_completion_handler(llama.chat_format)
     )
     try:
-        handler(llama=_PromptProbe(llama), messages=[dict(m) for m in messages],
-                temperature=0.0, max_tokens=1)
+        handler(
+            llama=_PromptProbe(llama),
+            messages=[dict(m) for m in messages],
+            temperature=0.0,
+            max_tokens=1,
+        )
     except _Captured as captured:
         return captured.prompt, captured.stop
     raise ValueError(
         f"the chat handler of {llama.chat_format!r} does not build a token prompt; logprobs "
-        "without logits_all need one (load the model with logits_all=True instead)")
+        "without logits_all need one (load the model with logits_all=True instead)"
+    )
 
 
 def _prefill(llama: Any, prompt: Sequence[int]) -> None:
@@ -127,12 +139,13 @@ def _last_logits(llama: Any) -> np.ndarray:
     return np.array(row, dtype=np.single)
 
 
-def _top_entries(llama: Any, logprobs: np.ndarray, k: int, chosen: int,
-                 chosen_text: str, texts: dict[int, str]) -> list[dict[str, Any]]:
+def _top_entries(
+    llama: Any, logprobs: np.ndarray, k: int, chosen: int, chosen_text: str, texts: dict[int, str]
+) -> list[dict[str, Any]]:
     """The ``top_logprobs`` list of one position, built as llama-cpp-python builds it."""
     n = logprobs.size
     k = min(k, n)
-    top = np.argpartition(logprobs, n - k)[n - k:]
+    top = np.argpartition(logprobs, n - k)[n - k :]
     # Descending by logprob, ties by the larger id first (llama-cpp-python sorts
     # (logprob, id) pairs in reverse).
     top = top[np.lexsort((-top, -logprobs[top]))]
@@ -222,8 +235,15 @@ class DecodingSequence:
         ValueError: If both ``top_logprobs`` and ``sampling`` are given.
     """
 
-    def __init__(self, llama: Any, prompt: Sequence[int], stops: Sequence[str], budget: int,
-                 top_logprobs: int | None, sampling: Sampling | None = None) -> None:
+    def __init__(
+        self,
+        llama: Any,
+        prompt: Sequence[int],
+        stops: Sequence[str],
+        budget: int,
+        top_logprobs: int | None,
+        sampling: Sampling | None = None,
+    ) -> None:
         if top_logprobs and sampling is not None:
             raise ValueError("logprobs are given for greedy decoding only, not with sampling")
         self.llama = llama
@@ -261,15 +281,23 @@ class DecodingSequence:
             self.done = True
             return None
         token_text = llama.detokenize([token], prev_tokens=self.prompt + self.tokens).decode(
-            "utf-8", errors="ignore")
+            "utf-8", errors="ignore"
+        )
         self.tokens.append(token)
         if self.content is not None and logprobs is not None:
-            self.content.append({
-                "token": token_text, "logprob": float(logprobs[token]), "bytes": None,
-                "top_logprobs": _top_entries(llama, logprobs, int(self.top_logprobs or 1),
-                                             token, token_text, self._texts)})
+            self.content.append(
+                {
+                    "token": token_text,
+                    "logprob": float(logprobs[token]),
+                    "bytes": None,
+                    "top_logprobs": _top_entries(
+                        llama, logprobs, int(self.top_logprobs or 1), token, token_text, self._texts
+                    ),
+                }
+            )
         self.text = llama.detokenize(self.tokens, prev_tokens=self.prompt).decode(
-            "utf-8", errors="ignore")
+            "utf-8", errors="ignore"
+        )
         hit = [s for s in self.stops if s in self.text]
         if hit:
             self.text = self.text[: self.text.index(hit[0])]
@@ -298,14 +326,19 @@ class DecodingSequence:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": self.text},
-                "logprobs": logprobs,
-                "finish_reason": self.finish,
-            }],
-            "usage": {"prompt_tokens": len(self.prompt), "completion_tokens": len(self.tokens),
-                      "total_tokens": len(self.prompt) + len(self.tokens)},
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.text},
+                    "logprobs": logprobs,
+                    "finish_reason": self.finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(self.prompt),
+                "completion_tokens": len(self.tokens),
+                "total_tokens": len(self.prompt) + len(self.tokens),
+            },
         }
 
 
@@ -317,14 +350,14 @@ def completion_budget(prompt_tokens: int, n_ctx: int, max_tokens: int | None) ->
             :func:`judgeopt.lm._errors.overflow_from_llama` recognises).
     """
     if prompt_tokens >= n_ctx:
-        raise ValueError(
-            f"Requested tokens ({prompt_tokens}) exceed context window of {n_ctx}")
+        raise ValueError(f"Requested tokens ({prompt_tokens}) exceed context window of {n_ctx}")
     budget = n_ctx - prompt_tokens if max_tokens is None or max_tokens <= 0 else int(max_tokens)
     return min(budget, n_ctx - prompt_tokens)
 
 
-def prompt_and_stops(llama: Any, messages: Sequence[Mapping[str, Any]],
-                     stop: Sequence[str] | str | None) -> tuple[list[int], list[str]]:
+def prompt_and_stops(
+    llama: Any, messages: Sequence[Mapping[str, Any]], stop: Sequence[str] | str | None
+) -> tuple[list[int], list[str]]:
     """The prompt tokens and every stop string (the caller's first, then the format's)."""
     prompt, format_stops = chat_prompt(llama, messages)
     stops = list(format_stops)

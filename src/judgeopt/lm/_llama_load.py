@@ -29,8 +29,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_LLAMA_INSTALL = (
-    "pip install 'judgeopt[local]' (or pip install 'llama-cpp-python[server]==0.3.36')")
+_LLAMA_INSTALL = "pip install 'judgeopt[local]' (or pip install 'llama-cpp-python[server]==0.3.36')"
 
 
 def effective_n_ctx(n_ctx: int) -> int:
@@ -83,7 +82,8 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
     resolved = Path(path).expanduser().resolve()
     if not resolved.is_file():
         raise local_model_error(
-            f"the model file {resolved} does not exist (expected a .gguf file).")
+            f"the model file {resolved} does not exist (expected a .gguf file)."
+        )
     with open(resolved, "rb") as handle:
         magic = handle.read(4)
     if magic != b"GGUF":
@@ -126,7 +126,8 @@ def load_llama(path: Path, n_ctx: int, n_threads: int, logits_all: bool) -> Llam
             from llama_cpp import Llama
         except ImportError as exc:
             raise local_model_error(
-                f"llama-cpp-python is not installed: {_LLAMA_INSTALL}.") from exc
+                f"llama-cpp-python is not installed: {_LLAMA_INSTALL}."
+            ) from exc
         started = time.monotonic()
         try:
             llama = Llama(

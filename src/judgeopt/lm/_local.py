@@ -37,8 +37,7 @@ from ._llama_load import load_llama as _load
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model
 from ._stats import StatsRecorder
 
-__all__ = ["RECOMMENDED_PARALLEL", "LlamaCppLM", "check_gguf", "default_threads",
-           "effective_n_ctx"]
+__all__ = ["RECOMMENDED_PARALLEL", "LlamaCppLM", "check_gguf", "default_threads", "effective_n_ctx"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,11 +136,18 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         parallel: int = 1,
         **kwargs: Any,
     ) -> None:
-        for name, value, minimum in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
-                                     ("parallel", parallel, 1)):
+        for name, value, minimum in (
+            ("n_ctx", n_ctx, 16),
+            ("max_tokens", max_tokens, 1),
+            ("parallel", parallel, 1),
+        ):
             check_int(value, name, min_value=minimum, owner="LlamaCppLM")
-        threads = check_int(default_threads() if n_threads is None else n_threads, "n_threads",
-                            min_value=1, owner="LlamaCppLM")
+        threads = check_int(
+            default_threads() if n_threads is None else n_threads,
+            "n_threads",
+            min_value=1,
+            owner="LlamaCppLM",
+        )
         unknown = set(kwargs) - _PASSTHROUGH - _IGNORED
         if unknown:
             raise ValueError(
@@ -187,8 +193,7 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
 
     def __repr__(self) -> str:
         extra = f", parallel={self.parallel}" if self.parallel > 1 else ""
-        return (f"LlamaCppLM({self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}"
-                f"{extra})")
+        return f"LlamaCppLM({self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}{extra})"
 
     @property
     def preferred_threads(self) -> int:
@@ -287,8 +292,11 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         # NOTE: batched decoding gives the same greedy answers up to floating-point rounding,
         # not bit for bit: its answers are cached apart, so a cached response is always
         # exactly what this configuration computes.
-        endpoint = IN_PROCESS if self.parallel == 1 else (
-            f"{IN_PROCESS}:batch{batch_width(self.parallel)}")
+        endpoint = (
+            IN_PROCESS
+            if self.parallel == 1
+            else (f"{IN_PROCESS}:batch{batch_width(self.parallel)}")
+        )
         return self._identity, endpoint
 
     def _batchable(self, params: Mapping[str, Any]) -> bool:
@@ -299,11 +307,17 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             return False
         if params.get("logprobs") and float(params.get("temperature") or 0.0) > 0:
             return False  # sampled logprobs: the logits_all path, one at a time
-        if any(params.get(k) is not None
-               for k in ("response_format", "tools", "tool_choice", "logit_bias")):
+        if any(
+            params.get(k) is not None
+            for k in ("response_format", "tools", "tool_choice", "logit_bias")
+        ):
             return False
-        neutral = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-                   "typical_p": 1.0}
+        neutral = {
+            "repeat_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "typical_p": 1.0,
+        }
         return all(params.get(k) is None or float(params[k]) == v for k, v in neutral.items())
 
     @staticmethod
@@ -319,15 +333,20 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             top_k=40 if params.get("top_k") is None else int(params["top_k"]),
             top_p=0.95 if params.get("top_p") is None else float(params["top_p"]),
             min_p=0.05 if params.get("min_p") is None else float(params["min_p"]),
-            seed=None if seed is None or int(seed) < 0 else int(seed))
+            seed=None if seed is None or int(seed) < 0 else int(seed),
+        )
 
     def _engine(self, handle: _Handle) -> BatchEngine:
         with _handles_guard:
             engine = handle.engines.get(self.parallel)
             if engine is None:
                 engine = handle.engines[self.parallel] = BatchEngine(
-                    handle.llama, parallel=self.parallel, n_ctx=handle.n_ctx,
-                    n_threads=self.n_threads, lock=handle.lock)
+                    handle.llama,
+                    parallel=self.parallel,
+                    n_ctx=handle.n_ctx,
+                    n_threads=self.n_threads,
+                    lock=handle.lock,
+                )
             return engine
 
     def _llama_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -347,11 +366,16 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             out["top_logprobs"] = max(1, int(out.get("top_logprobs") or 1))
             if not self.logits_all:
                 unsupported = sorted(
-                    k for k in ("response_format", "tools", "tool_choice", "logit_bias")
-                    if out.get(k) is not None)
+                    k
+                    for k in ("response_format", "tools", "tool_choice", "logit_bias")
+                    if out.get(k) is not None
+                )
                 if float(out.get("temperature") or 0.0) > 0 or unsupported:
-                    what = (f"the parameter(s) {unsupported}" if unsupported
-                            else f"temperature={out.get('temperature')!r}")
+                    what = (
+                        f"the parameter(s) {unsupported}"
+                        if unsupported
+                        else f"temperature={out.get('temperature')!r}"
+                    )
                     raise LMBadRequest(
                         "logprobs without logits_all come from a greedy decoding loop "
                         f"(temperature 0, plain text), which cannot honour {what}; load the "
@@ -383,12 +407,19 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             started = time.monotonic()
             try:
                 if batched:
-                    top = (int(call_params["top_logprobs"]) if call_params.get("logprobs")
-                           else None)
-                    out = self._engine(handle).submit(
-                        messages, max_tokens=call_params.get("max_tokens"), top_logprobs=top,
-                        stop=call_params.get("stop"), model=self.model,
-                        sampling=self._sampling(call_params)).result()
+                    top = int(call_params["top_logprobs"]) if call_params.get("logprobs") else None
+                    out = (
+                        self._engine(handle)
+                        .submit(
+                            messages,
+                            max_tokens=call_params.get("max_tokens"),
+                            top_logprobs=top,
+                            stop=call_params.get("stop"),
+                            model=self.model,
+                            sampling=self._sampling(call_params),
+                        )
+                        .result()
+                    )
                     out.pop("_seconds", None)
                 else:
                     with handle.lock:

@@ -51,6 +51,7 @@ def local_model_error(message: str) -> LocalModelError:
 
     return LocalModelError(message)
 
+
 _CHUNK = 8 * 1024 * 1024
 
 

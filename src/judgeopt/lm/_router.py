@@ -67,9 +67,13 @@ class _Observer:
     """Counts every attempt the Router makes, per deployment, under the LM's concurrency
     bound; shared by a RouterLM, its copies and its Router."""
 
-    def __init__(self, stats: StatsRecorder, slots: threading.BoundedSemaphore,
-                 deployments: Mapping[str, RouterDeployment],
-                 describe: Callable[[RouterDeployment, int], str]) -> None:
+    def __init__(
+        self,
+        stats: StatsRecorder,
+        slots: threading.BoundedSemaphore,
+        deployments: Mapping[str, RouterDeployment],
+        describe: Callable[[RouterDeployment, int], str],
+    ) -> None:
         self.stats = stats
         self.slots = slots
         self.deployments = dict(deployments)
@@ -108,18 +112,25 @@ class _Observer:
                 attempts = self._count(trace)
                 # NOTE: classified here, while the exception still has its cause chain (the
                 # Router re-raises it inside an `except`, which replaces its __context__).
-                error = wrap_exception(exc, model=deployment.model,
-                                       endpoint=self.describe(deployment, attempts),
-                                       timeout=_number(kwargs.get("timeout")))
-                self.stats.record_failure(error.kind, time.monotonic() - started,
-                                          deployment=deployment.id)
+                error = wrap_exception(
+                    exc,
+                    model=deployment.model,
+                    endpoint=self.describe(deployment, attempts),
+                    timeout=_number(kwargs.get("timeout")),
+                )
+                self.stats.record_failure(
+                    error.kind, time.monotonic() - started, deployment=deployment.id
+                )
                 if trace is not None:
                     trace.last_exc, trace.last_error = exc, error
                 raise
             deployment = self._chosen.value
             self._count(trace)
-            self.stats.record_call(time.monotonic() - started, usage_of(response),
-                                   deployment=deployment.id if deployment else None)
+            self.stats.record_call(
+                time.monotonic() - started,
+                usage_of(response),
+                deployment=deployment.id if deployment else None,
+            )
             return response
 
     def _count(self, trace: _CallTrace | None) -> int:
@@ -133,8 +144,7 @@ class _Observer:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _make_router(config: RouterConfig, observer: _Observer, settings: Mapping[str, Any]) -> Any:
@@ -160,8 +170,9 @@ def _make_router(config: RouterConfig, observer: _Observer, settings: Mapping[st
     try:
         return JudgeoptRouter(model_list=[dict(e) for e in config.model_list], **settings)
     except Exception as exc:  # LiteLLM validates types and values of its settings
-        raise RouterConfigError(f"{config.source}: litellm.Router refused the config: "
-                                f"{type(exc).__name__}: {exc}") from exc
+        raise RouterConfigError(
+            f"{config.source}: litellm.Router refused the config: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 class RouterLM(JudgeoptLMMixin, dspy.LM):
@@ -211,26 +222,32 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
             config = load_router_config(config, model_name=model_name)
         elif model_name is not None and model_name != config.model_name:
             if model_name not in config.groups:
-                raise config_error(config.source, "the model group", model_name,
-                            f"must be one of the file's model groups {list(config.groups)}")
+                raise config_error(
+                    config.source,
+                    "the model group",
+                    model_name,
+                    f"must be one of the file's model groups {list(config.groups)}",
+                )
             config = replace(config, model_name=model_name)
-        misplaced = sorted(set(kwargs) & {"api_base", "api_key", "base_url", "max_retries",
-                                           "model_type"})
+        misplaced = sorted(
+            set(kwargs) & {"api_base", "api_key", "base_url", "max_retries", "model_type"}
+        )
         if misplaced:
             raise ValueError(
                 f"RouterLM got {misplaced}: endpoints, keys and retries of a router come from "
-                f"its config file ({config.source}), and it serves chat completions only.")
+                f"its config file ({config.source}), and it serves chat completions only."
+            )
         settings = dict(config.router_settings)
         if timeout is not None:
-            check_config_number("RouterLM", "timeout", timeout, integer=False, minimum=0,
-                                strict=True)
+            check_config_number(
+                "RouterLM", "timeout", timeout, integer=False, minimum=0, strict=True
+            )
             settings["timeout"] = float(timeout)
         if num_retries is not None:
             check_config_number("RouterLM", "num_retries", num_retries, integer=True, minimum=0)
             settings["num_retries"] = num_retries
         group = config.group()
-        limit = max_concurrency or config.max_concurrency or PER_DEPLOYMENT_CONCURRENCY * len(
-            group)
+        limit = max_concurrency or config.max_concurrency or PER_DEPLOYMENT_CONCURRENCY * len(group)
         check_config_number("RouterLM", "max_concurrency", limit, integer=True, minimum=1)
         super().__init__(
             model=group[0].model,  # DSPy asks the LM about its model's capabilities
@@ -252,14 +269,14 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
         self._stats = StatsRecorder()
         self._response_cache = resolve_cache(cache)
         by_id = {d.id: d for d in config.deployments}
-        self._observer = _Observer(self._stats, threading.BoundedSemaphore(self.max_concurrency),
-                                   by_id, self._describe)
+        self._observer = _Observer(
+            self._stats, threading.BoundedSemaphore(self.max_concurrency), by_id, self._describe
+        )
         self._router = _make_router(config, self._observer, settings)
         self._identity = "|".join(sorted({d.cache_identity for d in group}))
 
     def __repr__(self) -> str:
-        return (f"RouterLM({self.spec!r}, deployments={len(self.deployments)}, "
-                f"model={self.model!r})")
+        return f"RouterLM({self.spec!r}, deployments={len(self.deployments)}, model={self.model!r})"
 
     @property
     def spec(self) -> str:
@@ -304,8 +321,7 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
         request["metadata"] = {**(request.get("metadata") or {}), "judgeopt_call": token}
         trace = self._observer.open(token)
         try:
-            response = self._router.completion(model=self.model_name, messages=messages,
-                                               **request)
+            response = self._router.completion(model=self.model_name, messages=messages, **request)
         except Exception as exc:  # noqa: BLE001 - classified below
             error = self._wrap(exc, trace, request.get("timeout", self.timeout))
             if error is exc:
@@ -318,9 +334,11 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
 
     def _describe(self, deployment: RouterDeployment, attempt: int) -> str:
         """The endpoint of a failed attempt, as error messages show it."""
-        return (f"{deployment.api_base or 'the provider default'} (deployment "
-                f"{deployment.id!r} of router {self.config.source}, model group "
-                f"{deployment.model_name!r}, attempt {attempt})")
+        return (
+            f"{deployment.api_base or 'the provider default'} (deployment "
+            f"{deployment.id!r} of router {self.config.source}, model group "
+            f"{deployment.model_name!r}, attempt {attempt})"
+        )
 
     def _wrap(self, exc: BaseException, trace: _CallTrace, timeout: Any) -> LMError:
         if trace.last_exc is exc and trace.last_error is not None:
@@ -333,7 +351,8 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
                 f"available: all {len(self.deployments)} are cooling down after failures "
                 f"(router_settings.cooldown_time / allowed_fails). Check the servers; "
                 f"{' '.join(str(exc).split())[:300]}",
-                model=self.model, endpoint=where,
+                model=self.model,
+                endpoint=where,
                 retry_after=float(match.group(1)) if match else None,
             )
         return wrap_exception(exc, model=self.model, endpoint=where, timeout=_number(timeout))
@@ -341,21 +360,23 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
     def dump_state(self) -> dict[str, Any]:
         """Return what rebuilds this LM: the config file, the group and the settings."""
         state = {k: v for k, v in self.kwargs.items() if k != LM_CLASS_STATE_KEY}
-        state.update({
-            LM_CLASS_STATE_KEY: f"{type(self).__module__}.{type(self).__qualname__}",
-            "config": str(self.config.path) if self.config.path is not None else None,
-            "model_name": self.model_name,
-            "max_concurrency": self.max_concurrency,
-        })
+        state.update(
+            {
+                LM_CLASS_STATE_KEY: f"{type(self).__module__}.{type(self).__qualname__}",
+                "config": str(self.config.path) if self.config.path is not None else None,
+                "model_name": self.model_name,
+                "max_concurrency": self.max_concurrency,
+            }
+        )
         return state
 
     @classmethod
-    def load_state(cls, state: dict[str, Any], *, allow_custom_lm_class: bool = False
-                   ) -> RouterLM:
+    def load_state(cls, state: dict[str, Any], *, allow_custom_lm_class: bool = False) -> RouterLM:
         """Rebuild a RouterLM from :meth:`dump_state` output (reads the config file again)."""
         state = {k: v for k, v in state.items() if k != LM_CLASS_STATE_KEY}
         config = state.pop("config")
         if config is None:
-            raise ValueError("This RouterLM was built from an in-memory config; its state "
-                             "cannot be reloaded.")
+            raise ValueError(
+                "This RouterLM was built from an in-memory config; its state cannot be reloaded."
+            )
         return cls(config, **state)

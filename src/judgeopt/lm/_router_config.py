@@ -49,8 +49,14 @@ MODEL_ID_KEY = "judgeopt_model_id"
 #: Default requests in flight per deployment when ``max_concurrency`` is not given.
 PER_DEPLOYMENT_CONCURRENCY = 8
 
-_TOP_LEVEL = ("model_list", "router_settings", "litellm_settings", "judgeopt",
-              "general_settings", "environment_variables")
+_TOP_LEVEL = (
+    "model_list",
+    "router_settings",
+    "litellm_settings",
+    "judgeopt",
+    "general_settings",
+    "environment_variables",
+)
 _IGNORED_TOP_LEVEL = frozenset({"general_settings", "environment_variables"})
 _ENTRY_KEYS = ("model_name", "litellm_params", "model_info")
 _JUDGEOPT_KEYS = ("model_name", "max_concurrency", "supports_logprobs")
@@ -68,7 +74,7 @@ _LITELLM_TO_ROUTER = {
 _REFUSED_SETTINGS = {
     "model_list": "it is the top-level `model_list`",
     "cache_responses": "judgeopt has its own response cache (LiteLLM's would answer calls "
-                       "that judgeopt's accounting never sees)",
+    "that judgeopt's accounting never sees)",
 }
 
 
@@ -191,8 +197,9 @@ def _read_document(path: Path) -> Any:
         raise RouterConfigError(f"{path}: invalid {kind}: {exc}") from exc
 
 
-def check_config_number(source: str, field: str, value: Any, *, integer: bool, minimum: float,
-                  strict: bool = False) -> None:
+def check_config_number(
+    source: str, field: str, value: Any, *, integer: bool, minimum: float, strict: bool = False
+) -> None:
     kinds = (int,) if integer else (int, float)
     bad = isinstance(value, bool) or not isinstance(value, kinds)
     if not bad:
@@ -205,21 +212,31 @@ def check_config_number(source: str, field: str, value: Any, *, integer: bool, m
 
 def _check_fallbacks(source: str, field: str, value: Any, groups: Sequence[str]) -> None:
     if not isinstance(value, list):
-        raise config_error(source, field, value,
-                    "must be a list of {model_group: [fallback groups]} mappings")
+        raise config_error(
+            source, field, value, "must be a list of {model_group: [fallback groups]} mappings"
+        )
     for i, item in enumerate(value):
         if not isinstance(item, Mapping) or len(item) != 1:
-            raise config_error(source, f"{field}[{i}]", item,
-                        "must be a one-key mapping {model_group: [fallback groups]}")
+            raise config_error(
+                source,
+                f"{field}[{i}]",
+                item,
+                "must be a one-key mapping {model_group: [fallback groups]}",
+            )
         ((key, targets),) = item.items()
         names = [targets] if isinstance(targets, str) else targets
         if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
-            raise config_error(source, f"{field}[{i}].{key}", targets,
-                               "must be a list of model groups")
+            raise config_error(
+                source, f"{field}[{i}].{key}", targets, "must be a list of model groups"
+            )
         for name in ([] if key == "*" else [key]) + names:
             if name not in groups:
-                raise config_error(source, f"{field}[{i}]", name,
-                            f"names a model group that is not in `model_list` ({list(groups)})")
+                raise config_error(
+                    source,
+                    f"{field}[{i}]",
+                    name,
+                    f"names a model group that is not in `model_list` ({list(groups)})",
+                )
 
 
 def _router_parameters() -> dict[str, Any]:
@@ -230,8 +247,7 @@ def _router_parameters() -> dict[str, Any]:
     return dict(inspect.signature(litellm.Router.__init__).parameters)
 
 
-def _check_router_settings(source: str, settings: Mapping[str, Any], groups: Sequence[str]
-                           ) -> None:
+def _check_router_settings(source: str, settings: Mapping[str, Any], groups: Sequence[str]) -> None:
     parameters = _router_parameters()
     allowed = sorted(set(parameters) - {"self"} - set(_REFUSED_SETTINGS))
     for key, value in settings.items():
@@ -239,37 +255,53 @@ def _check_router_settings(source: str, settings: Mapping[str, Any], groups: Seq
         if key in _REFUSED_SETTINGS:
             if key == "cache_responses" and not value:
                 continue
-            raise RouterConfigError(f"{source}: `{field}` cannot be set here: "
-                                    f"{_REFUSED_SETTINGS[key]}.")
+            raise RouterConfigError(
+                f"{source}: `{field}` cannot be set here: {_REFUSED_SETTINGS[key]}."
+            )
         if key not in parameters or key == "self":
             raise RouterConfigError(
                 f"{source}: `{field}` is not a setting of litellm.Router. Allowed: {allowed}."
             )
     for key in ("num_retries", "allowed_fails", "max_fallbacks"):
         if settings.get(key) is not None:
-            check_config_number(source, f"router_settings.{key}", settings[key], integer=True,
-                          minimum=0)
+            check_config_number(
+                source, f"router_settings.{key}", settings[key], integer=True, minimum=0
+            )
     for key in ("cooldown_time", "retry_after"):
         if settings.get(key) is not None:
-            check_config_number(source, f"router_settings.{key}", settings[key], integer=False,
-                          minimum=0)
+            check_config_number(
+                source, f"router_settings.{key}", settings[key], integer=False, minimum=0
+            )
     if settings.get("timeout") is not None:
-        check_config_number(source, "router_settings.timeout", settings["timeout"], integer=False,
-                      minimum=0, strict=True)
+        check_config_number(
+            source,
+            "router_settings.timeout",
+            settings["timeout"],
+            integer=False,
+            minimum=0,
+            strict=True,
+        )
     if "routing_strategy" in settings:
         strategies = _routing_strategies(parameters["routing_strategy"].annotation)
         if strategies and settings["routing_strategy"] not in strategies:
-            raise config_error(source, "router_settings.routing_strategy",
-                               settings["routing_strategy"],
-                        f"must be one of {strategies}")
+            raise config_error(
+                source,
+                "router_settings.routing_strategy",
+                settings["routing_strategy"],
+                f"must be one of {strategies}",
+            )
     for key in ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks"):
         if settings.get(key):
             _check_fallbacks(source, f"router_settings.{key}", settings[key], groups)
     if settings.get("default_fallbacks"):
         value = settings["default_fallbacks"]
         if not isinstance(value, list) or any(g not in groups for g in value):
-            raise config_error(source, "router_settings.default_fallbacks", value,
-                        f"must be a list of model groups of `model_list` ({list(groups)})")
+            raise config_error(
+                source,
+                "router_settings.default_fallbacks",
+                value,
+                f"must be a list of model groups of `model_list` ({list(groups)})",
+            )
 
 
 def _routing_strategies(annotation: Any) -> list[str]:
@@ -288,54 +320,81 @@ def _routing_strategies(annotation: Any) -> list[str]:
 def _check_entry(source: str, i: int, entry: Any) -> RouterDeployment:
     where = f"model_list[{i}]"
     if not isinstance(entry, Mapping):
-        raise config_error(source, where, entry,
-                    "must be a mapping with model_name, litellm_params and model_info")
+        raise config_error(
+            source, where, entry, "must be a mapping with model_name, litellm_params and model_info"
+        )
     unknown = sorted(set(entry) - set(_ENTRY_KEYS))
     if unknown:
-        raise RouterConfigError(f"{source}: `{where}` has unknown key(s) {unknown}; a "
-                                f"deployment has {list(_ENTRY_KEYS)}.")
+        raise RouterConfigError(
+            f"{source}: `{where}` has unknown key(s) {unknown}; a "
+            f"deployment has {list(_ENTRY_KEYS)}."
+        )
     name = entry.get("model_name")
     if not isinstance(name, str) or not name.strip():
-        raise config_error(source, f"{where}.model_name", name,
-                    "must be a non-empty string (the model group the deployment serves)")
+        raise config_error(
+            source,
+            f"{where}.model_name",
+            name,
+            "must be a non-empty string (the model group the deployment serves)",
+        )
     params = entry.get("litellm_params")
     if not isinstance(params, Mapping):
-        raise config_error(source, f"{where}.litellm_params", params,
-                    "must be a mapping with at least `model` (a LiteLLM model string)")
+        raise config_error(
+            source,
+            f"{where}.litellm_params",
+            params,
+            "must be a mapping with at least `model` (a LiteLLM model string)",
+        )
     model = params.get("model")
     try:
         provider_of(model)
     except ValueError:
-        raise config_error(source, f"{where}.litellm_params.model", model,
-                    "must be a LiteLLM model string naming a provider, like 'openai/NAME' "
-                    "for an OpenAI-compatible server (vLLM, llama.cpp) or "
-                    "'openai/gpt-4o-mini'") from None
+        raise config_error(
+            source,
+            f"{where}.litellm_params.model",
+            model,
+            "must be a LiteLLM model string naming a provider, like 'openai/NAME' "
+            "for an OpenAI-compatible server (vLLM, llama.cpp) or "
+            "'openai/gpt-4o-mini'",
+        ) from None
     api_base = params.get("api_base")
     if api_base is not None and not (
-        isinstance(api_base, str)
-        and (api_base.startswith(("http://", "https://", "os.environ/")))
+        isinstance(api_base, str) and (api_base.startswith(("http://", "https://", "os.environ/")))
     ):
-        raise config_error(source, f"{where}.litellm_params.api_base", api_base,
-                    "must be an http:// or https:// URL (or 'os.environ/VARIABLE')")
+        raise config_error(
+            source,
+            f"{where}.litellm_params.api_base",
+            api_base,
+            "must be an http:// or https:// URL (or 'os.environ/VARIABLE')",
+        )
     info = entry.get("model_info", {})
     if not isinstance(info, Mapping):
         raise config_error(source, f"{where}.model_info", info, "must be a mapping")
     model_id = info.get(MODEL_ID_KEY)
     if model_id is not None and (not isinstance(model_id, str) or not model_id.strip()):
-        raise config_error(source, f"{where}.model_info.{MODEL_ID_KEY}", model_id,
-                    "must be a non-empty string naming what the deployment serves")
+        raise config_error(
+            source,
+            f"{where}.model_info.{MODEL_ID_KEY}",
+            model_id,
+            "must be a non-empty string naming what the deployment serves",
+        )
     given_id = info.get("id")
     if given_id is not None and (not isinstance(given_id, str) or not given_id.strip()):
         raise config_error(source, f"{where}.model_info.id", given_id, "must be a non-empty string")
     base = api_base.rstrip("/") if isinstance(api_base, str) else None
     default_id = f"{model}@{base or 'default:' + provider_of(model)}"
-    return RouterDeployment(id=given_id or default_id, model_name=name, model=model,
-                            api_base=base, model_id=model_id)
+    return RouterDeployment(
+        id=given_id or default_id, model_name=name, model=model, api_base=base, model_id=model_id
+    )
 
 
-def build_router_config(document: Any, *, source: str = "<in-memory router config>",
-                        path: Path | None = None, model_name: str | None = None
-                        ) -> RouterConfig:
+def build_router_config(
+    document: Any,
+    *,
+    source: str = "<in-memory router config>",
+    path: Path | None = None,
+    model_name: str | None = None,
+) -> RouterConfig:
     """Validate a parsed router config document (the mapping a config file holds).
 
     Args:
@@ -350,28 +409,43 @@ def build_router_config(document: Any, *, source: str = "<in-memory router confi
         RouterConfigError: Naming the field, the value and what is allowed.
     """
     if not isinstance(document, Mapping):
-        raise config_error(source, "(top level)", document,
-                    "must be a mapping with a `model_list` (a LiteLLM router/proxy config)")
+        raise config_error(
+            source,
+            "(top level)",
+            document,
+            "must be a mapping with a `model_list` (a LiteLLM router/proxy config)",
+        )
     unknown = sorted(set(document) - set(_TOP_LEVEL))
     if unknown:
-        raise RouterConfigError(f"{source}: unknown top-level key(s) {unknown}. Allowed: "
-                                f"{list(_TOP_LEVEL)}.")
+        raise RouterConfigError(
+            f"{source}: unknown top-level key(s) {unknown}. Allowed: {list(_TOP_LEVEL)}."
+        )
     for key in sorted(_IGNORED_TOP_LEVEL & set(document)):
-        logger.warning("%s: `%s` (a LiteLLM proxy-server setting) is ignored by judgeopt%s",
-                       source, key, "; set those variables in the environment instead"
-                       if key == "environment_variables" else "")
+        logger.warning(
+            "%s: `%s` (a LiteLLM proxy-server setting) is ignored by judgeopt%s",
+            source,
+            key,
+            "; set those variables in the environment instead"
+            if key == "environment_variables"
+            else "",
+        )
     entries = document.get("model_list")
     if not isinstance(entries, list) or not entries:
-        raise config_error(source, "model_list", entries,
-                    "must be a non-empty list of deployments "
-                    "({model_name, litellm_params: {model, api_base, ...}, model_info})")
+        raise config_error(
+            source,
+            "model_list",
+            entries,
+            "must be a non-empty list of deployments "
+            "({model_name, litellm_params: {model, api_base, ...}, model_info})",
+        )
     deployments = [_check_entry(source, i, e) for i, e in enumerate(entries)]
     ids = [d.id for d in deployments]
     duplicates = sorted({x for x in ids if ids.count(x) > 1})
     if duplicates:
         raise RouterConfigError(
             f"{source}: several deployments have the id(s) {duplicates}: give each its own "
-            "`model_info.id` (deployments without one are named MODEL@API_BASE).")
+            "`model_info.id` (deployments without one are named MODEL@API_BASE)."
+        )
     groups = list(dict.fromkeys(d.model_name for d in deployments))
 
     settings: dict[str, Any] = {}
@@ -380,30 +454,40 @@ def build_router_config(document: Any, *, source: str = "<in-memory router confi
         raise config_error(source, "litellm_settings", litellm_settings, "must be a mapping")
     ignored = sorted(set(litellm_settings) - set(_LITELLM_TO_ROUTER))
     if ignored:
-        logger.warning("%s: litellm_settings %s are ignored by judgeopt (it passes only %s "
-                       "on to the Router)", source, ignored, sorted(_LITELLM_TO_ROUTER))
+        logger.warning(
+            "%s: litellm_settings %s are ignored by judgeopt (it passes only %s on to the Router)",
+            source,
+            ignored,
+            sorted(_LITELLM_TO_ROUTER),
+        )
     for key, target in _LITELLM_TO_ROUTER.items():
         if key in litellm_settings:
             settings[target] = litellm_settings[key]
     router_settings = document.get("router_settings") or {}
     if not isinstance(router_settings, Mapping):
-        raise config_error(source, "router_settings", router_settings,
-                    "must be a mapping of litellm.Router settings")
+        raise config_error(
+            source,
+            "router_settings",
+            router_settings,
+            "must be a mapping of litellm.Router settings",
+        )
     settings.update(router_settings)
     _check_router_settings(source, settings, groups)
 
     own = document.get("judgeopt") or {}
     if not isinstance(own, Mapping):
-        raise config_error(source, "judgeopt", own,
-                           f"must be a mapping with keys {list(_JUDGEOPT_KEYS)}")
+        raise config_error(
+            source, "judgeopt", own, f"must be a mapping with keys {list(_JUDGEOPT_KEYS)}"
+        )
     unknown = sorted(set(own) - set(_JUDGEOPT_KEYS))
     if unknown:
-        raise RouterConfigError(f"{source}: unknown key(s) {unknown} in `judgeopt`. Allowed: "
-                                f"{list(_JUDGEOPT_KEYS)}.")
+        raise RouterConfigError(
+            f"{source}: unknown key(s) {unknown} in `judgeopt`. Allowed: {list(_JUDGEOPT_KEYS)}."
+        )
     if own.get("max_concurrency") is not None:
-        check_config_number(source, "judgeopt.max_concurrency", own["max_concurrency"],
-                            integer=True,
-                      minimum=1)
+        check_config_number(
+            source, "judgeopt.max_concurrency", own["max_concurrency"], integer=True, minimum=1
+        )
     logprobs = own.get("supports_logprobs")
     if logprobs is not None and not isinstance(logprobs, bool):
         raise config_error(source, "judgeopt.supports_logprobs", logprobs, "must be true or false")
@@ -413,33 +497,46 @@ def build_router_config(document: Any, *, source: str = "<in-memory router confi
             raise RouterConfigError(
                 f"{source} has several model groups {groups}: say which one judges, with "
                 "`judgeopt: {model_name: GROUP}` in the file, 'router:FILE#GROUP', or "
-                "--router FILE --model GROUP.")
+                "--router FILE --model GROUP."
+            )
         chosen = groups[0]
     if chosen not in groups:
         field = "judgeopt.model_name" if model_name is None else "the model group"
-        raise config_error(source, field, chosen,
-                           f"must be one of the file's model groups {groups}")
+        raise config_error(
+            source, field, chosen, f"must be one of the file's model groups {groups}"
+        )
 
     model_list = []
     for entry, deployment in zip(entries, deployments, strict=True):
         params = dict(entry["litellm_params"])
         provider = provider_of(params["model"])
-        if (params.get("api_base") and provider in OPENAI_COMPATIBLE
-                and not params.get("api_key")
-                and not os.environ.get(f"{provider.upper().replace('-', '_')}_API_KEY")):
+        if (
+            params.get("api_base")
+            and provider in OPENAI_COMPATIBLE
+            and not params.get("api_key")
+            and not os.environ.get(f"{provider.upper().replace('-', '_')}_API_KEY")
+        ):
             # The openai SDK refuses to send a request without a key; local servers need none.
             params["api_key"] = NO_KEY
         info = dict(entry.get("model_info") or {})
         info["id"] = deployment.id
-        model_list.append({"model_name": deployment.model_name, "litellm_params": params,
-                           "model_info": info})
-    return RouterConfig(path=path, model_list=tuple(model_list), router_settings=settings,
-                        model_name=chosen, max_concurrency=own.get("max_concurrency"),
-                        supports_logprobs=logprobs, deployments=tuple(deployments))
+        model_list.append(
+            {"model_name": deployment.model_name, "litellm_params": params, "model_info": info}
+        )
+    return RouterConfig(
+        path=path,
+        model_list=tuple(model_list),
+        router_settings=settings,
+        model_name=chosen,
+        max_concurrency=own.get("max_concurrency"),
+        supports_logprobs=logprobs,
+        deployments=tuple(deployments),
+    )
 
 
-def load_router_config(path: str | os.PathLike[str], *, model_name: str | None = None
-                       ) -> RouterConfig:
+def load_router_config(
+    path: str | os.PathLike[str], *, model_name: str | None = None
+) -> RouterConfig:
     """Read and validate a router config file (YAML, or JSON for a ``.json`` file).
 
     The file is a LiteLLM proxy config: ``model_list`` (required; LiteLLM's schema),
@@ -459,8 +556,9 @@ def load_router_config(path: str | os.PathLike[str], *, model_name: str | None =
             file, the field, the value and what is allowed).
     """
     file = Path(path).expanduser()
-    return build_router_config(_read_document(file), source=str(file), path=file,
-                               model_name=model_name)
+    return build_router_config(
+        _read_document(file), source=str(file), path=file, model_name=model_name
+    )
 
 
 def write_router_config(
@@ -488,8 +586,11 @@ def write_router_config(
 
     entries = []
     for d in deployments:
-        info = {k: v for k, v in (("id", d.get("id")), (MODEL_ID_KEY, d.get("model_id")))
-                if v is not None}
+        info = {
+            k: v
+            for k, v in (("id", d.get("id")), (MODEL_ID_KEY, d.get("model_id")))
+            if v is not None
+        }
         entry: dict[str, Any] = {
             "model_name": model_name,
             "litellm_params": {"model": d["model"], "api_base": d["api_base"]},

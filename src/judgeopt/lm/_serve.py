@@ -67,10 +67,12 @@ def _llama_model_id(model: str) -> str:
     return f"llama.cpp-server:{gguf_identity(model)}"
 
 
-def _start_llama(model: str, *, port: int | None, alias: str, n_ctx: int,
-                 n_threads: int | None, logits_all: bool) -> Server:
-    return start_llama_server(model, port=port, alias=alias, n_ctx=n_ctx, n_threads=n_threads,
-                              logits_all=logits_all)
+def _start_llama(
+    model: str, *, port: int | None, alias: str, n_ctx: int, n_threads: int | None, logits_all: bool
+) -> Server:
+    return start_llama_server(
+        model, port=port, alias=alias, n_ctx=n_ctx, n_threads=n_threads, logits_all=logits_all
+    )
 
 
 def _vllm_model_id(model: str) -> str:
@@ -84,11 +86,13 @@ def _vllm_model_id(model: str) -> str:
     return f"vllm:hub:{model}"
 
 
-def _start_vllm(model: str, *, port: int | None, alias: str, n_ctx: int,
-                n_threads: int | None, logits_all: bool) -> Server:
+def _start_vllm(
+    model: str, *, port: int | None, alias: str, n_ctx: int, n_threads: int | None, logits_all: bool
+) -> Server:
     # vLLM always returns logprobs when asked: ``logits_all`` has no counterpart there.
-    return start_vllm_server(model, port=port, alias=alias, max_model_len=n_ctx,
-                             n_threads=n_threads)
+    return start_vllm_server(
+        model, port=port, alias=alias, max_model_len=n_ctx, n_threads=n_threads
+    )
 
 
 #: Engines by ``--engine`` name: llama.cpp servers (llama-cpp-python, in this environment)
@@ -136,8 +140,9 @@ class ServerGroup:
         model_name: The model group of the config.
     """
 
-    def __init__(self, servers: Sequence[Server], *, config_path: Path, engine: str,
-                 model_name: str) -> None:
+    def __init__(
+        self, servers: Sequence[Server], *, config_path: Path, engine: str, model_name: str
+    ) -> None:
         self.servers = list(servers)
         self.config_path = config_path
         self.engine = engine
@@ -164,13 +169,19 @@ class ServerGroup:
     def __enter__(self) -> ServerGroup:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def __repr__(self) -> str:
-        return (f"ServerGroup({self.engine}, {len(self.servers)} servers, "
-                f"config={str(self.config_path)!r}, pids={self.pids})")
+        return (
+            f"ServerGroup({self.engine}, {len(self.servers)} servers, "
+            f"config={str(self.config_path)!r}, pids={self.pids})"
+        )
 
 
 def _stop_all(servers: Sequence[Server]) -> None:
@@ -226,12 +237,15 @@ def start_servers(
         LocalModelError: If a server cannot start (the message has its log's tail).
     """
     if engine not in ENGINES:
-        raise ValueError(f"The `engine` argument must be one of {sorted(ENGINES)}. "
-                         f"Got {engine!r} instead.")
+        raise ValueError(
+            f"The `engine` argument must be one of {sorted(ENGINES)}. Got {engine!r} instead."
+        )
     check_int(replicas, "replicas", min_value=1)
     if ports is not None and len(ports) != replicas:
-        raise ValueError(f"The `ports` argument must give one port per replica ({replicas}). "
-                         f"Got {list(ports)!r} instead.")
+        raise ValueError(
+            f"The `ports` argument must give one port per replica ({replicas}). "
+            f"Got {list(ports)!r} instead."
+        )
     if ports is not None and len(set(ports)) != len(ports):
         raise ValueError(f"The `ports` argument must not repeat a port. Got {list(ports)!r}.")
     chosen = ENGINES[engine]
@@ -242,21 +256,39 @@ def start_servers(
         for i in range(replicas):
             port = ports[i] if ports is not None else None
             logger.info("starting %s server %d of %d for %s", engine, i + 1, replicas, name)
-            servers.append(chosen.start(name, port=port, alias=served_as, n_ctx=n_ctx,
-                                        n_threads=n_threads, logits_all=logits_all))
+            servers.append(
+                chosen.start(
+                    name,
+                    port=port,
+                    alias=served_as,
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    logits_all=logits_all,
+                )
+            )
         model_id = chosen.model_id(name)
         path = write_router_config(
             config_path,
-            [{"model": s.model, "api_base": s.api_base, "model_id": model_id,
-              "id": f"{engine}-{i + 1}:{s.port}"} for i, s in enumerate(servers)],
+            [
+                {
+                    "model": s.model,
+                    "api_base": s.api_base,
+                    "model_id": model_id,
+                    "id": f"{engine}-{i + 1}:{s.port}",
+                }
+                for i, s in enumerate(servers)
+            ],
             model_name=model_name,
-            router_settings=dict(DEFAULT_SERVE_SETTINGS if router_settings is None
-                                 else router_settings),
-            header=(f"Written by `judgeopt serve`: {replicas} {engine} server(s) of {name} "
-                    f"on 127.0.0.1\n(pids {', '.join(str(s.pid) for s in servers)}). Use it "
-                    f"with --router {config_path} or make_lm('router:{config_path}').\n"
-                    "A LiteLLM Router config: model_list, router_settings "
-                    "(see docs/lm.md, 'Several servers')."),
+            router_settings=dict(
+                DEFAULT_SERVE_SETTINGS if router_settings is None else router_settings
+            ),
+            header=(
+                f"Written by `judgeopt serve`: {replicas} {engine} server(s) of {name} "
+                f"on 127.0.0.1\n(pids {', '.join(str(s.pid) for s in servers)}). Use it "
+                f"with --router {config_path} or make_lm('router:{config_path}').\n"
+                "A LiteLLM Router config: model_list, router_settings "
+                "(see docs/lm.md, 'Several servers')."
+            ),
         )
     except BaseException:
         _stop_all(servers)

@@ -361,8 +361,9 @@ def start_llama_server(
     check_host(host)
     check_alias(alias)
     check_int(n_ctx, "n_ctx", min_value=16)
-    threads = check_int(default_threads() if n_threads is None else n_threads, "n_threads",
-                        min_value=1)
+    threads = check_int(
+        default_threads() if n_threads is None else n_threads, "n_threads", min_value=1
+    )
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:

@@ -49,4 +49,5 @@ def loadable_spec(recorded: str) -> str:
             return f"local:{name}"
     raise ValueError(
         f"The judge records the model {recorded!r}, a local GGUF file whose path was not "
-        "recorded; give it with --model local:PATH.gguf (or model= in Python).")
+        "recorded; give it with --model local:PATH.gguf (or model= in Python)."
+    )

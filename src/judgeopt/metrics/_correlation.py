@@ -158,8 +158,7 @@ def rowwise_correlation(x: FloatArray, y: FloatArray, method: Method) -> FloatAr
     return out
 
 
-def constant_groups_as_zero(values: FloatArray, human_varies: npt.NDArray[np.bool_]
-                            ) -> FloatArray:
+def constant_groups_as_zero(values: FloatArray, human_varies: npt.NDArray[np.bool_]) -> FloatArray:
     """Per-group correlations with the undefined ones of judge-constant groups set to 0.
 
     ``values`` holds one correlation per group (NaN where undefined); ``human_varies`` is
@@ -225,8 +224,11 @@ def group_correlation(
         else:
             per_group[gid] = value
     if not per_group:
-        why = ("fewer than 2 items or constant human scores" if mode == "zero" else
-               "fewer than 2 items or a constant side, with constant_groups='skip'")
+        why = (
+            "fewer than 2 items or constant human scores"
+            if mode == "zero"
+            else "fewer than 2 items or a constant side, with constant_groups='skip'"
+        )
         raise ValueError(
             f"every one of the {len(skipped)} groups was skipped ({why}); a group-level "
             "correlation is undefined"
@@ -305,7 +307,8 @@ def correlations(
         ValueError: On invalid input, as for :func:`correlation`.
     """
     return {
-        method: correlation(human, predicted, method=method, groups=groups,
-                            constant_groups=constant_groups)
+        method: correlation(
+            human, predicted, method=method, groups=groups, constant_groups=constant_groups
+        )
         for method in ("spearman", "kendall", "pearson")
     }

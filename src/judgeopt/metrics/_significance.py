@@ -126,11 +126,18 @@ def _human_varies(h: FloatArray, parts: list[npt.NDArray[np.intp]]) -> npt.NDArr
     return np.array([idx.size >= 2 and bool(np.ptp(h[idx]) > 0) for idx in parts], dtype=bool)
 
 
-def _per_group(h: FloatArray, p: FloatArray, parts: list[npt.NDArray[np.intp]],
-               method: Method, mode: ConstantGroups) -> FloatArray:
+def _per_group(
+    h: FloatArray,
+    p: FloatArray,
+    parts: list[npt.NDArray[np.intp]],
+    method: Method,
+    mode: ConstantGroups,
+) -> FloatArray:
     """One judge's correlation in every group (NaN: skipped), ``mode`` applied."""
-    values = np.array([rowwise_correlation(h[None, idx], p[None, idx], method)[0]
-                       for idx in parts], dtype=np.float64)
+    values = np.array(
+        [rowwise_correlation(h[None, idx], p[None, idx], method)[0] for idx in parts],
+        dtype=np.float64,
+    )
     if mode == "zero":
         values = constant_groups_as_zero(values, _human_varies(h, parts))
     return values
@@ -346,10 +353,18 @@ class PairedBootstrapResult:
 
     def to_dict(self) -> dict[str, float | int]:
         """Plain-data form."""
-        return {"a": self.a, "b": self.b, "delta": self.delta, "low": self.low,
-                "high": self.high, "confidence": self.confidence,
-                "p_not_positive": self.p_not_positive, "n": self.n,
-                "n_resamples": self.n_resamples, "n_degenerate": self.n_degenerate}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "delta": self.delta,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "p_not_positive": self.p_not_positive,
+            "n": self.n,
+            "n_resamples": self.n_resamples,
+            "n_degenerate": self.n_degenerate,
+        }
 
 
 def _constant_is_zero(values: FloatArray, human_ok: npt.NDArray[np.bool_]) -> FloatArray:
@@ -447,7 +462,8 @@ def paired_bootstrap(
         if np.isnan(per_a).all() or np.isnan(per_b).all():
             raise ValueError(
                 "every group was skipped for one judge (fewer than 2 items or a constant "
-                "side); a group-level correlation is undefined")
+                "side); a group-level correlation is undefined"
+            )
         value_a = float(np.nanmean(per_a))
         value_b = float(np.nanmean(per_b))
         for size in _chunks(n_resamples, 2 * n):
@@ -510,6 +526,13 @@ def paired_bootstrap_mean(
     alpha = 1.0 - confidence
     low, high = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
     return PairedBootstrapResult(
-        a=float(va.mean()), b=float(vb.mean()), delta=float(d.mean()), low=float(low),
-        high=float(high), confidence=float(confidence),
-        p_not_positive=float(np.mean(means <= 0.0)), n=int(d.size), n_resamples=n_resamples)
+        a=float(va.mean()),
+        b=float(vb.mean()),
+        delta=float(d.mean()),
+        low=float(low),
+        high=float(high),
+        confidence=float(confidence),
+        p_not_positive=float(np.mean(means <= 0.0)),
+        n=int(d.size),
+        n_resamples=n_resamples,
+    )

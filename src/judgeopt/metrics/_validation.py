@@ -199,8 +199,10 @@ def check_constant_groups(constant_groups: str) -> ConstantGroups:
     """
     if constant_groups in CONSTANT_GROUPS:
         return cast(ConstantGroups, constant_groups)
-    raise ValueError(f"constant_groups must be one of {', '.join(map(repr, CONSTANT_GROUPS))}, "
-                     f"got {constant_groups!r}")
+    raise ValueError(
+        f"constant_groups must be one of {', '.join(map(repr, CONSTANT_GROUPS))}, "
+        f"got {constant_groups!r}"
+    )
 
 
 def check_n_resamples(n_resamples: int) -> int:

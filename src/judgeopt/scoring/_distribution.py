@@ -216,9 +216,7 @@ def _merge(out: dict[str, float], text: str, logprob: float) -> None:
     out[text] = float(np.logaddexp(out[text], logprob)) if text in out else float(logprob)
 
 
-def topk_token_logprobs(
-    logprobs: Any, token_texts: Sequence[str], k: int
-) -> dict[str, float]:
+def topk_token_logprobs(logprobs: Any, token_texts: Sequence[str], k: int) -> dict[str, float]:
     """The top-``k`` entries of one full-vocabulary log-probability row, as a server gives them.
 
     Args:

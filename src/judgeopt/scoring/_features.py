@@ -69,8 +69,9 @@ _CHUNK_ROWS = 32
 def _as_2d(values: Any, name: str) -> npt.NDArray[Any]:
     arr = np.asarray(values)
     if arr.ndim != 2:
-        raise ValueError(f"`{name}` must be a 2-D array (tokens x vocabulary). Got shape "
-                         f"{arr.shape} instead.")
+        raise ValueError(
+            f"`{name}` must be a 2-D array (tokens x vocabulary). Got shape {arr.shape} instead."
+        )
     return arr
 
 
@@ -293,8 +294,10 @@ def softmax_combo(entropy: Any, variance: Any) -> FloatArray:
     ent = _as_1d(entropy, "entropy")
     var = _as_1d(variance, "variance")
     if ent.shape != var.shape:
-        raise ValueError(f"`entropy` and `variance` must have the same length. Got "
-                         f"{ent.size} and {var.size} instead.")
+        raise ValueError(
+            f"`entropy` and `variance` must have the same length. Got "
+            f"{ent.size} and {var.size} instead."
+        )
     out: FloatArray = _zscore(var) - _zscore(ent)
     return out
 
@@ -309,8 +312,10 @@ def attention_entropy(weights: Any) -> FloatArray:
     """
     arr = np.asarray(weights)
     if arr.ndim != 4:
-        raise ValueError(f"`weights` must be a 4-D array (layers, heads, response tokens, "
-                         f"positions). Got shape {arr.shape} instead.")
+        raise ValueError(
+            f"`weights` must be a 4-D array (layers, heads, response tokens, "
+            f"positions). Got shape {arr.shape} instead."
+        )
     if arr.shape[2] == 0:
         return np.full(arr.shape[:2], np.nan)
     out: FloatArray = np.empty(arr.shape[:2], dtype=np.float64)

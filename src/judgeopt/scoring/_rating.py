@@ -222,9 +222,7 @@ def rating_from_generation(
     return ExpectedRating(dist.expected, greedy, dist, generation.text, method)
 
 
-def self_consistency(
-    texts: Sequence[str], *, scale: int, rating_min: int = 1
-) -> SelfConsistency:
+def self_consistency(texts: Sequence[str], *, scale: int, rating_min: int = 1) -> SelfConsistency:
     """Average the ratings parsed from ``N`` sampled answers; count the failures.
 
     Example:

@@ -146,16 +146,34 @@ class AutoSearch(HPSS):
         kappa = chosen["kappa"] if kappa is None else kappa
         init_fraction = chosen["init_fraction"] if init_fraction is None else init_fraction
         portfolio = chosen["portfolio"] if portfolio is None else portfolio
-        super().__init__(space, budget=budget, seed=seed, graph=graph, baseline=baseline,
-                         k=k, g=g, rho=0.0, tau=tau, lambda_=lambda_, exploitation=True,
-                         exploration_term=True, heuristic=True, score_scale=score_scale,
-                         priors=priors, prior_weight=prior_weight, prior_start=prior_start)
+        super().__init__(
+            space,
+            budget=budget,
+            seed=seed,
+            graph=graph,
+            baseline=baseline,
+            k=k,
+            g=g,
+            rho=0.0,
+            tau=tau,
+            lambda_=lambda_,
+            exploitation=True,
+            exploration_term=True,
+            heuristic=True,
+            score_scale=score_scale,
+            priors=priors,
+            prior_weight=prior_weight,
+            prior_start=prior_start,
+        )
         self.kappa = check_number(kappa, "kappa", min_value=0, owner="AutoSearch")
         if not 0.0 <= init_fraction <= 1.0:
-            raise ValueError(f"The `init_fraction` of AutoSearch must be in [0, 1]. "
-                             f"Got {init_fraction!r} instead.")
-        min_init_factors = check_int(min_init_factors, "min_init_factors", min_value=1,
-                                     owner="AutoSearch")
+            raise ValueError(
+                f"The `init_fraction` of AutoSearch must be in [0, 1]. "
+                f"Got {init_fraction!r} instead."
+            )
+        min_init_factors = check_int(
+            min_init_factors, "min_init_factors", min_value=1, owner="AutoSearch"
+        )
         self.init_fraction = float(init_fraction)
         self.min_init_factors = min_init_factors
         self.portfolio = bool(portfolio)
@@ -167,11 +185,19 @@ class AutoSearch(HPSS):
 
     def get_params(self) -> dict[str, Any]:
         return {
-            "budget": self.budget, "seed": self.seed, "baseline": self.baseline.as_dict(),
-            "k": self.k, "g": self.g, "tau": self.tau, "lambda_": self.lambda_,
-            "kappa": self.kappa, "score_scale": self.score_scale,
-            "init_fraction": self.init_fraction, "min_init_factors": self.min_init_factors,
-            "portfolio": self.portfolio, **self._prior_params(),
+            "budget": self.budget,
+            "seed": self.seed,
+            "baseline": self.baseline.as_dict(),
+            "k": self.k,
+            "g": self.g,
+            "tau": self.tau,
+            "lambda_": self.lambda_,
+            "kappa": self.kappa,
+            "score_scale": self.score_scale,
+            "init_fraction": self.init_fraction,
+            "min_init_factors": self.min_init_factors,
+            "portfolio": self.portfolio,
+            **self._prior_params(),
         }
 
     def _update_advantage(self, i: int, j: int, parent: Strategy, r_new: float) -> None:
@@ -186,7 +212,8 @@ class AutoSearch(HPSS):
             a = self._G[i] / np.maximum(self._N[i] + self.kappa, 1e-12)
         else:
             a = (self._G[i] + self._W[i] * self._P[i]) / np.maximum(
-                self._N[i] + self._W[i] + self.kappa, 1e-12)
+                self._N[i] + self._W[i] + self.kappa, 1e-12
+            )
         self._A[i] = a - a.mean()
 
     def _prior_advantages(self) -> None:
@@ -240,8 +267,11 @@ class AutoSearch(HPSS):
 
             while kind != "init" and self._rate("global") > self._rate("local"):
                 pick = parzen_proposal(
-                    self.space, [(t.strategy, self._r(t.strategy)) for t in self._trials],
-                    free, self.rng)
+                    self.space,
+                    [(t.strategy, self._r(t.strategy)) for t in self._trials],
+                    free,
+                    self.rng,
+                )
                 if pick is None:
                     break
                 score = yield pick, "model"

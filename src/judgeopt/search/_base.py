@@ -322,8 +322,10 @@ class SearchStrategy(abc.ABC):
         return search
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(budget={self.budget}, seed={self.seed}, "
-                f"evaluations={len(self._trials)})")
+        return (
+            f"{type(self).__name__}(budget={self.budget}, seed={self.seed}, "
+            f"evaluations={len(self._trials)})"
+        )
 
 
 def search_classes() -> dict[str, type[SearchStrategy]]:

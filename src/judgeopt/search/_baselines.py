@@ -65,8 +65,9 @@ class GridSearch(SearchStrategy):
         seed: int | None = 0,
         graph: FactorGraph | None = None,
     ) -> None:
-        super().__init__(space, budget=space.size if budget is None else budget, seed=seed,
-                         graph=graph)
+        super().__init__(
+            space, budget=space.size if budget is None else budget, seed=seed, graph=graph
+        )
 
     def get_params(self) -> dict[str, Any]:
         return {"budget": self.budget, "seed": self.seed}
@@ -110,16 +111,21 @@ class Greedy(SearchStrategy):
         n_perturbations: int = 5,
     ) -> None:
         super().__init__(space, budget=budget, seed=seed, graph=graph)
-        n_perturbations = check_int(n_perturbations, "n_perturbations", min_value=1,
-                                    owner=type(self).__name__)
+        n_perturbations = check_int(
+            n_perturbations, "n_perturbations", min_value=1, owner=type(self).__name__
+        )
         self.baseline = resolve_baseline(space, baseline)
         if graph is not None:
             graph.check(self.baseline)
         self.n_perturbations = n_perturbations
 
     def get_params(self) -> dict[str, Any]:
-        return {"budget": self.budget, "seed": self.seed, "baseline": self.baseline.as_dict(),
-                "n_perturbations": self.n_perturbations}
+        return {
+            "budget": self.budget,
+            "seed": self.seed,
+            "baseline": self.baseline.as_dict(),
+            "n_perturbations": self.n_perturbations,
+        }
 
     def _perturb(self, current: Strategy) -> Strategy | None:
         factors = [f for f in self.space.factors if len(f.values) > 1]
@@ -133,8 +139,9 @@ class Greedy(SearchStrategy):
         current = self.baseline
         yield current, "init"
         while True:
-            if all(self.is_explored(s) or not self.is_valid(s)
-                   for s in self.space.neighbours(current)):
+            if all(
+                self.is_explored(s) or not self.is_valid(s) for s in self.space.neighbours(current)
+            ):
                 return  # Local optimum: nothing left to perturb.
             candidates = [current]
             for _ in range(self.n_perturbations):
@@ -182,13 +189,19 @@ class StepwiseGreedy(SearchStrategy):
             graph.check(self.baseline)
         order_t = tuple(space.names if order is None else order)
         if sorted(order_t) != sorted(space.names):
-            raise ValueError(f"`order` must list every factor exactly once: "
-                             f"{list(space.names)!r}. Got {list(order_t)!r}.")
+            raise ValueError(
+                f"`order` must list every factor exactly once: "
+                f"{list(space.names)!r}. Got {list(order_t)!r}."
+            )
         self.order = order_t
 
     def get_params(self) -> dict[str, Any]:
-        return {"budget": self.budget, "seed": self.seed, "baseline": self.baseline.as_dict(),
-                "order": list(self.order)}
+        return {
+            "budget": self.budget,
+            "seed": self.seed,
+            "baseline": self.baseline.as_dict(),
+            "order": list(self.order),
+        }
 
     def _run(self) -> SearchGenerator:
         current = self.baseline

@@ -38,8 +38,7 @@ def _log_mixture(x: np.ndarray, obs: np.ndarray, sizes: np.ndarray) -> np.ndarra
     log_prior = -np.log(sizes).sum()
     allk = np.concatenate([logk, np.full((len(x), 1), log_prior)], axis=1)
     top = allk.max(axis=1, keepdims=True)
-    out: np.ndarray = (top[:, 0] + np.log(np.exp(allk - top).sum(axis=1))
-                       - math.log(allk.shape[1]))
+    out: np.ndarray = top[:, 0] + np.log(np.exp(allk - top).sum(axis=1)) - math.log(allk.shape[1])
     return out
 
 
@@ -83,8 +82,9 @@ def parzen_proposal(
     for row, sc in zip(cand, score, strict=True):
         if sc <= best_score:
             continue
-        s = Strategy(space.names, tuple(f.values[int(j)]
-                                        for f, j in zip(space.factors, row, strict=True)))
+        s = Strategy(
+            space.names, tuple(f.values[int(j)] for f, j in zip(space.factors, row, strict=True))
+        )
         if is_free(s):
             best, best_score = s, float(sc)
     return best

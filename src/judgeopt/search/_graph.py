@@ -186,8 +186,9 @@ class FactorGraph:
     @property
     def artifacts(self) -> tuple[Artifact, ...]:
         """All artifacts, in topological order."""
-        order = [n[1] for n in nx.lexicographical_topological_sort(self.graph)
-                 if n[0] == "artifact"]
+        order = [
+            n[1] for n in nx.lexicographical_topological_sort(self.graph) if n[0] == "artifact"
+        ]
         return tuple(self._artifacts[n] for n in order)
 
     def add_artifact(

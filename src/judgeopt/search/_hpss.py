@@ -152,10 +152,18 @@ class HPSS(SearchStrategy):
         self.k, self.g = k, g
         self.rho, self.tau, self.lambda_ = float(rho), float(tau), float(lambda_)
         self.exploitation, self.exploration_term, self.heuristic = (
-            bool(exploitation), bool(exploration_term), bool(heuristic))
+            bool(exploitation),
+            bool(exploration_term),
+            bool(heuristic),
+        )
         self.score_scale = float(score_scale)
-        self.priors = (None if priors is None else priors if isinstance(priors, FactorPriors)
-                       else FactorPriors.from_dict(priors))
+        self.priors = (
+            None
+            if priors is None
+            else priors
+            if isinstance(priors, FactorPriors)
+            else FactorPriors.from_dict(priors)
+        )
         if self.priors is not None:
             self.priors.check(space)
         self.prior_weight = check_number(prior_weight, "prior_weight", min_value=0, owner=owner)
@@ -173,10 +181,18 @@ class HPSS(SearchStrategy):
 
     def get_params(self) -> dict[str, Any]:
         return {
-            "budget": self.budget, "seed": self.seed, "baseline": self.baseline.as_dict(),
-            "k": self.k, "g": self.g, "rho": self.rho, "tau": self.tau, "lambda_": self.lambda_,
-            "exploitation": self.exploitation, "exploration_term": self.exploration_term,
-            "heuristic": self.heuristic, "score_scale": self.score_scale,
+            "budget": self.budget,
+            "seed": self.seed,
+            "baseline": self.baseline.as_dict(),
+            "k": self.k,
+            "g": self.g,
+            "rho": self.rho,
+            "tau": self.tau,
+            "lambda_": self.lambda_,
+            "exploitation": self.exploitation,
+            "exploration_term": self.exploration_term,
+            "heuristic": self.heuristic,
+            "score_scale": self.score_scale,
             **self._prior_params(),
         }
 
@@ -184,8 +200,11 @@ class HPSS(SearchStrategy):
         """The prior-related constructor arguments; empty without priors (unchanged states)."""
         if self.priors is None:
             return {}
-        return {"priors": self.priors.to_dict(), "prior_weight": self.prior_weight,
-                "prior_start": self.prior_start}
+        return {
+            "priors": self.priors.to_dict(),
+            "prior_weight": self.prior_weight,
+            "prior_start": self.prior_start,
+        }
 
     def advantages(self) -> dict[str, dict[str, float]] | None:
         if not self._has_advantages:
@@ -231,11 +250,17 @@ class HPSS(SearchStrategy):
         if not self.heuristic:
             return options, np.full(len(options), 1.0 / len(options))
         A = self._A
-        bonus = np.fromiter((A[i][j] - A[i][k] for i, j, k in zip(fi, vj, ci, strict=True)),
-                            dtype=float, count=len(options))
+        bonus = np.fromiter(
+            (A[i][j] - A[i][k] for i, j, k in zip(fi, vj, ci, strict=True)),
+            dtype=float,
+            count=len(options),
+        )
         if self.exploration_term:
-            m = np.fromiter((self._M[i][j] for i, j in zip(fi, vj, strict=True)),
-                            dtype=float, count=len(options))
+            m = np.fromiter(
+                (self._M[i][j] for i, j in zip(fi, vj, strict=True)),
+                dtype=float,
+                count=len(options),
+            )
             bonus += self.lambda_ * np.sqrt(math.log(t) / m)
         z = bonus / self.tau
         p = np.exp(z - z.max())
@@ -260,8 +285,12 @@ class HPSS(SearchStrategy):
                 cand = c.replace(**{f.name: v})
                 if self.is_valid(cand):
                     options.append((cand, i, j))
-        entry = (options, [o[1] for o in options], [o[2] for o in options],
-                 [cur[o[1]] for o in options])
+        entry = (
+            options,
+            [o[1] for o in options],
+            [o[2] for o in options],
+            [cur[o[1]] for o in options],
+        )
         self._neighbour_cache[c] = entry
         return entry
 
@@ -283,6 +312,7 @@ class HPSS(SearchStrategy):
         rankings), so it never scans the whole space.
         """
         factors = self.space.factors
+
         def ranking(i: int) -> list[int]:
             adv = self._A[i]
             return sorted(range(len(adv)), key=lambda j: (-float(adv[j]), j))
@@ -299,8 +329,10 @@ class HPSS(SearchStrategy):
             _, ranks = heapq.heappop(heap)
             s = Strategy(
                 self.space.names,
-                tuple(f.values[rankings[i][r]]
-                      for i, (f, r) in enumerate(zip(factors, ranks, strict=True))),
+                tuple(
+                    f.values[rankings[i][r]]
+                    for i, (f, r) in enumerate(zip(factors, ranks, strict=True))
+                ),
             )
             if not self.is_explored(s) and self.is_valid(s):
                 return s

@@ -103,31 +103,43 @@ class FactorPriors:
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"The `aggregation` of FactorPriors must be one of "
-                             f"{list(AGGREGATIONS)!r}. Got {self.aggregation!r} instead.")
+            raise ValueError(
+                f"The `aggregation` of FactorPriors must be one of "
+                f"{list(AGGREGATIONS)!r}. Got {self.aggregation!r} instead."
+            )
         if self.normalise not in NORMALISATIONS:
-            raise ValueError(f"The `normalise` of FactorPriors must be one of "
-                             f"{list(NORMALISATIONS)!r}. Got {self.normalise!r} instead.")
-        if not (isinstance(self.score_scale, int | float) and math.isfinite(self.score_scale)
-                and self.score_scale > 0):
-            raise ValueError(f"The `score_scale` of FactorPriors must be a finite float > 0. "
-                             f"Got {self.score_scale!r} instead.")
+            raise ValueError(
+                f"The `normalise` of FactorPriors must be one of "
+                f"{list(NORMALISATIONS)!r}. Got {self.normalise!r} instead."
+            )
+        if not (
+            isinstance(self.score_scale, int | float)
+            and math.isfinite(self.score_scale)
+            and self.score_scale > 0
+        ):
+            raise ValueError(
+                f"The `score_scale` of FactorPriors must be a finite float > 0. "
+                f"Got {self.score_scale!r} instead."
+            )
         clean: dict[str, tuple[tuple[Value, float], ...]] = {}
         for name, pairs in self.advantages.items():
             if not isinstance(name, str) or not name:
-                raise ValueError(f"A factor name in FactorPriors must be a non-empty string. "
-                                 f"Got {name!r}.")
+                raise ValueError(
+                    f"A factor name in FactorPriors must be a non-empty string. Got {name!r}."
+                )
             out: list[tuple[Value, float]] = []
             for pair in pairs:
                 value, adv = pair
                 value = _check_value(name, value)
                 if _find(out, value) >= 0:
-                    raise ValueError(f"FactorPriors lists the value {value!r} of factor "
-                                     f"`{name}` twice.")
+                    raise ValueError(
+                        f"FactorPriors lists the value {value!r} of factor `{name}` twice."
+                    )
                 a = float(adv)
                 if not math.isfinite(a):
-                    raise ValueError(f"The prior advantage of `{name}`={value!r} must be "
-                                     f"finite. Got {adv!r}.")
+                    raise ValueError(
+                        f"The prior advantage of `{name}`={value!r} must be finite. Got {adv!r}."
+                    )
                 out.append((value, a))
             clean[name] = tuple(out)
         object.__setattr__(self, "advantages", clean)
@@ -163,13 +175,18 @@ class FactorPriors:
                 without a finite score, or rows that name different factors.
         """
         if aggregation not in AGGREGATIONS:
-            raise ValueError(f"The `aggregation` must be one of {list(AGGREGATIONS)!r}. "
-                             f"Got {aggregation!r} instead.")
+            raise ValueError(
+                f"The `aggregation` must be one of {list(AGGREGATIONS)!r}. "
+                f"Got {aggregation!r} instead."
+            )
         if normalise not in NORMALISATIONS:
-            raise ValueError(f"The `normalise` must be one of {list(NORMALISATIONS)!r}. "
-                             f"Got {normalise!r} instead.")
+            raise ValueError(
+                f"The `normalise` must be one of {list(NORMALISATIONS)!r}. "
+                f"Got {normalise!r} instead."
+            )
         settings: dict[str, list[Row]] = (
-            {str(k): list(v) for k, v in results.items()} if isinstance(results, Mapping)
+            {str(k): list(v) for k, v in results.items()}
+            if isinstance(results, Mapping)
             else {"results": list(results)}
         )
         if not settings:
@@ -188,7 +205,8 @@ class FactorPriors:
                 elif set(names) != set(factors):
                     raise ValueError(
                         f"Setting {name!r} has a row with factors {sorted(names)!r}; earlier "
-                        f"rows have {sorted(factors)!r}. Every row must name the same factors.")
+                        f"rows have {sorted(factors)!r}. Every row must name the same factors."
+                    )
             assert factors is not None  # at least one finite row was read
             scores = [v * score_scale for _, v in finite]
             spreads.append(float(np.std(scores)))
@@ -261,8 +279,7 @@ class FactorPriors:
                 after ``where``.
         """
         path = Path(path)
-        rows = read_csv_rows(path, [*group, *factors, objective, *(where or {})],
-                             "Results CSV")
+        rows = read_csv_rows(path, [*group, *factors, objective, *(where or {})], "Results CSV")
         keep = {k: {str(x) for x in v} for k, v in (where or {}).items()}
         settings: dict[str, list[Row]] = {}
         for line, row in enumerate(rows, start=2):
@@ -272,14 +289,17 @@ class FactorPriors:
             try:
                 score = float(cell) if cell else math.nan
             except ValueError:
-                raise ValueError(f"{path.name} line {line}: `{objective}` must be a number "
-                                 f"or empty. Got {cell!r}.") from None
+                raise ValueError(
+                    f"{path.name} line {line}: `{objective}` must be a number "
+                    f"or empty. Got {cell!r}."
+                ) from None
             name = "/".join(row[g] for g in group) if group else path.stem
             settings.setdefault(name, []).append(({f: row[f] for f in factors}, score))
         if not settings:
             raise ValueError(f"No row of {path.name} matches `where`={dict(where or {})!r}.")
-        return cls.estimate(settings, aggregation=aggregation, normalise=normalise,
-                            score_scale=score_scale)
+        return cls.estimate(
+            settings, aggregation=aggregation, normalise=normalise, score_scale=score_scale
+        )
 
     # Reading ------------------------------------------------------------------------------
     def advantage(self, factor: str, value: Value) -> float:
@@ -295,19 +315,23 @@ class FactorPriors:
         """
         unknown_f = [f for f in self.advantages if f not in space]
         if unknown_f:
-            raise ValueError(f"The priors name factor(s) {unknown_f!r} that the space does not "
-                             f"have. Factors: {list(space.names)!r}.")
+            raise ValueError(
+                f"The priors name factor(s) {unknown_f!r} that the space does not "
+                f"have. Factors: {list(space.names)!r}."
+            )
         problems = []
         for f, pairs in self.advantages.items():
             bad = [v for v, _ in pairs if v not in space[f]]
             if bad:
-                problems.append(f"factor `{f}` has no value(s) {bad!r} (allowed: "
-                                f"{list(space[f].values)!r})")
+                problems.append(
+                    f"factor `{f}` has no value(s) {bad!r} (allowed: {list(space[f].values)!r})"
+                )
         if problems:
             raise ValueError("The priors do not fit the space: " + "; ".join(problems) + ".")
 
-    def vectors(self, space: FactorSpace, score_scale: float | None = None
-                ) -> list[tuple[FloatArray, npt.NDArray[np.bool_]]]:
+    def vectors(
+        self, space: FactorSpace, score_scale: float | None = None
+    ) -> list[tuple[FloatArray, npt.NDArray[np.bool_]]]:
         """Per factor of ``space`` (in its order): the advantage of every value and a mask of
         the values the priors cover. Uncovered values get 0 (see the class docstring).
 
@@ -359,21 +383,30 @@ class FactorPriors:
         if data.get("format") != PRIORS_FORMAT or data.get("version") != PRIORS_VERSION:
             raise ValueError(
                 f"Not a judgeopt priors object (format {data.get('format')!r}, version "
-                f"{data.get('version')!r}); expected {PRIORS_FORMAT!r} version {PRIORS_VERSION}.")
+                f"{data.get('version')!r}); expected {PRIORS_FORMAT!r} version {PRIORS_VERSION}."
+            )
         raw = data.get("advantages")
         if not isinstance(raw, Mapping):
-            raise ValueError("The `advantages` of a priors object must be an object "
-                             "{factor: [[value, advantage], ...]}.")
+            raise ValueError(
+                "The `advantages` of a priors object must be an object "
+                "{factor: [[value, advantage], ...]}."
+            )
         advantages: dict[str, tuple[tuple[Value, float], ...]] = {}
         for f, pairs in raw.items():
             if not isinstance(pairs, list) or not all(
-                    isinstance(p, list | tuple) and len(p) == 2 for p in pairs):
-                raise ValueError(f"The priors of factor `{f}` must be a list of "
-                                 f"[value, advantage] pairs.")
+                isinstance(p, list | tuple) and len(p) == 2 for p in pairs
+            ):
+                raise ValueError(
+                    f"The priors of factor `{f}` must be a list of [value, advantage] pairs."
+                )
             advantages[f] = tuple((p[0], p[1]) for p in pairs)
-        return cls(advantages, str(data.get("aggregation", "median")),
-                   str(data.get("normalise", "none")), float(data.get("score_scale", 100.0)),
-                   tuple(data.get("settings", ())))
+        return cls(
+            advantages,
+            str(data.get("aggregation", "median")),
+            str(data.get("normalise", "none")),
+            float(data.get("score_scale", 100.0)),
+            tuple(data.get("settings", ())),
+        )
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON text."""

@@ -77,9 +77,7 @@ class Factor:
         )
 
     def __contains__(self, value: object) -> bool:
-        return isinstance(value, _SCALAR_TYPES) and any(
-            _same_value(v, value) for v in self.values
-        )
+        return isinstance(value, _SCALAR_TYPES) and any(_same_value(v, value) for v in self.values)
 
 
 class Strategy(Mapping[str, Value]):
@@ -197,8 +195,10 @@ class Strategy(Mapping[str, Value]):
             raise KeyError(f"Unknown factor(s) {unknown!r}. Factors: {list(self._names)!r}.")
         return Strategy(
             self._names,
-            tuple(_check_value(n, changes[n]) if n in changes else v
-                  for n, v in zip(self._names, self._values, strict=True)),
+            tuple(
+                _check_value(n, changes[n]) if n in changes else v
+                for n, v in zip(self._names, self._values, strict=True)
+            ),
         )
 
     def __str__(self) -> str:

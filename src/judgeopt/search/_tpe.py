@@ -52,16 +52,18 @@ class TPESearch(SearchStrategy):
         try:
             import optuna  # noqa: F401
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "TPESearch needs Optuna: pip install 'judgeopt[tpe]'"
-            ) from e
+            raise ImportError("TPESearch needs Optuna: pip install 'judgeopt[tpe]'") from e
         self.n_startup_trials = int(n_startup_trials)
         self.multivariate = bool(multivariate)
         self.n_duplicates = 0
 
     def get_params(self) -> dict[str, Any]:
-        return {"budget": self.budget, "seed": self.seed,
-                "n_startup_trials": self.n_startup_trials, "multivariate": self.multivariate}
+        return {
+            "budget": self.budget,
+            "seed": self.seed,
+            "n_startup_trials": self.n_startup_trials,
+            "multivariate": self.multivariate,
+        }
 
     def _worst(self) -> float:
         finite = [t.score for t in self._trials if not t.failed]
@@ -81,7 +83,8 @@ class TPESearch(SearchStrategy):
             )
         study = optuna.create_study(direction="maximize", sampler=sampler)
         dists: dict[str, BaseDistribution] = {
-            f.name: CategoricalDistribution(list(f.values)) for f in self.space.factors}
+            f.name: CategoricalDistribution(list(f.values)) for f in self.space.factors
+        }
         in_a_row = 0
         while True:
             with warnings.catch_warnings():
@@ -96,8 +99,11 @@ class TPESearch(SearchStrategy):
                 in_a_row += 1
                 if in_a_row < _MAX_DUPLICATES_IN_A_ROW:
                     continue
-                rest = [x for x in self.space.strategies()
-                        if not self.is_explored(x) and self.is_valid(x)]
+                rest = [
+                    x
+                    for x in self.space.strategies()
+                    if not self.is_explored(x) and self.is_valid(x)
+                ]
                 if not rest:
                     return
                 s = rest[int(self.rng.integers(len(rest)))]
@@ -105,8 +111,9 @@ class TPESearch(SearchStrategy):
                 in_a_row = 0
                 continue
             in_a_row = 0
-            complete = len(study.get_trials(
-                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            complete = len(
+                study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            )
             kind: Kind = "random" if complete < self.n_startup_trials else "model"
             score = yield s, kind
             study.tell(trial, self._worst() if math.isnan(score) else score)

@@ -77,8 +77,9 @@ class Chooser:
         self.metric = metric
 
     # The split ----------------------------------------------------------------------------
-    def split(self, val: list[Record], *, pairwise: bool, aspect: str, level: str
-              ) -> tuple[list[Record], list[Record] | None, str | None]:
+    def split(
+        self, val: list[Record], *, pairwise: bool, aspect: str, level: str
+    ) -> tuple[list[Record], list[Record] | None, str | None]:
         """The search part, the confirmation part (``None``: rule ``best``) and, when the
         items are too few to confirm, why."""
         sel = self.sel
@@ -88,24 +89,34 @@ class Chooser:
         grouped = any(r.group_id for r in val)
         groups = [r.group_id or r.id for r in val] if grouped else None
         n_units = len(set(groups)) if groups else len(val)
-        too_few = (f"{len(val)} scoring items ({n_units} units) are too few to hold out "
-                   f"{sel.confirm_fraction:.0%} for confirmation (at least "
-                   f"{sel.min_confirm_items} confirmation items are needed)")
+        too_few = (
+            f"{len(val)} scoring items ({n_units} units) are too few to hold out "
+            f"{sel.confirm_fraction:.0%} for confirmation (at least "
+            f"{sel.min_confirm_items} confirmation items are needed)"
+        )
         if n_units < 2 or len(val) * sel.confirm_fraction < sel.min_confirm_items:
             return val, None, too_few
-        search_idx, confirm_idx = confirmation_split(humans, groups,
-                                                     fraction=sel.confirm_fraction,
-                                                     seed=sel.seed)
+        search_idx, confirm_idx = confirmation_split(
+            humans, groups, fraction=sel.confirm_fraction, seed=sel.seed
+        )
         confirm = [val[i] for i in confirm_idx]
-        if len(confirm) < sel.min_confirm_items or len(search_idx) < 3 or (
-                level == "group" and len({r.group_id or r.id for r in confirm}) < 3):
+        if (
+            len(confirm) < sel.min_confirm_items
+            or len(search_idx) < 3
+            or (level == "group" and len({r.group_id or r.id for r in confirm}) < 3)
+        ):
             return val, None, too_few
         return [val[i] for i in search_idx], confirm, None
 
     # The candidates -----------------------------------------------------------------------
-    def finalists(self, search: SearchStrategy, base: Any, n: int,
-                  unrated: Mapping[int, tuple[int, int]] | None = None,
-                  excluded: list[dict[str, Any]] | None = None) -> list[Any]:
+    def finalists(
+        self,
+        search: SearchStrategy,
+        base: Any,
+        n: int,
+        unrated: Mapping[int, tuple[int, int]] | None = None,
+        excluded: list[dict[str, Any]] | None = None,
+    ) -> list[Any]:
         """The ``n`` best distinct trials other than the baseline, by search score.
 
         A trial that gave no rating (unparsed or failed) for more than
@@ -115,8 +126,7 @@ class Chooser:
         The trials passed over before the last finalist are appended to ``excluded``.
         """
         limit = self.config.max_parse_failures
-        trials = [t for t in search.trials
-                  if t.score is not None and math.isfinite(t.score)]
+        trials = [t for t in search.trials if t.score is not None and math.isfinite(t.score)]
         trials.sort(key=lambda t: (-t.score, t.number))
         out, seen = [], {strategy_key(base.strategy)}
         for t in trials:
@@ -127,45 +137,68 @@ class Chooser:
             bad, n_items = (unrated or {}).get(t.number, (0, 0))
             if n_items and bad / n_items > limit:
                 if excluded is not None:
-                    excluded.append({"key": f"#{t.number}", "search_score": t.score,
-                                     "unrated": bad, "n": n_items})
+                    excluded.append(
+                        {
+                            "key": f"#{t.number}",
+                            "search_score": t.score,
+                            "unrated": bad,
+                            "n": n_items,
+                        }
+                    )
                 continue
             out.append(t)
             if len(out) == n:
                 break
         return out
 
-    def best_rated(self, search: SearchStrategy, unrated: Mapping[int, tuple[int, int]],
-                   excluded: list[dict[str, Any]]) -> Any | None:
+    def best_rated(
+        self,
+        search: SearchStrategy,
+        unrated: Mapping[int, tuple[int, int]],
+        excluded: list[dict[str, Any]],
+    ) -> Any | None:
         """The trial with the best search score (the baseline's included) among those that
         rated at least ``1 - max_parse_failures`` of their items; ``None`` if none did. The
         trials passed over are appended to ``excluded``."""
         limit = self.config.max_parse_failures
-        trials = sorted((t for t in search.trials
-                         if t.score is not None and math.isfinite(t.score)),
-                        key=lambda t: (-t.score, t.number))
+        trials = sorted(
+            (t for t in search.trials if t.score is not None and math.isfinite(t.score)),
+            key=lambda t: (-t.score, t.number),
+        )
         for t in trials:
             bad, n_items = unrated.get(t.number, (0, 0))
             if not (n_items and bad / n_items > limit):
                 return t
-            excluded.append({"key": f"#{t.number}", "search_score": t.score,
-                             "unrated": bad, "n": n_items})
+            excluded.append(
+                {"key": f"#{t.number}", "search_score": t.score, "unrated": bad, "n": n_items}
+            )
         return None
 
     @staticmethod
     def search_score(search: SearchStrategy, base: Any, program: Any) -> float | None:
         """The best search score of ``program``'s strategy (``None``: not scored)."""
         key = strategy_key(program.strategy)
-        scores = [t.score for t in search.trials
-                  if t.score is not None and math.isfinite(t.score)
-                  and strategy_key(base.with_strategy(t.strategy).strategy) == key]
+        scores = [
+            t.score
+            for t in search.trials
+            if t.score is not None
+            and math.isfinite(t.score)
+            and strategy_key(base.with_strategy(t.strategy).strategy) == key
+        ]
         return max(scores) if scores else None
 
     # The choice ---------------------------------------------------------------------------
-    def select(self, search: SearchStrategy, base: Any, baseline: Any,
-               search_val: list[Record], confirm_val: list[Record] | None, *,
-               split_note: str | None = None,
-               summaries: Sequence[Mapping[str, Any]] = ()) -> Selected:
+    def select(
+        self,
+        search: SearchStrategy,
+        base: Any,
+        baseline: Any,
+        search_val: list[Record],
+        confirm_val: list[Record] | None,
+        *,
+        split_note: str | None = None,
+        summaries: Sequence[Mapping[str, Any]] = (),
+    ) -> Selected:
         """Choose the compiled judge among the search's trials and ``baseline``.
 
         Args:
@@ -184,12 +217,20 @@ class Chooser:
         stats0 = lm_stats(evaluator.lm)
         t0 = time.perf_counter()
         n_members = self.config.ensemble if self.config.ensemble >= 2 else 0
-        record: dict[str, Any] = {"rule": sel.rule, **sel.model_dump(mode="json"),
-                                  "search_items": len(search_val), "messages": []}
+        record: dict[str, Any] = {
+            "rule": sel.rule,
+            **sel.model_dump(mode="json"),
+            "search_items": len(search_val),
+            "messages": [],
+        }
         comparisons: dict[str, dict[str, Any]] = {}
-        unrated = {int(s["number"]): (int(s.get("parse_failures") or 0)
-                                      + int(s.get("call_failures") or 0), int(s.get("n") or 0))
-                   for s in summaries}
+        unrated = {
+            int(s["number"]): (
+                int(s.get("parse_failures") or 0) + int(s.get("call_failures") or 0),
+                int(s.get("n") or 0),
+            )
+            for s in summaries
+        }
         excluded: list[dict[str, Any]] = []
         if confirm_val is None:
             # Rule "best" (asked for, or too few items to confirm): the best search score
@@ -199,35 +240,47 @@ class Chooser:
             if sel.rule != "best":
                 record["messages"].append(
                     f"selection: {split_note}; the judge with the best validation score "
-                    "is returned, which is biased upward (winner's curse)")
+                    "is returned, which is biased upward (winner's curse)"
+                )
             top = self.best_rated(search, unrated, excluded) or best_trial
             chosen = base.with_strategy(top.strategy)
-            finalists = [top] if n_members == 0 else self.finalists(
-                search, base, n_members, unrated, excluded)
+            finalists = (
+                [top]
+                if n_members == 0
+                else self.finalists(search, base, n_members, unrated, excluded)
+            )
             if not finalists:
                 finalists = [top]
             judged_on, split = search_val, "validation"
-            note = ("the items the search chose the judge on: the gain is biased upward; "
-                    "evaluate on held-out test items for an unbiased estimate")
+            note = (
+                "the items the search chose the judge on: the gain is biased upward; "
+                "evaluate on held-out test items for an unbiased estimate"
+            )
         else:
-            finalists = self.finalists(search, base, max(sel.compared, n_members), unrated,
-                                       excluded)
+            finalists = self.finalists(
+                search, base, max(sel.compared, n_members), unrated, excluded
+            )
             record["confirm_items"] = len(confirm_val)
             judged_on, split = confirm_val, "confirmation"
-            note = ("the confirmation items also chose among the finalists: the gain is "
-                    "somewhat optimistic; evaluate on held-out test items for an unbiased "
-                    "estimate")
+            note = (
+                "the confirmation items also chose among the finalists: the gain is "
+                "somewhat optimistic; evaluate on held-out test items for an unbiased "
+                "estimate"
+            )
             chosen = baseline
         if excluded:
             unique = list({e["key"]: e for e in excluded}.values())
             record["excluded"] = unique
-            listed = ", ".join(f"{e['key']} ({e['unrated']} of {e['n']}; search score "
-                               f"{e['search_score']:.3f})" for e in unique)
+            listed = ", ".join(
+                f"{e['key']} ({e['unrated']} of {e['n']}; search score {e['search_score']:.3f})"
+                for e in unique
+            )
             record["messages"].append(
                 f"selection: passed over {len(unique)} strateg{'y' if len(unique) == 1 else 'ies'}"
                 f" with a high search score that gave no rating for more than "
                 f"max_parse_failures={self.config.max_parse_failures:g} of their search "
-                f"items (their score rests on the few answers that parsed): {listed}")
+                f"items (their score rests on the few answers that parsed): {listed}"
+            )
         pairwise = base.task.mode == "pairwise"
         level = evaluator.level
         results: dict[str, EvalResult] = {}
@@ -254,22 +307,36 @@ class Chooser:
                 if sel.rule == "veto":
                     base_score = self.search_score(search, base, baseline)
                     record["baseline_search_score"] = base_score
-                    result = veto(humans, vector(base_res), vector(fin_res[0]),
-                                  search_score=finalists[0].score,
-                                  baseline_search_score=base_score,
-                                  key=f"#{finalists[0].number}", method=metric,
-                                  groups=groups, confidence=sel.confidence,
-                                  n_resamples=sel.n_resamples, seed=sel.seed)
+                    result = veto(
+                        humans,
+                        vector(base_res),
+                        vector(fin_res[0]),
+                        search_score=finalists[0].score,
+                        baseline_search_score=base_score,
+                        key=f"#{finalists[0].number}",
+                        method=metric,
+                        groups=groups,
+                        confidence=sel.confidence,
+                        n_resamples=sel.n_resamples,
+                        seed=sel.seed,
+                    )
                 else:
-                    result = choose(humans, vector(base_res),
-                                    [vector(r) for r in fin_res[:confirm_n]],
-                                    search_scores=[t.score for t in finalists[:confirm_n]],
-                                    keys=[f"#{t.number}" for t in finalists[:confirm_n]],
-                                    method=metric, groups=groups, confidence=sel.confidence,
-                                    n_resamples=sel.n_resamples, seed=sel.seed)
+                    result = choose(
+                        humans,
+                        vector(base_res),
+                        [vector(r) for r in fin_res[:confirm_n]],
+                        search_scores=[t.score for t in finalists[:confirm_n]],
+                        keys=[f"#{t.number}" for t in finalists[:confirm_n]],
+                        method=metric,
+                        groups=groups,
+                        confidence=sel.confidence,
+                        n_resamples=sel.n_resamples,
+                        seed=sel.seed,
+                    )
             except ValueError as e:
-                record["messages"].append(f"selection: the confirmation failed ({e}); the "
-                                          "baseline is kept")
+                record["messages"].append(
+                    f"selection: the confirmation failed ({e}); the baseline is kept"
+                )
                 result = None
             if result is not None:
                 record.update(result.to_dict())
@@ -279,17 +346,33 @@ class Chooser:
                 if result.chosen is not None:
                     chosen = fin_progs[result.chosen]
         elif confirm_val is not None:
-            record["messages"].append("selection: the search found no strategy other than "
-                                      "the baseline with a score; the baseline is kept")
+            record["messages"].append(
+                "selection: the search found no strategy other than "
+                "the baseline with a score; the baseline is kept"
+            )
         chosen_res = judged(chosen, f"{split}: chosen")
-        comparison = compare(chosen_res, base_res, judged_on, metric=metric,
-                             n_resamples=sel.n_resamples, seed=sel.seed, note=note)
+        comparison = compare(
+            chosen_res,
+            base_res,
+            judged_on,
+            metric=metric,
+            n_resamples=sel.n_resamples,
+            seed=sel.seed,
+            note=note,
+        )
         comparisons[split] = comparison.to_dict()
         ensemble = None
         if n_members:
-            ensemble = self.ensemble(fin_progs[:n_members], fin_res[:n_members], judged_on,
-                                     base_res, split=split, note=note, record=record,
-                                     pairwise=pairwise)
+            ensemble = self.ensemble(
+                fin_progs[:n_members],
+                fin_res[:n_members],
+                judged_on,
+                base_res,
+                split=split,
+                note=note,
+                record=record,
+                pairwise=pairwise,
+            )
         stats1 = lm_stats(evaluator.lm)
         record["cost"] = {k: stats1[k] - stats0[k] for k in stats0}
         record["cost"]["seconds"] = round(time.perf_counter() - t0, 3)
@@ -298,17 +381,27 @@ class Chooser:
         if warn:
             record["messages"].append(
                 f"selection: the returned judge scores {comparison.gain:+.3f} against the "
-                f"baseline on the {split} items")
-        return Selected(compiled, record, comparisons, ensemble,
-                        warn or record["rule"] != sel.rule)
+                f"baseline on the {split} items"
+            )
+        return Selected(compiled, record, comparisons, ensemble, warn or record["rule"] != sel.rule)
 
-    def ensemble(self, members: list[Any], results: list[EvalResult],
-                 records: list[Record], base_res: EvalResult, *, split: str,
-                 note: str, record: dict[str, Any], pairwise: bool) -> JudgeEnsemble | None:
+    def ensemble(
+        self,
+        members: list[Any],
+        results: list[EvalResult],
+        records: list[Record],
+        base_res: EvalResult,
+        *,
+        split: str,
+        note: str,
+        record: dict[str, Any],
+        pairwise: bool,
+    ) -> JudgeEnsemble | None:
         """The ensemble of ``members``, normalised on ``records`` and compared there."""
         if pairwise:
-            record["messages"].append("ensemble: a pairwise judge has no ratings to average; "
-                                      "no ensemble is built")
+            record["messages"].append(
+                "ensemble: a pairwise judge has no ratings to average; no ensemble is built"
+            )
             return None
         keep, means, sds = [], [], []
         for prog, res in zip(members, results, strict=True):
@@ -324,7 +417,8 @@ class Chooser:
         if len(keep) < 2:
             record["messages"].append(
                 f"ensemble: fewer than 2 of the {len(members)} best strategies gave varying "
-                "ratings; no ensemble is built")
+                "ratings; no ensemble is built"
+            )
             return None
         ens = JudgeEnsemble([p for p, _ in keep], means, sds)
         items = []
@@ -334,15 +428,43 @@ class Chooser:
                 item = in_order(res, records)[i]
                 ratings.append(None if item.score is None else float(item.score))
             score, _ = ens.combine(ratings)
-            items.append(ItemResult(r.id, r.scores.get(ens.aspect), score,
-                                    parse_error=None if score is not None else "no member parsed"))
-        ens_res = merge_results([EvalResult(n=len(items), parse_failures=0, call_failures=0,
-                                            level=base_res.level, items=items)], records,
-                                pairwise=False, level=base_res.level)
-        ens.comparisons = {split: compare(ens_res, base_res, records, metric=self.metric,
-                                          labels=("baseline", "ensemble"),
-                                          n_resamples=self.sel.n_resamples,
-                                          seed=self.sel.seed, note=note).to_dict()}
-        ens.selection = {"members": [p.strategy.as_dict() for p, _ in keep],
-                         "normalised_on": split, "items": len(records)}
+            items.append(
+                ItemResult(
+                    r.id,
+                    r.scores.get(ens.aspect),
+                    score,
+                    parse_error=None if score is not None else "no member parsed",
+                )
+            )
+        ens_res = merge_results(
+            [
+                EvalResult(
+                    n=len(items),
+                    parse_failures=0,
+                    call_failures=0,
+                    level=base_res.level,
+                    items=items,
+                )
+            ],
+            records,
+            pairwise=False,
+            level=base_res.level,
+        )
+        ens.comparisons = {
+            split: compare(
+                ens_res,
+                base_res,
+                records,
+                metric=self.metric,
+                labels=("baseline", "ensemble"),
+                n_resamples=self.sel.n_resamples,
+                seed=self.sel.seed,
+                note=note,
+            ).to_dict()
+        }
+        ens.selection = {
+            "members": [p.strategy.as_dict() for p, _ in keep],
+            "normalised_on": split,
+            "items": len(records),
+        }
         return ens

@@ -71,14 +71,23 @@ class OptimizerConfig(BaseModel):
 
     def model_post_init(self, __context: Any) -> None:
         if self.search not in SEARCHES:
-            raise ValueError(f"The `search` field must be one of {sorted(SEARCHES)!r}. "
-                             f"Got {self.search!r} instead.")
+            raise ValueError(
+                f"The `search` field must be one of {sorted(SEARCHES)!r}. "
+                f"Got {self.search!r} instead."
+            )
         allowed = set(inspect.signature(SEARCHES[self.search]).parameters) - {
-            "space", "budget", "seed", "graph", "baseline"}
+            "space",
+            "budget",
+            "seed",
+            "graph",
+            "baseline",
+        }
         unknown = sorted(set(self.params) - allowed)
         if unknown:
-            raise ValueError(f"Unknown `params` {unknown!r} for search {self.search!r}. "
-                             f"Allowed: {sorted(allowed)!r}.")
+            raise ValueError(
+                f"Unknown `params` {unknown!r} for search {self.search!r}. "
+                f"Allowed: {sorted(allowed)!r}."
+            )
 
     def race_top(self) -> int:
         """The population size racing compares with: the racing setting's ``top``, the
@@ -101,8 +110,10 @@ def load_optimizer(path_or_name: str | os.PathLike[str]) -> OptimizerConfig:
     if not path.is_file():
         path = shipped_file("optimizers", str(path_or_name)) or path
     if not path.is_file():
-        raise ValueError(f"Optimizer preset {str(path_or_name)!r} not found (a TOML file or "
-                         f"one of: {', '.join(shipped_names('optimizers'))}).")
+        raise ValueError(
+            f"Optimizer preset {str(path_or_name)!r} not found (a TOML file or "
+            f"one of: {', '.join(shipped_names('optimizers'))})."
+        )
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         return OptimizerConfig(**data)
@@ -111,7 +122,8 @@ def load_optimizer(path_or_name: str | os.PathLike[str]) -> OptimizerConfig:
     except ValidationError as e:
         problems = "; ".join(
             f"`{'.'.join(str(p) for p in err['loc'])}`: {err['msg']} (got {err.get('input')!r})"
-            for err in e.errors())
+            for err in e.errors()
+        )
         raise ValueError(f"{path}: {problems}") from None
 
 
@@ -124,8 +136,7 @@ def racing_config(value: bool | RacingConfig | Mapping[str, Any] | None) -> Raci
     return RacingConfig(**value)
 
 
-def selection_config(value: str | SelectionConfig | Mapping[str, Any] | None
-                     ) -> SelectionConfig:
+def selection_config(value: str | SelectionConfig | Mapping[str, Any] | None) -> SelectionConfig:
     """A teleprompter's ``selection`` argument (a rule name, a config or its fields) as a
     :class:`SelectionConfig` (``None``: the default rule)."""
     if value is None:

@@ -50,10 +50,18 @@ class RunJournal:
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         d = directory
-        self.paths: dict[str, Path] = {} if d is None else {
-            "state": d / "search_state.json", "evals": d / "evaluations.jsonl",
-            "artifacts": d / "artifacts.json", "pending": d / "pending.jsonl",
-            "items": d / "items.jsonl", "fingerprint": d / FINGERPRINT_FILE}
+        self.paths: dict[str, Path] = (
+            {}
+            if d is None
+            else {
+                "state": d / "search_state.json",
+                "evals": d / "evaluations.jsonl",
+                "artifacts": d / "artifacts.json",
+                "pending": d / "pending.jsonl",
+                "items": d / "items.jsonl",
+                "fingerprint": d / FINGERPRINT_FILE,
+            }
+        )
         self.pending = PendingItems(self.paths.get("pending"))
         # Every judged item of every strategy (search, confirmation, comparison), so that no
         # judgement is made twice, with or without the LM's cache.
@@ -82,8 +90,9 @@ class RunJournal:
         # The stores were read before a restart could discard their files: read them again.
         self.items = ItemStore(self.paths["items"])
 
-    def resume(self, search: SearchStrategy, *, name: str, seed: int, budget: int
-               ) -> tuple[SearchStrategy, list[dict[str, Any]]]:
+    def resume(
+        self, search: SearchStrategy, *, name: str, seed: int, budget: int
+    ) -> tuple[SearchStrategy, list[dict[str, Any]]]:
         """The search and evaluation summaries to continue from (``search`` and none when
         there is nothing to resume).
 
@@ -93,15 +102,20 @@ class RunJournal:
         state_path = self.paths.get("state")
         if state_path is None or not state_path.is_file():
             if self.resuming:
-                progress_log.info("resuming from %s (0 of %d strategies done; the judgements "
-                                  "made so far are kept)", self.directory, budget)
+                progress_log.info(
+                    "resuming from %s (0 of %d strategies done; the judgements "
+                    "made so far are kept)",
+                    self.directory,
+                    budget,
+                )
             return search, []
         state = json.loads(state_path.read_text(encoding="utf-8"))
         if state.get("search") != name or state["params"].get("seed") != seed:
             raise ValueError(
                 f"Checkpoint {state_path} is for search {state.get('search')!r} seed "
                 f"{state['params'].get('seed')!r}; this compile is {name!r} seed {seed}. "
-                "Use another checkpoint_dir.")
+                "Use another checkpoint_dir."
+            )
         state["params"]["budget"] = budget
         search = SearchStrategy.from_state(state)
         summaries: list[dict[str, Any]] = []
@@ -109,22 +123,34 @@ class RunJournal:
             # A line written just before an interruption, for an evaluation the state does
             # not hold yet, is dropped: that candidate is judged again (from the pending
             # items, so with no repeated call).
-            summaries = [s for s in (json.loads(line) for line in
-                         self.paths["evals"].read_text(encoding="utf-8").splitlines() if line)
-                         if s["number"] < search.n_evaluations]
+            summaries = [
+                s
+                for s in (
+                    json.loads(line)
+                    for line in self.paths["evals"].read_text(encoding="utf-8").splitlines()
+                    if line
+                )
+                if s["number"] < search.n_evaluations
+            ]
         note = ""
         if self.paths["pending"].is_file():
-            n_pending = max(0, len(self.paths["pending"].read_text(
-                encoding="utf-8").splitlines()) - 1)
+            n_pending = max(
+                0, len(self.paths["pending"].read_text(encoding="utf-8").splitlines()) - 1
+            )
             if n_pending:
-                note = (f"; {n_pending} judged item(s) of strategy {search.n_evaluations + 1} "
-                        "kept")
-        progress_log.info("resuming from %s (%d of %d strategies done%s)", self.directory,
-                          search.n_evaluations, budget, note)
+                note = f"; {n_pending} judged item(s) of strategy {search.n_evaluations + 1} kept"
+        progress_log.info(
+            "resuming from %s (%d of %d strategies done%s)",
+            self.directory,
+            search.n_evaluations,
+            budget,
+            note,
+        )
         return search, summaries
 
-    def record(self, search: SearchStrategy, summary: Mapping[str, Any], *,
-               artifacts: Any = None) -> None:
+    def record(
+        self, search: SearchStrategy, summary: Mapping[str, Any], *, artifacts: Any = None
+    ) -> None:
         """Save a told evaluation: the generated ``artifacts`` (an ``ArtifactStore``), its
         summary, then the search's state; and forget the candidate's pending items."""
         if self.paths:
@@ -137,12 +163,18 @@ class RunJournal:
 
     def stopped(self, error: LMUnavailable, where: str, done: int) -> LMUnavailable:
         """``error`` with where the compile stopped and what is kept."""
-        kept = (f"{done} finished strategies and every judgement made so far are kept in "
-                f"{self.directory}; run the same command again to continue from there"
-                if self.directory is not None else
-                "no checkpoint_dir was given, so the judgements made are lost")
-        return LMUnavailable(f"the compile stopped at {where}: {error}. {kept}.",
-                             model=error.model, endpoint=error.endpoint, last=error)
+        kept = (
+            f"{done} finished strategies and every judgement made so far are kept in "
+            f"{self.directory}; run the same command again to continue from there"
+            if self.directory is not None
+            else "no checkpoint_dir was given, so the judgements made are lost"
+        )
+        return LMUnavailable(
+            f"the compile stopped at {where}: {error}. {kept}.",
+            model=error.model,
+            endpoint=error.endpoint,
+            last=error,
+        )
 
     def _discard(self) -> None:
         """Delete the checkpoint's files (``restart``)."""
@@ -150,8 +182,9 @@ class RunJournal:
         for p in self.paths.values():
             p.unlink(missing_ok=True)
         if removed:
-            progress_log.info("restart: discarded the checkpoint in %s (%s)", self.directory,
-                              ", ".join(removed))
+            progress_log.info(
+                "restart: discarded the checkpoint in %s (%s)", self.directory, ", ".join(removed)
+            )
 
 
 class ItemStore:
@@ -185,8 +218,9 @@ class ItemStore:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"strategy": key, "item": asdict(item)},
-                                    ensure_ascii=False) + "\n")
+                fh.write(
+                    json.dumps({"strategy": key, "item": asdict(item)}, ensure_ascii=False) + "\n"
+                )
 
 
 class PendingItems:
@@ -218,7 +252,8 @@ class PendingItems:
                 # A line cut by the interruption ends the usable part.
                 pass
         lines = [json.dumps(header, ensure_ascii=False)] + [
-            json.dumps(asdict(item), ensure_ascii=False) for item in done.values()]
+            json.dumps(asdict(item), ensure_ascii=False) for item in done.values()
+        ]
         write_text_atomic(self.path, "\n".join(lines) + "\n")
         self._active = True
         return done

@@ -22,8 +22,7 @@ from ..racing import RacingConfig, checkpoint_sizes, race_decision, race_order, 
 from ..search import Strategy
 from ._journal import RunJournal
 
-__all__ = ["ENDPOINT_CHECK", "Evaluator", "Plan", "check_endpoint", "finite_or_none",
-           "race_plan"]
+__all__ = ["ENDPOINT_CHECK", "Evaluator", "Plan", "check_endpoint", "finite_or_none", "race_plan"]
 
 log = logging.getLogger("judgeopt.teleprompt")
 
@@ -57,7 +56,11 @@ def check_endpoint(lm: Any) -> None:
             return
         raise LMUnavailable(
             f"the model does not answer a check call made before the search, so nothing "
-            f"was judged: {e}", model=e.model, endpoint=e.endpoint, last=e) from e
+            f"was judged: {e}",
+            model=e.model,
+            endpoint=e.endpoint,
+            last=e,
+        ) from e
 
 
 def finite_or_none(value: float) -> float | None:
@@ -77,8 +80,9 @@ class Plan:
         return [r for unit in self.units[:n_units] for r in unit]
 
 
-def race_plan(val: list[Record], race: RacingConfig, *, pairwise: bool, aspect: str,
-              level: str) -> Plan:
+def race_plan(
+    val: list[Record], race: RacingConfig, *, pairwise: bool, aspect: str, level: str
+) -> Plan:
     """The fixed item order and checkpoints of racing (one chunk of everything without)."""
     if not race.enabled:
         return Plan([val], [1])
@@ -104,8 +108,16 @@ class Evaluator:
         max_consecutive_failures: The circuit breaker of :func:`judgeopt.evaluate.evaluate`.
     """
 
-    def __init__(self, lm: Any, journal: RunJournal, *, level: str, threads: int | None,
-                 progress: bool, max_consecutive_failures: int) -> None:
+    def __init__(
+        self,
+        lm: Any,
+        journal: RunJournal,
+        *,
+        level: str,
+        threads: int | None,
+        progress: bool,
+        max_consecutive_failures: int,
+    ) -> None:
         self.lm = lm
         self.journal = journal
         self.level = level
@@ -113,8 +125,14 @@ class Evaluator:
         self.progress = progress
         self.max_consecutive_failures = max_consecutive_failures
 
-    def retrying(self, program: Any, records: list[Record], *, desc: str,
-                 on_item: Callable[[ItemResult], Any]) -> EvalResult:
+    def retrying(
+        self,
+        program: Any,
+        records: list[Record],
+        *,
+        desc: str,
+        on_item: Callable[[ItemResult], Any],
+    ) -> EvalResult:
         """Evaluate ``records``; judge the items whose call failed transiently once more.
 
         A judgement is final only when its call did not fail transiently (see
@@ -125,26 +143,42 @@ class Evaluator:
         after ``max_consecutive_failures`` calls in a row.
         """
         limit = self.max_consecutive_failures
-        res = evaluate(program, records, lm=self.lm, threads=self.threads,
-                       progress=self.progress, desc=desc, on_item=on_item,
-                       max_consecutive_failures=limit)
+        res = evaluate(
+            program,
+            records,
+            lm=self.lm,
+            threads=self.threads,
+            progress=self.progress,
+            desc=desc,
+            on_item=on_item,
+            max_consecutive_failures=limit,
+        )
         failed = {i.id for i in res.items if i.transient}
         if not failed:
             return res
-        log.info("%s: %d judge call(s) failed transiently; trying them once more", desc,
-                 len(failed))
-        again = evaluate(program, [r for r in records if r.id in failed], lm=self.lm,
-                         threads=self.threads, progress=self.progress,
-                         desc=f"{desc} (retry)", on_item=on_item,
-                         max_consecutive_failures=limit)
+        log.info(
+            "%s: %d judge call(s) failed transiently; trying them once more", desc, len(failed)
+        )
+        again = evaluate(
+            program,
+            [r for r in records if r.id in failed],
+            lm=self.lm,
+            threads=self.threads,
+            progress=self.progress,
+            desc=f"{desc} (retry)",
+            on_item=on_item,
+            max_consecutive_failures=limit,
+        )
         still = [i for i in again.items if i.transient]
         if still:
             raise LMUnavailable(
                 f"{desc}: {len(still)} of {len(records)} judge calls failed twice ("
                 f"{still[-1].error}); their strategy is not scored with missing judgements",
-                last=None)
-        return merge_results([res, again], records, pairwise=program.task.mode == "pairwise",
-                             level=self.level)
+                last=None,
+            )
+        return merge_results(
+            [res, again], records, pairwise=program.task.mode == "pairwise", level=self.level
+        )
 
     def stored(self, program: Any, records: list[Record], *, desc: str) -> EvalResult:
         """Evaluate ``program`` on ``records``, reusing and recording items in the journal."""
@@ -153,18 +187,37 @@ class Evaluator:
         todo = [r for r in records if r.id not in done]
         parts = []
         if len(done):
-            parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0,
-                                    level=self.level,
-                                    items=[done[r.id] for r in records if r.id in done]))
+            parts.append(
+                EvalResult(
+                    n=len(done),
+                    parse_failures=0,
+                    call_failures=0,
+                    level=self.level,
+                    items=[done[r.id] for r in records if r.id in done],
+                )
+            )
         if todo:
-            parts.append(self.retrying(program, todo, desc=desc,
-                                       on_item=lambda item: store.add(program.strategy, item)))
-        return merge_results(parts, records, pairwise=program.task.mode == "pairwise",
-                             level=self.level)
+            parts.append(
+                self.retrying(
+                    program, todo, desc=desc, on_item=lambda item: store.add(program.strategy, item)
+                )
+            )
+        return merge_results(
+            parts, records, pairwise=program.task.mode == "pairwise", level=self.level
+        )
 
-    def candidate(self, program: Any, strategy: Strategy, number: int, plan: Plan,
-                  val: list[Record], race: RacingConfig, *, metric: str, bar_to: float | None
-                  ) -> tuple[EvalResult, dict[str, Any] | None]:
+    def candidate(
+        self,
+        program: Any,
+        strategy: Strategy,
+        number: int,
+        plan: Plan,
+        val: list[Record],
+        race: RacingConfig,
+        *,
+        metric: str,
+        bar_to: float | None,
+    ) -> tuple[EvalResult, dict[str, Any] | None]:
         """Judge the search's candidate ``number`` chunk by chunk; stop early when racing
         drops it.
 
@@ -181,16 +234,22 @@ class Evaluator:
         done = pending.resume(number, strategy)
         parts: list[EvalResult] = []
         if done:
-            parts.append(EvalResult(n=len(done), parse_failures=0, call_failures=0,
-                                    level=level, items=list(done.values())))
+            parts.append(
+                EvalResult(
+                    n=len(done),
+                    parse_failures=0,
+                    call_failures=0,
+                    level=level,
+                    items=list(done.values()),
+                )
+            )
         checks: list[dict[str, Any]] = []
         n_items = len(val)
         for size in plan.sizes:
             recs = plan.records(size)
             todo = [r for r in recs if r.id not in done]
             if todo:
-                res = self.retrying(program, todo, desc=f"strategy {number + 1}",
-                                    on_item=keep)
+                res = self.retrying(program, todo, desc=f"strategy {number + 1}", on_item=keep)
                 parts.append(res)
                 done.update((i.id, i) for i in res.items)
             if not race.enabled:
@@ -201,26 +260,48 @@ class Evaluator:
             partial = merge_results(parts, recs, pairwise=pairwise, level=level)
             estimate = finite_or_none(partial.metric(metric))
             sd = _group_sd(partial.items, recs, metric) if level == "group" else None
-            decision = race_decision(estimate, size, len(plan.units), bar_to, metric=metric,
-                                     z=race.z, level=level, group_sd=sd)
+            decision = race_decision(
+                estimate,
+                size,
+                len(plan.units),
+                bar_to,
+                metric=metric,
+                z=race.z,
+                level=level,
+                group_sd=sd,
+            )
             checks.append({"items": len(recs), "estimate": estimate, "bound": decision.bound})
             if decision.drop:
-                info = {"dropped": True, "items": len(recs), "of": n_items,
-                        "estimate": estimate, "bound": decision.bound, "threshold": bar_to,
-                        "checks": checks}
+                info = {
+                    "dropped": True,
+                    "items": len(recs),
+                    "of": n_items,
+                    "estimate": estimate,
+                    "bound": decision.bound,
+                    "threshold": bar_to,
+                    "checks": checks,
+                }
                 return partial, info
-        result = parts[0] if len(parts) == 1 and not race.enabled else merge_results(
-            parts, val, pairwise=pairwise, level=level)
+        result = (
+            parts[0]
+            if len(parts) == 1 and not race.enabled
+            else merge_results(parts, val, pairwise=pairwise, level=level)
+        )
         if not race.enabled:
             return result, None
         checks[-1]["estimate"] = finite_or_none(result.metric(metric))
-        return result, {"dropped": False, "items": n_items, "of": n_items,
-                        "estimate": checks[-1]["estimate"], "bound": None,
-                        "threshold": bar_to, "checks": checks}
+        return result, {
+            "dropped": False,
+            "items": n_items,
+            "of": n_items,
+            "estimate": checks[-1]["estimate"],
+            "bound": None,
+            "threshold": bar_to,
+            "checks": checks,
+        }
 
 
-def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: str
-              ) -> float | None:
+def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: str) -> float | None:
     """Spread of the per-group correlations of judged items (mean-imputed, as scored)."""
     parsed = [float(i.score) for i in items if i.score is not None]
     if len(parsed) < 3:
@@ -229,8 +310,11 @@ def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: st
     pred = [fill if i.score is None else float(i.score) for i in items]
     human = [float(i.human) for i in items]  # type: ignore[arg-type]
     try:
-        per = list(group_correlation(human, pred, [r.group_id or r.id for r in records],
-                                     metric).per_group.values())
+        per = list(
+            group_correlation(
+                human, pred, [r.group_id or r.id for r in records], metric
+            ).per_group.values()
+        )
     except ValueError:
         return None
     if len(per) < 2:

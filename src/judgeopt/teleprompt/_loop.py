@@ -60,46 +60,75 @@ class CompileRun:
         progress: Show progress bars (else one log line per strategy).
     """
 
-    def __init__(self, config: OptimizerConfig, student: Any, *, trainset: Sequence[Any],
-                 valset: Sequence[Any] | None, checkpoint_dir: Path | None, restart: bool,
-                 check_lm: bool, progress: bool) -> None:
+    def __init__(
+        self,
+        config: OptimizerConfig,
+        student: Any,
+        *,
+        trainset: Sequence[Any],
+        valset: Sequence[Any] | None,
+        checkpoint_dir: Path | None,
+        restart: bool,
+        check_lm: bool,
+        progress: bool,
+    ) -> None:
         task = self.task = student.task
         self.config, self.student, self.progress = config, student, progress
         self.metric = compile_metric(config, task.mode)
         train = student_records(trainset, student, "trainset")
         val = student_records(valset, student, "valset") if valset is not None else train
-        check_label_spread(val, task, student.aspect,
-                           "valset" if valset is not None else "trainset")
+        check_label_spread(
+            val, task, student.aspect, "valset" if valset is not None else "trainset"
+        )
         lm = self.lm = student.resolve_lm()
         journal = self.journal = RunJournal(checkpoint_dir)
         if checkpoint_dir is not None:
-            journal.open(run_fingerprint(
-                task=task, aspect=student.aspect, baseline=student.strategy.as_dict(),
-                trainset=train, valset=None if valset is None else val,
-                config=config.model_dump(mode="json"), lm=lm, max_tokens=student.max_tokens,
-                decoding_params=getattr(student, "decoding_params", {})), restart=restart)
+            journal.open(
+                run_fingerprint(
+                    task=task,
+                    aspect=student.aspect,
+                    baseline=student.strategy.as_dict(),
+                    trainset=train,
+                    valset=None if valset is None else val,
+                    config=config.model_dump(mode="json"),
+                    lm=lm,
+                    max_tokens=student.max_tokens,
+                    decoding_params=getattr(student, "decoding_params", {}),
+                ),
+                restart=restart,
+            )
         if check_lm:
             check_endpoint(lm)
         self.artifacts = ArtifactStore(journal.artifacts_path)
         # The strategies are judged with copies of this one: the student's settings, the
         # trainset as example pool, the checkpoint's artifacts and the resolved LM.
-        self.base = student.fresh_copy(trainset=train, artifacts=self.artifacts,
-                                       example_seed=config.example_seed, lm=lm)
+        self.base = student.fresh_copy(
+            trainset=train, artifacts=self.artifacts, example_seed=config.example_seed, lm=lm
+        )
         search = make_search(config, student, build_graph(config, student, lm))
-        self.search, self.summaries = journal.resume(search, name=config.search,
-                                                     seed=config.seed, budget=config.budget)
+        self.search, self.summaries = journal.resume(
+            search, name=config.search, seed=config.seed, budget=config.budget
+        )
         pairwise = task.mode == "pairwise"
         level = "dataset" if pairwise else (task.correlation_level or "dataset")
-        self.evaluator = Evaluator(lm, journal, level=level, threads=config.threads,
-                                   progress=progress,
-                                   max_consecutive_failures=config.max_consecutive_failures)
+        self.evaluator = Evaluator(
+            lm,
+            journal,
+            level=level,
+            threads=config.threads,
+            progress=progress,
+            max_consecutive_failures=config.max_consecutive_failures,
+        )
         self.chooser = Chooser(config, self.evaluator, metric=self.metric)
         self.search_val, self.confirm_val, self.split_note = self.chooser.split(
-            val, pairwise=pairwise, aspect=student.aspect, level=level)
-        self.plan = race_plan(self.search_val, config.racing, pairwise=pairwise,
-                              aspect=student.aspect, level=level)
-        self.dropped = {s["number"] for s in self.summaries
-                        if (s.get("racing") or {}).get("dropped")}
+            val, pairwise=pairwise, aspect=student.aspect, level=level
+        )
+        self.plan = race_plan(
+            self.search_val, config.racing, pairwise=pairwise, aspect=student.aspect, level=level
+        )
+        self.dropped = {
+            s["number"] for s in self.summaries if (s.get("racing") or {}).get("dropped")
+        }
         self.this_run = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
 
     # The loop -----------------------------------------------------------------------------
@@ -128,15 +157,29 @@ class CompileRun:
     def _judge(self, strategy: Strategy, number: int) -> tuple[EvalResult, dict[str, Any] | None]:
         """Judge the search's candidate ``number`` on the search items (raced or not)."""
         race = self.config.racing
-        bar_to = threshold([t.score for t in self.search.trials if t.number not in self.dropped],
-                           self.config.race_top()) if race.enabled else None
+        bar_to = (
+            threshold(
+                [t.score for t in self.search.trials if t.number not in self.dropped],
+                self.config.race_top(),
+            )
+            if race.enabled
+            else None
+        )
         try:
             return self.evaluator.candidate(
-                self.base.with_strategy(strategy), strategy, number, self.plan,
-                self.search_val, race, metric=self.metric, bar_to=bar_to)
+                self.base.with_strategy(strategy),
+                strategy,
+                number,
+                self.plan,
+                self.search_val,
+                race,
+                metric=self.metric,
+                bar_to=bar_to,
+            )
         except LMUnavailable as e:
-            raise self.journal.stopped(e, f"strategy {number + 1} of {self.config.budget}",
-                                       self.search.n_evaluations) from e
+            raise self.journal.stopped(
+                e, f"strategy {number + 1} of {self.config.budget}", self.search.n_evaluations
+            ) from e
 
     def _report(self, strategy: Strategy, score: float, result: EvalResult, bar: Any) -> None:
         """Count the strategy's calls and show where the search stands."""
@@ -147,14 +190,24 @@ class CompileRun:
         if bar is None:
             progress_log.info(
                 "strategy %d of %d: %s %s (%d of %d unparsed, %d failed calls; %d calls, "
-                "%.0f s); best so far %s", search.n_evaluations, budget, metric,
-                _fmt(score), result.parse_failures, result.n, result.call_failures,
-                result.calls, result.seconds, _fmt(search.best_score))
+                "%.0f s); best so far %s",
+                search.n_evaluations,
+                budget,
+                metric,
+                _fmt(score),
+                result.parse_failures,
+                result.n,
+                result.call_failures,
+                result.calls,
+                result.seconds,
+                _fmt(search.best_score),
+            )
             return
         bar.update(1)
         best = search.best_score
-        bar.set_postfix({f"best {metric}": "nan" if best is None or math.isnan(best)
-                         else f"{best:.3f}"})
+        bar.set_postfix(
+            {f"best {metric}": "nan" if best is None or math.isnan(best) else f"{best:.3f}"}
+        )
 
     @contextmanager
     def _progress_bar(self) -> Iterator[Any]:
@@ -164,9 +217,12 @@ class CompileRun:
             return
         from tqdm import tqdm  # lazy: third-party, only needed with progress bars
 
-        bar = tqdm(total=self.config.budget, initial=self.search.n_evaluations,
-                   desc=f"{self.config.search} {self.task.name}/{self.student.aspect}",
-                   unit="strategy")
+        bar = tqdm(
+            total=self.config.budget,
+            initial=self.search.n_evaluations,
+            desc=f"{self.config.search} {self.task.name}/{self.student.aspect}",
+            unit="strategy",
+        )
         try:
             yield bar
         finally:
@@ -181,33 +237,58 @@ class CompileRun:
             raise RuntimeError("The search evaluated no strategy.")
         try:
             selected = self.chooser.select(
-                search, self.base, self.base.with_strategy(self.student.strategy),
-                self.search_val, self.confirm_val, split_note=self.split_note,
-                summaries=summaries)
+                search,
+                self.base,
+                self.base.with_strategy(self.student.strategy),
+                self.search_val,
+                self.confirm_val,
+                split_note=self.split_note,
+                summaries=summaries,
+            )
         except LMUnavailable as e:
-            raise self.journal.stopped(e, "choosing the judge after the search",
-                                       search.n_evaluations) from e
+            raise self.journal.stopped(
+                e, "choosing the judge after the search", search.n_evaluations
+            ) from e
         chosen = selected.judge
         # NOTE: through the judge's space, so summaries of a checkpoint written before the
         # `decoding` factor existed (strategies without it) still match.
-        validation = next((s for s in reversed(summaries)
-                           if self.base.with_strategy(s["strategy"]).strategy == chosen.strategy),
-                          None)
-        problems = find_problems(search, summaries, validation, selected.comparisons,
-                                 metric=self.metric,
-                                 max_parse_failures=config.max_parse_failures)
+        validation = next(
+            (
+                s
+                for s in reversed(summaries)
+                if self.base.with_strategy(s["strategy"]).strategy == chosen.strategy
+            ),
+            None,
+        )
+        problems = find_problems(
+            search,
+            summaries,
+            validation,
+            selected.comparisons,
+            metric=self.metric,
+            max_parse_failures=config.max_parse_failures,
+        )
         # Over every session of the checkpoint (the summaries of earlier sessions included).
         totals = {k: sum(int(s.get(k, 0) or 0) for s in summaries) for k in self.this_run}
         result = CompileResult(
-            search=config.search, budget=config.budget, seed=config.seed, metric=self.metric,
-            evaluations=search.n_evaluations, best_strategy=best_trial.strategy.as_dict(),
-            best_score=best_trial.score, trace=self._trace(), evaluation_summaries=summaries,
-            seconds=time.perf_counter() - t0, racing=self._racing_summary(),
-            calls=totals["calls"], prompt_tokens=totals["prompt_tokens"],
+            search=config.search,
+            budget=config.budget,
+            seed=config.seed,
+            metric=self.metric,
+            evaluations=search.n_evaluations,
+            best_strategy=best_trial.strategy.as_dict(),
+            best_score=best_trial.score,
+            trace=self._trace(),
+            evaluation_summaries=summaries,
+            seconds=time.perf_counter() - t0,
+            racing=self._racing_summary(),
+            calls=totals["calls"],
+            prompt_tokens=totals["prompt_tokens"],
             completion_tokens=totals["completion_tokens"],
             calls_this_run=self.this_run["calls"],
             selection_calls=int(selected.record.get("cost", {}).get("calls", 0)),
-            problems=problems)
+            problems=problems,
+        )
         for line in problems:
             log.warning("%s", line, extra=REPORTED)
         # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
@@ -216,12 +297,17 @@ class CompileRun:
             selected.ensemble.model_name = model_name
             selected.ensemble.validation = validation
         for line in selected.record.get("messages", []):
-            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line,
-                    extra=REPORTED)
-        return chosen.with_report(CompileReport(
-            search_result=result, validation=validation, selection=selected.record,
-            comparisons=selected.comparisons, ensemble=selected.ensemble,
-            model_name=model_name))
+            log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line, extra=REPORTED)
+        return chosen.with_report(
+            CompileReport(
+                search_result=result,
+                validation=validation,
+                selection=selected.record,
+                comparisons=selected.comparisons,
+                ensemble=selected.ensemble,
+                model_name=model_name,
+            )
+        )
 
     def _trace(self) -> list[dict[str, Any]]:
         """The search's trace, with each evaluation's racing record."""
@@ -238,10 +324,13 @@ class CompileRun:
         race = self.config.racing
         if not race.enabled:
             return None
-        return {**race.model_dump(mode="json"), "top": self.config.race_top(),
-                "dropped": len(self.dropped),
-                "items_judged": sum(s["n"] for s in self.summaries),
-                "items_full": len(self.search_val) * len(self.summaries)}
+        return {
+            **race.model_dump(mode="json"),
+            "top": self.config.race_top(),
+            "dropped": len(self.dropped),
+            "items_judged": sum(s["n"] for s in self.summaries),
+            "items_full": len(self.search_val) * len(self.summaries),
+        }
 
 
 def _fmt(value: float | None) -> str:

@@ -55,22 +55,35 @@ class CompileResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary (for the exported judge)."""
         return {
-            "search": self.search, "budget": self.budget, "seed": self.seed,
-            "metric": self.metric, "evaluations": self.evaluations,
+            "search": self.search,
+            "budget": self.budget,
+            "seed": self.seed,
+            "metric": self.metric,
+            "evaluations": self.evaluations,
             "best_strategy": self.best_strategy,
             "best_score": None if math.isnan(self.best_score) else self.best_score,
             "best_so_far": [[n, None if math.isnan(v) else v] for n, v in self.best_so_far()],
-            "trace": self.trace, "calls": self.calls, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
-            "racing": self.racing, "calls_this_run": self.calls_this_run,
-            "selection_calls": self.selection_calls, "problems": list(self.problems),
+            "trace": self.trace,
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 3),
+            "racing": self.racing,
+            "calls_this_run": self.calls_this_run,
+            "selection_calls": self.selection_calls,
+            "problems": list(self.problems),
         }
 
 
-def find_problems(search: SearchStrategy, summaries: Sequence[Mapping[str, Any]],
-                  validation: Mapping[str, Any] | None,
-                  comparisons: Mapping[str, Mapping[str, Any]], *, metric: str,
-                  max_parse_failures: float) -> list[str]:
+def find_problems(
+    search: SearchStrategy,
+    summaries: Sequence[Mapping[str, Any]],
+    validation: Mapping[str, Any] | None,
+    comparisons: Mapping[str, Mapping[str, Any]],
+    *,
+    metric: str,
+    max_parse_failures: float,
+) -> list[str]:
     """Why the compiled judge should not be trusted (``docs/judge.md``, "What happens when
     things go wrong"); empty when nothing was found.
 
@@ -91,7 +104,8 @@ def find_problems(search: SearchStrategy, summaries: Sequence[Mapping[str, Any]]
             f"every one of the {search.n_evaluations} strategies scored NaN ({metric} "
             f"undefined): {unparsed} of {n_items} answers gave no rating and {failed} "
             "calls failed, or the judge gave one rating to every item; the returned "
-            "judge is the baseline, not a judge that was shown to work")
+            "judge is the baseline, not a judge that was shown to work"
+        )
     elif validation is not None and validation.get(metric) is None:
         out.append(f"the chosen judge's {metric} on the validation items is undefined (NaN)")
     limit = max_parse_failures
@@ -111,5 +125,6 @@ def find_problems(search: SearchStrategy, summaries: Sequence[Mapping[str, Any]]
                 f"{summ.get('call_failures')} failed calls), more than "
                 f"max_parse_failures={limit:g}: too many of its answers are not in the "
                 "expected format (a model too small for the prompt, or a max_tokens "
-                "too low)")
+                "too low)"
+            )
     return out

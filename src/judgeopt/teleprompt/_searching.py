@@ -63,8 +63,10 @@ def build_graph(config: OptimizerConfig, student: Any, lm: Any) -> FactorGraph:
     space = graph.space
     for name, allowed in config.space.items():
         if name not in space:
-            raise ValueError(f"The optimizer's `space` names unknown factor `{name}`. "
-                             f"Factors of task `{student.task.name}`: {list(space.names)!r}.")
+            raise ValueError(
+                f"The optimizer's `space` names unknown factor `{name}`. "
+                f"Factors of task `{student.task.name}`: {list(space.names)!r}."
+            )
         factor = space[name]
         for v in allowed:
             factor.index(v)
@@ -75,14 +77,16 @@ def build_graph(config: OptimizerConfig, student: Any, lm: Any) -> FactorGraph:
         try:
             graph.forbid(assignment, reason="the optimizer's `forbid`")
         except ValueError as e:
-            raise ValueError(f"The optimizer's `forbid` entry {i + 1} ({assignment!r}): "
-                             f"{e}") from None
+            raise ValueError(
+                f"The optimizer's `forbid` entry {i + 1} ({assignment!r}): {e}"
+            ) from None
     _forbid_missing_decodings(config, student, graph, lm)
     return graph
 
 
-def _forbid_missing_decodings(config: OptimizerConfig, student: Any, graph: FactorGraph,
-                              lm: Any) -> None:
+def _forbid_missing_decodings(
+    config: OptimizerConfig, student: Any, graph: FactorGraph, lm: Any
+) -> None:
     """Forbid the decodings the LM cannot serve; raise if the user asked for one.
 
     A decoding is asked for explicitly when the optimizer's ``space`` lists it or the
@@ -92,8 +96,9 @@ def _forbid_missing_decodings(config: OptimizerConfig, student: Any, graph: Fact
         return
     explicit = [str(v) for v in config.space.get("decoding", [])]
     explicit.append(str(student.strategy["decoding"]))
-    values = explicit if "decoding" in config.space else [
-        str(v) for v in graph.space["decoding"].values]
+    values = (
+        explicit if "decoding" in config.space else [str(v) for v in graph.space["decoding"].values]
+    )
     for v in check_decodings(lm, values, explicit=explicit):
         graph.forbid({"decoding": v}, reason="the LM gives no logprobs")
 
@@ -112,17 +117,21 @@ def make_search(config: OptimizerConfig, student: Any, graph: FactorGraph) -> Se
         # student was built with another one.
         base = student.strategy
         if not graph.is_valid(base):
-            outside = [f"{name}={base[name]!r} (the space allows "
-                       f"{list(config.space[name])!r})"
-                       for name in config.space if name in base
-                       and not any(type(base[name]) is type(a) and base[name] == a
-                                   for a in config.space[name])]
+            outside = [
+                f"{name}={base[name]!r} (the space allows {list(config.space[name])!r})"
+                for name in config.space
+                if name in base
+                and not any(
+                    type(base[name]) is type(a) and base[name] == a for a in config.space[name]
+                )
+            ]
             what = "; ".join(outside) if outside else "a forbidden combination"
             raise ValueError(
                 f"The student's strategy {base} (the search's baseline) is outside the "
                 f"optimizer's `space`: {what}. The {config.search} search starts "
                 "from it, so add its values to the preset's [space] (e.g. the task's "
                 "baseline_scale to `scale`), or build the student with a strategy inside "
-                "the space.")
+                "the space."
+            )
         kwargs["baseline"] = base
     return cls(graph.space, budget=config.budget, seed=config.seed, graph=graph, **kwargs)

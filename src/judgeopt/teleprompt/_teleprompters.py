@@ -19,8 +19,7 @@ from ..selection import SelectionConfig
 from ._config import Metric, OptimizerConfig, racing_config, selection_config
 from ._loop import CompileRun
 
-__all__ = ["Auto", "GridSearch", "Greedy", "HPSS", "JudgeSearch", "RandomSearch",
-           "StepwiseGreedy"]
+__all__ = ["Auto", "GridSearch", "Greedy", "HPSS", "JudgeSearch", "RandomSearch", "StepwiseGreedy"]
 
 
 class JudgeSearch(Teleprompter):
@@ -87,13 +86,21 @@ class JudgeSearch(Teleprompter):
     ) -> None:
         super().__init__()
         self.config = OptimizerConfig(
-            search=search, budget=budget, seed=seed, params=dict(params or {}),
+            search=search,
+            budget=budget,
+            seed=seed,
+            params=dict(params or {}),
             space={k: list(v) for k, v in (space or {}).items()},
-            forbid=[dict(a) for a in (forbid or [])], threads=threads,
-            metric=metric, example_seed=example_seed, racing=racing_config(racing),
-            selection=selection_config(selection), ensemble=ensemble,
+            forbid=[dict(a) for a in (forbid or [])],
+            threads=threads,
+            metric=metric,
+            example_seed=example_seed,
+            racing=racing_config(racing),
+            selection=selection_config(selection),
+            ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures)
+            max_parse_failures=max_parse_failures,
+        )
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
         self.restart = restart
@@ -122,9 +129,15 @@ class JudgeSearch(Teleprompter):
         search = kw.pop("search")
         return JudgeSearch(search, **kw)
 
-    def compile(self, student: Any, *, trainset: Sequence[Any],  # type: ignore[override]
-                teacher: Any = None, valset: Sequence[Any] | None = None,
-                **kwargs: Any) -> Any:
+    def compile(
+        self,
+        student: Any,
+        *,
+        trainset: Sequence[Any],  # type: ignore[override]
+        teacher: Any = None,
+        valset: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Search the strategy of ``student`` and return the best judge found.
 
         The student is never changed: the strategies are judged with its fresh copies
@@ -162,9 +175,16 @@ class JudgeSearch(Teleprompter):
 
         See ``docs/judge.md``, "What happens when things go wrong".
         """
-        run = CompileRun(self.config, student, trainset=trainset, valset=valset,
-                         checkpoint_dir=self.checkpoint_dir, restart=self.restart,
-                         check_lm=self.check_endpoint, progress=self.progress)
+        run = CompileRun(
+            self.config,
+            student,
+            trainset=trainset,
+            valset=valset,
+            checkpoint_dir=self.checkpoint_dir,
+            restart=self.restart,
+            check_lm=self.check_endpoint,
+            progress=self.progress,
+        )
         return run.run()
 
 
@@ -200,14 +220,24 @@ class Auto(JudgeSearch):
     ) -> None:
         super().__init__(
             "auto",
-            budget=budget, seed=seed, params=params, space=space,
-            forbid=forbid, metric=metric, threads=threads,
-            checkpoint_dir=checkpoint_dir, progress=progress,
-            example_seed=example_seed, racing=racing, selection=selection,
+            budget=budget,
+            seed=seed,
+            params=params,
+            space=space,
+            forbid=forbid,
+            metric=metric,
+            threads=threads,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            example_seed=example_seed,
+            racing=racing,
+            selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures, restart=restart,
-            check_endpoint=check_endpoint)
+            max_parse_failures=max_parse_failures,
+            restart=restart,
+            check_endpoint=check_endpoint,
+        )
 
 
 class HPSS(JudgeSearch):
@@ -241,14 +271,24 @@ class HPSS(JudgeSearch):
     ) -> None:
         super().__init__(
             "hpss",
-            budget=budget, seed=seed, params=params, space=space,
-            forbid=forbid, metric=metric, threads=threads,
-            checkpoint_dir=checkpoint_dir, progress=progress,
-            example_seed=example_seed, racing=racing, selection=selection,
+            budget=budget,
+            seed=seed,
+            params=params,
+            space=space,
+            forbid=forbid,
+            metric=metric,
+            threads=threads,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            example_seed=example_seed,
+            racing=racing,
+            selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures, restart=restart,
-            check_endpoint=check_endpoint)
+            max_parse_failures=max_parse_failures,
+            restart=restart,
+            check_endpoint=check_endpoint,
+        )
 
 
 class Greedy(JudgeSearch):
@@ -281,14 +321,24 @@ class Greedy(JudgeSearch):
     ) -> None:
         super().__init__(
             "greedy",
-            budget=budget, seed=seed, params=params, space=space,
-            forbid=forbid, metric=metric, threads=threads,
-            checkpoint_dir=checkpoint_dir, progress=progress,
-            example_seed=example_seed, racing=racing, selection=selection,
+            budget=budget,
+            seed=seed,
+            params=params,
+            space=space,
+            forbid=forbid,
+            metric=metric,
+            threads=threads,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            example_seed=example_seed,
+            racing=racing,
+            selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures, restart=restart,
-            check_endpoint=check_endpoint)
+            max_parse_failures=max_parse_failures,
+            restart=restart,
+            check_endpoint=check_endpoint,
+        )
 
 
 class StepwiseGreedy(JudgeSearch):
@@ -321,14 +371,24 @@ class StepwiseGreedy(JudgeSearch):
     ) -> None:
         super().__init__(
             "stepwise",
-            budget=budget, seed=seed, params=params, space=space,
-            forbid=forbid, metric=metric, threads=threads,
-            checkpoint_dir=checkpoint_dir, progress=progress,
-            example_seed=example_seed, racing=racing, selection=selection,
+            budget=budget,
+            seed=seed,
+            params=params,
+            space=space,
+            forbid=forbid,
+            metric=metric,
+            threads=threads,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            example_seed=example_seed,
+            racing=racing,
+            selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures, restart=restart,
-            check_endpoint=check_endpoint)
+            max_parse_failures=max_parse_failures,
+            restart=restart,
+            check_endpoint=check_endpoint,
+        )
 
 
 class RandomSearch(JudgeSearch):
@@ -361,14 +421,24 @@ class RandomSearch(JudgeSearch):
     ) -> None:
         super().__init__(
             "random",
-            budget=budget, seed=seed, params=params, space=space,
-            forbid=forbid, metric=metric, threads=threads,
-            checkpoint_dir=checkpoint_dir, progress=progress,
-            example_seed=example_seed, racing=racing, selection=selection,
+            budget=budget,
+            seed=seed,
+            params=params,
+            space=space,
+            forbid=forbid,
+            metric=metric,
+            threads=threads,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            example_seed=example_seed,
+            racing=racing,
+            selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures, restart=restart,
-            check_endpoint=check_endpoint)
+            max_parse_failures=max_parse_failures,
+            restart=restart,
+            check_endpoint=check_endpoint,
+        )
 
 
 class GridSearch(JudgeSearch):
@@ -401,11 +471,21 @@ class GridSearch(JudgeSearch):
     ) -> None:
         super().__init__(
             "grid",
-            budget=budget, seed=seed, params=params, space=space,
-            forbid=forbid, metric=metric, threads=threads,
-            checkpoint_dir=checkpoint_dir, progress=progress,
-            example_seed=example_seed, racing=racing, selection=selection,
+            budget=budget,
+            seed=seed,
+            params=params,
+            space=space,
+            forbid=forbid,
+            metric=metric,
+            threads=threads,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            example_seed=example_seed,
+            racing=racing,
+            selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
-            max_parse_failures=max_parse_failures, restart=restart,
-            check_endpoint=check_endpoint)
+            max_parse_failures=max_parse_failures,
+            restart=restart,
+            check_endpoint=check_endpoint,
+        )

@@ -14,5 +14,12 @@ from ._fake_lm import ScriptedLM, logprob_content
 from ._search_suite import SearchConformance, toy_objective, toy_space
 from ._server import Activity, ScriptedServer
 
-__all__ = ["Activity", "ScriptedLM", "ScriptedServer", "SearchConformance", "logprob_content",
-           "toy_objective", "toy_space"]
+__all__ = [
+    "Activity",
+    "ScriptedLM",
+    "ScriptedServer",
+    "SearchConformance",
+    "logprob_content",
+    "toy_objective",
+    "toy_space",
+]

@@ -12,9 +12,10 @@ Respond = Callable[[list[dict[str, Any]]], "str | BaseException"]
 Logprobs = Callable[[str, dict[str, Any]], "list[dict[str, Any]] | BaseException | None"]
 
 
-def logprob_content(tokens: Sequence[str],
-                    alternatives: Mapping[int, Mapping[str, float]] | None = None,
-                    ) -> list[dict[str, Any]]:
+def logprob_content(
+    tokens: Sequence[str],
+    alternatives: Mapping[int, Mapping[str, float]] | None = None,
+) -> list[dict[str, Any]]:
     """An OpenAI-shaped ``logprobs.content`` list for a reply split into ``tokens``.
 
     Args:
@@ -32,11 +33,22 @@ def logprob_content(tokens: Sequence[str],
     for i, token in enumerate(tokens):
         alts = dict(table.get(i, {token: 1.0}))
         p = alts.get(token, 1.0)
-        top = [{"token": t, "logprob": math.log(q) if q > 0 else -math.inf,
-                "bytes": list(t.encode("utf-8"))}
-               for t, q in sorted(alts.items(), key=lambda kv: -kv[1])]
-        out.append({"token": token, "logprob": math.log(p) if p > 0 else -math.inf,
-                    "bytes": list(token.encode("utf-8")), "top_logprobs": top})
+        top = [
+            {
+                "token": t,
+                "logprob": math.log(q) if q > 0 else -math.inf,
+                "bytes": list(t.encode("utf-8")),
+            }
+            for t, q in sorted(alts.items(), key=lambda kv: -kv[1])
+        ]
+        out.append(
+            {
+                "token": token,
+                "logprob": math.log(p) if p > 0 else -math.inf,
+                "bytes": list(token.encode("utf-8")),
+                "top_logprobs": top,
+            }
+        )
     return out
 
 
@@ -58,18 +70,30 @@ class ScriptedLM:
             it, replies never carry logprobs (a provider that ignores the parameter).
     """
 
-    def __init__(self, respond: Respond, *, cache: Any = False,
-                 model: str = "openai/scripted", num_retries: int = 0,
-                 logprobs: Logprobs | None = None) -> None:
+    def __init__(
+        self,
+        respond: Respond,
+        *,
+        cache: Any = False,
+        model: str = "openai/scripted",
+        num_retries: int = 0,
+        logprobs: Logprobs | None = None,
+    ) -> None:
         from judgeopt.lm import JudgeLM  # lazy: judgeopt.lm loads DSPy and LiteLLM
 
         self.respond = respond
         self.logprobs = logprobs
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self.lm = JudgeLM(model, api_base="http://127.0.0.1:9/v1", api_key="test",
-                          completion_fn=self._backend, cache=cache, num_retries=num_retries,
-                          sleep=lambda _s: None)
+        self.lm = JudgeLM(
+            model,
+            api_base="http://127.0.0.1:9/v1",
+            api_key="test",
+            completion_fn=self._backend,
+            cache=cache,
+            num_retries=num_retries,
+            sleep=lambda _s: None,
+        )
 
     @property
     def judge_requests(self) -> list[dict[str, Any]]:
@@ -85,8 +109,11 @@ class ScriptedLM:
         reply = self.respond(list(request["messages"]))
         if isinstance(reply, BaseException):
             raise reply
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": reply}}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": reply},
+        }
         if request.get("logprobs") and self.logprobs is not None:
             content = self.logprobs(reply, request)
             if isinstance(content, BaseException):
@@ -95,9 +122,14 @@ class ScriptedLM:
                 choice["logprobs"] = {"content": content}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request["messages"])
         return {
-            "id": "scripted", "object": "chat.completion", "created": 0,
+            "id": "scripted",
+            "object": "chat.completion",
+            "created": 0,
             "model": request.get("model", "scripted"),
             "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(reply.split()),
-                      "total_tokens": prompt_tokens + len(reply.split())},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": len(reply.split()),
+                "total_tokens": prompt_tokens + len(reply.split()),
+            },
         }

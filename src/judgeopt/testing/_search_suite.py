@@ -18,12 +18,14 @@ MakeSearch = Callable[[FactorSpace, int, int, "FactorGraph | None"], SearchStrat
 
 def toy_space() -> FactorSpace:
     """A small 4-factor space (3 x 4 x 2 x 3 = 72 strategies)."""
-    return FactorSpace({
-        "scale": [3, 5, 10],
-        "examples": [0, 3, 5, 10],
-        "cot": [False, True],
-        "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
-    })
+    return FactorSpace(
+        {
+            "scale": [3, 5, 10],
+            "examples": [0, 3, 5, 10],
+            "cot": [False, True],
+            "order": ["TD-ER-IC", "TD-IC-ER", "IC-TD-ER"],
+        }
+    )
 
 
 def toy_objective(s: Strategy) -> float:
@@ -37,8 +39,11 @@ def toy_objective(s: Strategy) -> float:
     return round(v - 0.3, 6)
 
 
-def drive(search: SearchStrategy, n: int | None = None,
-          objective: Callable[[Strategy], float] = toy_objective) -> list[Strategy]:
+def drive(
+    search: SearchStrategy,
+    n: int | None = None,
+    objective: Callable[[Strategy], float] = toy_objective,
+) -> list[Strategy]:
     """Ask/tell ``n`` times (or until the search stops); return the asked strategies."""
     asked = []
     while n is None or len(asked) < n:
@@ -124,8 +129,10 @@ class SearchConformance:
     def test_different_seed_different_sequence(self, make_search: MakeSearch) -> None:
         if self.deterministic_seed_free:
             pytest.skip("this search does not use its seed")
-        seqs = {tuple(s.key for s in drive(make_search(toy_space(), 30, seed, None)))
-                for seed in range(4)}
+        seqs = {
+            tuple(s.key for s in drive(make_search(toy_space(), 30, seed, None)))
+            for seed in range(4)
+        }
         assert len(seqs) > 1
 
     @pytest.mark.parametrize("cut", [0, 1, 5, 13])
@@ -170,8 +177,12 @@ class SearchConformance:
             """
         )
         out = subprocess.run(
-            [sys.executable, "-c", code], input=search.to_json(), capture_output=True,
-            text=True, check=True, timeout=120,
+            [sys.executable, "-c", code],
+            input=search.to_json(),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
         )
         assert json.loads(out.stdout) == [t.strategy.key for t in search.trials]
 

@@ -58,10 +58,17 @@ class ScriptedServer:
         requests: Every request body received, in arrival order.
     """
 
-    def __init__(self, name: str = "scripted", *, statuses: tuple[int, ...] = (),
-                 reply: Callable[[dict[str, Any]], str] | None = None, delay: float = 0.0,
-                 slots: int | None = None, activity: Activity | None = None,
-                 port: int = 0) -> None:
+    def __init__(
+        self,
+        name: str = "scripted",
+        *,
+        statuses: tuple[int, ...] = (),
+        reply: Callable[[dict[str, Any]], str] | None = None,
+        delay: float = 0.0,
+        slots: int | None = None,
+        activity: Activity | None = None,
+        port: int = 0,
+    ) -> None:
         self.name = name
         self.statuses = list(statuses)
         self.reply = reply or (lambda body: f"Rating: [[3]] from {name}")
@@ -93,10 +100,17 @@ class ScriptedServer:
                 time.sleep(self.delay)
             if status == 200:
                 payload: dict[str, Any] = {
-                    "id": "scripted", "object": "chat.completion", "created": 0,
+                    "id": "scripted",
+                    "object": "chat.completion",
+                    "created": 0,
                     "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": self.reply(body)}}],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": self.reply(body)},
+                        }
+                    ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
                 }
             else:
@@ -132,6 +146,10 @@ class ScriptedServer:
     def __enter__(self) -> ScriptedServer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
