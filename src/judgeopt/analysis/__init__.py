@@ -24,29 +24,27 @@ Pure numpy/scipy apart from the figures; no LLM is called. See ``docs/analysis.m
 from __future__ import annotations
 
 from ._aggregate import AGGREGATIONS, aggregate, kendall_tau_b
+from ._aggregation_comparison import AggregationComparison, compare_aggregations
+from ._analysis import Analysis, analyze
 from ._clusters import (
-    ITEM_COLUMNS,
     TESTS,
     Cluster,
-    ItemScores,
     RankedStrategy,
     best_between,
     best_strategies,
     fisher_z_pvalue,
-    load_items,
 )
 from ._figures import figures_available
+from ._items import ITEM_COLUMNS, ItemScores, load_items
 from ._patterns import (
-    AggregationComparison,
     Stability,
     TopPrompts,
-    compare_aggregations,
     pattern_ranking,
     pattern_scores,
     ranking_stability,
     top_prompts,
 )
-from ._report import Analysis, analyze, write_report
+from ._report import write_report
 from ._table import ResultsTable, load_results
 
 __all__ = [
