@@ -1,0 +1,70 @@
+"""Choosing the compiled judge so that the choice survives noise (the winner's curse).
+
+A search evaluates many strategies on one validation set and keeps the best score. With a few
+dozen items each score carries sampling noise of about +-0.2 (Spearman), so the maximum of
+twenty noisy scores is biased upward: the "best" strategy is often one that was lucky on
+those items, and on new items it can be worse than the baseline it replaced.
+
+judgeopt's rule (``rule="confirm"``, the default; ``docs/judge.md``, "Choosing the judge"):
+
+1. **Split** the scoring set once, seeded, into a *search* part and a *confirmation* part
+   (:func:`confirmation_split`): whole groups (items that share a source) go to one side,
+   and the split is stratified by the human score, so both parts span the score range.
+2. **Search** on the search part only, with the whole budget.
+3. **Confirm**: judge the ``finalists`` best distinct strategies of the search (by their
+   search score) and the baseline on the confirmation part, which the search never saw.
+4. **Choose** (:func:`choose`): for every finalist, the paired bootstrap of its gain over the
+   baseline on the confirmation items (both judges see the same resampled items, or whole
+   groups for a group-level correlation). A finalist is *confirmed* when the one-sided lower
+   bound of its gain at level ``confidence`` is above zero; among the confirmed finalists
+   the one with the highest lower bound is chosen. When none is confirmed the baseline is
+   returned, and the result says so (with the best finalist's gain and interval).
+
+``rule="veto"`` (:func:`veto`) splits and searches the same way but trusts the search: it
+returns the strategy with the best search score (the baseline when that is the baseline's)
+unless the confirmation vetoes it, that is unless the one-sided upper bound at
+``confidence`` of its paired gain over the baseline on the confirmation items is below zero.
+Only that one strategy (and the baseline) is judged on the confirmation part. It returns
+more gains than ``confirm`` and, when no strategy is truly better, more worse judges (the
+simulation's table in ``docs/judge.md``); a judge it keeps with a negative confirmation gain
+is reported as such.
+
+So the confirm rule can only return a judge whose confirmed gain is positive. For one finalist whose
+true gain is zero or negative, the chance that its lower bound clears zero is at most about
+``1 - confidence``; with several finalists the chances add up (at most ``finalists * (1 -
+confidence)``, usually far less because the finalists' errors are correlated).
+:func:`simulate_selection` measures the probability of returning a truly worse judge, and
+the expected true gain, by simulation against the rule that keeps the best validation score
+(``rule="best"``, the paper's and the behaviour before this module); the defaults
+(``confidence=0.8``, 3 finalists, half the items for confirmation) were chosen on those
+simulations (``docs/judge.md``, "Choosing the judge", has the table).
+
+The confirmation gain of the chosen judge is still an optimistic estimate (it was used to
+choose); an unbiased estimate needs items that played no part in the choice: evaluate on a
+held-out test set (``--test-data``).
+
+Everything here is a pure function of numbers (numpy and :mod:`judgeopt.metrics`).
+
+The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
+(:func:`confirmation_split`), ``_result`` (:class:`Finalist`, :class:`SelectionResult`),
+``_rules`` (the decision rules :func:`choose` and :func:`veto`) and ``_simulation``
+(:func:`simulate_selection`).
+"""
+
+from ._config import Rule as Rule
+from ._config import SelectionConfig
+from ._result import Finalist, SelectionResult
+from ._rules import choose, veto
+from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
+from ._simulation import simulate_selection
+from ._split import confirmation_split
+
+__all__ = [
+    "Finalist",
+    "SelectionConfig",
+    "SelectionResult",
+    "choose",
+    "confirmation_split",
+    "simulate_selection",
+    "veto",
+]

@@ -1,0 +1,49 @@
+"""How the compiled judge is chosen: the ``[selection]`` settings of an optimizer preset."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Rule = Literal["confirm", "veto", "best"]
+
+
+class SelectionConfig(BaseModel):
+    """How the compiled judge is chosen (``[selection]`` in an optimizer preset).
+
+    Attributes:
+        rule: ``"confirm"`` (default): search on one part of the scoring set, re-judge the
+            finalists and the baseline on the rest, keep a finalist only if its gain is
+            confirmed there (see :mod:`judgeopt.selection`). ``"veto"``: search on one part,
+            keep the best search score unless the rest shows it worse than the baseline
+            (:func:`veto`). ``"best"``: search on everything and keep the best validation
+            score (the paper's rule; biased upward).
+        confirm_fraction: Share of the scoring set (whole groups) held out for confirmation.
+        finalists: How many of the search's best distinct strategies are confirmed (rule
+            ``"confirm"``; ``"veto"`` judges only the best one).
+        confidence: One-sided level of the bound: for ``"confirm"`` the lower bound of a
+            finalist's gain must be above zero (0.5: a positive point estimate is enough);
+            for ``"veto"`` an upper bound below zero vetoes the search's best.
+        min_confirm_items: Below this many confirmation items (or 3 groups at group level)
+            the confirmation cannot tell judges apart; the compile then uses ``"best"`` on the
+            whole set and says so.
+        n_resamples: Bootstrap resamples of each paired comparison.
+        seed: Seed of the split and of the bootstrap.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rule: Rule = "confirm"
+    confirm_fraction: float = Field(0.5, gt=0.0, lt=1.0)
+    finalists: int = Field(3, ge=1)
+    confidence: float = Field(0.8, ge=0.5, lt=1.0)
+    min_confirm_items: int = Field(20, ge=3)
+    n_resamples: int = Field(2000, ge=100)
+    seed: int = Field(0, ge=0)
+
+    @property
+    def compared(self) -> int:
+        """How many of the search's best strategies the rule compares with the baseline on
+        the confirmation part (``"veto"`` tests the search's best only)."""
+        return 1 if self.rule == "veto" else self.finalists

@@ -1,0 +1,65 @@
+"""The seeded, stratified split of a scoring set into a search part and a confirmation part."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..metrics import Groups
+from ..racing import unit_keys
+
+
+def confirmation_split(
+    humans: Sequence[Any] | np.ndarray,
+    groups: Groups | None,
+    *,
+    fraction: float,
+    seed: int,
+) -> tuple[list[int], list[int]]:
+    """Seeded split of a scoring set into (search indices, confirmation indices).
+
+    Units are items, or whole groups when ``groups`` is given (a group never straddles the
+    split). Units are sorted by their human score (a group's mean; pairwise labels sort as
+    text), ties in seeded random order, and taken by systematic sampling with a random
+    offset: every run of ``1 / fraction`` consecutive units gives one to the confirmation
+    part, so both parts cover the score range.
+
+    Args:
+        humans: Human score (or pairwise label) per item.
+        groups: Group id per item, or ``None``.
+        fraction: Share of the units for confirmation, in (0, 1).
+        seed: Seed of the tie-breaking and the offset.
+
+    Returns:
+        Item indices of the search part and of the confirmation part, each in input order.
+
+    Raises:
+        ValueError: When ``fraction`` is outside (0, 1) or either part would be empty.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"`fraction` must be in (0, 1). Got {fraction!r} instead.")
+    _, keys, members = unit_keys(list(humans), None if groups is None else list(groups))
+    n = len(members)
+    rng = np.random.default_rng(seed)
+    tie = rng.permutation(n)
+    numeric = all(isinstance(k, (int, float)) for k in keys)
+    order = sorted(
+        range(n), key=lambda u: ((float(keys[u]) if numeric else str(keys[u])), int(tie[u]))
+    )
+    offset = float(rng.random())
+    confirm_units = {
+        u
+        for rank, u in enumerate(order)
+        if math.floor((rank + 1) * fraction + offset) - math.floor(rank * fraction + offset) == 1
+    }
+    if not confirm_units or len(confirm_units) == n:
+        raise ValueError(
+            f"a confirmation split of {n} units at fraction {fraction} leaves a "
+            "part empty; give more items or another fraction"
+        )
+    search = sorted(i for u in range(n) if u not in confirm_units for i in members[u])
+    confirm = sorted(i for u in confirm_units for i in members[u])
+    return search, confirm
