@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -53,6 +52,14 @@ from judgeopt.scoring import (
 )
 
 from .._optional import MissingDependencyError, install_hint, is_installed
+from ._gguf_vocab import (
+    BYTE_TOKEN,
+    EOG_CONTROL_TEXTS,
+    EOG_FIM_TEXTS,
+    GGUF_KEYS,
+    byte_decoder,
+    gguf_metadata,
+)
 from ._inprocess import (
     check_decoding_args,
     check_fits,
@@ -73,156 +80,6 @@ DTYPES = ("float32", "bfloat16")
 
 # Prompt tokens evaluated per forward pass when filling the KV cache.
 _PREFILL_CHUNK = 512
-
-# Texts of vocabulary entries that end a generation besides the configured EOS, as the
-# vocabulary loader of llama.cpp (llama-cpp-python 0.3.36) detects them: end-of-turn markers
-# (which it also makes control tokens), and the FIM pad / repository / file-separator tokens.
-_EOG_CONTROL_TEXTS = frozenset(
-    {
-        "<|eot_id|>",
-        "<|im_end|>",
-        "<|end|>",
-        "<|return|>",
-        "<|call|>",
-        "<|flush|>",
-        "<|calls|>",
-        "<end_of_turn>",
-        "<|endoftext|>",
-        "</s>",
-        "<|eom_id|>",
-        "<EOT>",
-        "_<EOT>",
-        "[EOT]",
-        "[EOS]",
-        "<|end_of_text|>",
-        "<end_of_utterance>",
-        "<eos>",
-        "<turn|>",
-        "<|tool_response>",
-        "[e~[",
-    }
-)
-_EOG_FIM_TEXTS = frozenset(
-    {
-        "<|fim_pad|>",
-        "<fim-pad>",
-        "<PAD>",
-        "<|fim_repo|>",
-        "<|repo_name|>",
-        "<fim-repo>",
-        "<REPO>",
-        "<reponame>",
-        "<|file_sep|>",
-    }
-)
-
-_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-# GGUF metadata value types: struct format of the scalars (8 = string, 9 = array).
-_GGUF_SCALARS = {
-    0: "B",
-    1: "b",
-    2: "H",
-    3: "h",
-    4: "I",
-    5: "i",
-    6: "f",
-    7: "?",
-    10: "Q",
-    11: "q",
-    12: "d",
-}
-# The GGUF keys read for the vocabulary: token types (2 unknown, 3 control, 5 unused) and the
-# end-of-generation ids llama.cpp adds to its end-of-generation set.
-_GGUF_KEYS = (
-    "tokenizer.ggml.token_type",
-    "tokenizer.ggml.eos_token_id",
-    "tokenizer.ggml.eot_token_id",
-    "tokenizer.ggml.eom_token_id",
-    "tokenizer.ggml.fim_pad_token_id",
-    "tokenizer.ggml.fim_rep_token_id",
-    "tokenizer.ggml.fim_sep_token_id",
-)
-
-
-def gguf_metadata(path: str | os.PathLike[str], keys: Sequence[str]) -> dict[str, Any]:
-    """Read some metadata values of a GGUF file without parsing the others.
-
-    The ``gguf`` package's reader builds every field (about 10 s for a 150k-token vocabulary
-    with its merges); this walks the key/value section and decodes only ``keys`` (scalars as
-    Python numbers, numeric arrays as numpy arrays, strings as ``str``).
-    """
-    import mmap
-    import struct
-
-    wanted, found = set(keys), {}
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        if buf[:4] != b"GGUF":
-            raise ValueError(f"{path} is not a GGUF file")
-        version, _, n_kv = struct.unpack_from("<IQQ", buf, 4)
-        if version < 2:
-            raise ValueError(f"{path}: GGUF version {version} is not supported")
-        pos = 24
-
-        def string(at: int) -> tuple[bytes, int]:
-            (size,) = struct.unpack_from("<Q", buf, at)
-            return buf[at + 8 : at + 8 + size], at + 8 + size
-
-        def value(kind: int, at: int, keep: bool) -> tuple[Any, int]:
-            if kind in _GGUF_SCALARS:
-                fmt = "<" + _GGUF_SCALARS[kind]
-                return struct.unpack_from(fmt, buf, at)[0], at + struct.calcsize(fmt)
-            if kind == 8:
-                raw, at = string(at)
-                return raw.decode("utf-8", errors="replace"), at
-            if kind != 9:
-                raise ValueError(f"{path}: unknown GGUF value type {kind}")
-            inner, count = struct.unpack_from("<IQ", buf, at)
-            at += 12
-            if inner in _GGUF_SCALARS:
-                width = struct.calcsize("<" + _GGUF_SCALARS[inner])
-                data = (
-                    np.frombuffer(
-                        buf, dtype="<" + _GGUF_SCALARS[inner], count=count, offset=at
-                    ).copy()
-                    if keep
-                    else None
-                )
-                return data, at + width * count
-            items = []
-            for _ in range(count):
-                item, at = value(inner, at, keep)
-                if keep:
-                    items.append(item)
-            return items if keep else None, at
-
-        for _ in range(n_kv):
-            key_raw, pos = string(pos)
-            key = key_raw.decode("utf-8", errors="replace")
-            (kind,) = struct.unpack_from("<I", buf, pos)
-            item, pos = value(kind, pos + 4, key in wanted)
-            if key in wanted:
-                found[key] = item
-                if len(found) == len(wanted):
-                    break
-    return found
-
-
-def _byte_decoder() -> dict[str, int]:
-    """The inverse of GPT-2's byte-to-character table used by byte-level BPE vocabularies."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    chars = list(printable)
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 def missing_packages() -> list[str]:
@@ -375,7 +232,7 @@ class TransformersBackend(LogprobBackend):
             "loaded %s with transformers (%s) in %.1f s", self._path, self.dtype, self.load_seconds
         )
         self._tok, self._net = tok, net
-        self._gguf = {} if self._path.is_dir() else gguf_metadata(self._path, _GGUF_KEYS)
+        self._gguf = {} if self._path.is_dir() else gguf_metadata(self._path, GGUF_KEYS)
         # NOTE: a GGUF's tokenizer as transformers converts it can name the wrong EOS (SmolLM2:
         # <|im_start|>); the model config carries the GGUF's tokenizer.ggml.*_token_id.
         self._bos_eos = (
@@ -404,10 +261,10 @@ class TransformersBackend(LogprobBackend):
             value = getattr(config, "eos_token_id", None)
             if value is not None:
                 ids.update(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
-        for key in _GGUF_KEYS[1:]:
+        for key in GGUF_KEYS[1:]:
             if self._gguf.get(key) is not None:
                 ids.add(int(self._gguf[key]))
-        return frozenset(ids | self._ids_of(_EOG_CONTROL_TEXTS | _EOG_FIM_TEXTS))
+        return frozenset(ids | self._ids_of(EOG_CONTROL_TEXTS | EOG_FIM_TEXTS))
 
     def _silent_ids(self) -> set[int]:
         """Tokens rendered as nothing: llama.cpp's unknown, control and unused tokens."""
@@ -416,7 +273,7 @@ class TransformersBackend(LogprobBackend):
             ids = {int(i) for i in np.flatnonzero(np.isin(types, (2, 3, 5)))}
         else:  # a Hugging Face folder: its special added tokens
             ids = {int(i) for i, t in self._tok.added_tokens_decoder.items() if t.special}
-        return ids | self._ids_of(_EOG_CONTROL_TEXTS)
+        return ids | self._ids_of(EOG_CONTROL_TEXTS)
 
     @property
     def vocab_size(self) -> int:
@@ -473,7 +330,7 @@ class TransformersBackend(LogprobBackend):
             tok = self._tok
             spec = json.loads(tok.backend_tokenizer.to_str()).get("decoder") or {}
             kinds = {d.get("type") for d in spec.get("decoders", [spec])}
-            table = _byte_decoder() if "ByteLevel" in kinds else None
+            table = byte_decoder() if "ByteLevel" in kinds else None
             silent = self._silent_ids()
             size = self.vocab_size
             names = tok.convert_ids_to_tokens(list(range(min(size, len(tok)))))
@@ -482,7 +339,7 @@ class TransformersBackend(LogprobBackend):
                 name = names[token_id] if token_id < len(names) else None
                 if name is None or token_id in silent:
                     pieces.append(b"")
-                elif (match := _BYTE_TOKEN.fullmatch(name)) is not None:
+                elif (match := BYTE_TOKEN.fullmatch(name)) is not None:
                     pieces.append(bytes([int(match.group(1), 16)]))
                 elif table is not None and all(c in table for c in name):
                     pieces.append(bytes(table[c] for c in name))

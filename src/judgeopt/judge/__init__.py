@@ -37,7 +37,8 @@ from ._prexme import (
     render_prexme,
 )
 from ._prexme import resolve_value as resolve_prexme_value
-from ._program import JudgeAdapter, JudgeProgram, NoLMError, to_records
+from ._program import JudgeAdapter, JudgeProgram, NoLMError
+from ._records import to_records
 from ._render import (
     criteria_for,
     fill_template,

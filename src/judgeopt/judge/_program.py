@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from judgeopt.data import Record, load_records
+from judgeopt.data import Record
 from judgeopt.scoring import parse_preference, parse_rating
 from judgeopt.search import FactorGraph, Strategy, Value
 
@@ -36,6 +36,7 @@ from ._export import export_judge, read_judge, save_judge
 from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._metric import JudgeMetric
 from ._predict import JudgePredict
+from ._records import as_example_pool
 from ._render import render_messages
 from ._task import JudgeTask
 
@@ -167,70 +168,6 @@ class JudgeAdapter(dspy.Adapter):
         }
 
 
-def _as_records(
-    data: Sequence[Record | Mapping[str, Any] | dspy.Example] | ExamplePool | None,
-    task: JudgeTask,
-    aspect: str,
-) -> ExamplePool | None:
-    if data is None:
-        return None
-    if isinstance(data, ExamplePool):
-        return data
-    return ExamplePool(to_records(data, task, aspect))
-
-
-def to_records(
-    data: Sequence[Record | Mapping[str, Any] | dspy.Example], task: JudgeTask, aspect: str
-) -> list[Record]:
-    """Convert records, dicts of the JSONL schema, or ``dspy.Example`` objects to records.
-
-    A ``dspy.Example`` (or a plain dict without ``inputs``, e.g. ``{"question": ...,
-    "answer": ..., "score": 4}``) carries the input fields plus the human label: the
-    aspect's score under the aspect's name or ``score`` (pointwise), or ``label``
-    (pairwise).
-
-    Raises:
-        ValueError: When an example lacks an input field or its human label.
-    """
-    out: list[Record] = []
-    for i, item in enumerate(data):
-        if isinstance(item, Record):
-            out.append(item)
-            continue
-        if isinstance(item, dspy.Example) or (isinstance(item, Mapping) and "inputs" not in item):
-            d = dict(item.items())
-            if "inputs" not in d:
-                missing = [f for f in task.input_names if f not in d]
-                if missing:
-                    raise ValueError(
-                        f"Example {i} lacks input field(s) {missing!r}; it has {sorted(d)!r}."
-                    )
-                inputs = {f: str(d[f]) for f in task.input_names}
-                label = d.get("label")
-                scores = {}
-                if task.mode == "pointwise":
-                    value = d.get(aspect, d.get("score"))
-                    if value is None:
-                        raise ValueError(
-                            f"Example {i} has no human score: give `{aspect}` or `score`."
-                        )
-                    scores = {aspect: float(value)}
-                rid = str(d.get("id") or sample_id_of(inputs, task.input_names))
-                out.append(
-                    Record(
-                        id=rid,
-                        group_id=d.get("group_id"),
-                        system_id=None,
-                        inputs=inputs,
-                        scores=scores,
-                        label=label,
-                    )
-                )
-                continue
-        out.extend(load_records([dict(item)]))
-    return out
-
-
 class _Load:
     """``load`` that works on the class and on an instance, like ``dspy.Module.load``.
 
@@ -325,7 +262,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
         self.decoding_params = dict(decoding_params or {})
         decoding_for(self.strategy, self.decoding_params)  # validate them now
         self.store = artifacts if artifacts is not None else ArtifactStore()
-        self.pool = _as_records(trainset, self.task, aspect)
+        self.pool = as_example_pool(trainset, self.task, aspect)
         self.example_seed = example_seed
         self.maker = ArtifactMaker(
             self.task,

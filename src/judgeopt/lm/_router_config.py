@@ -12,15 +12,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import JudgeoptError
 from .._io import write_text_atomic
 from ._endpoint import NO_KEY, OPENAI_COMPATIBLE, provider_of
+from ._router_checks import (
+    RouterConfigError,
+    check_config_number,
+    check_router_settings,
+    config_error,
+)
 
 __all__ = [
     "MODEL_ID_KEY",
@@ -70,16 +74,6 @@ _LITELLM_TO_ROUTER = {
     "default_fallbacks": "default_fallbacks",
     "allowed_fails": "allowed_fails",
 }
-#: Router arguments a file may not set: they are given by judgeopt, or would bypass its cache.
-_REFUSED_SETTINGS = {
-    "model_list": "it is the top-level `model_list`",
-    "cache_responses": "judgeopt has its own response cache (LiteLLM's would answer calls "
-    "that judgeopt's accounting never sees)",
-}
-
-
-class RouterConfigError(JudgeoptError, ValueError):
-    """A router config file is unreadable or invalid; the message names the file and field."""
 
 
 @dataclass(frozen=True)
@@ -172,13 +166,6 @@ def parse_router_model(model: str) -> tuple[str, str | None] | None:
 # -- loading and validation --------------------------------------------------------------------
 
 
-def config_error(source: str, field: str, value: Any, allowed: str) -> RouterConfigError:
-    shown = repr(value)
-    if len(shown) > 120:
-        shown = shown[:117] + "..."
-    return RouterConfigError(f"{source}: `{field}` {allowed}. Got {shown} instead.")
-
-
 def _read_document(path: Path) -> Any:
     if not path.is_file():
         raise RouterConfigError(
@@ -195,126 +182,6 @@ def _read_document(path: Path) -> Any:
     except Exception as exc:  # yaml.YAMLError / json.JSONDecodeError
         kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
         raise RouterConfigError(f"{path}: invalid {kind}: {exc}") from exc
-
-
-def check_config_number(
-    source: str, field: str, value: Any, *, integer: bool, minimum: float, strict: bool = False
-) -> None:
-    kinds = (int,) if integer else (int, float)
-    bad = isinstance(value, bool) or not isinstance(value, kinds)
-    if not bad:
-        bad = value <= minimum if strict else value < minimum
-    if bad:
-        what = "an int" if integer else "a number"
-        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise config_error(source, field, value, f"must be {what} {bound}")
-
-
-def _check_fallbacks(source: str, field: str, value: Any, groups: Sequence[str]) -> None:
-    if not isinstance(value, list):
-        raise config_error(
-            source, field, value, "must be a list of {model_group: [fallback groups]} mappings"
-        )
-    for i, item in enumerate(value):
-        if not isinstance(item, Mapping) or len(item) != 1:
-            raise config_error(
-                source,
-                f"{field}[{i}]",
-                item,
-                "must be a one-key mapping {model_group: [fallback groups]}",
-            )
-        ((key, targets),) = item.items()
-        names = [targets] if isinstance(targets, str) else targets
-        if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
-            raise config_error(
-                source, f"{field}[{i}].{key}", targets, "must be a list of model groups"
-            )
-        for name in ([] if key == "*" else [key]) + names:
-            if name not in groups:
-                raise config_error(
-                    source,
-                    f"{field}[{i}]",
-                    name,
-                    f"names a model group that is not in `model_list` ({list(groups)})",
-                )
-
-
-def _router_parameters() -> dict[str, Any]:
-    import inspect
-
-    import litellm
-
-    return dict(inspect.signature(litellm.Router.__init__).parameters)
-
-
-def _check_router_settings(source: str, settings: Mapping[str, Any], groups: Sequence[str]) -> None:
-    parameters = _router_parameters()
-    allowed = sorted(set(parameters) - {"self"} - set(_REFUSED_SETTINGS))
-    for key, value in settings.items():
-        field = f"router_settings.{key}"
-        if key in _REFUSED_SETTINGS:
-            if key == "cache_responses" and not value:
-                continue
-            raise RouterConfigError(
-                f"{source}: `{field}` cannot be set here: {_REFUSED_SETTINGS[key]}."
-            )
-        if key not in parameters or key == "self":
-            raise RouterConfigError(
-                f"{source}: `{field}` is not a setting of litellm.Router. Allowed: {allowed}."
-            )
-    for key in ("num_retries", "allowed_fails", "max_fallbacks"):
-        if settings.get(key) is not None:
-            check_config_number(
-                source, f"router_settings.{key}", settings[key], integer=True, minimum=0
-            )
-    for key in ("cooldown_time", "retry_after"):
-        if settings.get(key) is not None:
-            check_config_number(
-                source, f"router_settings.{key}", settings[key], integer=False, minimum=0
-            )
-    if settings.get("timeout") is not None:
-        check_config_number(
-            source,
-            "router_settings.timeout",
-            settings["timeout"],
-            integer=False,
-            minimum=0,
-            strict=True,
-        )
-    if "routing_strategy" in settings:
-        strategies = _routing_strategies(parameters["routing_strategy"].annotation)
-        if strategies and settings["routing_strategy"] not in strategies:
-            raise config_error(
-                source,
-                "router_settings.routing_strategy",
-                settings["routing_strategy"],
-                f"must be one of {strategies}",
-            )
-    for key in ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks"):
-        if settings.get(key):
-            _check_fallbacks(source, f"router_settings.{key}", settings[key], groups)
-    if settings.get("default_fallbacks"):
-        value = settings["default_fallbacks"]
-        if not isinstance(value, list) or any(g not in groups for g in value):
-            raise config_error(
-                source,
-                "router_settings.default_fallbacks",
-                value,
-                f"must be a list of model groups of `model_list` ({list(groups)})",
-            )
-
-
-def _routing_strategies(annotation: Any) -> list[str]:
-    """The values of the ``RoutingStrategyName`` literal (empty if it cannot be read)."""
-    if isinstance(annotation, str):
-        try:
-            from litellm.types.router import RoutingStrategyName
-
-            annotation = RoutingStrategyName
-        except ImportError:  # pragma: no cover - depends on LiteLLM's layout
-            return []
-    values = [v for v in typing.get_args(annotation) if isinstance(v, str)]
-    return sorted(values)
 
 
 def _check_entry(source: str, i: int, entry: Any) -> RouterDeployment:
@@ -472,7 +339,7 @@ def build_router_config(
             "must be a mapping of litellm.Router settings",
         )
     settings.update(router_settings)
-    _check_router_settings(source, settings, groups)
+    check_router_settings(source, settings, groups)
 
     own = document.get("judgeopt") or {}
     if not isinstance(own, Mapping):
