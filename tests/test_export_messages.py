@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,24 @@ def test_show_prints_the_filled_messages(records, tmp_path: Path, capsys) -> Non
     assert "# placeholders: {source}, {summary}, {metrics_questions}" in out
     assert main(["show", str(tmp_path / "judge.json"), "--template"]) == 0
     assert "{icl_examples}" in capsys.readouterr().out
+
+
+def test_the_advice_on_an_edited_template_names_every_generated_key(records, tmp_path) -> None:
+    """A user who edits the wording in both `template` and `messages`, then deletes what the
+    error tells them to delete, gets a judge that loads (not a second refusal)."""
+    judge = full_judge(records)
+    path = tmp_path / "judge.json"
+    judge.save(path)
+    data = json.loads(path.read_text())
+    msgs = json.loads(json.dumps(data["messages"]))
+    msgs[-1]["content"] = msgs[-1]["content"].replace("impartial", "strict")
+    edited = dict(data, template=data["template"].replace("impartial", "strict"), messages=msgs)
+    assert edited["template"] != data["template"] and msgs != data["messages"]
+    path.write_text(json.dumps(edited))
+    with pytest.raises(ValueError) as e:
+        JudgeProgram.load(path)
+    advice = str(e.value).split("or delete", 1)[1]
+    named = re.findall(r"`(\w+)`", advice)
+    assert named == ["template", "messages", "placeholders"], str(e.value)
+    path.write_text(json.dumps({k: v for k, v in edited.items() if k not in named}))
+    assert JudgeProgram.load(path).export()["messages"] == data["messages"]

@@ -293,8 +293,9 @@ def _check_rendered(program: ExportableJudge, data: ExportedJudge, source: str) 
                 f"{source}: `{name}` does not match the judge's task, strategy and artifacts. "
                 f"`{name}` is generated from them on export and is never read back, so an "
                 "edit there would be ignored: change `task` (its prompt wording), `strategy` "
-                f"or `artifacts` instead, or delete `{name}` (and `placeholders`) from the "
-                "file to load it as it is."
+                "or `artifacts` instead, or delete all three generated keys, `template`, "
+                "`messages` and `placeholders`, from the file to load it as it is (they are "
+                "written again on the next export)."
             )
 
 
