@@ -105,3 +105,47 @@ def test_aspects_all_and_mistakes(shared_data: Path, tmp_path: Path, fake_lm, ca
         judgeopt.load_judges(bad)
     with pytest.raises(ValueError, match="not a judge index"):
         judgeopt.load_judges(tmp_path / "all" / "coherence.json")
+
+
+def test_recompiling_two_aspects_keeps_the_other_judges_in_the_index(
+    shared_data: Path, tmp_path: Path, fake_lm, capsys
+) -> None:
+    """`--aspects all`, then `--aspect coherence,fluency` into the same folder: the index
+    still lists all four judges, and `load_judges` returns all four."""
+    data = shared_data / "summeval" / "full.jsonl"
+    out = tmp_path / "judges"
+    assert _compile(data, out, "--aspects", "all") == 0
+    four = ["coherence", "consistency", "fluency", "relevance"]
+    assert list(json.loads((out / "index.json").read_text())["judges"]) == four
+    capsys.readouterr()
+    assert _compile(data, out, "--aspect", "fluency,coherence") == 0
+    index = json.loads((out / "index.json").read_text())
+    assert index["judges"] == {a: f"{a}.json" for a in four} and index["model"] == "openai/x"
+    assert list(judgeopt.load_judges(out)) == four
+    printed = capsys.readouterr().out
+    assert "4 judges of summeval" in printed
+    assert "kept from the earlier index: consistency, relevance" in printed
+
+
+def test_index_merge_drops_missing_files_other_tasks_and_mixed_models(tmp_path: Path) -> None:
+    from judgeopt.judge import write_judge_index
+
+    index = tmp_path / "index.json"
+    for a in ("a", "b", "c"):
+        (tmp_path / f"{a}.json").write_text("{}")
+    write_judge_index(index, "t", {"a": "a.json", "b": "b.json", "c": "c.json"}, model="m1")
+    (tmp_path / "b.json").unlink()
+    write_judge_index(index, "t", {"c": "c2.json", "d": "d.json"}, model="m1", merge=True)
+    raw = json.loads(index.read_text())
+    # b's file is gone: its entry goes; c is replaced in place; d comes last.
+    assert raw["judges"] == {"a": "a.json", "c": "c2.json", "d": "d.json"}
+    assert raw["model"] == "m1"
+    write_judge_index(index, "t", {"d": "d.json"}, model="m2", merge=True)
+    assert json.loads(index.read_text())["model"] is None  # a's judge came from m1
+    write_judge_index(index, "other", {"x": "x.json"}, model="m2", merge=True)
+    assert json.loads(index.read_text())["judges"] == {"x": "x.json"}  # another task: replaced
+    write_judge_index(index, "other", {"y": "y.json"}, model="m2")  # no merge: as before
+    assert json.loads(index.read_text())["judges"] == {"y": "y.json"}
+    index.write_text("not json")
+    write_judge_index(index, "other", {"z": "z.json"}, merge=True)
+    assert json.loads(index.read_text())["judges"] == {"z": "z.json"}

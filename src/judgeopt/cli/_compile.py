@@ -4,6 +4,7 @@ it on held-out data, print the summary and write the judge (and its report)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -108,8 +109,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if several:
         from ..judge import write_judge_index  # lazy: loads DSPy
 
-        index = write_judge_index(root / "index.json", task.name, written, model=model)
-        print(f"wrote {index} ({len(written)} judges of {task.name}: {', '.join(written)})")
+        index = write_judge_index(root / "index.json", task.name, written, model=model, merge=True)
+        listed = json.loads(index.read_text(encoding="utf-8"))["judges"]  # other aspects kept
+        kept = [a for a in listed if a not in written]
+        print(
+            f"wrote {index} ({len(listed)} judges of {task.name}: {', '.join(listed)}"
+            + (f"; kept from the earlier index: {', '.join(kept)}" if kept else "")
+            + ")"
+        )
     if problems:
         print(
             f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"

@@ -261,23 +261,62 @@ INDEX_FORMAT = "judgeopt-index"
 
 
 def write_judge_index(
-    path: str | os.PathLike[str], task: str, judges: dict[str, str], *, model: str | None = None
+    path: str | os.PathLike[str],
+    task: str,
+    judges: dict[str, str],
+    *,
+    model: str | None = None,
+    merge: bool = False,
 ) -> Path:
     """Write the index of the judges of several aspects of one task (``compile --aspects``).
 
     ``judges`` maps each aspect to its judge file, relative to the index's directory. The
     file is ``{"format": "judgeopt-index", "format_version": 1, "task", "model",
     "judges": {aspect: file}}``; read it with :func:`load_judges`.
+
+    With ``merge=True`` an index already at ``path`` for the same task keeps its other
+    aspects' entries whose judge files still exist (in their order, ``judges`` replacing the
+    aspects it names, new aspects last), so recompiling two aspects of four does not drop
+    the other two. ``model`` becomes ``None`` when a kept entry was compiled with another
+    model. An unreadable index, or one of another task, is replaced.
     """
+    p = Path(path)
+    merged: dict[str, str] = {}
+    if merge:
+        old = _previous_index(p, task)
+        if old is not None:
+            kept = {
+                a: f for a, f in old["judges"].items() if a in judges or (p.parent / f).is_file()
+            }
+            merged = {a: judges.get(a, f) for a, f in kept.items()}
+            if any(a not in judges for a in kept) and old.get("model") != model:
+                model = None
+    merged.update(judges)
     data = {
         "format": INDEX_FORMAT,
         "format_version": 1,
         "judgeopt_version": __version__,
         "task": task,
         "model": model,
-        "judges": dict(judges),
+        "judges": merged,
     }
-    return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+    return write_text_atomic(p, json.dumps(data, indent=2) + "\n")
+
+
+def _previous_index(path: Path, task: str) -> dict[str, Any] | None:
+    """The index of ``task`` at ``path``, if a valid one is there."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("format") != INDEX_FORMAT or raw.get("task") != task:
+        return None
+    judges = raw.get("judges")
+    if not isinstance(judges, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in judges.items()
+    ):
+        return None
+    return raw
 
 
 def load_judges(
