@@ -279,3 +279,43 @@ def test_init_reads_the_shared_schema_and_pairwise_labels(
     pair = load_task(out)
     assert pair.mode == "pairwise" and pair.judged_fields == ("output_a", "output_b")
     assert pair.aspect_names == ("overall",)
+
+
+def test_init_refuses_constant_scores_and_warns_on_a_constant_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Human scores that never vary cannot be correlated with: `init` refuses them (exit 2,
+    naming `--data`, the column and the value) as compile does, instead of writing a
+    `score_range = [3, 4]` whose comment says the scores "lie in 3 .. 4"."""
+    data = tmp_path / "flat.csv"
+    data.write_text(
+        "question,answer,helpfulness\n" + "".join(f'"{q}","{a}",3\n' for q, a, _ in QUESTIONS),
+        encoding="utf-8",
+    )
+    toml = tmp_path / "flat.toml"
+    assert main(["init", "--data", str(data), "--out", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert "`--data`" in err and str(data) in err
+    assert f"every one of the {len(QUESTIONS)} human `helpfulness` scores is 3" in err
+    assert "use data whose human scores vary" in err
+    assert not toml.exists()
+    # One constant column among varying ones: the task is written, the column is named on
+    # stderr and in the TOML, and the suggested compile names an aspect that can compile.
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text(
+        "question,answer,politeness,helpfulness\n"
+        + "".join(f'"{q}","{a}",4,{s}\n' for q, a, s in QUESTIONS),
+        encoding="utf-8",
+    )
+    toml = tmp_path / "mixed.toml"
+    assert main(["init", "--data", str(mixed), "--out", str(toml)]) == 0
+    captured = capsys.readouterr()
+    assert "warning: `--data`" in captured.err and "human `politeness` scores is 4" in captured.err
+    assert "refuses the aspect `politeness`" in captured.err
+    assert "--aspect helpfulness" in captured.out
+    text = toml.read_text()
+    assert "# The human scores in the data lie in 1 .. 5." in text
+    assert "--aspect helpfulness" in text.splitlines()[1]
+    assert "Not compilable on this data" in text.split("[aspects.politeness]")[1]
+    assert "Not compilable" not in text.split("[aspects.helpfulness]")[1]
+    assert load_task(toml).aspect_names == ("politeness", "helpfulness")

@@ -13,12 +13,26 @@ import csv
 import json
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .data import iter_jsonl_rows
 
-__all__ = ["starter_task"]
+__all__ = ["ConstantScoresWarning", "starter_task"]
+
+
+class ConstantScoresWarning(UserWarning):
+    """A score column whose human scores do not vary: compile refuses that aspect.
+
+    Attributes:
+        aspect: The aspect the task names after that column.
+    """
+
+    def __init__(self, message: str, aspect: str) -> None:
+        super().__init__(message)
+        self.aspect = aspect
+
 
 _SKIP = {"id", "group_id", "system_id", "meta"}
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -73,6 +87,15 @@ def _columns(path: Path, max_rows: int) -> tuple[list[str], dict[str, list[Any]]
     return list(values), values
 
 
+def _no_spread(column: str, xs: list[float]) -> str | None:
+    """Why the human scores ``xs`` of ``column`` cannot be correlated with, or ``None``."""
+    if not xs:
+        return f"the column `{column}` holds no numeric human score"
+    if len(set(xs)) < 2:
+        return f"every one of the {len(xs)} human `{column}` scores is {xs[0]:g}"
+    return None
+
+
 def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1000) -> str:
     """The TOML text of a starting task signature for the data file ``path``.
 
@@ -82,8 +105,13 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
         max_rows: Rows read to tell text from numbers and find the score range.
 
     Raises:
-        ValueError: When the file has fewer than two text columns, or no numeric score
-            column and no ``label`` column (naming the columns it has).
+        ValueError: When the file has fewer than two text columns, no numeric score
+            column and no ``label`` column (naming the columns it has), or human scores that
+            do not vary in any score column (naming each column and its value).
+
+    Warns:
+        ConstantScoresWarning: For each score column whose scores do not vary while another
+            column's do (the task keeps its aspect, with a comment; compile refuses it).
     """
     p = Path(path)
     if not p.is_file():
@@ -121,12 +149,33 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
             f"{p}: no numeric score column (the human scores) and no pairwise "
             f"`label` column among {order!r}"
         )
+    flat: dict[str, str] = {}
+    read = ""
+    if not pairwise:
+        n_rows = max(len(v) for v in values.values())
+        read = f" (in the first {n_rows} rows read)" if n_rows >= max_rows else ""
+        flat = {c: why for c, xs in numbers.items() if (why := _no_spread(c, xs)) is not None}
+        if len(flat) == len(numbers):
+            raise ValueError(
+                f"{p}: {'; '.join(flat.values())}{read}, so the correlation that scores a "
+                "judge is undefined for any judge (judgeopt compile refuses such data); use "
+                "data whose human scores vary"
+            )
+        for column, why in flat.items():
+            aspect = _ident(column)
+            message = (
+                f"{p}: {why}{read}, so judgeopt compile refuses the aspect `{aspect}` (a "
+                "correlation with constant scores is undefined); the task keeps it for data "
+                "whose scores vary"
+            )
+            warnings.warn(ConstantScoresWarning(message, aspect), stacklevel=2)
     task_name = _NOT_IDENT.sub("_", name or p.stem) or "my_task"
     judged = texts[-2:] if pairwise else texts[-1:]
     lines = [
         f"# Task written by `judgeopt init --data {p.name}`: edit it (docs/tasks.md), then",
         f"#   judgeopt compile --task {task_name}.toml --aspect "
-        f"{'overall' if pairwise else _ident(next(iter(numbers)))} --data {p.name} "
+        f"{'overall' if pairwise else _ident(next(c for c in numbers if c not in flat))} "
+        f"--data {p.name} "
         "--out judge.json",
         '# Every key left out has a default (docs/tasks.md, "A minimal task").',
         f"name = {json.dumps(task_name)}",
@@ -135,12 +184,11 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
         f"judged_fields = {json.dumps(judged)}",
     ]
     if not pairwise:
+        # Some column varies (else refused above), so lo < hi and the comment holds.
         all_scores = [x for xs in numbers.values() for x in xs]
-        lo, hi = (math.floor(min(all_scores)), math.ceil(max(all_scores))) if all_scores else (1, 5)
-        if hi <= lo:
-            hi = lo + 1
+        lo, hi = math.floor(min(all_scores)), math.ceil(max(all_scores))
         lines += [
-            f"# The human scores in the data lie in {lo} .. {hi}.",
+            f"# The human scores in the data{read} lie in {lo} .. {hi}.",
             f"score_range = [{lo}, {hi}]",
         ]
     lines.append("")
@@ -164,6 +212,11 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
         lines += [f"[aspects.{aspect}]"]
         if not pairwise and aspect != column:
             lines.append(f"# scores from the column {column!r}")
+        if column in flat:
+            lines += [
+                f"# Not compilable on this data: {flat[column]},",
+                "# and a judge cannot be correlated with constant human scores.",
+            ]
         label = aspect.replace("_", " ")
         noun = "response" if pairwise else judged[0].replace("_", " ")
         text = (

@@ -4,10 +4,12 @@ judge's HTML report)."""
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
 
 from ..report import write_judge_report
-from ..starter import starter_task
+from ..starter import ConstantScoresWarning, starter_task
 from ._common import CLIError, Subparsers
 
 
@@ -29,9 +31,21 @@ def _cmd_init(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise CLIError(f"{out} exists; choose another --out or pass --force to overwrite it")
     try:
-        text = starter_task(args.data, name=args.name or out.stem)
-        task = JudgeTask.from_toml(text, source=str(out))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConstantScoresWarning)
+            text = starter_task(args.data, name=args.name or out.stem)
     except (ValueError, OSError) as e:
+        raise CLIError(f"`--data`: {e}") from e
+    constant: list[str] = []  # aspects whose scores do not vary: said, not buried in the TOML
+    for w in caught:
+        if isinstance(w.message, ConstantScoresWarning):
+            constant.append(w.message.aspect)
+            print(f"judgeopt: warning: `--data`: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    try:
+        task = JudgeTask.from_toml(text, source=str(out))
+    except ValueError as e:
         raise CLIError(str(e)) from e
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
@@ -41,7 +55,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     )
     print(
         f"edit the criteria in {out}, then: judgeopt compile --task {out} --aspect "
-        f"{task.aspect_names[0]} --data {args.data} --out judge.json"
+        f"{next(a for a in task.aspect_names if a not in constant)} --data {args.data} "
+        "--out judge.json"
     )
     return 0
 
