@@ -12,7 +12,7 @@ from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
 from ._results import EvalResult, ItemResult, correct, item_predictions, merge_results, score_items
-from ._run import default_threads, evaluate
+from ._run import default_threads, evaluate, evaluate_retrying
 
 __all__ = [
     "CHECK_TIMEOUT",
@@ -28,6 +28,7 @@ __all__ = [
     "default_threads",
     "evaluate",
     "evaluate_against",
+    "evaluate_retrying",
     "item_predictions",
     "merge_results",
     "score_items",
