@@ -695,3 +695,113 @@ def test_cli_several_aspects_report_problems_per_aspect_and_exit_1(
     assert (out / "coherence.json").is_file() and (out / "index.json").is_file()
     assert f"problem ({ASPECT}): every one of the 2" in err
     assert "problem (coherence): every one of the 2" in err
+
+
+class SilentServer:
+    """A loopback server that accepts connections and never answers (a hung model server)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[Any] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.held.append(conn)  # read nothing, answer nothing
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+def test_check_call_gives_up_after_its_own_short_timeout(
+    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from judgeopt.evaluate import CHECK_TIMEOUT, check_endpoint
+
+    assert CHECK_TIMEOUT == 30.0
+    # Warm LiteLLM up (its first call imports the provider client) on a refused port.
+    with pytest.raises(LMUnavailable):
+        check_endpoint(make_lm("openai/x", api_base="http://127.0.0.1:9/v1", cache=False))
+    server = SilentServer()
+    try:
+        # The judge calls keep their 120 s timeout and 3 retries; the check waits 2 s, once.
+        lm = make_lm("openai/x", api_base=f"http://127.0.0.1:{server.port}/v1", cache=False)
+        assert lm.timeout == 120.0 and lm.num_retries == 3
+        t0 = time.monotonic()
+        with pytest.raises(LMUnavailable, match="does not answer a check call") as err:
+            check_endpoint(lm, timeout=2.0)
+        elapsed = time.monotonic() - t0
+        assert 1.5 < elapsed < 4.0, elapsed
+        assert "timed out" in str(err.value).lower() or "timeout" in str(err.value).lower()
+        # The same through the CLI: `grid --check-timeout 2` exits 3 in about 2 s.
+        t0 = time.monotonic()
+        status = main(
+            [
+                "grid",
+                "--data",
+                str(data_path),
+                "--task",
+                "topical_chat",
+                "--aspect",
+                ASPECT,
+                "--limit",
+                "4",
+                "--factors",
+                "scale=3",
+                "--factors",
+                "cot=none",
+                "--factors",
+                "criteria=none",
+                "--factors",
+                "order=TD-ER-IC",
+                "--factors",
+                "examples=0",
+                "--factors",
+                "reference=none",
+                "--factors",
+                "autocot=off",
+                "--factors",
+                "metrics=off",
+                "--factors",
+                "decoding=greedy",
+                "--out",
+                str(tmp_path / "g.csv"),
+                "--model",
+                "openai/x",
+                "--api-base",
+                f"http://127.0.0.1:{server.port}/v1",
+                "--check-timeout",
+                "2",
+                "--no-progress",
+            ]
+        )
+        elapsed = time.monotonic() - t0
+        err_text = capsys.readouterr().err
+        assert status == 3 and elapsed < 8.0, (status, elapsed, err_text)
+        assert "does not answer a check call made before the grid" in err_text
+        # A compile takes the same setting from its preset (check_timeout).
+        with pytest.raises(LMUnavailable, match="check call made before the search"):
+            t0 = time.monotonic()
+            hpss(check_timeout=2.0).compile(
+                JudgeProgram(load_task("topical_chat"), ASPECT, lm=lm),
+                trainset=load_records(data_path)[:6],
+            )
+        assert time.monotonic() - t0 < 4.0
+    finally:
+        server.close()

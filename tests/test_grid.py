@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from judgeopt.grid import (
     table_columns,
 )
 from judgeopt.judge import JudgeProgram, PrExMeProgram, load_task, prexme_space
-from judgeopt.testing import ScriptedLM
+from judgeopt.testing import ScriptedLM, ScriptedServer
 
 SUB = {
     "base_prompt": ["PZS", "ZS-CoT"],
@@ -227,7 +228,8 @@ def test_killed_grid_resumes_without_redoing_finished_strategies(
         progress=False,
     )
     assert (res.evaluated, res.skipped) == (5, 3)
-    assert len(fresh.requests) == 5 * len(records)  # nothing finished was judged again
+    # nothing finished was judged again (the run's check call is not a judgement)
+    assert len(fresh.judge_requests) == 5 * len(records)
     rows = read_table(table)
     assert len(rows) == 8 and len({r["strategy"] for r in rows}) == 8
     lines = read_items(items)
@@ -392,7 +394,7 @@ def test_cli_grid_factors_and_resume(
     assert {r["task"] for r in rows} == {"zh_en"} and {r["dataset"] for r in rows} == {"dev_zh_en"}
     assert main(argv) == 0
     assert "0 strategies evaluated, 4 already done; 0 LM calls" in capsys.readouterr().out
-    assert len(read_table(out)) == 4 and len(scripted_cli.requests) == 20
+    assert len(read_table(out)) == 4 and len(scripted_cli.judge_requests) == 20
 
 
 def test_cli_grid_toml_and_errors(
@@ -453,6 +455,111 @@ def test_cli_grid_toml_and_errors(
         assert main([*base, "--out", str(tmp_path / "c.csv"), *extra]) == 2
         assert message in capsys.readouterr().err, extra
     assert not (tmp_path / "c.csv").exists()
+
+
+def test_cli_grid_dead_endpoint_exits_3_without_a_row(
+    tmp_path: Path, data_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "g.csv"
+    argv = [
+        "grid",
+        "--data",
+        str(data_file),
+        "--limit",
+        "6",
+        "--out",
+        str(out),
+        "--factors",
+        "base_prompt=PZS",
+        "--factors",
+        "task_description=Neutral",
+        "--factors",
+        "format_requirement=0 to 100",
+        "--no-progress",
+    ]
+    dead = ["--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]
+    t0 = time.monotonic()
+    status = main([*argv, *dead])
+    err = capsys.readouterr().err
+    assert status == 3 and time.monotonic() - t0 < 20
+    assert "does not answer a check call made before the grid" in err and "127.0.0.1:9" in err
+    assert "Traceback" not in err
+    # Nothing was judged, so nothing is stored as a result: the re-run judges the strategy.
+    assert not out.exists() or len(read_table(out)) == 0
+    with ScriptedServer(reply=lambda body: respond(body["messages"])) as srv:
+        assert main([*argv, "--model", "openai/x", "--api-base", srv.api_base]) == 0
+    assert "1 strategies evaluated, 0 already done" in capsys.readouterr().out
+    rows = read_table(out)
+    assert len(rows) == 1 and rows[0]["n_failed"] == "0" and rows[0]["kendall"]
+
+
+def test_cli_grid_endpoint_dying_mid_run_keeps_no_failed_row_and_resumes(
+    tmp_path: Path,
+    data_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state = {"alive": True, "judged": 0}
+    flaky: dict[str, int] = {}
+
+    def dying(messages: list[dict[str, Any]]) -> str | BaseException:
+        if not state["alive"]:
+            return ConnectionRefusedError("refused")
+        text = str(messages[-1]["content"])
+        if "Translation:" in text:
+            state["judged"] += 1
+            if state["judged"] == 7:  # the second strategy's second item fails once
+                flaky[text] = flaky.get(text, 0) + 1
+                return ConnectionRefusedError("refused")
+            if state["judged"] == 13:  # the endpoint dies in the third strategy
+                state["alive"] = False
+        return respond(messages)
+
+    fake = ScriptedLM(dying)
+    monkeypatch.setattr(
+        "judgeopt.cli._lm_from_args", lambda args, default_model=None: ("fake", fake.lm)
+    )
+    out = tmp_path / "g.csv"
+    argv = [
+        "grid",
+        "--data",
+        str(data_file),
+        "--limit",
+        "5",
+        "--out",
+        str(out),
+        "--factors",
+        "base_prompt=PZS",
+        "--factors",
+        "task_description=Neutral,Threat",
+        "--factors",
+        "format_requirement=0 to 100,easy token labels",
+        "--max-consecutive-failures",
+        "3",
+        "--no-progress",
+    ]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "3 judge calls in a row failed" in err and "run the same command again" in err
+    assert "2 of 4 finished" in err
+    rows = read_table(out)
+    # The flaky item was judged again, so its strategy has a full row; the dying one none.
+    assert len(rows) == 2 and all(r["n_failed"] == "0" for r in rows)
+    assert list(flaky.values()) == [1]
+    items = read_items(out.with_suffix(".items.jsonl"))
+    assert len(items) == 10 and all(i["error"] is None for i in items)
+
+    # The endpoint is back: the re-run judges the two strategies left, and only them.
+    healthy = ScriptedLM(respond)
+    monkeypatch.setattr(
+        "judgeopt.cli._lm_from_args", lambda args, default_model=None: ("fake", healthy.lm)
+    )
+    assert main(argv) == 0
+    assert "2 strategies evaluated, 2 already done" in capsys.readouterr().out
+    rows = read_table(out)
+    assert len(rows) == 4 and all(r["n_failed"] == "0" for r in rows)
+    assert len(healthy.judge_requests) == 2 * 5
+    assert len(read_items(out.with_suffix(".items.jsonl"))) == 20
 
 
 # ----------------------------------------------------------------------------- real model

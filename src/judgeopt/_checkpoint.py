@@ -130,7 +130,8 @@ def run_fingerprint(
         trainset: The example pool (and scoring set without ``valset``).
         valset: The scoring set, when given apart.
         config: The optimizer settings (:class:`judgeopt.teleprompt.OptimizerConfig` as a
-            dict); ``budget``, ``threads``, ``ensemble`` and the failure limits are ignored.
+            dict); ``budget``, ``threads``, ``ensemble``, the failure limits and the check call's
+            timeout are ignored.
         lm: The judge's LM.
         max_tokens: The student's output limit (``None``: by strategy).
         decoding_params: The student's decoding overrides.
@@ -139,7 +140,14 @@ def run_fingerprint(
     model = model_identity(lm)
     # NOTE: the ensemble size only changes what is built after the search from the stored
     # judgements, so adding --ensemble to a finished compile reuses its checkpoint.
-    ignored = {"budget", "threads", "max_consecutive_failures", "max_parse_failures", "ensemble"}
+    ignored = {
+        "budget",
+        "threads",
+        "max_consecutive_failures",
+        "check_timeout",
+        "max_parse_failures",
+        "ensemble",
+    }
     fp: dict[str, Any] = {
         "format": _FORMAT,
         "task": f"{task.name} (definition sha256 "

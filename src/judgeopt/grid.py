@@ -19,6 +19,10 @@ killed run restarted with the same arguments skips every finished strategy; item
 unfinished strategy and a half-written last line are dropped on restart. Judge calls already
 made are also in the LM's persistent cache, so an interrupted strategy costs nothing twice.
 
+A dead endpoint leaves no result: a check call before the first strategy, a circuit breaker,
+and items failing transiently twice stop the run (:class:`judgeopt.lm.LMUnavailable`) without
+a row for the strategy being judged, so a re-run judges it again.
+
 Sub-spaces are chosen by factor values (:func:`select_subspace`), from ``name=v1,v2``
 options (:func:`parse_factor_options`) or a TOML file (:func:`load_grid_config`).
 """
@@ -44,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ._errors import JudgeoptError
 from ._io import write_text_atomic
 from .data import Record
-from .evaluate import EvalResult, evaluate
+from .evaluate import CHECK_TIMEOUT, EvalResult, check_endpoint, evaluate_retrying
 from .metrics import tie_calibrated_accuracy
 from .search import Factor, FactorSpace, Strategy, Value
 
@@ -365,6 +369,9 @@ def run_grid(
     progress: bool = True,
     keep_outputs: bool = False,
     overwrite: bool = False,
+    check: bool = True,
+    check_timeout: float | None = CHECK_TIMEOUT,
+    max_consecutive_failures: int | None = 5,
 ) -> GridResult:
     """Evaluate every strategy of ``space`` on ``records``; resume a run that stopped.
 
@@ -381,6 +388,10 @@ def run_grid(
         progress: Show progress bars (strategies, and items within a strategy).
         keep_outputs: Also store each item's raw output in the items file.
         overwrite: Start afresh, deleting the table and items file first.
+        check: Make one short call first, so a dead endpoint stops the run at once.
+        check_timeout: Seconds that call waits (apart from the LM's per-call timeout).
+        max_consecutive_failures: Circuit breaker: stop after this many judge calls in a
+            row failed transiently (``None``: never).
 
     Returns:
         A :class:`GridResult`.
@@ -389,6 +400,8 @@ def run_grid(
         GridError: When ``records`` is empty or lacks human scores, a strategy is outside the
             program's space, or the table belongs to another kind of run or another sample.
         NoLMError: When no LM is configured.
+        LMUnavailable: When the endpoint fails the check call, the breaker trips, or items
+            fail transiently twice; a re-run with the same arguments judges the rest.
     """
     if not records:
         raise GridError("A grid run needs at least one record.")
@@ -402,6 +415,8 @@ def run_grid(
         what = "a pairwise label" if pairwise else f"the human score `{program.aspect}`"
         raise GridError(f"{len(missing)} record(s) lack {what}, e.g. {missing[:3]!r}.")
     the_lm = program.resolve_lm(lm)
+    from .lm import LMUnavailable  # lazy: lm's errors derive from DSPy's
+
     table_path = Path(table)
     items_path = Path(items) if items is not None else table_path.with_suffix(".items.jsonl")
     if overwrite:
@@ -438,6 +453,8 @@ def run_grid(
         log.info(
             "resuming: %d of %d strategies already in %s", skipped, len(strategies), table_path
         )
+    if check and todo:
+        check_endpoint(the_lm, timeout=check_timeout, before="the grid")
     table_path.parent.mkdir(parents=True, exist_ok=True)
     items_path.parent.mkdir(parents=True, exist_ok=True)
     new_table = not table_path.exists() or table_path.stat().st_size == 0
@@ -456,9 +473,26 @@ def run_grid(
             if new_table:
                 _write_row(tfh, header)
             for s, judge in zip(todo, judges, strict=True):
-                res = evaluate(
-                    judge, records, lm=the_lm, threads=threads, progress=progress, desc=_short(s)
-                )
+                try:
+                    res = evaluate_retrying(
+                        judge,
+                        records,
+                        lm=the_lm,
+                        threads=threads,
+                        progress=progress,
+                        desc=_short(s),
+                        max_consecutive_failures=max_consecutive_failures,
+                    )
+                except LMUnavailable as e:
+                    raise LMUnavailable(
+                        f"the grid stopped at strategy {_short(s)} ({len(done)} of "
+                        f"{len(strategies)} finished): {e}. No row is written for a strategy "
+                        f"with missing judgements; the finished strategies are in "
+                        f"{table_path}: run the same command again to judge the others.",
+                        model=e.model,
+                        endpoint=e.endpoint,
+                        last=e,
+                    ) from e
                 calls += res.calls
                 base = {
                     "model": model,

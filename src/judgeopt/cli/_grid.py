@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ..analysis import (
     load_results,
     write_report,
 )
+from ..evaluate import CHECK_TIMEOUT
 from ..grid import (
     GridConfig,
     GridError,
@@ -37,6 +39,17 @@ from ._common import (
     load_data,
     positive_int,
 )
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
 
 
 def _infer_prexme_task(dataset: str) -> str | None:
@@ -126,6 +139,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             keep_outputs=args.keep_outputs,
             overwrite=args.overwrite,
+            check_timeout=args.check_timeout,
+            max_consecutive_failures=args.max_consecutive_failures,
         )
     except GridError as e:
         raise CLIError(str(e)) from e
@@ -214,7 +229,9 @@ def add_grid_parser(sub: Subparsers) -> None:
             "templates by default, or an HPSS task with --aspect) and write a tidy CSV (one "
             "row per strategy: kendall, tie-corrected kendall, pearson, spearman, n, "
             "unparsed, calls, seconds) plus a per-item JSONL. A re-run with the same "
-            "arguments skips the finished strategies."
+            "arguments skips the finished strategies. An endpoint that does not answer a "
+            "check call, or fails the judge calls of a strategy, stops the grid with exit "
+            "status 3 and no row for that strategy; the re-run judges it again."
         ),
     )
     g.add_argument("--data", required=True, help="labelled JSONL/CSV to judge")
@@ -266,6 +283,22 @@ def add_grid_parser(sub: Subparsers) -> None:
         help="start afresh instead of resuming (deletes OUT and the items file)",
     )
     g.add_argument("--top", type=positive_int, default=5, help="best strategies to print (5)")
+    g.add_argument(
+        "--max-consecutive-failures",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="stop the grid (resumably, exit 3) after N judge calls in a row failed with "
+        "connection errors, timeouts or 5xx (default 5)",
+    )
+    g.add_argument(
+        "--check-timeout",
+        type=_seconds,
+        default=CHECK_TIMEOUT,
+        metavar="SECONDS",
+        help="how long the check call made before the first strategy waits for the "
+        f"endpoint's answer (default {CHECK_TIMEOUT:g}; the judge calls keep their own timeout)",
+    )
     add_model(g)
     g.set_defaults(func=_cmd_grid)
 

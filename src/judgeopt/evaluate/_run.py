@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from .._validation import check_int
 from ..data import Record
 from ._checks import check_records
-from ._results import EvalResult, ItemResult, result_of
+from ._results import EvalResult, ItemResult, merge_results, result_of
 
 if TYPE_CHECKING:
     from ..judge import JudgeProgram
 
-__all__ = ["default_threads", "evaluate"]
+__all__ = ["default_threads", "evaluate", "evaluate_retrying"]
 
 log = logging.getLogger("judgeopt.evaluate")
 
@@ -152,6 +152,51 @@ def evaluate(
             "completion_tokens": after.completion_tokens - before.completion_tokens,
         }
     return result_of(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
+
+
+def evaluate_retrying(
+    program: JudgeProgram,
+    records: Sequence[Record],
+    *,
+    desc: str | None = None,
+    max_consecutive_failures: int | None = 5,
+    **kwargs: Any,
+) -> EvalResult:
+    """:func:`evaluate`, then the items whose call failed transiently judged once more.
+
+    A result never holds a judgement missing because the endpoint failed: items still
+    failing transiently after the second try raise, so the caller stores nothing for them
+    and a re-run judges them again (``judgeopt grid`` does so).
+
+    Args:
+        program: The judge.
+        records: Labelled records.
+        desc: Progress bar label.
+        max_consecutive_failures: The circuit breaker of both passes (``None``: none).
+        **kwargs: Further arguments of :func:`evaluate` (``lm``, ``threads``,
+            ``progress``, ``on_item``).
+
+    Raises:
+        LMUnavailable: When the circuit breaker trips, or items fail transiently twice.
+    """
+    kw = {**kwargs, "max_consecutive_failures": max_consecutive_failures}
+    res = evaluate(program, records, desc=desc, **kw)
+    failed = {i.id for i in res.items if i.transient}
+    if not failed:
+        return res
+    log.info("%s: %d judge call(s) failed transiently; trying them once more", desc, len(failed))
+    retry = f"{desc} (retry)" if desc else "judging once more"
+    again = evaluate(program, [r for r in records if r.id in failed], desc=retry, **kw)
+    still = [i for i in again.items if i.transient]
+    if still:
+        from ..lm import LMUnavailable  # lazy: lm's errors derive from DSPy's
+
+        raise LMUnavailable(
+            f"{len(still)} of {len(records)} judge calls failed twice ({still[-1].error})",
+            last=None,
+        )
+    pairwise = program.task.mode == "pairwise"
+    return merge_results([res, again], records, pairwise=pairwise, level=res.level)
 
 
 def default_threads(lm: Any) -> int:

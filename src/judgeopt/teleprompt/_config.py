@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._resources import shipped_file, shipped_names
+from ..evaluate import CHECK_TIMEOUT
 from ..racing import RacingConfig
 from ..search import SEARCHES, Value
 from ..selection import SelectionConfig
@@ -47,6 +48,10 @@ class OptimizerConfig(BaseModel):
         max_consecutive_failures: Circuit breaker: stop the compile (resumably) after this
             many judge calls in a row failed transiently (connection, timeout, 5xx, rate
             limit, each after the LM's own retries).
+        check_timeout: Seconds the check call before the search waits for its one-token
+            answer (apart from the LM's per-call ``timeout``, 120 s by default): a server
+            that accepts connections but never answers stops the compile after about this
+            long.
         max_parse_failures: Largest share of the chosen judge's answers on its scoring
             items that may give no rating (unparsed, or a failed call) before the compile
             reports the judge as untrustworthy (``judgeopt compile`` then exits with 1).
@@ -67,6 +72,7 @@ class OptimizerConfig(BaseModel):
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     ensemble: int = Field(0, ge=0)
     max_consecutive_failures: int = Field(5, ge=1)
+    check_timeout: float = Field(CHECK_TIMEOUT, gt=0)
     max_parse_failures: float = Field(0.25, ge=0.0, le=1.0)
 
     def model_post_init(self, __context: Any) -> None:

@@ -1,4 +1,5 @@
-"""Judging strategies during a compile: retries, stored judgements, racing, the endpoint check.
+"""Judging strategies during a compile: retries, stored judgements, racing (the endpoint check
+before the search is :func:`judgeopt.evaluate.check_endpoint`).
 
 :class:`Evaluator` judges one program on a list of records the way a compile needs it: every
 judged item goes to the run journal (so a resumed compile repeats no call), items whose call
@@ -15,8 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data import Record
-from ..evaluate import EvalResult, ItemResult, evaluate, merge_results
-from ..lm import TRANSIENT_KINDS, JudgeLM, LMError, LMUnavailable, RouterLM
+from ..evaluate import (
+    ENDPOINT_CHECK,
+    EvalResult,
+    ItemResult,
+    check_endpoint,
+    evaluate,
+    merge_results,
+)
+from ..lm import LMUnavailable
 from ..metrics import group_correlation
 from ..racing import RacingConfig, checkpoint_sizes, race_decision, race_order, unit_keys
 from ..search import Strategy
@@ -25,42 +33,6 @@ from ._journal import RunJournal
 __all__ = ["ENDPOINT_CHECK", "Evaluator", "Plan", "check_endpoint", "finite_or_none", "race_plan"]
 
 log = logging.getLogger("judgeopt.teleprompt")
-
-#: The messages of the check call a compile makes before the search.
-ENDPOINT_CHECK: tuple[dict[str, str], ...] = ({"role": "user", "content": "Reply with OK."},)
-
-
-def check_endpoint(lm: Any) -> None:
-    """One short call, uncached, before any judging: a dead endpoint stops at once.
-
-    Raises:
-        LMUnavailable: When the endpoint does not answer (connection, timeout, auth, ...).
-    """
-    if not isinstance(lm, (JudgeLM, RouterLM)):
-        # In process (nothing to reach) or not a judgeopt LM: the breaker still guards it.
-        return
-    quiet = lm.copy()
-    # A one-token answer ends with finish_reason="length" by design.
-    quiet._check_truncation = lambda *_a, **_k: None
-    if isinstance(quiet, JudgeLM):
-        # One retry at most: a dead endpoint is reported in about a second, not after the
-        # full backoff of a judge call.
-        quiet.num_retries = min(1, quiet.num_retries)
-    try:
-        quiet.forward(messages=[dict(m) for m in ENDPOINT_CHECK], max_tokens=1, cache=False)
-    except LMError as e:
-        if e.kind not in TRANSIENT_KINDS | {"auth", "bad_request"}:
-            # Not a sign of an unusable endpoint (e.g. an odd answer to the odd question):
-            # the judge calls will tell.
-            log.warning("the check call before the search failed (%s); judging anyway", e)
-            return
-        raise LMUnavailable(
-            f"the model does not answer a check call made before the search, so nothing "
-            f"was judged: {e}",
-            model=e.model,
-            endpoint=e.endpoint,
-            last=e,
-        ) from e
 
 
 def finite_or_none(value: float) -> float | None:

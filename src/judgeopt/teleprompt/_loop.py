@@ -98,7 +98,7 @@ class CompileRun:
                 restart=restart,
             )
         if check_lm:
-            check_endpoint(lm)
+            check_endpoint(lm, timeout=config.check_timeout)
         self.artifacts = ArtifactStore(journal.artifacts_path)
         # The strategies are judged with copies of this one: the student's settings, the
         # trainset as example pool, the checkpoint's artifacts and the resolved LM.

@@ -13,6 +13,7 @@ from typing import Any
 
 from dspy.teleprompt import Teleprompter
 
+from ..evaluate import CHECK_TIMEOUT
 from ..racing import RacingConfig
 from ..search import Value
 from ..selection import SelectionConfig
@@ -51,6 +52,8 @@ class JudgeSearch(Teleprompter):
             (``compiled.ensemble``; 0 or 1: none).
         max_consecutive_failures: Stop the compile after this many judge calls in a row
             failed transiently (the endpoint is down); a re-run continues.
+        check_timeout: Seconds the check call before the search waits for its answer
+            (apart from the LM's per-call timeout; :data:`judgeopt.evaluate.CHECK_TIMEOUT`).
         max_parse_failures: Share of the chosen judge's answers without a rating above which
             the compile reports a problem (``CompileResult.problems``).
         restart: Discard the checkpoint in ``checkpoint_dir`` and start afresh (needed when
@@ -80,6 +83,7 @@ class JudgeSearch(Teleprompter):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -99,6 +103,7 @@ class JudgeSearch(Teleprompter):
             selection=selection_config(selection),
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
         )
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
@@ -214,6 +219,7 @@ class Auto(JudgeSearch):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -234,6 +240,7 @@ class Auto(JudgeSearch):
             selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
             restart=restart,
             check_endpoint=check_endpoint,
@@ -265,6 +272,7 @@ class HPSS(JudgeSearch):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -285,6 +293,7 @@ class HPSS(JudgeSearch):
             selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
             restart=restart,
             check_endpoint=check_endpoint,
@@ -315,6 +324,7 @@ class Greedy(JudgeSearch):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -335,6 +345,7 @@ class Greedy(JudgeSearch):
             selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
             restart=restart,
             check_endpoint=check_endpoint,
@@ -365,6 +376,7 @@ class StepwiseGreedy(JudgeSearch):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -385,6 +397,7 @@ class StepwiseGreedy(JudgeSearch):
             selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
             restart=restart,
             check_endpoint=check_endpoint,
@@ -415,6 +428,7 @@ class RandomSearch(JudgeSearch):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -435,6 +449,7 @@ class RandomSearch(JudgeSearch):
             selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
             restart=restart,
             check_endpoint=check_endpoint,
@@ -465,6 +480,7 @@ class GridSearch(JudgeSearch):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         max_consecutive_failures: int = 5,
+        check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
@@ -485,6 +501,7 @@ class GridSearch(JudgeSearch):
             selection=selection,
             ensemble=ensemble,
             max_consecutive_failures=max_consecutive_failures,
+            check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
             restart=restart,
             check_endpoint=check_endpoint,
