@@ -178,6 +178,7 @@ def _verdict_html(data: Mapping[str, Any], v: Mapping[str, Any]) -> list[str]:
                 ]
             )
         metric = next(iter(comparisons.values())).get("metric") or "score"
+        parts.append("<h3>Gain over the baseline</h3>")
         parts.append(
             _table(
                 rows,
@@ -199,6 +200,7 @@ def _verdict_html(data: Mapping[str, Any], v: Mapping[str, Any]) -> list[str]:
         if notes:
             parts.append('<p class="note">' + "<br>".join(_esc(n) for n in notes) + "</p>")
     else:
+        parts.append("<h3>Gain over the baseline</h3>")
         parts.append(
             "<p>This judge file has no comparison with the baseline (it was not compiled, "
             "or compiled without a selection).</p>"
