@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-def finite(x: Any) -> bool:
+def finite(x: Any) -> TypeGuard[float]:
     """Whether ``x`` is a finite number (not ``None``, a bool or NaN)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
