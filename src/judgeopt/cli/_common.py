@@ -18,8 +18,10 @@ class CLIError(JudgeoptError):
 
 
 #: Exit statuses: 0 done; 1 the compile finished but its judge is not trustworthy (see the
-#: printed problems; the judge is written anyway); 2 a usage, data or configuration error;
-#: 3 the model endpoint failed (a re-run continues from the checkpoint); 130 interrupted.
+#: printed problems; the judge is written anyway), or evaluate's judge gave no rating for
+#: more than max_parse_failures of its items (its summary is written anyway); 2 a usage,
+#: data or configuration error; 3 the model endpoint failed (a re-run continues from the
+#: checkpoint); 130 interrupted.
 EXIT_UNTRUSTED = 1
 EXIT_UNAVAILABLE = 3
 
