@@ -220,3 +220,26 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
         == 130
     )
     assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (Ctrl-C)"
+
+
+def test_evaluate_on_a_csv_without_a_column_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34: a missing CSV column named the field but not the file. Before any call
+    (the endpoint refuses connections, the exit status is 2)."""
+    task = load_task("topical_chat")
+    path = tmp_path / "judge.json"
+    JudgeProgram(task, "naturalness").save(path)
+    data = tmp_path / "mine.csv"
+    data.write_text("context,fact,naturalness\nhi,a fact,2\nyo,another,3\n", encoding="utf-8")
+    dead = ["--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-progress"]
+    assert main(["evaluate", str(path), "--data", str(data), *dead]) == 2
+    err = capsys.readouterr().err
+    assert f"{data}, line 1: field 'response': missing column" in err
+    assert "the file's columns are context, fact, naturalness" in err
+    # Every column there but no score for the aspect: named with the file too.
+    data.write_text("context,fact,response\nhi,a fact,ok\nyo,another,so\n", encoding="utf-8")
+    assert main(["evaluate", str(path), "--data", str(data), *dead]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"judgeopt: error: --data {data}: the 2 records do not fit")
+    assert "no record has a score for `naturalness`" in err

@@ -52,6 +52,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         # Before the model is loaded: another task's data, or constant labels that score no
         # judge, would waste every call.
         check_records(judge, records)
+    except ValueError as e:
+        raise CLIError(f"--data {args.data}: {e}") from e
+    try:
         check_label_spread(records, judge.task, judge.aspect, "--data")
     except ValueError as e:
         raise CLIError(str(e)) from e
