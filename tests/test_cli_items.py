@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from judgeopt.cli import main
+from judgeopt.cli import EXIT_UNTRUSTED, main
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.testing import ScriptedLM
 
@@ -30,6 +30,8 @@ def test_evaluate_items_writes_prediction_raw_status_human(
     JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
     data = str(shared_data / "topical_chat" / "valid.jsonl")
     items = tmp_path / "out" / "items.jsonl"
+    # 2 of the 4 answers give no rating: more than max_parse_failures=0.25, so the judge is
+    # not trustworthy and evaluate exits 1 as compile would (issue 34); the items are written.
     assert (
         main(
             [
@@ -46,7 +48,7 @@ def test_evaluate_items_writes_prediction_raw_status_human(
                 "openai/x",
             ]
         )
-        == 0
+        == EXIT_UNTRUSTED
     )
     rows = [json.loads(line) for line in items.read_text().splitlines()]
     assert [r["status"] for r in rows] == ["ok", "unparsed", "ok", "failed"]
@@ -84,6 +86,75 @@ def test_evaluate_items_writes_prediction_raw_status_human(
     )
     rows = [json.loads(line) for line in items.read_text().splitlines()]
     assert [r["judge"] for r in rows] == ["judge.json"] * 4 + ["baseline"] * 4
+
+
+def _evaluate(path: Path, data: str, *extra: str) -> int:
+    return main(
+        ["evaluate", str(path), "--data", data, "--no-progress", "--model", "openai/x", *extra]
+    )
+
+
+def test_evaluate_with_most_answers_unrated_is_not_trustworthy(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The user's mistake in issue 34: `evaluate --items` with 13 of 16 answers unparsed
+    exited 0 without a warning, while compile calls the same share "not trustworthy". Now:
+    compile's gate (max_parse_failures, 0.25 by default) and exit status, the problem on
+    stderr, the summary and the items still written."""
+    import judgeopt.lm
+
+    def respond_with(rated: set[int]) -> Any:
+        calls = {"n": 0}
+
+        def respond(messages: list[dict[str, Any]]) -> str:
+            calls["n"] += 1
+            return "Rating: [[2]]" if calls["n"] in rated else "It reads well enough."
+
+        return respond
+
+    task = load_task("topical_chat")
+    path = tmp_path / "judge.json"
+    JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
+    data = str(shared_data / "topical_chat" / "valid.jsonl")
+    items = tmp_path / "items.jsonl"
+    summary = tmp_path / "summary.json"
+    args = ["--limit", "16", "--threads", "1", "--items", str(items), "--json", str(summary)]
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with({1, 2, 3})).lm
+    )
+    assert _evaluate(path, data, *args) == EXIT_UNTRUSTED == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["parse_failures"] == 13
+    assert "judgeopt: problem: the judge judge.json gave no rating for 13 of 16 items (81%" in err
+    assert "max_parse_failures=0.25" in err and "not trustworthy" in err
+    assert "--max-parse-failures" in err and "Traceback" not in err
+    assert len(items.read_text().splitlines()) == 16 and summary.is_file()
+    # A looser gate accepts it; a judge that rated 13 of 16 passes the default one.
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with({1, 2, 3})).lm
+    )
+    assert _evaluate(path, data, *args, "--max-parse-failures", "0.9") == 0
+    assert "problem" not in capsys.readouterr().err
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(set(range(4, 17)))).lm
+    )
+    assert _evaluate(path, data, *args) == 0
+    assert "problem" not in capsys.readouterr().err
+
+    # With --baseline the gate is the judge's; the baseline's share is only reported.
+    def judge_rates(messages: list[dict[str, Any]]) -> str:
+        explains = "Begin your evaluation by providing" in str(messages[-1]["content"])
+        return "It reads well enough." if explains else "Rating: [[2]]"  # the baseline explains
+
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judge_rates).lm)
+    assert _evaluate(path, data, "--limit", "16", "--baseline") == 0
+    err = capsys.readouterr().err
+    assert "problem: the baseline gave no rating for 16 of 16" in err
+    assert "not trustworthy" not in err
+    with pytest.raises(SystemExit) as exit_:
+        _evaluate(path, data, "--max-parse-failures", "1.5")
+    assert exit_.value.code == 2
+    assert "expected a share between 0 and 1" in capsys.readouterr().err
 
 
 def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
@@ -149,3 +220,26 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
         == 130
     )
     assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (Ctrl-C)"
+
+
+def test_evaluate_on_a_csv_without_a_column_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34: a missing CSV column named the field but not the file. Before any call
+    (the endpoint refuses connections, the exit status is 2)."""
+    task = load_task("topical_chat")
+    path = tmp_path / "judge.json"
+    JudgeProgram(task, "naturalness").save(path)
+    data = tmp_path / "mine.csv"
+    data.write_text("context,fact,naturalness\nhi,a fact,2\nyo,another,3\n", encoding="utf-8")
+    dead = ["--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-progress"]
+    assert main(["evaluate", str(path), "--data", str(data), *dead]) == 2
+    err = capsys.readouterr().err
+    assert f"{data}, line 1: field 'response': missing column" in err
+    assert "the file's columns are context, fact, naturalness" in err
+    # Every column there but no score for the aspect: named with the file too.
+    data.write_text("context,fact,response\nhi,a fact,ok\nyo,another,so\n", encoding="utf-8")
+    assert main(["evaluate", str(path), "--data", str(data), *dead]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"judgeopt: error: --data {data}: the 2 records do not fit")
+    assert "no record has a score for `naturalness`" in err

@@ -369,6 +369,23 @@ def test_plain_csv_layout_needs_the_task_to_name_columns(tmp_path: Path) -> None
         load_records(bad, fields=["question", "answer"], scores=["helpfulness"])
 
 
+def test_a_missing_csv_column_names_the_file_and_the_field(tmp_path: Path) -> None:
+    """Issue 34: a CSV without one of the task's input columns was refused later, naming the
+    field but not the file. The loader names the file, the line, the field and the columns
+    the file has; ``inputs.<name>`` counts as the column."""
+    path = tmp_path / "mine.csv"
+    path.write_text("question,helpfulness\nWhy?,4\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as err:
+        load_records(path, fields=["question", "answer"], scores=["helpfulness"])
+    assert str(err.value).startswith(f"{path}, line 1: field 'answer': missing column")
+    assert "the file's columns are question, helpfulness" in str(err.value)
+    assert err.value.field == "answer" and err.value.location == f"{path}, line 1"
+    schema = tmp_path / "schema.csv"
+    schema.write_text("question,inputs.answer,helpfulness\nWhy?,So.,4\n", encoding="utf-8")
+    records = load_records(schema, fields=["question", "answer"], scores=["helpfulness"])
+    assert records[0].inputs == {"question": "Why?", "answer": "So."}
+
+
 def test_plain_jsonl_layout_with_a_score_key(tmp_path: Path) -> None:
     path = _write(
         tmp_path / "d.jsonl",

@@ -568,6 +568,62 @@ def test_compile_on_another_tasks_data_names_the_fields(task, shared_data: Path)
 # -- 5. smaller ones ---------------------------------------------------------------------------
 
 
+def test_cli_compile_errors_name_the_options_the_user_typed(
+    task, records, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34: compile errors said `trainset` where the user typed `--data`. Through the CLI
+    they name the option (and its file); the Python API keeps naming `trainset`
+    (test_compile_on_another_tasks_data_names_the_fields). All before any call: the
+    endpoint refuses connections, and the exit status is 2, not 3."""
+    dead = ["--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-progress"]
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(r.__dict__) + "\n" for r in records))
+    constant = tmp_path / "constant.jsonl"
+    constant.write_text(
+        "".join(
+            json.dumps({**r.__dict__, "scores": {**r.scores, ASPECT: 2.0}}) + "\n" for r in records
+        )
+    )
+    other = str(shared_data / "summeval" / "full.jsonl")
+
+    def compile_(*extra: str) -> str:
+        out = str(tmp_path / "judge.json")
+        args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--out", out]
+        assert main([*args, *dead, *extra]) == 2
+        err = capsys.readouterr().err
+        assert "trainset" not in err and "valset" not in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        return err
+
+    err = compile_("--data", other, "--limit", "6")
+    assert err.startswith(f"judgeopt: error: --data {other}: the 6 records do not fit")
+    err = compile_("--data", str(constant))
+    assert err.startswith("judgeopt: error: `--data`: every one of its 12 human `naturalness`")
+    err = compile_("--data", str(good), "--valid-data", str(constant))
+    assert err.startswith("judgeopt: error: `--valid-data`: every one of its 12 human")
+    # The test data are checked before the search, not after it.
+    err = compile_("--data", str(good), "--test-data", other, "--test-limit", "4")
+    assert err.startswith(f"judgeopt: error: --test-data {other}: the 4 records do not fit")
+    missing = str(tmp_path / "nowhere.jsonl")
+    err = compile_("--data", str(good), "--test-data", missing)
+    assert err.startswith(f"judgeopt: error: --test-data {missing}: ")
+
+
+def test_cli_checkpoint_of_other_data_names_the_option(
+    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "judge.json"
+    with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
+        args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", str(data_path)]
+        args += ["--budget", "2", "--model", "openai/x", "--api-base", srv.api_base]
+        args += ["--no-progress", "--selection", "best", "--no-report", "--out", str(out)]
+        assert main([*args, "--limit", "8"]) == 0
+        capsys.readouterr()
+        assert main([*args, "--limit", "6"]) == 2
+    err = capsys.readouterr().err
+    assert "belongs to another run (--data (trainset): " in err and "--restart" in err
+
+
 def test_cli_empty_data_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

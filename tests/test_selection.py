@@ -437,11 +437,12 @@ def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule)
     respond = respond_half_unparsed(records)
     judge, _ = compile_with(task, records, respond, selection=rule)
     sel, res = judge.selection, judge.search_result
+    # Keys count from 1, like the summary table (issue 34).
     shares = {
-        f"#{s['number']}": (s["parse_failures"] + s["call_failures"]) / s["n"]
+        f"#{s['number'] + 1}": (s["parse_failures"] + s["call_failures"]) / s["n"]
         for s in res.evaluation_summaries
     }
-    scores = {f"#{s['number']}": s["spearman"] for s in res.evaluation_summaries}
+    scores = {f"#{s['number'] + 1}": s["spearman"] for s in res.evaluation_summaries}
     assert sel["excluded"], sel
     for e in sel["excluded"]:
         assert shares[e["key"]] > 0.25 and e["unrated"] / e["n"] == shares[e["key"]]
@@ -456,6 +457,74 @@ def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule)
     assert "excluded" not in loose.selection
     if rule != "confirm":  # confirm may still keep the baseline on the confirmation items
         assert loose.strategy["scale"] == 10
+
+
+def respond_mostly_unparsed(records, baseline_parses: bool) -> Any:
+    """Every prompt other than the baseline's gives no rating for two items in three (by a
+    hash of the response); the scale-10 prompts rate the rest by the human score (the best
+    search scores), the others by hash noise. The baseline's prompt rates every item by
+    hash noise (``baseline_parses``) or, like the others, only one item in three."""
+    from judgeopt.judge import render_messages
+
+    task = load_task("topical_chat")
+    base = {
+        render_messages(task, ASPECT, baseline_strategy(task), r.inputs)[-1]["content"]
+        for r in records
+    }
+    good = respond_with(records, "scale10")
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1]["content"])
+        response = text.split("## The Start of the Response")[-1].split("## The End")[0]
+        rated = int(hashlib.sha256(response.encode()).hexdigest(), 16) % 3 == 0
+        if text in base and baseline_parses:
+            return f"Rating: [[{1 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % 3}]]"
+        return good(messages) if rated else "The response is fine, I think."
+
+    return respond
+
+
+@pytest.mark.parametrize("baseline_parses", [False, True])
+@pytest.mark.parametrize("rule", ["confirm", "best"])
+def test_every_strategy_passed_over_returns_the_baseline_and_says_so(
+    task, records, rule, baseline_parses, caplog
+) -> None:
+    """The user's mistake in issue 34: every strategy was passed over for unrated answers,
+    the compile said so ("passed over 2 strategies ... #1, #0") and then returned the
+    search's best anyway. The baseline is the fallback (docs/judge.md), the messages say
+    so, and they number the strategies from 1 like the summary table."""
+    respond = respond_mostly_unparsed(records, baseline_parses)
+    judge, _ = compile_with(task, records, respond, selection=rule)
+    sel, res = judge.selection, judge.search_result
+    assert judge.strategy == baseline_strategy(task), sel["messages"]
+    # The search's best is a scale-10 strategy, passed over.
+    best = max(res.evaluation_summaries, key=lambda s: s["spearman"])
+    assert best["strategy"]["scale"] == 10 and best["strategy"] != judge.strategy.as_dict()
+    # Keys count from 1, like the summary table's first column (number + 1).
+    table = {f"#{s['number'] + 1}": s for s in res.evaluation_summaries}
+    assert f"#{best['number'] + 1}" in {e["key"] for e in sel["excluded"]}
+    for e in sel["excluded"]:
+        s = table[e["key"]]
+        assert e["unrated"] == s["parse_failures"] + s["call_failures"] and e["n"] == s["n"]
+        assert e["search_score"] == pytest.approx(s["spearman"])
+    assert "#0 " not in " ".join(sel["messages"])
+    said = " ".join(sel["messages"])
+    assert "passed over" in said and ("baseline is returned" in said or "kept" in said)
+    if rule == "best":
+        if baseline_parses:
+            assert "the baseline is returned: every strategy with a better" in said
+        else:
+            # The baseline is not listed as passed over: it is what is returned.
+            assert "every strategy with a search score gave no rating" in said
+            assert f"not the search's best (#{best['number'] + 1})" in said
+            assert not any("(the baseline)" in m for m in sel["messages"])
+    else:
+        assert "every strategy other than the baseline was passed over" in said
+    if rule == "best":  # a rule that fell back: its messages are logged as warnings
+        assert any(
+            r.levelname == "WARNING" and "baseline is returned" in r.getMessage()
+            for r in caplog.records
+        )
 
 
 def test_too_few_items_fall_back_to_best_and_say_so(task, records) -> None:

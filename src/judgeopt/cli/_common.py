@@ -18,8 +18,10 @@ class CLIError(JudgeoptError):
 
 
 #: Exit statuses: 0 done; 1 the compile finished but its judge is not trustworthy (see the
-#: printed problems; the judge is written anyway); 2 a usage, data or configuration error;
-#: 3 the model endpoint failed (a re-run continues from the checkpoint); 130 interrupted.
+#: printed problems; the judge is written anyway), or evaluate's judge gave no rating for
+#: more than max_parse_failures of its items (its summary is written anyway); 2 a usage,
+#: data or configuration error; 3 the model endpoint failed (a re-run continues from the
+#: checkpoint); 130 interrupted.
 EXIT_UNTRUSTED = 1
 EXIT_UNAVAILABLE = 3
 
@@ -133,10 +135,16 @@ def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) ->
 
 
 def load_data(
-    path: str, limit: int | None, task: Any = None, aspect: str | None = None
+    path: str,
+    limit: int | None,
+    task: Any = None,
+    aspect: str | None = None,
+    *,
+    option: str = "--data",
 ) -> list[Any]:
     """Records of ``path``; with a ``task``, also in the plain layout (its input fields and
-    aspect names as bare columns, ``score`` for ``aspect``; docs/tasks.md, "Your data")."""
+    aspect names as bare columns, ``score`` for ``aspect``; docs/tasks.md, "Your data").
+    Errors name ``option``, the option that gave the path (``--data``, ``--test-data``)."""
     kwargs: dict[str, Any] = {}
     if task is not None and hasattr(task, "input_names"):
         kwargs["fields"] = list(task.input_names)
@@ -151,10 +159,10 @@ def load_data(
     try:
         records = load_records(path, limit=limit, **kwargs)
     except (ValueError, OSError) as e:
-        raise CLIError(f"--data {path}: {e}") from e
+        raise CLIError(f"{option} {path}: {e}") from e
     if not records:
         raise CLIError(
-            f"--data {path}: the file holds no records (expected one JSON object "
+            f"{option} {path}: the file holds no records (expected one JSON object "
             "per line, or a CSV header row and rows)"
         )
     return records

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..evaluate import Comparison, evaluate_against
+from ..evaluate import Comparison, check_label_spread, check_records, evaluate_against
 from ..report import write_judge_report
 from ._common import (
     EXIT_UNTRUSTED,
@@ -129,26 +129,71 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The compile's Python names (in its fingerprint) -> the CLI options that give them.
+_OPTION_OF = {"trainset": "--data (trainset)", "valset": "--valid-data (valset)"}
+
+
+def _check_data(student: Any, parts: list[tuple[str, str | None, Any, bool]]) -> None:
+    """The compile's checks of its data (``trainset`` / ``valset`` in the Python API's
+    messages), made here first so that the messages name the option the user typed.
+
+    ``parts``: ``(option, path, records or None, whether it is the scoring set)``.
+    """
+    for option, path, records, scoring in parts:
+        if records is None:
+            continue
+        try:
+            check_records(student, records)
+        except ValueError as e:
+            raise CLIError(f"{option} {path}: {e}") from e
+        if scoring:
+            try:
+                check_label_spread(records, student.task, student.aspect, option)
+            except ValueError as e:
+                raise CLIError(str(e)) from e
+
+
 def _compile_aspect(
     args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any, optimizer: Any, out: Path
 ) -> list[str]:
     """Compile, test and write the judge of one aspect; the problems found (printed)."""
     from ..judge import JudgeProgram  # lazy: loads DSPy
+    from ..teleprompt import CheckpointMismatchError  # lazy: loads DSPy
 
     train = load_data(args.data, args.limit, task, aspect)
-    val = load_data(args.valid_data, args.limit, task, aspect) if args.valid_data else None
+    val = (
+        load_data(args.valid_data, args.limit, task, aspect, option="--valid-data")
+        if args.valid_data
+        else None
+    )
+    # Loaded and checked before the search, so a bad test file does not wait for it.
+    test = (
+        load_data(args.test_data, args.test_limit, task, aspect, option="--test-data")
+        if args.test_data
+        else None
+    )
     student = JudgeProgram(task, aspect, lm=lm)
+    _check_data(
+        student,
+        [
+            ("--data", args.data, train, val is None),
+            ("--valid-data", args.valid_data, val, True),
+            ("--test-data", args.test_data, test, False),
+        ],
+    )
     try:
         judge = optimizer.compile(student, trainset=train, valset=val)
+    except CheckpointMismatchError as e:
+        # The fingerprint's keys are the Python API's names; the user typed the options.
+        renamed = [(_OPTION_OF.get(what, what), old, new) for what, old, new in e.differences]
+        raise CLIError(str(CheckpointMismatchError(e.path, renamed))) from e
     except ValueError as e:
         raise CLIError(str(e)) from e
     judge = judge.with_report(judge.report_.with_model(model))
     ensemble = judge.ensemble
     if ensemble is not None:
         ensemble.model_name = model
-    test = None
-    if args.test_data:
-        test = load_data(args.test_data, args.test_limit, task, aspect)
+    if test is not None:
         baseline = judge.with_strategy(student.strategy)
         res, _, comp = evaluate_against(
             judge,

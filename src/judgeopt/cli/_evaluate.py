@@ -12,7 +12,32 @@ from typing import Any
 
 from ..evaluate import check_label_spread, check_records, evaluate, evaluate_against
 from ..search import Strategy
-from ._common import CLIError, Subparsers, add_model, lm_from_args, load_data, positive_int
+from ._common import (
+    EXIT_UNTRUSTED,
+    CLIError,
+    Subparsers,
+    add_model,
+    lm_from_args,
+    load_data,
+    positive_int,
+    share,
+)
+
+
+def unrated_problem(label: str, result: Any, limit: float) -> str | None:
+    """Why ``result`` (``label``'s judged items) is not trustworthy: more than ``limit`` of
+    its answers gave no rating (the compile's gate, ``max_parse_failures``); ``None``: fine."""
+    n = int(result.n or 0)
+    bad = int(result.parse_failures or 0) + int(result.call_failures or 0)
+    if not n or bad / n <= limit:
+        return None
+    return (
+        f"{label} gave no rating for {bad} of {n} items ({bad / n:.0%}; "
+        f"{result.parse_failures} unparsed, {result.call_failures} failed calls), more than "
+        f"max_parse_failures={limit:g}: too many of its answers are not in the expected "
+        "format (a model too small for the prompt, or a max_tokens too low); its scores "
+        "rest on the few answers that parsed"
+    )
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -27,6 +52,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         # Before the model is loaded: another task's data, or constant labels that score no
         # judge, would waste every call.
         check_records(judge, records)
+    except ValueError as e:
+        raise CLIError(f"--data {args.data}: {e}") from e
+    try:
         check_label_spread(records, judge.task, judge.aspect, "--data")
     except ValueError as e:
         raise CLIError(str(e)) from e
@@ -90,7 +118,32 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         runs = [(labels[1], result)] if other is None else [(labels[1], result), (labels[0], ref)]
         n = _write_items(args.items, runs, records)
         print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
-    return 0
+    return _gate(args, result, None if other is None else ref, labels)
+
+
+def _gate(args: argparse.Namespace, result: Any, ref: Any, labels: tuple[str, str]) -> int:
+    """Exit status 1 (as compile's) when the judge rated too few items; the problems on
+    stderr. The other judge's share (``--baseline`` / ``--compare``) is only reported."""
+    limit = args.max_parse_failures
+    if limit is None:
+        from ..teleprompt import OptimizerConfig  # lazy: loads DSPy; the compile's default
+
+        limit = float(OptimizerConfig.model_fields["max_parse_failures"].default)
+    problem = unrated_problem(f"the judge {labels[1]}", result, limit)
+    name = "the baseline" if args.baseline else f"the other judge {labels[0]}"
+    other = None if ref is None else unrated_problem(name, ref, limit)
+    for line in (problem, other):
+        if line is not None:
+            print(f"judgeopt: problem: {line}", file=sys.stderr)
+    if problem is None:
+        return 0
+    print(
+        f"judgeopt: the judge's scores on --data {args.data} are not trustworthy (exit "
+        f"status {EXIT_UNTRUSTED}; --max-parse-failures sets the accepted share of answers "
+        "without a rating)",
+        file=sys.stderr,
+    )
+    return EXIT_UNTRUSTED
 
 
 def item_rows(label: str, items: Sequence[Any], records: Sequence[Any]) -> list[dict[str, Any]]:
@@ -206,6 +259,14 @@ def add_evaluate_parser(sub: Subparsers) -> None:
         metavar="OTHER.json",
         help="also evaluate another exported judge (or ensemble) on the same "
         "items and report the paired difference with its interval",
+    )
+    e.add_argument(
+        "--max-parse-failures",
+        type=share,
+        default=None,
+        metavar="SHARE",
+        help="largest share of the judge's answers without a rating before evaluate "
+        "exits with 1, as compile does (default: compile's, 0.25)",
     )
     e.add_argument(
         "--max-consecutive-failures",

@@ -24,7 +24,9 @@ column                        meaning
 ``group_id``, ``system_id``   optional; an empty cell means ``None``
 ``label``                     optional; ``a``, ``b``, ``tie`` or empty (``None``)
 ``inputs.<name>``             an input text field ``<name>``
-``<name>`` in ``fields=``     the same, for plain column names (``fields=["response"]``)
+``<name>`` in ``fields=``     the same, for plain column names (``fields=["response"]``);
+                              each name in ``fields=`` needs a column (plain or
+                              ``inputs.<name>``)
 ``scores.<aspect>``           a number; an empty cell means "no score for this aspect"
 ``<column>`` in ``scores=``   the same, for plain column names (``scores=["helpfulness"]``
                               or ``scores={"score": "helpfulness"}``)
@@ -260,6 +262,16 @@ def _csv_columns(
             )
     if "id" not in seen and not (plain or score_map):
         raise DataFormatError(location, "id", "missing required column")
+    given = {key for section, key in columns if section == "inputs"}
+    missing = sorted(plain - given)
+    if missing:
+        raise DataFormatError(
+            location,
+            missing[0],
+            f"missing column; the input fields named (the task's, or fields= in Python) are "
+            f"{', '.join(sorted(plain))}, each a column <name> or inputs.<name>; the file's "
+            f"columns are {', '.join(h.strip() for h in header)}",
+        )
     if not any(section == "inputs" for section, _ in columns):
         raise DataFormatError(
             location, "inputs", "no input column; name them inputs.<name> or list them in fields="

@@ -35,6 +35,12 @@ def lm_stats(lm: Any) -> dict[str, int]:
     return {k: int(getattr(st, k, 0) or 0) for k in keys}
 
 
+def trial_key(trial: Any) -> str:
+    """How the compile names a search trial in its messages and its selection record
+    (``#1`` is the first, as in the summary table; the journal's numbers start at 0)."""
+    return f"#{trial.number + 1}"
+
+
 def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
     """The items of ``res`` in the order of ``records``."""
     by_id = {i.id: i for i in res.items}
@@ -139,7 +145,7 @@ class Chooser:
                 if excluded is not None:
                     excluded.append(
                         {
-                            "key": f"#{t.number}",
+                            "key": trial_key(t),
                             "search_score": t.score,
                             "unrated": bad,
                             "n": n_items,
@@ -170,7 +176,7 @@ class Chooser:
             if not (n_items and bad / n_items > limit):
                 return t
             excluded.append(
-                {"key": f"#{t.number}", "search_score": t.score, "unrated": bad, "n": n_items}
+                {"key": trial_key(t), "search_score": t.score, "unrated": bad, "n": n_items}
             )
         return None
 
@@ -232,6 +238,13 @@ class Chooser:
             for s in summaries
         }
         excluded: list[dict[str, Any]] = []
+        baseline_key = strategy_key(baseline.strategy)
+        baseline_keys = {
+            trial_key(t)
+            for t in search.trials
+            if strategy_key(base.with_strategy(t.strategy).strategy) == baseline_key
+        }
+        fallback = None
         if confirm_val is None:
             # Rule "best" (asked for, or too few items to confirm): the best search score
             # among the strategies that rated enough of their items.
@@ -242,14 +255,36 @@ class Chooser:
                     f"selection: {split_note}; the judge with the best validation score "
                     "is returned, which is biased upward (winner's curse)"
                 )
-            top = self.best_rated(search, unrated, excluded) or best_trial
-            chosen = base.with_strategy(top.strategy)
+            top = self.best_rated(search, unrated, excluded)
+            if top is None:
+                # Every strategy was passed over: the baseline is the fallback
+                # (docs/judge.md), never the search's best, whose score rests on the few
+                # answers that parsed.
+                chosen = baseline
+                excluded = [e for e in excluded if e["key"] not in baseline_keys]
+                fallback = (
+                    "selection: every strategy with a search score gave no rating for more "
+                    f"than max_parse_failures={self.config.max_parse_failures:g} of its "
+                    "search items; the baseline is returned"
+                    + (
+                        ""
+                        if trial_key(best_trial) in baseline_keys
+                        else f", not the search's best ({trial_key(best_trial)})"
+                    )
+                )
+            else:
+                chosen = base.with_strategy(top.strategy)
+                if trial_key(top) in baseline_keys and excluded:
+                    fallback = (
+                        "selection: the baseline is returned: every strategy with a better "
+                        "search score was passed over"
+                    )
             finalists = (
-                [top]
+                ([] if top is None else [top])
                 if n_members == 0
                 else self.finalists(search, base, n_members, unrated, excluded)
             )
-            if not finalists:
+            if not finalists and top is not None:
                 finalists = [top]
             judged_on, split = search_val, "validation"
             note = (
@@ -272,7 +307,8 @@ class Chooser:
             unique = list({e["key"]: e for e in excluded}.values())
             record["excluded"] = unique
             listed = ", ".join(
-                f"{e['key']} ({e['unrated']} of {e['n']}; search score {e['search_score']:.3f})"
+                f"{e['key']}{' (the baseline)' if e['key'] in baseline_keys else ''} "
+                f"({e['unrated']} of {e['n']}; search score {e['search_score']:.3f})"
                 for e in unique
             )
             record["messages"].append(
@@ -281,6 +317,8 @@ class Chooser:
                 f"max_parse_failures={self.config.max_parse_failures:g} of their search "
                 f"items (their score rests on the few answers that parsed): {listed}"
             )
+        if fallback is not None:
+            record["messages"].append(fallback)
         pairwise = base.task.mode == "pairwise"
         level = evaluator.level
         results: dict[str, EvalResult] = {}
@@ -313,7 +351,7 @@ class Chooser:
                         vector(fin_res[0]),
                         search_score=finalists[0].score,
                         baseline_search_score=base_score,
-                        key=f"#{finalists[0].number}",
+                        key=trial_key(finalists[0]),
                         method=metric,
                         groups=groups,
                         confidence=sel.confidence,
@@ -326,7 +364,7 @@ class Chooser:
                         vector(base_res),
                         [vector(r) for r in fin_res[:confirm_n]],
                         search_scores=[t.score for t in finalists[:confirm_n]],
-                        keys=[f"#{t.number}" for t in finalists[:confirm_n]],
+                        keys=[trial_key(t) for t in finalists[:confirm_n]],
                         method=metric,
                         groups=groups,
                         confidence=sel.confidence,
@@ -347,7 +385,10 @@ class Chooser:
                     chosen = fin_progs[result.chosen]
         elif confirm_val is not None:
             record["messages"].append(
-                "selection: the search found no strategy other than "
+                "selection: every strategy other than the baseline was passed over (above); "
+                "the baseline is kept"
+                if excluded
+                else "selection: the search found no strategy other than "
                 "the baseline with a score; the baseline is kept"
             )
         chosen_res = judged(chosen, f"{split}: chosen")
@@ -383,7 +424,8 @@ class Chooser:
                 f"selection: the returned judge scores {comparison.gain:+.3f} against the "
                 f"baseline on the {split} items"
             )
-        return Selected(compiled, record, comparisons, ensemble, warn or record["rule"] != sel.rule)
+        warn = warn or fallback is not None or record["rule"] != sel.rule
+        return Selected(compiled, record, comparisons, ensemble, warn)
 
     def ensemble(
         self,
