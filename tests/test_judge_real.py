@@ -145,8 +145,11 @@ def test_cli_compile_evaluate_show_with_smollm2(env: Path, shared_data: Path, ca
             "--no-progress",
         ]
     )
-    assert rc == 0
     summary = json.loads(summary_path.read_text())
+    # As compile: more than max_parse_failures (0.25) of the answers without a rating is "not
+    # trustworthy", exit 1 (issue 34), and the summary is written all the same.
+    unrated = summary["parse_failures"] + summary.get("call_failures", 0)
+    assert rc == (1 if unrated / summary["n"] > 0.25 else 0), summary
     assert {
         "n",
         "parse_failures",
