@@ -76,7 +76,8 @@ def test_metric_in_evaluate_bestofn_refine_and_an_optimizer(judge: JudgeProgram)
     )
     scores = [s for _, _, s in result.results]
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
-    assert result.score == pytest.approx(100 * sum(scores) / 3)
+    # dspy.Evaluate reports the mean in percent rounded to 2 decimals (DSPy 3.4.1).
+    assert result.score == pytest.approx(round(100 * sum(scores) / 3, 2))
     assert metric.calls == 3
     # Reward functions are called as reward_fn(args, pred).
     for wrapper in (dspy.BestOfN, dspy.Refine):
@@ -153,9 +154,12 @@ def test_python_compile_records_a_model_that_cli_evaluate_loads(
             str(tmp_path / "items.jsonl"),
         ]
     )
-    assert rc == 0
     summary = json.loads((tmp_path / "res.json").read_text())
     assert summary["n"] == 4
+    # More than max_parse_failures (0.25) of the answers without a rating: "not trustworthy",
+    # exit 1, with the summary and the items written all the same (issue 34).
+    unrated = summary["parse_failures"] + summary.get("call_failures", 0)
+    assert rc == (1 if unrated / summary["n"] > 0.25 else 0), summary
     rows = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
     assert {r["status"] for r in rows} <= {"ok", "unparsed", "failed"} and len(rows) == 4
     assert all(r["raw"] is not None for r in rows if r["status"] != "failed")
