@@ -334,6 +334,9 @@ def test_qwen_batched_is_deterministic_and_agrees_with_one_at_a_time(shared_data
         for a, b in zip(one.items, batched.items, strict=True)
     ]
     # The same ratings up to floating-point rounding (the two paths split the work
-    # differently; benchmarks/batch_decode.py measures the differences on more items).
-    assert max(diffs) < 0.3, diffs
+    # differently; benchmarks/batch_decode.py measures the differences on more items). The
+    # llama.cpp build of 2026-11-27 (AVX2, no AMX) puts one of these 8 items 0.455 apart, on
+    # the base code too, where earlier builds stayed under 0.3: the bound on the largest
+    # difference follows the build, the mean keeps the test's strictness.
+    assert max(diffs) < 0.5, diffs
     assert float(np.mean(diffs)) < 0.1, diffs
