@@ -27,6 +27,15 @@ the same command resumes it) and the judged-item files that make a resumed run r
 
 from __future__ import annotations
 
+from ._bank import (
+    BANK_FORMAT,
+    BankColumn,
+    BankPair,
+    bank_lines,
+    judgement_covers,
+    load_bank,
+    pack_bank,
+)
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
 from ._harness import (
     EXIT_INTERRUPTED,
@@ -50,6 +59,13 @@ from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 from ._surface import Surface, load_surfaces
 
 __all__ = [
+    "BANK_FORMAT",
+    "BankColumn",
+    "BankPair",
+    "bank_lines",
+    "judgement_covers",
+    "load_bank",
+    "pack_bank",
     "EXIT_INTERRUPTED",
     "METHODS",
     "PRIOR_METHODS",

@@ -1,0 +1,281 @@
+"""A judgement bank: strategies x items judged once, replayed many times without a call.
+
+A bank is to the judge what a :class:`~judgeopt.bench.Surface` is to the search. It is
+recorded by ``benchmarks/bank.py`` from a plan (``benchmarks/bank_plan.json``, committed
+before any item was judged) into one file per task-aspect pair, ``<pair>.jsonl.gz`` (packed)
+and ``<pair>.jsonl`` (lines recorded since the last pack). Each line is a JSON object with a
+``kind``:
+
+* ``header``: ``plan_sha``, ``pair``;
+* ``judgement``: ``strategy`` (without its decoding), ``id``, ``greedy`` and ``expected``
+  ratings (``None`` when unparsed or not recorded), ``probs``, ``parse_error``, ``error``,
+  ``raw``, ``seconds`` and ``source`` (``bank`` for a bank call, ``e2e:<file>`` for a stored
+  judgement of ``benchmarks/e2e.py`` imported without a call);
+* ``chunk``: the calls, tokens and seconds of one batch of bank calls;
+* ``verify``: a stored judgement judged again, as a check of the import.
+
+:func:`load_bank` turns a pair's file and its plan into a :class:`BankPair`: the human
+scores, groups and one prediction vector per planned *column* (a strategy with its decoding).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "BANK_FORMAT",
+    "BankColumn",
+    "BankPair",
+    "bank_lines",
+    "judgement_covers",
+    "load_bank",
+    "pack_bank",
+]
+
+BANK_FORMAT = 1
+
+
+def bank_lines(directory: str | os.PathLike[str], pair: str) -> Iterator[dict[str, Any]]:
+    """Every line of ``pair``'s bank in ``directory``: the packed ones, then the recent ones.
+
+    A line cut by an interruption (the last one of the plain file) is skipped.
+    """
+    d = Path(directory)
+    packed, plain = d / f"{pair}.jsonl.gz", d / f"{pair}.jsonl"
+    if packed.is_file():
+        with gzip.open(packed, "rt", encoding="utf-8") as fh:
+            for text in fh:
+                yield json.loads(text)
+    if plain.is_file():
+        for text in plain.read_text(encoding="utf-8").splitlines():
+            try:
+                yield json.loads(text)
+            except ValueError:
+                continue
+
+
+def pack_bank(directory: str | os.PathLike[str], pair: str) -> Path | None:
+    """Move ``pair``'s recent lines into its packed file (rewritten atomically); the plain
+    file is removed. Returns the packed path (``None`` when there is nothing to pack)."""
+    d = Path(directory)
+    plain, packed = d / f"{pair}.jsonl", d / f"{pair}.jsonl.gz"
+    if not plain.is_file():
+        return packed if packed.is_file() else None
+    lines = list(bank_lines(d, pair))
+    tmp = packed.with_suffix(".gz.tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as fh:
+        for line in lines:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    os.replace(tmp, packed)
+    plain.unlink()
+    return packed
+
+
+@dataclass(frozen=True)
+class BankColumn:
+    """One planned strategy (with its decoding) of a pair: its predictions on the pool.
+
+    Attributes:
+        key: The plan's column key (``C01`` is the baseline).
+        strategy: The strategy's plain-data form, decoding included.
+        roles: Why the plan holds it (``baseline``, ``search #n``, ``finalist``...).
+        predictions: One rating per pool item; ``nan`` where unparsed or failed.
+    """
+
+    key: str
+    strategy: Mapping[str, Any]
+    roles: tuple[str, ...]
+    predictions: np.ndarray
+
+    @property
+    def unparsed(self) -> int:
+        """Pool items without a rating."""
+        return int(np.isnan(self.predictions).sum())
+
+
+@dataclass(frozen=True)
+class BankPair:
+    """One task-aspect pair of a bank: the pool's humans and groups, and its columns.
+
+    ``complete`` is False when some column lacks a judgement of some pool item (a bank
+    still being recorded); such a column's missing items are ``nan`` like unparsed ones,
+    and :attr:`missing` counts them.
+    """
+
+    name: str
+    task: str
+    aspect: str
+    level: str
+    ids: tuple[str, ...]
+    human: np.ndarray
+    groups: np.ndarray
+    columns: tuple[BankColumn, ...]
+    missing: int = 0
+    seconds: float = 0.0
+    calls: int = 0
+    tokens: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every column holds a judgement of every pool item."""
+        return self.missing == 0
+
+    @property
+    def baseline(self) -> BankColumn:
+        """The MT-Bench baseline's column."""
+        for c in self.columns:
+            if "baseline" in c.roles:
+                return c
+        raise KeyError(f"{self.name}: the bank has no baseline column")
+
+    def matrix(self) -> np.ndarray:
+        """The predictions as a (columns x items) array (``nan``: no rating)."""
+        return np.vstack([c.predictions for c in self.columns])
+
+
+def _strategy_key(strategy: Mapping[str, Any]) -> str:
+    return json.dumps(dict(strategy), sort_keys=True)
+
+
+def load_bank(
+    plan: Mapping[str, Any] | str | os.PathLike[str],
+    directory: str | os.PathLike[str],
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    pairs: Sequence[str] | None = None,
+    complete_only: bool = False,
+) -> dict[str, BankPair]:
+    """The bank's pairs by name, from its plan and the recorded files in ``directory``.
+
+    Args:
+        plan: The plan (``benchmarks/bank_plan.json``) or its path.
+        directory: Where the pair files are (``benchmarks/results/bank``).
+        data_dir: The shared datasets (human scores and groups of the pool);
+            default :func:`judgeopt.bench.shared_data_dir`.
+        pairs: Only these pairs (default: every pair of the plan).
+        complete_only: Leave out the pairs whose bank is not complete.
+
+    Raises:
+        ValueError: On a plan of another format, an unknown pair name, or a pair file
+            recorded under another plan.
+    """
+    from ..data import load_records
+    from ._harness import shared_data_dir
+
+    if not isinstance(plan, Mapping):
+        plan_path = Path(plan)
+        raw = plan_path.read_bytes()
+        plan = json.loads(raw)
+        import hashlib
+
+        sha: str | None = hashlib.sha256(raw).hexdigest()[:16]
+    else:
+        sha = None
+    assert isinstance(plan, Mapping)
+    if plan.get("format") != BANK_FORMAT:
+        raise ValueError(f"bank plan format {plan.get('format')!r}; this version reads 1")
+    names = [p["name"] for p in plan["pairs"]]
+    unknown = [p for p in pairs or () if p not in names]
+    if unknown:
+        raise ValueError(f"pairs: unknown pair(s) {unknown}; the plan has {names}")
+    data = Path(data_dir) if data_dir is not None else shared_data_dir()
+    out: dict[str, BankPair] = {}
+    for p in plan["pairs"]:
+        if pairs is not None and p["name"] not in pairs:
+            continue
+        bp = _load_pair(p, directory, data, sha, load_records)
+        if bp is None or (complete_only and not bp.complete):
+            continue
+        out[bp.name] = bp
+    return out
+
+
+def _load_pair(
+    p: Mapping[str, Any],
+    directory: str | os.PathLike[str],
+    data: Path,
+    sha: str | None,
+    load_records: Any,
+) -> BankPair | None:
+    lines: dict[tuple[str, str], dict[str, Any]] = {}
+    seconds, calls = 0.0, 0
+    tokens = {"prompt_tokens": 0, "completion_tokens": 0}
+    seen = False
+    for line in bank_lines(directory, p["name"]):
+        seen = True
+        kind = line.get("kind")
+        if kind == "header" and sha is not None and line.get("plan_sha") != sha:
+            raise ValueError(f"{p['name']}: recorded under plan {line.get('plan_sha')}, not {sha}")
+        if kind == "judgement":
+            key = (_strategy_key(line["strategy"]), line["id"])
+            old = lines.get(key)
+            if old is None or old.get("error") is not None or line.get("source") == "bank":
+                if line.get("error") is None or old is None:
+                    lines[key] = line
+        elif kind == "chunk":
+            seconds += float(line.get("seconds") or 0.0)
+            calls += int(line.get("calls") or 0)
+            for k in tokens:
+                tokens[k] += int(line.get(k) or 0)
+    if not seen:
+        return None
+    records = {r.id: r for r in load_records(data / p["task"] / "full.jsonl")}
+    ids = tuple(p["pool"])
+    human = np.array([float(records[i].scores[p["aspect"]]) for i in ids], dtype=float)
+    groups = np.array([records[i].group_id or records[i].id for i in ids], dtype=object)
+    columns, missing = [], 0
+    for c in p["columns"]:
+        strategy = dict(c["strategy"])
+        decoding = strategy.pop("decoding")
+        field_name = "greedy" if decoding == "greedy" else "expected"
+        base = _strategy_key(strategy)
+        preds = np.full(len(ids), np.nan)
+        for k, rid in enumerate(ids):
+            line = lines.get((base, rid))
+            if line is None or not judgement_covers(line, field_name):
+                missing += 1
+                continue
+            value = line.get(field_name)
+            if value is not None and math.isfinite(float(value)):
+                preds[k] = float(value)
+        columns.append(
+            BankColumn(c["key"], c["strategy"], tuple(c.get("roles") or ()), predictions=preds)
+        )
+    return BankPair(
+        name=p["name"],
+        task=p["task"],
+        aspect=p["aspect"],
+        level=p["level"],
+        ids=ids,
+        human=human,
+        groups=groups,
+        columns=tuple(columns),
+        missing=missing,
+        seconds=seconds,
+        calls=calls,
+        tokens=tokens,
+    )
+
+
+def judgement_covers(line: Mapping[str, Any] | None, decoding: str) -> bool:
+    """A bank ``judgement`` line gives the rating of its strategy with ``decoding``
+    (``greedy`` or ``expected``; an unparsed answer counts: it is a recorded outcome).
+
+    A failed call covers nothing; an imported greedy judgement has no expected rating.
+    """
+    if line is None or line.get("error") is not None:
+        return False
+    if decoding == "greedy":
+        return True
+    return (
+        line.get("source") == "bank" or line.get("expected") is not None or "expected_error" in line
+    )
