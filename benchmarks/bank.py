@@ -430,10 +430,15 @@ class Recorder:
         same = sum(r["stored_greedy"] == r["again_greedy"] for r in rows)
         log.info("%s: verify: %d of %d re-judged ratings equal", self.plan["name"], same, len(rows))
 
-    def _run(self, jobs: list[tuple[dict[str, Any], str]], desc: str) -> list[dict[str, Any]]:
+    def _run(
+        self, jobs: list[tuple[dict[str, Any], str]], desc: str, keep: bool = False
+    ) -> list[dict[str, Any]]:
+        """Judge ``jobs`` ``parallel`` at a time; with ``keep`` each line is written as soon
+        as it is judged (an interruption loses only the calls in flight)."""
         programs: dict[str, JudgeProgram] = {}
         out: list[dict[str, Any] | None] = [None] * len(jobs)
-        with cf.ThreadPoolExecutor(self.parallel) as pool:
+        pool = cf.ThreadPoolExecutor(self.parallel)
+        try:
             futures = {}
             for k, (base, rid) in enumerate(jobs):
                 key = _plain_key(base)
@@ -441,7 +446,12 @@ class Recorder:
                     programs[key] = self.program(base)
                 futures[pool.submit(self.judge, programs[key], rid)] = k
             for fut in cf.as_completed(futures):
-                out[futures[fut]] = fut.result()
+                line = fut.result()
+                if keep:
+                    self.write([line])
+                out[futures[fut]] = line
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
         return [o for o in out if o is not None]
 
     def record(self, deadline: float | None) -> bool:
@@ -463,11 +473,10 @@ class Recorder:
                 return False
             jobs = [(json.loads(b), rid) for b, rid in todo[start : start + chunk]]
             s0, t0 = self.lm.stats(), time.perf_counter()
-            lines = self._run(jobs, desc="record")
+            lines = self._run(jobs, desc="record", keep=True)
             s1 = self.lm.stats()
             self.write(
                 [
-                    *lines,
                     {
                         "kind": "chunk",
                         "n": len(lines),

@@ -46,6 +46,15 @@ from ._harness import (
     shared_data_dir,
     write_json,
 )
+from ._replay import (
+    RULES,
+    RuleSpec,
+    bank_splits,
+    choose_default,
+    prior_strategy,
+    replay_bank,
+    replay_rule,
+)
 from ._runner import (
     METHODS,
     PRIOR_METHODS,
@@ -59,6 +68,13 @@ from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 from ._surface import Surface, load_surfaces
 
 __all__ = [
+    "RULES",
+    "RuleSpec",
+    "bank_splits",
+    "choose_default",
+    "prior_strategy",
+    "replay_bank",
+    "replay_rule",
     "BANK_FORMAT",
     "BankColumn",
     "BankPair",

@@ -53,6 +53,23 @@ The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
 
 from ._config import Rule as Rule
 from ._config import SelectionConfig
+from ._pooled import (
+    Pick,
+    RuleInput,
+    best_rule,
+    bootstrap_scores,
+    column_scores,
+    confirm_rule,
+    ensemble_rule,
+    factor_rule,
+    impute,
+    lcb_rule,
+    prior_rule,
+    shrink_rule,
+    stack_rule,
+    veto_rule,
+    with_fallback,
+)
 from ._result import Finalist, SelectionResult
 from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
@@ -60,6 +77,21 @@ from ._simulation import simulate_selection
 from ._split import confirmation_split
 
 __all__ = [
+    "Pick",
+    "RuleInput",
+    "best_rule",
+    "bootstrap_scores",
+    "column_scores",
+    "confirm_rule",
+    "ensemble_rule",
+    "factor_rule",
+    "impute",
+    "lcb_rule",
+    "prior_rule",
+    "shrink_rule",
+    "stack_rule",
+    "veto_rule",
+    "with_fallback",
     "Finalist",
     "SelectionConfig",
     "SelectionResult",

@@ -1,0 +1,177 @@
+"""Replay the compile's decision rules on the judgement bank (no LLM call).
+
+For every complete pair of the bank (``benchmarks/bank.py``), every rule of
+:data:`judgeopt.bench.RULES` and every validation size, ``--splits`` random splits of the
+pool (whole groups) into validation and test: the rule decides on validation, its pick is
+scored on test against the MT-Bench baseline. Each rule's constants and the prior default are
+chosen leave-one-pair-out. Prints one table per size and writes
+``benchmarks/results/bank_rules.json``::
+
+    {"rules": {RULE: {"n_valid": {N: {"mean_gain", "se", "mean_relative_gain",
+     "worse_share", "per_pair": {PAIR: {"mean_gain", "worse_share", ...}}}}}},
+     "default": RULE, ...}
+
+``--e2e-preview`` replays the same rules on the judgements ``benchmarks/e2e.py`` already
+stored for its test items instead (per pair the 3-5 strategies judged on all its test
+items: the baseline, the chosen judge, the ensemble's members), written to
+``benchmarks/results/bank_rules_e2e_preview.json``. That is a check of the machinery on
+real judgements, not the bank: the candidates are few and were themselves chosen by a
+search on other items of the same pair.
+
+Usage:
+    python benchmarks/bank_rules.py [--splits 200] [--n-valid 50,100,200]
+    python benchmarks/bank_rules.py --e2e-preview [--n-valid 50,100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from judgeopt.bench import (
+    BankColumn,
+    BankPair,
+    choose_default,
+    load_bank,
+    markdown_table,
+    replay_bank,
+    shared_data_dir,
+    stored_result,
+    strategy_key,
+    write_json,
+)
+from judgeopt.data import load_records, split_holdout
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+
+ROOT = Path(__file__).resolve().parent
+E2E_DIR = ROOT / "results" / "e2e_runs"
+
+
+def e2e_preview_bank() -> dict[str, BankPair]:
+    """A small bank from the stored e2e test judgements: per pair, every strategy whose
+    test items are all stored (greedy or expected rating as the strategy decodes)."""
+    data = shared_data_dir()
+    out: dict[str, BankPair] = {}
+    for pair_dir in sorted(p for p in E2E_DIR.iterdir() if (p / "result.json").is_file()):
+        row = json.loads((pair_dir / "result.json").read_text(encoding="utf-8"))
+        records = load_records(data / row["task"] / "full.jsonl")
+        _, test = split_holdout(
+            records,
+            row["n_valid"],
+            row["n_test"],
+            seed=E2E_SPLIT["seed"],
+            per_group=PER_GROUP.get(row["task"]),
+        )
+        strategies: dict[str, dict[str, Any]] = {}
+        base = row.get("baseline_strategy")
+        for s in [base, row.get("chosen_strategy"), *(row.get("ensemble_members") or [])]:
+            if s:
+                strategies[strategy_key(s)] = s
+        for f in (row.get("selection") or {}).get("finalists") or []:
+            strategies[strategy_key(f["strategy"])] = f["strategy"]
+        columns = []
+        for key, s in strategies.items():
+            res = stored_result(pair_dir / f"test_{key}.jsonl", test, row["level"])
+            if res is None:
+                continue
+            by_id = {i.id: i for i in res.items}
+            preds = np.array(
+                [np.nan if by_id[r.id].score is None else float(by_id[r.id].score) for r in test]
+            )
+            roles = ("baseline",) if s == base else ("stored e2e test",)
+            columns.append(BankColumn(f"C{len(columns) + 1:02d}", s, roles, preds))
+        if not any("baseline" in c.roles for c in columns) or len(columns) < 3:
+            continue
+        columns.sort(key=lambda c: "baseline" not in c.roles)
+        aspect = row["aspect"]
+        out[pair_dir.name] = BankPair(
+            name=pair_dir.name,
+            task=row["task"],
+            aspect=aspect,
+            level=row["level"],
+            ids=tuple(r.id for r in test),
+            human=np.array([float(r.scores[aspect]) for r in test]),
+            groups=np.array([r.group_id or r.id for r in test], dtype=object),
+            columns=tuple(columns),
+        )
+    return out
+
+
+def tables(payload: dict[str, Any]) -> str:
+    out = []
+    for n in payload["settings"]["n_valids"]:
+        rows = []
+        for name, r in payload["rules"].items():
+            v = r["n_valid"][str(n)]
+            rows.append(
+                [
+                    name,
+                    f"{v['mean_gain']:+.3f}",
+                    "-" if v["se"] is None else f"{v['se']:.3f}",
+                    f"{100 * v['mean_relative_gain']:+.1f} %",
+                    f"{100 * v['worse_share']:.1f} %",
+                    f"{100 * v['max_pair_worse_share']:.1f} %",
+                ]
+            )
+        out.append(f"n_valid = {n}")
+        out.append(
+            markdown_table(
+                ["rule", "mean gain", "se (pairs)", "relative", "worse", "worst pair"], rows
+            )
+        )
+    return "\n\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--splits", type=int, default=200)
+    p.add_argument("--n-valid", default=None, help="comma-separated sizes (50,100,200)")
+    p.add_argument("--e2e-preview", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    if args.e2e_preview:
+        bank = e2e_preview_bank()
+        sizes = [50, 100]
+        path = Path(args.json or ROOT / "results" / "bank_rules_e2e_preview.json")
+    else:
+        bank = load_bank(ROOT / "bank_plan.json", ROOT / "results" / "bank", complete_only=True)
+        sizes = [50, 100, 200]
+        path = Path(args.json or ROOT / "results" / "bank_rules.json")
+    if args.n_valid:
+        sizes = [int(s) for s in args.n_valid.split(",")]
+    if len(bank) < 2:
+        print(f"the bank has {len(bank)} complete pair(s); a replay needs at least 2")
+        return 2
+    t0 = time.perf_counter()
+    payload = replay_bank(
+        bank,
+        n_valids=sizes,
+        n_splits=args.splits,
+        seed=args.seed,
+        progress=lambda s: print(f"  {s}", file=sys.stderr),
+    )
+    payload["default"] = choose_default(payload, n_valid=100 if 100 in sizes else sizes[0])
+    payload["seconds"] = round(time.perf_counter() - t0, 1)
+    payload["pairs"] = {
+        name: {"n_pool": len(b.ids), "columns": len(b.columns), "level": b.level}
+        for name, b in bank.items()
+    }
+    write_json(path, payload)
+    print(tables(payload))
+    print(
+        f"\ndefault (best relative gain, every pair worse in <= 10 % of splits): "
+        f"{payload['default']}; {payload['seconds']} s; wrote {path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

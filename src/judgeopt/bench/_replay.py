@@ -1,0 +1,414 @@
+"""Replaying the compile's decision on a judgement bank: many splits, no LLM call.
+
+For a bank pair (every candidate strategy judged on a pool of items), a *split* draws whole
+groups at random until ``n_valid`` items are the labelled validation set; the rest is the test
+set. A rule (:mod:`judgeopt.selection`'s ``*_rule`` functions) decides from the validation
+judgements; its pick is scored on the test items against the MT-Bench baseline (Spearman,
+group level for a group-level task). Repeated over ``n_splits`` seeded splits per pair and size,
+this gives each rule's mean test gain, how often it is worse than the baseline, and the
+relative gain, in seconds.
+
+The constants of a rule (a confidence, a penalty, an ensemble size) and the *prior default*
+strategy are chosen leave-one-pair-out (:func:`replay_bank`): for each pair, on the other
+pairs only, then scored on that pair. The caveat of every replay: the bank holds the
+strategies one e2e search evaluated on that pair, so a replayed search cannot wander to other
+strategies; the replay measures the decision, not the search path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..selection import (
+    Pick,
+    RuleInput,
+    best_rule,
+    column_scores,
+    confirm_rule,
+    ensemble_rule,
+    factor_rule,
+    lcb_rule,
+    prior_rule,
+    shrink_rule,
+    stack_rule,
+    veto_rule,
+    with_fallback,
+)
+from ._bank import BankPair
+
+__all__ = [
+    "RULES",
+    "choose_default",
+    "RuleSpec",
+    "bank_splits",
+    "prior_strategy",
+    "replay_bank",
+    "replay_rule",
+]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule to replay: its function and the grid of constants chosen leave-one-pair-out.
+
+    ``uses_prior``: the function takes the prior default strategy (``strategy=``).
+    """
+
+    fn: Callable[..., Pick]
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    uses_prior: bool = False
+    description: str = ""
+
+    def settings(self) -> list[dict[str, Any]]:
+        """Every combination of the grid's constants ({} when there are none)."""
+        keys = sorted(self.grid)
+        return [
+            dict(zip(keys, v, strict=True))
+            for v in itertools.product(*(self.grid[k] for k in keys))
+        ]
+
+
+def _shrink_or_prior(data: RuleInput, *, strategy: Mapping[str, Any] | None, margin: float) -> Pick:
+    return with_fallback(
+        lambda d: shrink_rule(d, margin=margin), lambda d: prior_rule(d, strategy=strategy)
+    )(data)
+
+
+def _confirm(data: RuleInput) -> Pick:
+    """:func:`confirm_rule` with the compile's constants, once per split (the rules that
+    build on it reuse the pick); 500 bootstrap resamples instead of the compile's 2000
+    (the bound moves by about 0.005)."""
+    key = "confirm-pick"
+    if key not in data._cache:
+        data._cache[key] = confirm_rule(data, n_resamples=500)
+    pick = data._cache[key]
+    assert isinstance(pick, Pick)
+    return pick
+
+
+def _veto(data: RuleInput) -> Pick:
+    return veto_rule(data, n_resamples=500)
+
+
+def _confirm_or_prior(data: RuleInput, *, strategy: Mapping[str, Any] | None) -> Pick:
+    return with_fallback(_confirm, lambda d: prior_rule(d, strategy=strategy))(data)
+
+
+#: The rules the bank replays (``benchmarks/bank_rules.py``).
+RULES: dict[str, RuleSpec] = {
+    "baseline": RuleSpec(
+        lambda d: Pick((d.baseline,), reason="baseline"), description="always the MT-Bench baseline"
+    ),
+    "best": RuleSpec(best_rule, description="best validation score (the paper's rule)"),
+    "confirm": RuleSpec(
+        _confirm, description="today's default: search half, 3 finalists confirmed at 0.8"
+    ),
+    "veto": RuleSpec(
+        _veto, description="search half's best unless the confirmation half vetoes it"
+    ),
+    "shrink": RuleSpec(
+        shrink_rule,
+        {"margin": (0.0, 0.02, 0.05)},
+        description="empirical-Bayes shrunk paired gain on all items",
+    ),
+    "lcb": RuleSpec(
+        lcb_rule,
+        {"alpha": (0.5, 0.2, 0.05)},
+        description="best Bonferroni lower bound of the paired gain",
+    ),
+    "factor": RuleSpec(
+        factor_rule,
+        {"ridge": (0.3, 1.0, 3.0)},
+        description="factor-level pooling (ridge on factor values)",
+    ),
+    "ensemble": RuleSpec(
+        ensemble_rule, {"m": (2, 3, 5)}, description="mean of the m best z-normalised judges"
+    ),
+    "stack": RuleSpec(
+        stack_rule,
+        {"ridge": (1.0, 10.0)},
+        description="ridge stacking of every judge's z-normalised ratings",
+    ),
+    "prior": RuleSpec(
+        prior_rule,
+        uses_prior=True,
+        description="the prior default (best mean gain on the other pairs), no labels",
+    ),
+    "shrink+prior": RuleSpec(
+        _shrink_or_prior,
+        {"margin": (0.0, 0.02)},
+        uses_prior=True,
+        description="shrink; the prior default when it keeps the baseline",
+    ),
+    "confirm+prior": RuleSpec(
+        _confirm_or_prior,
+        uses_prior=True,
+        description="confirm; the prior default when it keeps the baseline",
+    ),
+}
+
+
+def bank_splits(
+    pair: BankPair, n_valid: int, n_splits: int, seed: int = 0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``n_splits`` seeded (validation, test) index pairs of whole groups: groups in random
+    order until at least ``n_valid`` items, the rest is test.
+
+    Raises:
+        ValueError: When ``n_valid`` leaves fewer than 20 test items.
+    """
+    groups = [str(g) for g in pair.groups]
+    units = sorted(set(groups))
+    members = {u: np.flatnonzero(np.asarray(groups, dtype=object) == u) for u in units}
+    out = []
+    for s in range(n_splits):
+        rng = np.random.default_rng([seed, n_valid, s])
+        valid: list[int] = []
+        for i in rng.permutation(len(units)):
+            if len(valid) >= n_valid:
+                break
+            valid += members[units[int(i)]].tolist()
+        v = np.array(sorted(valid))
+        t = np.setdiff1d(np.arange(len(groups)), v)
+        if t.size < 20:
+            raise ValueError(
+                f"{pair.name}: n_valid={n_valid} leaves {t.size} test items of {len(groups)}"
+            )
+        out.append((v, t))
+    return out
+
+
+def _input(pair: BankPair, idx: np.ndarray, preds: np.ndarray, seed: int) -> RuleInput:
+    grouped = pair.level == "group"
+    g = [pair.groups[i] for i in idx]
+    return RuleInput(
+        human=pair.human[idx],
+        preds=preds[:, idx],
+        baseline=_baseline_row(pair),
+        groups=g if grouped else None,
+        split_groups=g,
+        strategies=[c.strategy for c in pair.columns],
+        seed=seed,
+    )
+
+
+def _baseline_row(pair: BankPair) -> int:
+    for i, c in enumerate(pair.columns):
+        if "baseline" in c.roles:
+            return i
+    raise ValueError(f"{pair.name}: no baseline column")
+
+
+@dataclass(frozen=True)
+class _Replay:
+    gains: np.ndarray  # per split: pick's test score minus the baseline's
+    baseline: np.ndarray  # per split: the baseline's test score
+    picks: list[tuple[int, ...]]
+    kept_baseline: np.ndarray  # per split: the pick is the baseline alone
+
+
+@dataclass
+class _Split:
+    """One split's validation input (its caches shared by every rule) and test scores."""
+
+    valid: RuleInput
+    test: RuleInput
+    test_scores: np.ndarray  # every column's test score
+
+
+def prepare_splits(pair: BankPair, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[_Split]:
+    """The splits' rule inputs and every column's test score, computed once for all rules."""
+    preds = pair.matrix()
+    out = []
+    for s, (v, t) in enumerate(splits):
+        test = _input(pair, t, preds, seed=s)
+        out.append(_Split(_input(pair, v, preds, seed=s), test, test.scores))
+    return out
+
+
+def replay_rule(
+    pair: BankPair,
+    rule: Callable[[RuleInput], Pick],
+    splits: Sequence[tuple[np.ndarray, np.ndarray]] | Sequence[_Split],
+) -> _Replay:
+    """Apply ``rule`` to each split's validation judgements and score its pick on the split's
+    test items against the baseline."""
+    if splits and not isinstance(splits[0], _Split):
+        splits = prepare_splits(pair, splits)  # type: ignore[arg-type]
+    base = _baseline_row(pair)
+    gains, bases, picks = [], [], []
+    for sp in splits:
+        assert isinstance(sp, _Split)
+        pick = rule(sp.valid)
+        b = float(sp.test_scores[base])
+        if pick.single is not None:
+            ours = float(sp.test_scores[pick.single])
+        else:
+            pred = pick.predict(sp.test.preds)
+            ours = float(column_scores(sp.test.human, pred[None, :], sp.test.groups)[0])
+        gains.append(ours - b)
+        bases.append(b)
+        picks.append(pick.members)
+    kept = np.array([p == (base,) for p in picks], dtype=bool)
+    return _Replay(np.array(gains), np.array(bases), picks, kept)
+
+
+def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
+    """The strategy with the best mean whole-pool gain over the baseline across ``pairs``,
+    among the strategies every one of them holds (``None`` when they share none but the
+    baseline)."""
+    if not pairs:
+        return None
+    keyed = []
+    for p in pairs:
+        sc = column_scores(p.human, p.matrix(), list(p.groups) if p.level == "group" else None)
+        b = sc[_baseline_row(p)]
+        keyed.append({_key(c.strategy): float(sc[i] - b) for i, c in enumerate(p.columns)})
+    common = set.intersection(*(set(k) for k in keyed))
+    if not common:
+        return None
+    best = max(sorted(common), key=lambda k: float(np.mean([g[k] for g in keyed])))
+    import json
+
+    return dict(json.loads(best))
+
+
+def _key(strategy: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(dict(strategy), sort_keys=True)
+
+
+def replay_bank(
+    bank: Mapping[str, BankPair],
+    rules: Mapping[str, RuleSpec] | None = None,
+    *,
+    n_valids: Sequence[int] = (50, 100, 200),
+    n_splits: int = 200,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Every rule on every pair and size, its constants and prior chosen leave-one-pair-out.
+
+    Returns the ``bank_rules.json`` payload (without ``default``): ``{"rules": {RULE:
+    {"n_valid": {N: {"mean_gain", "se", "mean_relative_gain", "worse_share", "per_pair":
+    {PAIR: {...}}}}}}, "settings": {...}}``. ``mean_gain`` is the mean over pairs of each
+    pair's mean test gain over its splits, ``se`` the standard error of that mean across
+    pairs (the pairs' spread: would it carry over to another task), ``mean_relative_gain``
+    the mean over pairs of the pair's mean gain divided by its baseline's mean test score,
+    ``worse_share`` the share of all splits where the pick scored below the baseline.
+    """
+    rules = dict(RULES if rules is None else rules)
+    names = sorted(bank)
+    if len(names) < 2:
+        raise ValueError(f"a leave-one-pair-out replay needs at least 2 pairs; got {names}")
+    priors = {p: prior_strategy([bank[q] for q in names if q != p]) for p in names}
+    out: dict[str, Any] = {
+        "rules": {},
+        "priors": priors,
+        "settings": {
+            "n_splits": n_splits,
+            "seed": seed,
+            "n_valids": list(n_valids),
+            "pairs": names,
+            "metric": "spearman (group level where the task is)",
+        },
+    }
+    for n_valid in n_valids:
+        splits = {
+            p: prepare_splits(bank[p], bank_splits(bank[p], n_valid, n_splits, seed)) for p in names
+        }
+        for rname, spec in rules.items():
+            if progress:
+                progress(f"{rname} at n_valid={n_valid}")
+            # every setting on every pair (the prior of a pair is its own LOPO prior)
+            runs: dict[int, dict[str, _Replay]] = {}
+            settings = spec.settings() or [{}]
+            for k, setting in enumerate(settings):
+                runs[k] = {}
+                for p in names:
+                    kw = dict(setting)
+                    if spec.uses_prior:
+                        kw["strategy"] = priors[p]
+                    fn = spec.fn
+                    runs[k][p] = replay_rule(
+                        bank[p], lambda d, fn=fn, kw=kw: fn(d, **kw), splits[p]
+                    )
+            per_pair: dict[str, Any] = {}
+            for p in names:
+                k = _lopo_setting(runs, [q for q in names if q != p]) if len(settings) > 1 else 0
+                r = runs[k][p]
+                per_pair[p] = _summary(r) | {"setting": settings[k]}
+            out["rules"].setdefault(rname, {"description": spec.description, "n_valid": {}})
+            out["rules"][rname]["n_valid"][str(n_valid)] = _across(per_pair)
+    return out
+
+
+def _relative(r: _Replay) -> float:
+    b = float(np.mean(r.baseline))
+    return float(np.mean(r.gains)) / abs(b) if b else math.nan
+
+
+def _lopo_setting(runs: Mapping[int, Mapping[str, _Replay]], others: Sequence[str]) -> int:
+    """The setting with the best mean relative gain over ``others`` (the first on a tie)."""
+
+    def score(k: int) -> float:
+        return float(np.nanmean([_relative(runs[k][q]) for q in others]))
+
+    return max(sorted(runs), key=lambda k: (score(k), -k))
+
+
+def _summary(r: _Replay) -> dict[str, Any]:
+    return {
+        "mean_gain": float(np.mean(r.gains)),
+        "split_se": float(np.std(r.gains, ddof=1) / math.sqrt(r.gains.size))
+        if r.gains.size > 1
+        else None,
+        "relative_gain": _relative(r),
+        "worse_share": float(np.mean(r.gains < -1e-12)),
+        "baseline": float(np.mean(r.baseline)),
+        "baseline_share": float(np.mean(r.kept_baseline)),
+        "n_splits": int(r.gains.size),
+    }
+
+
+def _across(per_pair: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    g = np.array([v["mean_gain"] for v in per_pair.values()])
+    rel = np.array([v["relative_gain"] for v in per_pair.values()], dtype=float)
+    worse = np.array([v["worse_share"] for v in per_pair.values()])
+    n = np.array([v["n_splits"] for v in per_pair.values()])
+    base = np.array([v["baseline"] for v in per_pair.values()])
+    return {
+        "mean_gain": float(g.mean()),
+        "se": float(g.std(ddof=1) / math.sqrt(g.size)) if g.size > 1 else None,
+        "mean_relative_gain": float(np.nanmean(rel)),
+        "relative_mean_gain": float(g.mean() / abs(base.mean())) if base.mean() else None,
+        "worse_share": float((worse * n).sum() / n.sum()),
+        "max_pair_worse_share": float(worse.max()),
+        "per_pair": {p: dict(v) for p, v in per_pair.items()},
+    }
+
+
+def choose_default(
+    payload: Mapping[str, Any], *, n_valid: int = 100, max_worse: float = 0.10
+) -> str:
+    """The rule with the best mean relative gain at ``n_valid`` among those whose pick is
+    worse than the baseline in at most ``max_worse`` of the splits on every pair; when none
+    is, the one with the smallest largest per-pair worse share."""
+    rows = {
+        name: r["n_valid"][str(n_valid)]
+        for name, r in payload["rules"].items()
+        if str(n_valid) in r["n_valid"]
+    }
+    if not rows:
+        raise ValueError(f"no rule was replayed at n_valid={n_valid}")
+    safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
+    if safe:
+        return max(safe, key=lambda n: (rows[n]["mean_relative_gain"], n))
+    return min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n))

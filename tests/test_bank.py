@@ -1,0 +1,306 @@
+"""The judgement bank: its files, the loader, the pooled decision rules and the replay.
+
+The bank itself is recorded with the embedded model (benchmarks/bank.py); these tests build
+small banks by hand so that every number is known.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from judgeopt.bench import (
+    RULES,
+    BankColumn,
+    BankPair,
+    RuleSpec,
+    bank_lines,
+    bank_splits,
+    choose_default,
+    judgement_covers,
+    load_bank,
+    pack_bank,
+    prior_strategy,
+    replay_bank,
+    replay_rule,
+)
+from judgeopt.metrics import correlation
+from judgeopt.selection import (
+    Pick,
+    RuleInput,
+    best_rule,
+    bootstrap_scores,
+    column_scores,
+    confirm_rule,
+    ensemble_rule,
+    factor_rule,
+    impute,
+    lcb_rule,
+    prior_rule,
+    shrink_rule,
+    stack_rule,
+    with_fallback,
+)
+
+BASE = {"scale": 5, "cot": "prefix", "decoding": "greedy"}
+
+
+# Files and loader --------------------------------------------------------------------------
+def _write_data(root: Path, n: int = 12) -> list[dict[str, Any]]:
+    rows = [
+        {
+            "id": f"x{i:02d}",
+            "group_id": f"g{i // 3}",
+            "system_id": None,
+            "inputs": {"text": f"item {i}"},
+            "scores": {"quality": float(i % 5 + 1)},
+            "meta": {},
+        }
+        for i in range(n)
+    ]
+    (root / "toy").mkdir(parents=True)
+    (root / "toy" / "full.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    return rows
+
+
+def _plan(ids: list[str]) -> dict[str, Any]:
+    return {
+        "format": 1,
+        "pairs": [
+            {
+                "name": "toy_quality",
+                "task": "toy",
+                "aspect": "quality",
+                "level": "dataset",
+                "pool": ids,
+                "columns": [
+                    {"key": "C01", "strategy": BASE, "roles": ["baseline"]},
+                    {"key": "C02", "strategy": {**BASE, "decoding": "expected"}, "roles": ["x"]},
+                ],
+            }
+        ],
+    }
+
+
+def _judgement(rid: str, greedy: float | None, source: str = "bank", **kw: Any) -> dict[str, Any]:
+    strategy = {k: v for k, v in BASE.items() if k != "decoding"}
+    line = {"kind": "judgement", "strategy": strategy, "id": rid, "greedy": greedy}
+    line.update({"expected": None, "error": None, "source": source})
+    line.update(kw)
+    return line
+
+
+def test_load_bank_reads_packed_and_recent_lines_and_counts_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    rows = _write_data(tmp_path / "data")
+    ids = [r["id"] for r in rows]
+    plan = _plan(ids)
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(json.dumps(plan), encoding="utf-8")
+    sha = hashlib.sha256(plan_path.read_bytes()).hexdigest()[:16]
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    lines = [{"kind": "header", "plan_sha": sha, "pair": "toy_quality"}]
+    # greedy-only imports for every item; bank calls (greedy + expected) for half of them
+    lines += [_judgement(i, 3.0, source="e2e:items") for i in ids]
+    lines += [_judgement(i, 4.0, expected=3.5) for i in ids[:6]]
+    (bank / "toy_quality.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines) + '{"cut', encoding="utf-8"
+    )
+    pack_bank(bank, "toy_quality")
+    assert not (bank / "toy_quality.jsonl").exists()
+    with (bank / "toy_quality.jsonl").open("w", encoding="utf-8") as fh:  # recorded after
+        fh.write(json.dumps(_judgement(ids[6], 2.0, expected=2.5)) + "\n")
+    assert len(list(bank_lines(bank, "toy_quality"))) == len(lines) + 1
+
+    pair = load_bank(plan_path, bank, data_dir=tmp_path / "data")["toy_quality"]
+    greedy, expected = pair.columns
+    # a bank call replaces the imported greedy judgement of the same item
+    assert greedy.predictions.tolist() == [4.0] * 6 + [2.0] + [3.0] * 5
+    assert expected.predictions[:7].tolist() == [3.5] * 6 + [2.5]
+    assert pair.missing == 5 and not pair.complete  # 5 items lack an expected rating
+    assert pair.baseline is greedy
+    assert pair.human.tolist() == [float(i % 5 + 1) for i in range(12)]
+    assert load_bank(plan_path, bank, data_dir=tmp_path / "data", complete_only=True) == {}
+
+    # a bank recorded under another plan is refused
+    plan_path.write_text(json.dumps(plan) + " ", encoding="utf-8")
+    with pytest.raises(ValueError, match="recorded under plan"):
+        load_bank(plan_path, bank, data_dir=tmp_path / "data")
+    with pytest.raises(ValueError, match="unknown pair"):
+        load_bank(plan, bank, data_dir=tmp_path / "data", pairs=["nope"])
+
+
+def test_judgement_covers() -> None:
+    assert not judgement_covers(None, "greedy")
+    assert not judgement_covers({"error": "timeout", "source": "bank"}, "greedy")
+    imported = {"error": None, "source": "e2e:x", "greedy": None, "expected": None}
+    assert judgement_covers(imported, "greedy")  # an unparsed answer is an outcome
+    assert not judgement_covers(imported, "expected")
+    assert judgement_covers({**imported, "expected_error": "no logprobs"}, "expected")
+    assert judgement_covers({**imported, "source": "bank"}, "expected")
+
+
+# Scores ---------------------------------------------------------------------------------------
+def test_column_scores_match_the_metrics_module_with_the_evaluate_imputation() -> None:
+    rng = np.random.default_rng(1)
+    human = rng.integers(1, 6, 40).astype(float)
+    preds = rng.integers(1, 6, (3, 40)).astype(float)
+    preds[1, :5] = np.nan
+    groups = [f"g{i // 5}" for i in range(40)]
+    filled = impute(preds)
+    assert filled[1, :5].tolist() == [np.nanmean(preds[1])] * 5
+    for level in (None, groups):
+        got = column_scores(human, preds, level)
+        want = [correlation(human, filled[k], "spearman", groups=level) for k in range(3)]
+        assert got == pytest.approx(want)
+    boot = bootstrap_scores(human, preds, groups, n_resamples=50, rng=np.random.default_rng(0))
+    again = bootstrap_scores(human, preds, groups, n_resamples=50, rng=np.random.default_rng(0))
+    assert boot.shape == (50, 3) and np.array_equal(boot, again)
+
+
+def _toy_input(signal: float, n: int = 120, k: int = 8, seed: int = 0) -> RuleInput:
+    """Candidates = noisy copies of the human scores; row 0 (the baseline) and rows 1..k-1
+    equally noisy, except row 3 which has ``signal`` less noise."""
+    rng = np.random.default_rng(seed)
+    human = rng.normal(size=n)
+    noise = np.full(k, 1.5)
+    noise[3] = 1.5 - signal
+    preds = human[None, :] + rng.normal(size=(k, n)) * noise[:, None]
+    strategies = [{"scale": 5, "cot": "prefix" if i % 2 else "none", "n": i} for i in range(k)]
+    return RuleInput(human=human, preds=preds, baseline=0, strategies=strategies, seed=seed)
+
+
+def test_rules_pick_a_clearly_better_candidate_and_keep_the_baseline_on_noise() -> None:
+    strong = _toy_input(signal=1.2)
+    for rule in (best_rule, shrink_rule, lcb_rule, confirm_rule):
+        assert rule(strong).single == 3, rule.__name__
+    assert factor_rule(strong).single == 3
+    # all candidates the same: the rules that correct for choosing keep the baseline often
+    kept = {"shrink": 0, "lcb": 0, "best": 0}
+    for seed in range(20):
+        flat = _toy_input(signal=0.0, seed=seed)
+        kept["shrink"] += shrink_rule(flat).single == 0
+        kept["lcb"] += lcb_rule(flat).single == 0
+        kept["best"] += best_rule(flat).single == 0
+    assert kept["lcb"] >= 13 and kept["shrink"] >= 10, kept  # alpha 0.2 over 7 candidates
+    assert kept["best"] <= 8  # the winner's curse: the best score is rarely the baseline's
+
+
+def test_ensemble_and_stack_predict_from_their_members() -> None:
+    data = _toy_input(signal=1.0)
+    pick = ensemble_rule(data, m=3)
+    assert len(pick.members) == 3 and 3 in pick.members
+    z = (impute(data.preds[list(pick.members)]) - np.array(pick.center)[:, None]) / np.array(
+        pick.scale
+    )[:, None]
+    assert pick.predict(data.preds) == pytest.approx(z.mean(axis=0))
+    stacked = stack_rule(data, ridge=1.0)
+    assert len(stacked.weights) == data.preds.shape[0]
+    assert int(np.argmax(stacked.weights)) == 3
+    with_nan = data.preds.copy()
+    with_nan[3, 0] = np.nan  # a missing member rating counts as its validation mean
+    assert np.isfinite(stacked.predict(with_nan)).all()
+
+
+def test_prior_and_fallback() -> None:
+    data = _toy_input(signal=0.0)
+    assert prior_rule(data, strategy=data.strategies[5]).single == 5
+    assert prior_rule(data, strategy={"unknown": 1}).single == 0
+    keep_base = lambda d: Pick((d.baseline,))  # noqa: E731
+    assert with_fallback(keep_base, lambda d: Pick((2,)))(data).single == 2
+    assert with_fallback(lambda d: Pick((4,)), lambda d: Pick((2,)))(data).single == 4
+
+
+# Replay ---------------------------------------------------------------------------------------
+def _pair(name: str, good: int, seed: int, n: int = 240, level: str = "dataset") -> BankPair:
+    """A synthetic bank pair: 6 columns, column ``good`` truly better than the baseline."""
+    rng = np.random.default_rng(seed)
+    human = rng.integers(1, 6, n).astype(float)
+    cols = []
+    for i in range(6):
+        noise = 0.9 if i == good else 2.0
+        preds = np.clip(np.round(human + rng.normal(size=n) * noise), 1, 5)
+        strategy = {"scale": 5, "cot": "none" if i == good else f"c{i}"}
+        roles = ("baseline",) if i == 0 else ("search",)
+        cols.append(BankColumn(f"C{i + 1:02d}", strategy, roles, preds))
+    return BankPair(
+        name=name,
+        task=name,
+        aspect="q",
+        level=level,
+        ids=tuple(f"{name}{i}" for i in range(n)),
+        human=human,
+        groups=np.array([f"g{i // 8}" for i in range(n)], dtype=object),
+        columns=tuple(cols),
+    )
+
+
+def test_bank_splits_are_whole_groups_disjoint_and_seeded() -> None:
+    pair = _pair("a", good=2, seed=0)
+    splits = bank_splits(pair, 100, 5, seed=3)
+    assert [len(v) for v, _ in splits] == [104] * 5  # 13 groups of 8
+    for v, t in splits:
+        assert not set(v) & set(t) and len(v) + len(t) == 240
+        assert not {pair.groups[i] for i in v} & {pair.groups[i] for i in t}
+    again = bank_splits(pair, 100, 5, seed=3)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(splits, again, strict=True))
+    with pytest.raises(ValueError, match="leaves 0 test items"):
+        bank_splits(pair, 240, 1)
+
+
+def test_replay_scores_the_pick_on_test_against_the_baseline() -> None:
+    pair = _pair("a", good=2, seed=0, level="group")
+    splits = bank_splits(pair, 100, 20)
+    base = replay_rule(pair, lambda d: Pick((d.baseline,)), splits)
+    assert not base.gains.any() and base.kept_baseline.all()
+    best = replay_rule(pair, best_rule, splits)
+    assert best.gains.mean() > 0.1
+    v, t = splits[0]
+    test_scores = column_scores(pair.human[t], pair.matrix()[:, t], list(pair.groups[t]))
+    assert best.gains[0] == pytest.approx(test_scores[best.picks[0][0]] - test_scores[0])
+
+
+def test_prior_strategy_is_the_best_common_strategy_of_the_other_pairs() -> None:
+    pairs = [_pair(n, good=2, seed=s) for s, n in enumerate("abc")]
+    assert prior_strategy(pairs) == {"scale": 5, "cot": "none"}
+
+
+def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
+    bank = {n: _pair(n, good=2, seed=s) for s, n in enumerate("abc")}
+    # a rule whose constant says which column to return: 2 is good everywhere
+    spec = RuleSpec(lambda d, col: Pick((col,)), {"col": (1, 2)})
+    payload = replay_bank(
+        bank,
+        {"fixed": spec, "prior": RULES["prior"], "baseline": RULES["baseline"]},
+        n_valids=(100,),
+        n_splits=10,
+    )
+    row = payload["rules"]["fixed"]["n_valid"]["100"]
+    assert {p["setting"]["col"] for p in row["per_pair"].values()} == {2}
+    assert row["mean_gain"] > 0.1 and row["se"] is not None
+    assert set(row) >= {"mean_gain", "se", "mean_relative_gain", "worse_share", "per_pair"}
+    assert payload["priors"]["a"] == {"scale": 5, "cot": "none"}
+    prior_row = payload["rules"]["prior"]["n_valid"]["100"]
+    assert prior_row["per_pair"]["a"]["baseline_share"] == 0.0
+    assert payload["rules"]["baseline"]["n_valid"]["100"]["mean_gain"] == 0.0
+    assert choose_default(payload) in {"fixed", "prior"}
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        replay_bank({"a": bank["a"]}, n_valids=(100,), n_splits=2)
+
+
+def test_choose_default_prefers_safe_rules() -> None:
+    def row(rel: float, worst: float) -> dict[str, Any]:
+        return {"n_valid": {"100": {"mean_relative_gain": rel, "max_pair_worse_share": worst}}}
+
+    payload = {"rules": {"risky": row(0.5, 0.3), "safe": row(0.2, 0.05), "zero": row(0, 0)}}
+    assert choose_default(payload) == "safe"
+    assert choose_default({"rules": {"risky": row(0.5, 0.3), "r2": row(0.1, 0.2)}}) == "r2"
