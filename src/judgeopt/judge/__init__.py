@@ -48,6 +48,7 @@ from ._render import (
     render_template,
 )
 from ._task import JudgeTask
+from ._template import placeholders as template_placeholders
 from ._vocabulary import RESERVED as RESERVED_FIELDS
 
 __all__ = [
@@ -112,6 +113,7 @@ __all__ = [
     "sample_id_of",
     "save_judge",
     "select_examples",
+    "template_placeholders",
     "to_records",
     "write_judge_index",
 ]
