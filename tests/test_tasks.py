@@ -494,8 +494,9 @@ def test_artifact_key_is_prefixed_by_task_and_aspect() -> None:
     assert artifact_key(task, "coherence", reqs["autocot_steps"]) == (
         "summeval/coherence/autocot_steps[scale=5,criteria=human]"
     )
+    # The reference's prompt names no aspect: one key for every aspect (issue 34, point 7).
     assert artifact_key(task, "fluency", reqs["self_reference"], "d1/M0") == (
-        "summeval/fluency/self_reference[]@d1/M0"
+        "summeval/*/self_reference[]@d1/M0"
     )
     with pytest.raises(ValueError, match="sample_id"):
         artifact_key(task, "fluency", reqs["self_reference"])

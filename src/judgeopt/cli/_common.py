@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from .._errors import JudgeoptError
-from ..data import load_records
+from ..data import DataFormatError, load_records
 
 
 class CLIError(JudgeoptError):
@@ -134,6 +135,22 @@ def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) ->
         raise CLIError(str(e)) from e
 
 
+def task_columns(task: Any, aspect: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The plain layout's columns of ``task``: its input fields, and its score columns
+    (column -> aspect: each aspect name of a pointwise task, and ``score`` for ``aspect``)."""
+    if task is None or not hasattr(task, "input_names"):
+        return [], {}
+    fields = list(task.input_names)
+    scores = (
+        {a: a for a in getattr(task, "aspect_names", ())}
+        if getattr(task, "mode", "") == "pointwise"
+        else {}
+    )
+    if aspect is not None and scores and "score" not in scores:
+        scores["score"] = aspect
+    return fields, {k: v for k, v in scores.items() if k not in fields}
+
+
 def load_data(
     path: str,
     limit: int | None,
@@ -141,23 +158,23 @@ def load_data(
     aspect: str | None = None,
     *,
     option: str = "--data",
+    columns: tuple[Sequence[str], Mapping[str, str]] | None = None,
+    hint: str = "",
 ) -> list[Any]:
     """Records of ``path``; with a ``task``, also in the plain layout (its input fields and
     aspect names as bare columns, ``score`` for ``aspect``; docs/tasks.md, "Your data").
-    Errors name ``option``, the option that gave the path (``--data``, ``--test-data``)."""
-    kwargs: dict[str, Any] = {}
-    if task is not None and hasattr(task, "input_names"):
-        kwargs["fields"] = list(task.input_names)
-        scores = (
-            {a: a for a in getattr(task, "aspect_names", ())}
-            if getattr(task, "mode", "") == "pointwise"
-            else {}
-        )
-        if aspect is not None and scores and "score" not in scores:
-            scores["score"] = aspect
-        kwargs["scores"] = {k: v for k, v in scores.items() if k not in kwargs["fields"]}
+
+    ``columns``: ``(input columns, {score column: aspect})`` of the plain layout when the
+    command has no task (``judgeopt glassbox``), instead of :func:`task_columns`. ``hint``
+    ends the message of a data error (where the command's plain columns come from). Errors
+    name ``option``, the option that gave the path (``--data``, ``--test-data``).
+    """
+    fields, scores = (list(columns[0]), dict(columns[1])) if columns else task_columns(task, aspect)
+    kwargs: dict[str, Any] = {"fields": fields, "scores": scores} if fields or scores else {}
     try:
         records = load_records(path, limit=limit, **kwargs)
+    except DataFormatError as e:
+        raise CLIError(f"{option} {path}: {e}" + (f". {hint}" if hint else "")) from e
     except (ValueError, OSError) as e:
         raise CLIError(f"{option} {path}: {e}") from e
     if not records:

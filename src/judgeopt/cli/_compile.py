@@ -42,7 +42,7 @@ def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     # lazy: judgeopt.judge and judgeopt.teleprompt load DSPy
-    from ..judge import load_task
+    from ..judge import ArtifactStore, load_task
     from ..teleprompt import JudgeSearch, load_optimizer
 
     try:
@@ -70,6 +70,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         )
     # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = lm_from_args(args)
+    # The artifacts that are the same for every aspect (the self-generated references; see
+    # judgeopt.judge.shared_across_aspects) are made once and handed to the next aspects.
+    shared = ArtifactStore()
     written: dict[str, str] = {}
     problems: list[str] = []
     for aspect in aspects:
@@ -104,7 +107,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             + ": run the same command to resume"
         )
         # NOTE: an endpoint failure (LMUnavailable) stops every aspect: exit 3, resumable.
-        problems += _compile_aspect(args, task, aspect, model, lm, optimizer, out)
+        problems += _compile_aspect(args, task, aspect, (model, lm), optimizer, out, shared)
         written[aspect] = out.name
     if several:
         from ..judge import write_judge_index  # lazy: loads DSPy
@@ -154,10 +157,22 @@ def _check_data(student: Any, parts: list[tuple[str, str | None, Any, bool]]) ->
 
 
 def _compile_aspect(
-    args: argparse.Namespace, task: Any, aspect: str, model: str, lm: Any, optimizer: Any, out: Path
+    args: argparse.Namespace,
+    task: Any,
+    aspect: str,
+    model_lm: tuple[str, Any],
+    optimizer: Any,
+    out: Path,
+    shared: Any,
 ) -> list[str]:
-    """Compile, test and write the judge of one aspect; the problems found (printed)."""
-    from ..judge import JudgeProgram  # lazy: loads DSPy
+    """Compile, test and write the judge of one aspect; the problems found (printed).
+
+    ``shared``: the artifacts common to every aspect (an ``ArtifactStore``), made by the
+    aspects compiled before: the search starts with them, and adds the ones it makes.
+    """
+    from ..judge import ANY_ASPECT, JudgeProgram  # lazy: loads DSPy
+
+    model, lm = model_lm
     from ..teleprompt import CheckpointMismatchError  # lazy: loads DSPy
 
     train = load_data(args.data, args.limit, task, aspect)
@@ -172,7 +187,8 @@ def _compile_aspect(
         if args.test_data
         else None
     )
-    student = JudgeProgram(task, aspect, lm=lm)
+    # The student's artifacts seed the search's store (JudgeProgram.fresh_copy).
+    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
     _check_data(
         student,
         [
@@ -189,6 +205,10 @@ def _compile_aspect(
         raise CLIError(str(CheckpointMismatchError(e.path, renamed))) from e
     except ValueError as e:
         raise CLIError(str(e)) from e
+    common = f"{task.name}/{ANY_ASPECT}/"
+    for key, value in judge.store.to_dict().items():
+        if key.startswith(common):
+            shared.set(key, value)
     judge = judge.with_report(judge.report_.with_model(model))
     ensemble = judge.ensemble
     if ensemble is not None:

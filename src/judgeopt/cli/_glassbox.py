@@ -9,11 +9,37 @@ from pathlib import Path
 
 from ._common import CLIError, Subparsers, csv_list, load_data, positive_int
 
+#: Where glassbox's plain columns come from (it has no task), ending a data error.
+_COLUMNS_HINT = (
+    "glassbox reads plain columns (or JSON keys) named by its options: the inputs of "
+    "--instruction-field or --instruction-template, --field and --reference-field, and the "
+    "human scores of --scores (e.g. --scores helpfulness); other columns need the schema's "
+    "names (inputs.<name>, scores.<aspect>, meta.<key>)"
+)
+
+
+def _plain_columns(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The plain layout's ``(input columns, {score column: aspect})`` of the options: the
+    inputs the features read and the score columns of ``--scores``."""
+    fields = [args.field, args.instruction_field, args.reference_field]
+    if args.instruction_template:
+        from ..judge import template_placeholders  # lazy: loads DSPy, as filling it does
+
+        fields += sorted(template_placeholders(args.instruction_template))
+    inputs = list(dict.fromkeys(f for f in fields if f))
+    both = [c for c in args.scores or () if c in inputs]
+    if both:
+        raise CLIError(
+            f"--scores {','.join(args.scores)}: {', '.join(both)} is an input field "
+            f"(the inputs read are {', '.join(inputs)}); --scores names human score columns"
+        )
+    return inputs, {c: c for c in args.scores or ()}
+
 
 def _cmd_glassbox(args: argparse.Namespace) -> int:
     from .. import glassbox  # lazy: its backends load the model runtimes (LiteLLM, llama.cpp)
 
-    records = load_data(args.data, args.limit)
+    records = load_data(args.data, args.limit, columns=_plain_columns(args), hint=_COLUMNS_HINT)
     try:
         with glassbox.make_backend(
             args.model or "local",
@@ -68,7 +94,21 @@ def add_parser(sub: Subparsers) -> None:
         "top-k logprobs (pass --topk for the approximation); attention "
         "features need --backend transformers.",
     )
-    gb.add_argument("--data", required=True, help="labelled JSONL/CSV")
+    gb.add_argument(
+        "--data",
+        required=True,
+        help="labelled JSONL/CSV: the shared schema, or plain columns named by --field, "
+        "--instruction-field, --reference-field, the template's {fields} and --scores",
+    )
+    gb.add_argument(
+        "--scores",
+        type=csv_list,
+        default=None,
+        metavar="COL,COL",
+        help="plain columns (JSON keys) of --data that hold human scores, e.g. helpfulness "
+        "(each is an aspect the features are correlated with); the schema's "
+        "scores.<aspect> need no option",
+    )
     gb.add_argument("--field", default="response", help="input field of the scored response")
     gb_instr = gb.add_mutually_exclusive_group(required=True)
     gb_instr.add_argument("--instruction-field", help="input field of the instruction")

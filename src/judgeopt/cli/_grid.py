@@ -67,6 +67,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         ZERO_SHOT_BASE_PROMPTS,
         JudgeProgram,
         PrExMeProgram,
+        load_prexme_task,
         load_task,
     )
 
@@ -84,12 +85,27 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             f"cannot tell the task from the dataset name {dataset!r}: give --task "
             "(a PrExMe task such as zh_en, or a signature with --aspect)"
         )
-    records = load_data(args.data, args.limit)
-    examples = load_data(args.examples, None) if args.examples else None
+    task: Any
+    try:
+        if aspect is None:
+            task = load_prexme_task(task_name)
+            judged = task.score_key
+        else:
+            task = load_task(task_name)
+            task.aspect(aspect)  # an unknown aspect names the task's aspects
+            judged = aspect
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    # The task's fields and aspects name the columns of plain data (question,answer,score),
+    # as for compile and evaluate.
+    records = load_data(args.data, args.limit, task, judged)
+    examples = (
+        load_data(args.examples, None, task, judged, option="--examples") if args.examples else None
+    )
     program: Any
     try:
         if aspect is None:
-            program = PrExMeProgram(task_name, examples=examples, max_tokens=args.max_tokens or 180)
+            program = PrExMeProgram(task, examples=examples, max_tokens=args.max_tokens or 180)
             if examples is None and "base_prompt" not in selection:
                 # Without examples, "every base prompt" means the zero-shot ones.
                 selection["base_prompt"] = list(ZERO_SHOT_BASE_PROMPTS)
@@ -99,9 +115,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
         else:
-            program = JudgeProgram(
-                load_task(task_name), aspect, trainset=examples, max_tokens=args.max_tokens
-            )
+            program = JudgeProgram(task, aspect, trainset=examples, max_tokens=args.max_tokens)
         space = select_subspace(program.space, selection)
     except (GridError, ValueError) as e:
         raise CLIError(str(e)) from e

@@ -19,7 +19,15 @@ from ._decoding import (
 from ._ensemble import JudgeEnsemble, load_any_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, read_judge_file, save_judge
-from ._factors import artifact_key, baseline_strategy, hpss_graph, hpss_space, hpss_strategy
+from ._factors import (
+    ANY_ASPECT,
+    artifact_key,
+    baseline_strategy,
+    hpss_graph,
+    hpss_space,
+    hpss_strategy,
+    shared_across_aspects,
+)
 from ._load import load_judge
 from ._metric import JudgeMetric, UnparsedJudgement
 from ._predict import JudgePredict
@@ -48,9 +56,11 @@ from ._render import (
     render_template,
 )
 from ._task import JudgeTask
+from ._template import placeholders as template_placeholders
 from ._vocabulary import RESERVED as RESERVED_FIELDS
 
 __all__ = [
+    "ANY_ASPECT",
     "RESERVED_FIELDS",
     "ONE_SHOT_BASE_PROMPTS",
     "ZERO_SHOT_BASE_PROMPTS",
@@ -112,6 +122,8 @@ __all__ = [
     "sample_id_of",
     "save_judge",
     "select_examples",
+    "shared_across_aspects",
+    "template_placeholders",
     "to_records",
     "write_judge_index",
 ]

@@ -28,7 +28,11 @@ Pairwise tasks have no ``decoding`` factor: their verdict is always parsed greed
 
 The evaluation aspect is not a factor: a search runs for one (task, aspect) pair, and the
 artifacts of :func:`hpss_graph` are made per (task, aspect). Their graph cache keys do not
-name the aspect; :func:`artifact_key` prefixes them with the task and the aspect.
+name the aspect; :func:`artifact_key` prefixes them with the task and the aspect, except for
+the artifacts that are the same for every aspect (:func:`shared_across_aspects`: a
+per-sample artifact whose generation prompt shows neither the aspect nor its criteria or
+rating bounds, i.e. the self-generated reference), keyed with :data:`ANY_ASPECT` instead, so
+that one store serves every aspect of a compile with one copy.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Final
 from judgeopt.search import ArtifactRequest, Factor, FactorGraph, FactorSpace, Strategy, Value
 
 from ._task import JudgeTask
+from ._template import placeholders
 from ._vocabulary import (
     ARTIFACT_KINDS,
     ARTIFACTS,
@@ -58,6 +63,7 @@ from ._vocabulary import (
 )
 
 __all__ = [
+    "ANY_ASPECT",
     "ARTIFACTS",
     "ARTIFACT_KINDS",
     "AUTOCOT",
@@ -77,7 +83,16 @@ __all__ = [
     "hpss_space",
     "hpss_strategy",
     "order_components",
+    "shared_across_aspects",
 ]
+
+#: The aspect part of the cache key of an artifact shared by every aspect of a task
+#: (``"summeval/*/self_reference[]@<sample id>"``).
+ANY_ASPECT: Final = "*"
+
+#: Placeholders of a generation prompt whose text differs between aspects: the aspect's
+#: name, its criteria, and the rating bounds (a task's aspects may have their own).
+_ASPECT_PLACEHOLDERS: Final = frozenset({"aspect", "criteria", "min", "max"})
 
 _DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -239,13 +254,34 @@ def hpss_graph(task: JudgeTask) -> FactorGraph:
     return graph
 
 
+def shared_across_aspects(task: JudgeTask, request: ArtifactRequest) -> bool:
+    """Whether the artifact of ``request`` is the same for every aspect of ``task``, and is
+    kept once for all of them (:func:`artifact_key` gives it :data:`ANY_ASPECT`).
+
+    True for a per-sample generated artifact whose generation prompt uses none of
+    ``{aspect}``, ``{criteria}``, ``{min}``, ``{max}``: with the default prompts, the
+    self-generated reference ("write a high-quality answer for this input"). Never for
+    in-context examples (they carry the aspect's human rating and are stratified by it), and
+    not for self-generated criteria, AutoCoT steps or metrics questions, whose prompts name
+    the aspect. Artifacts made once per judge (criteria, AutoCoT steps) are kept per aspect
+    even when their prompt is aspect-free: they cost one call, and an exported judge carries
+    them under its aspect's key.
+    """
+    kind = ARTIFACT_KINDS.get(request.name)
+    if not request.per_sample or kind is None:
+        return False
+    template = getattr(task.generation, kind, None)
+    return template is not None and not placeholders(template) & _ASPECT_PLACEHOLDERS
+
+
 def artifact_key(
     task: JudgeTask, aspect: str, request: ArtifactRequest, sample_id: str | None = None
 ) -> str:
     """The full cache key of an artifact: task, aspect, graph key and (per sample) sample id.
 
-    Example: ``"summeval/coherence/autocot_steps[scale=5,criteria=human]"`` or
-    ``"summeval/coherence/self_reference[]@<sample id>"``.
+    Example: ``"summeval/coherence/autocot_steps[scale=5,criteria=human]"``, or
+    ``"summeval/*/self_reference[]@<sample id>"`` for an artifact that is the same for every
+    aspect (:func:`shared_across_aspects`).
 
     Args:
         task: The task.
@@ -262,5 +298,6 @@ def artifact_key(
             raise ValueError(
                 f"Artifact `{request.name}` is made per sample: artifact_key() needs a sample_id."
             )
-        return f"{task.name}/{aspect}/{request.sample_key(sample_id)}"
+        part = ANY_ASPECT if shared_across_aspects(task, request) else aspect
+        return f"{task.name}/{part}/{request.sample_key(sample_id)}"
     return f"{task.name}/{aspect}/{request.key}"

@@ -59,6 +59,12 @@ class PrExMeTask:
         """``(source_field, hypothesis_field)``."""
         return (self.source_field, self.hypothesis_field)
 
+    @property
+    def aspect_names(self) -> tuple[str, ...]:
+        """``(score_key,)``: the one human score, so that plain data (a bare ``mqm`` or
+        ``score`` column) is read as for a signature's aspects."""
+        return (self.score_key,)
+
     def model_dump(self, mode: str = "python") -> dict[str, Any]:
         """The task as plain data, as ``JudgeTask.model_dump`` gives it (a compile's
         checkpoint fingerprint hashes it)."""
