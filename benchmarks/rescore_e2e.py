@@ -9,7 +9,8 @@ Two rules changed after the end-to-end pairs (``benchmarks/e2e.py``) were run:
 
 This script asks, for every finished pair, what the same twenty evaluated strategies look
 like under the current rules: each strategy's search score (recomputed with the library's
-own ``score_items`` from the checkpoint's judged items; the old score is recomputed with
+own ``score_items`` from the checkpoint's judged items, numbered from 1 as the compile's
+summary numbers them; the old score is recomputed with
 ``constant_groups="skip"`` and must equal the recorded one), the finalists the current rules
 would take, and, where a finalist's test items are stored (it was a finalist or an ensemble
 member before), its test gain over the baseline, scored under the current rules.
@@ -135,7 +136,9 @@ def rescore_pair(
         stored = store.items(strategy)
         items = [stored.get(r.id) for r in search]
         entry: dict[str, Any] = {
-            "key": f"#{ev['number']}",
+            # Numbered from 1, as the compile's summary and messages number them (the
+            # checkpoint's evaluation number + 1; the e2e pairs' own logs numbered from 0).
+            "key": f"#{ev['number'] + 1}",
             "strategy": strategy,
             "recorded": ev.get("spearman"),
             "unrated": int(ev.get("parse_failures") or 0) + int(ev.get("call_failures") or 0),
@@ -435,6 +438,14 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: How the JSON's strategy keys (``#N``) count: written into it, since its keys numbered from 0
+#: until 2026-11-27 (the e2e pairs' compile logs and the docs' e2e sections still do).
+NUMBERING = (
+    "strategies are numbered from 1, as in the compile's summary (the checkpoint's "
+    "evaluation number + 1)"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", default=str(RESULTS / "rescore_e2e.json"))
@@ -478,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     if run_interruptible(rescore_all, on_stop=stopped, sigterm=lm is not None) == EXIT_INTERRUPTED:
         return EXIT_INTERRUPTED
     out = {
+        "numbering": NUMBERING,
         "max_parse_failures": limit,
         "finalists": args.finalists,
         "pairs": rows,

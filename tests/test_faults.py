@@ -859,5 +859,48 @@ def test_check_call_gives_up_after_its_own_short_timeout(
                 trainset=load_records(data_path)[:6],
             )
         assert time.monotonic() - t0 < 4.0
+        # ... and from `compile --check-timeout 2` (not the judge calls' 2 x 120 s): exit 3.
+        t0 = time.monotonic()
+        status = main(
+            [
+                "compile",
+                "--data",
+                str(data_path),
+                "--task",
+                "topical_chat",
+                "--aspect",
+                ASPECT,
+                "--limit",
+                "6",
+                "--optimizer",
+                "quick",
+                "--out",
+                str(tmp_path / "judge.json"),
+                "--model",
+                "openai/x",
+                "--api-base",
+                f"http://127.0.0.1:{server.port}/v1",
+                "--check-timeout",
+                "2",
+                "--no-progress",
+                "--no-report",
+            ]
+        )
+        elapsed = time.monotonic() - t0
+        err_text = capsys.readouterr().err
+        assert status == 3 and 1.5 < elapsed < 8.0, (status, elapsed, err_text)
+        assert "does not answer a check call made before the search" in err_text
+        assert not (tmp_path / "judge.json").exists()
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_compile_check_timeout_is_a_positive_number_of_seconds(
+    value: str, data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["compile", "--data", str(data_path), "--task", "topical_chat", "--aspect", ASPECT]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--out", str(tmp_path / "j.json"), "--check-timeout", value])
+    assert exit_.value.code == 2
+    assert "argument --check-timeout: expected a number of seconds" in capsys.readouterr().err

@@ -1060,7 +1060,7 @@ def test_optimizer_forbid_is_validated_and_the_baseline_must_be_allowed(task, re
 
 
 def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
-    shared_data: Path, tmp_path: Path
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """benchmarks/rescore_e2e.py on the committed end-to-end results, without a model: the
     old rule recomputed from the stored judgements gives every recorded search score, the
@@ -1094,6 +1094,15 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
         f["old"] == pytest.approx(0.514, abs=1e-3) for f in relevance["finalists_before"]
     )
     assert all(f["new"] < 0.4 for f in relevance["finalists_now"])
+    # Strategies are numbered from 1, as the compile's summary numbers them (the JSON says
+    # so), in the JSON and in the printed tables; the committed JSON is this output.
+    assert data["numbering"].startswith("strategies are numbered from 1")
+    keys = [f["key"] for r in data["pairs"] for f in r["finalists_before"] + r["finalists_now"]]
+    assert min(int(k[1:]) for k in keys) >= 1 and max(int(k[1:]) for k in keys) == 20  # of 20
+    assert relevance["rules_now"]["confirm"]["returns"] == "#19"  # docs/benchmarks.md, 11
+    assert "| summeval/relevance | confirm | #19 | +0.167" in capsys.readouterr().out
+    committed = path.parent / "results" / "rescore_e2e.json"
+    assert data == json.loads(committed.read_text())
     # The summary is each rule's mean over the pairs whose pick was judged on test, with the
     # end-to-end summary's two intervals around it.
     for rule in ("confirm", "veto", "best_search_score"):

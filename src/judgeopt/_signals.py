@@ -1,4 +1,4 @@
-"""SIGTERM as Ctrl-C for long runs.
+"""SIGTERM as Ctrl-C for long runs, and either of them only once.
 
 A run started in the background (``nohup judgeopt compile ... &``) ignores SIGINT, so
 SIGTERM is how it is stopped. Python's default for SIGTERM ends the process at once, with
@@ -18,25 +18,44 @@ __all__ = ["interrupt_reason", "sigterm_as_interrupt"]
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises ``KeyboardInterrupt("SIGTERM")`` in the main thread.
+def sigterm_as_interrupt(*, ignore_after: bool = False) -> Iterator[None]:
+    """Within the block, SIGTERM raises ``KeyboardInterrupt("SIGTERM")`` in the main thread,
+    and SIGINT (Ctrl-C) ``KeyboardInterrupt()`` as Python's own handler does; once only.
 
-    The previous handler is restored on exit. Outside the main thread (a program calling
-    ``judgeopt.cli.main`` from a worker thread) signal handlers cannot be set, and the block
-    runs unchanged.
+    A signal that comes while the first interrupt is being handled is ignored: Ctrl-C pressed
+    twice (or a SIGINT sent to the process and again to its group) no longer cuts the clean-up
+    or the line that says what was kept, with a traceback. SIGINT is left alone when it is
+    not Python's default handler's (ignored in a ``nohup ... &`` run, or the program's own).
+
+    The previous handlers are restored on exit; with ``ignore_after`` (the command owns the
+    process), after an interrupt both signals stay ignored, so the exit that follows is not
+    cut either (it waits for no judge call: they run on daemon threads). Outside the main
+    thread (a program calling ``judgeopt.cli.main`` from a worker thread) signal handlers
+    cannot be set, and the block runs unchanged.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    fired = False
 
     def stop(signum: int, frame: object) -> None:
+        nonlocal fired
+        if fired:
+            return  # the run is stopping already
+        fired = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    signals = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signals.append(signal.SIGINT)
+    previous = {signum: signal.signal(signum, stop) for signum in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_IGN if ignore_after and fired else handler)
 
 
 def interrupt_reason(error: KeyboardInterrupt) -> str:

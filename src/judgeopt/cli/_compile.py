@@ -10,7 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..evaluate import Comparison, check_label_spread, check_records, evaluate_against
+from ..evaluate import (
+    CHECK_TIMEOUT,
+    Comparison,
+    check_label_spread,
+    check_records,
+    evaluate_against,
+)
 from ..report import write_judge_report
 from ._common import (
     EXIT_UNTRUSTED,
@@ -21,6 +27,7 @@ from ._common import (
     lm_from_args,
     load_data,
     positive_int,
+    seconds,
     share,
 )
 
@@ -58,6 +65,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             ensemble=args.ensemble,
             max_consecutive_failures=args.max_consecutive_failures,
             max_parse_failures=args.max_parse_failures,
+            check_timeout=args.check_timeout,
         )  # validate before loading a model
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise CLIError(str(e)) from e
@@ -97,6 +105,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 ensemble=args.ensemble,
                 max_consecutive_failures=args.max_consecutive_failures,
                 max_parse_failures=args.max_parse_failures,
+                check_timeout=args.check_timeout,
                 restart=args.restart,
             )
         except ValueError as e:
@@ -414,6 +423,15 @@ def add_parser(sub: Subparsers) -> None:
         help="stop the compile (resumably, exit 3) after N judge calls in a row "
         "failed with connection errors, timeouts or 5xx (default: the "
         "preset's, 5)",
+    )
+    c.add_argument(
+        "--check-timeout",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long the check call made before the search waits for the endpoint's "
+        f"answer (default: the preset's check_timeout, {CHECK_TIMEOUT:g}; the judge calls "
+        "keep their own timeout)",
     )
     c.add_argument(
         "--max-parse-failures",

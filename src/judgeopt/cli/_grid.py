@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,18 +37,8 @@ from ._common import (
     lm_from_args,
     load_data,
     positive_int,
+    seconds,
 )
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
 
 
 def _infer_prexme_task(dataset: str) -> str | None:
@@ -307,7 +296,7 @@ def add_grid_parser(sub: Subparsers) -> None:
     )
     g.add_argument(
         "--check-timeout",
-        type=_seconds,
+        type=seconds,
         default=CHECK_TIMEOUT,
         metavar="SECONDS",
         help="how long the check call made before the first strategy waits for the "

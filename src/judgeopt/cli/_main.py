@@ -50,7 +50,14 @@ class _StderrLines(logging.Handler):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``judgeopt`` command."""
+    """Entry point of the ``judgeopt`` command.
+
+    ``argv``: the arguments; ``None`` reads ``sys.argv``, as the ``judgeopt`` program does,
+    and the command then owns the process: after Ctrl-C or SIGTERM it says what was kept
+    and further signals are ignored while the process exits, so nothing but that line is
+    printed. With ``argv`` given (a program calling ``main``) the signal handlers are put
+    back as they were.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -73,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     teleprompt = logging.getLogger("judgeopt.teleprompt")
     teleprompt.addFilter(_not_reported)
     try:
-        return _run(args)
+        return _run(args, owns_process=argv is None)
     finally:
         progress.removeHandler(handler)
         progress.setLevel(saved[0])
@@ -85,13 +92,13 @@ def _not_reported(record: logging.LogRecord) -> bool:
     return not getattr(record, "judgeopt_reported", False)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, *, owns_process: bool) -> int:
     from ..lm import LMUnavailable  # lazy: judgeopt.lm loads DSPy and LiteLLM
 
     try:
         # SIGTERM (how a `nohup ... &` run is stopped) ends the command as Ctrl-C does, so
         # it can say what was kept; `serve` sets its own handlers inside.
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(ignore_after=owns_process):
             return int(args.func(args))
     except KeyboardInterrupt as e:
         # A long command sets `resume_hint` once it has something to resume from.

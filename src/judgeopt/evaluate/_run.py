@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._validation import check_int
 from ..data import Record
 from ._checks import check_records
+from ._pool import CallPool
 from ._results import EvalResult, ItemResult, merge_results, result_of
 
 if TYPE_CHECKING:
@@ -106,36 +107,37 @@ def evaluate(
                     bar.close()
                 raise
     else:
-        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judgeopt-judge")
-        futures: dict[Any, int] = {}
-        try:
-            # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
-            # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
-            futures = {
-                pool.submit(
+        # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
+        # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
+        pool: CallPool[ItemResult] = CallPool(
+            [
+                functools.partial(
                     contextvars.copy_context().run, _judge_one, program, records[i], the_lm, aspect
-                ): i
+                )
                 for i in order
-            }
-            # Collected as they finish: the bar and on_item follow real completion (a slow
-            # item holds nothing up); results keep the input order.
-            for fut in as_completed(futures):
-                item = results[futures[fut]] = fut.result()
+            ],
+            threads,
+            name="judgeopt-judge",
+        )
+        try:
+            # Taken as they finish: the bar and on_item follow real completion (a slow item
+            # holds nothing up); results keep the input order.
+            for k, item in pool:
+                results[order[k]] = item
                 if on_item is not None:
                     on_item(item)
                 if bar is not None:
                     bar.update(1)
                 breaker.see(item)
         except BaseException as e:
-            # Interrupted (Ctrl-C, a failing on_item): drop the queued calls instead of
-            # running them all before re-raising; calls in flight finish in the background.
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Interrupted (Ctrl-C, a failing on_item): the queued calls are dropped; calls in
+            # flight finish in the background, and the process does not wait for them.
+            finished = pool.stop()
             if isinstance(e, KeyboardInterrupt) and on_item is not None:
-                _record_finished(futures, results, on_item)
+                _record_finished([item for _, item in finished], on_item)
             if bar is not None:
                 bar.close()
             raise
-        pool.shutdown(wait=True)
     if bar is not None:
         bar.close()
     items = [r for r in results if r is not None]
@@ -216,10 +218,11 @@ def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> I
     try:
         pred = program.judge(record.inputs, sample_id=record.id, lm=lm)
     except Exception as e:  # noqa: BLE001 - a failed call is recorded, never fatal
-        log.warning("judging %s failed: %s", record.id, e)
-        return ItemResult(
-            record.id, human, None, error=f"{type(e).__name__}: {e}", error_kind=_error_kind(e)
-        )
+        kind = _error_kind(e)
+        # A call the LM never answered because it was closed (at exit, after an interrupt)
+        # is no failure of the run: nothing to warn about (and never kept as a judgement).
+        (log.debug if kind == "closed" else log.warning)("judging %s failed: %s", record.id, e)
+        return ItemResult(record.id, human, None, error=f"{type(e).__name__}: {e}", error_kind=kind)
     return ItemResult(record.id, human, pred.score, parse_error=pred.parse_error, raw=pred.raw)
 
 
@@ -265,20 +268,19 @@ def _stats(lm: Any) -> Any:
     return fn() if callable(fn) else None
 
 
-def _record_finished(
-    futures: Mapping[Any, int],
-    results: Sequence[ItemResult | None],
-    on_item: Callable[[ItemResult], Any],
-) -> None:
+def _record_finished(items: Sequence[ItemResult], on_item: Callable[[ItemResult], Any]) -> None:
     """Hand ``on_item`` the calls that finished while an interrupt waited to be handled.
 
     A signal reaches Python's main thread only when it runs again, and the workers go on
-    meanwhile; their finished items would otherwise be lost to a checkpoint. Best effort:
-    a failing ``on_item`` stops the recording, never hides the interrupt.
+    meanwhile; their finished items would otherwise be lost to a checkpoint. A call the LM
+    never answered because it was closed (``closed``: the process is stopping) is no finished
+    judgement and is left out. Best effort: a failing ``on_item`` stops the recording, never
+    hides the interrupt.
     """
-    for fut, i in futures.items():
-        if results[i] is None and fut.done() and not fut.cancelled() and fut.exception() is None:
-            try:
-                on_item(fut.result())
-            except Exception:  # the interrupt is what gets reported
-                return
+    for item in items:
+        if item.error_kind == "closed":
+            continue
+        try:
+            on_item(item)
+        except Exception:  # the interrupt is what gets reported
+            return

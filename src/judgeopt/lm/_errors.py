@@ -11,6 +11,7 @@ Every failure of a language-model call surfaces as one of these classes::
     ├── LMBadRequest             (dspy.LMInvalidRequestError)
     ├── LMAuthError              (dspy.LMAuthError)
     ├── LocalModelError          (dspy.LMConfigurationError)  a local GGUF cannot be prepared
+    ├── LMClosed                                              the LM was closed before it answered
     └── LMUnavailable            (dspy.LMTransportError)      the endpoint is down: a check
                                                               call failed, or N calls in a row
 
@@ -35,6 +36,7 @@ from .._errors import JudgeoptError
 __all__ = [
     "LMAuthError",
     "LMBadRequest",
+    "LMClosed",
     "LMConnectionError",
     "LMContextOverflow",
     "LMError",
@@ -153,6 +155,15 @@ class LocalModelError(LMError, _dspy_exc.LMConfigurationError):
     retryable = False
 
 
+class LMClosed(LMError):
+    """The LM was closed before it answered (the embedded model's batch engine, stopped as the
+    process ends after an interrupt): the call was never made, so it is not a judgement and
+    nothing to warn about; a re-run makes it."""
+
+    kind = "closed"
+    retryable = False
+
+
 class LMUnavailable(LMError, _dspy_exc.LMTransportError):
     """The endpoint is down: its check call before a run failed, or a run stopped after
     too many judge calls in a row failed with transient errors (circuit breaker).
@@ -170,9 +181,12 @@ class LMUnavailable(LMError, _dspy_exc.LMTransportError):
 
 
 #: Failure kinds that say nothing about the request itself (the endpoint was unreachable,
-#: slow or overloaded even after retries): the call may succeed later, so a judgement that
-#: failed this way is retried on a resume, and a streak of them stops a run.
-TRANSIENT_KINDS = frozenset({"connection", "timeout", "server", "rate_limit", "unavailable"})
+#: slow or overloaded even after retries, or the LM was closed before it answered): the call
+#: may succeed later, so a judgement that failed this way is retried on a resume, and a
+#: streak of them stops a run.
+TRANSIENT_KINDS = frozenset(
+    {"connection", "timeout", "server", "rate_limit", "unavailable", "closed"}
+)
 
 
 # Phrases servers use for an over-long prompt when they answer with a plain 400.

@@ -63,10 +63,11 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import JudgeoptError
 from .._validation import check_int
 from ._llama_decode import DecodingSequence, Sampling, completion_budget, prompt_and_stops
 
-__all__ = ["BLOCK", "BatchEngine", "batch_width"]
+__all__ = ["BLOCK", "BatchEngine", "EngineClosed", "batch_width"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,14 @@ logger = logging.getLogger(__name__)
 BLOCK = 64
 
 _KERNEL_TILE = 4
+
+
+class EngineClosed(JudgeoptError, RuntimeError):
+    """A request the engine never answered because it was closed (at exit, after an
+    interrupt): not a failure of the request, and no judgement."""
+
+    def __init__(self) -> None:
+        super().__init__("the batch engine was closed")
 
 
 def batch_width(parallel: int) -> int:
@@ -170,7 +179,11 @@ class BatchEngine:
 
         Returns:
             A future; its exception is a ``ValueError`` with llama-cpp-python's own message
-            when the prompt does not fit, or a ``RuntimeError`` when llama.cpp failed.
+            when the prompt does not fit, a ``RuntimeError`` when llama.cpp failed, or
+            :class:`EngineClosed` when the engine was closed first.
+
+        Raises:
+            EngineClosed: When the engine is already closed.
         """
         top = None if top_logprobs is None else max(1, int(top_logprobs))
         if top is not None and sampling is not None:
@@ -178,7 +191,7 @@ class BatchEngine:
         request = _Request([dict(m) for m in messages], max_tokens, top, stop, model, sampling)
         with self._cv:
             if self._closed:
-                raise RuntimeError("the batch engine is closed")
+                raise EngineClosed()
             self._queue.append(request)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -189,14 +202,14 @@ class BatchEngine:
         return request.future
 
     def close(self, timeout: float | None = 30.0) -> None:
-        """Stop the worker; queued and unfinished requests fail with a ``RuntimeError``."""
+        """Stop the worker; queued and unfinished requests fail with :class:`EngineClosed`."""
         with self._cv:
             self._closed = True
             queued = list(self._queue)
             self._queue.clear()
             self._cv.notify()
         for r in queued:
-            r.future.set_exception(RuntimeError("the batch engine was closed"))
+            r.future.set_exception(EngineClosed())
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
@@ -220,7 +233,7 @@ class BatchEngine:
                     self._step()
                 except Exception as exc:  # noqa: BLE001
                     self._fail_all(exc)
-        self._fail_all(RuntimeError("the batch engine was closed"), log=False)
+        self._fail_all(EngineClosed(), log=False)
         self._free_context()
 
     def _active(self) -> list[_Slot]:

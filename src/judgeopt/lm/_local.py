@@ -18,11 +18,12 @@ from ._base import JudgeoptLMMixin, Messages, attributes, resolve_cache
 from ._cache import LMCache
 from ._errors import (
     LMBadRequest,
+    LMClosed,
     LMContextOverflow,
     LMError,
     overflow_from_llama,
 )
-from ._llama_batch import BatchEngine, batch_width
+from ._llama_batch import BatchEngine, EngineClosed, batch_width
 from ._llama_decode import Sampling, greedy_with_logprobs
 from ._llama_load import LlamaHandle as _Handle
 from ._llama_load import _handles as _handles  # tests release loaded models through it
@@ -437,6 +438,13 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
                             out = handle.llama.create_chat_completion(
                                 messages=messages, **call_params
                             )
+            except EngineClosed as exc:
+                # Closed at exit (after an interrupt): the request was never decoded.
+                raise LMClosed(
+                    f"{self.model} was closed before it answered (the process is stopping)",
+                    model=self.model,
+                    endpoint=IN_PROCESS,
+                ) from exc
             except ValueError as exc:
                 elapsed = time.monotonic() - started
                 overflow = overflow_from_llama(
