@@ -499,6 +499,8 @@ class Recorder:
 
 
 def status(plan: dict[str, Any]) -> list[list[object]]:
+    """Per pair: pool, columns, judgements held, calls still to make (a pair not started
+    counts the stored e2e judgements it will import), bank calls made and their hours."""
     rows = []
     for p in plan["pairs"]:
         have: dict[tuple[str, str], dict[str, Any]] = {}
@@ -506,18 +508,28 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
         n_bank = 0
         for line in bank_lines(BANK_DIR, p["name"]):
             if line.get("kind") == "judgement":
-                have[(_plain_key(line["strategy"]), line["id"])] = line
+                key = (_plain_key(line["strategy"]), line["id"])
+                old = have.get(key)
+                if old is None or old.get("error") is not None or line["source"] == "bank":
+                    have[key] = line
+                n_bank += line["source"] == "bank"
             elif line.get("kind") == "chunk":
                 seconds += float(line["seconds"])
-                n_bank += int(line["n"])
-        todo = len(_needed(p, have)) if have else None
+        if not have:
+            task, aspect = load_task(p["task"]), p["aspect"]
+
+            def bounds(s: dict[str, Any], task: Any = task, aspect: str = aspect) -> Any:
+                return task.rating_bounds(aspect, int(s["scale"]))
+
+            for line in _imports(p, bounds):
+                have[(_plain_key(line["strategy"]), line["id"])] = line
         rows.append(
             [
                 p["name"],
                 p["n_pool"],
                 len(p["columns"]),
                 len(have),
-                "?" if todo is None else todo,
+                len(_needed(p, have)),
                 n_bank,
                 f"{seconds / 3600:.2f}",
             ]
@@ -546,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         print(
             markdown_table(
-                ["pair", "pool", "columns", "judgements", "to judge", "judged here", "hours"],
+                ["pair", "pool", "columns", "judgements", "calls to make", "bank calls", "hours"],
                 status(plan),
             )
         )
