@@ -213,8 +213,9 @@ def test_ensemble_and_stack_predict_from_their_members() -> None:
 
 def test_prior_and_fallback() -> None:
     data = _toy_input(signal=0.0)
-    assert prior_rule(data, strategy=data.strategies[5]).single == 5
+    assert prior_rule(data, strategy={"cot": "prefix", "n": 5}).single == 5  # a change
     assert prior_rule(data, strategy={"unknown": 1}).single == 0
+    assert prior_rule(data, strategy={}).single == 0
     keep_base = lambda d: Pick((d.baseline,))  # noqa: E731
     assert with_fallback(keep_base, lambda d: Pick((2,)))(data).single == 2
     assert with_fallback(lambda d: Pick((4,)), lambda d: Pick((2,)))(data).single == 4
@@ -269,9 +270,9 @@ def test_replay_scores_the_pick_on_test_against_the_baseline() -> None:
     assert best.gains[0] == pytest.approx(test_scores[best.picks[0][0]] - test_scores[0])
 
 
-def test_prior_strategy_is_the_best_common_strategy_of_the_other_pairs() -> None:
+def test_prior_strategy_is_the_best_common_change_of_the_other_pairs() -> None:
     pairs = [_pair(n, good=2, seed=s) for s, n in enumerate("abc")]
-    assert prior_strategy(pairs) == {"scale": 5, "cot": "none"}
+    assert prior_strategy(pairs) == {"cot": "none"}  # the change from each baseline
 
 
 def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
@@ -288,7 +289,7 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
     assert {p["setting"]["col"] for p in row["per_pair"].values()} == {2}
     assert row["mean_gain"] > 0.1 and row["se"] is not None
     assert set(row) >= {"mean_gain", "se", "mean_relative_gain", "worse_share", "per_pair"}
-    assert payload["priors"]["a"] == {"scale": 5, "cot": "none"}
+    assert payload["priors"]["a"] == {"cot": "none"}
     prior_row = payload["rules"]["prior"]["n_valid"]["100"]
     assert prior_row["per_pair"]["a"]["baseline_share"] == 0.0
     assert payload["rules"]["baseline"]["n_valid"]["100"]["mean_gain"] == 0.0
@@ -299,7 +300,7 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
 
 def test_choose_default_prefers_safe_rules() -> None:
     def row(rel: float, worst: float) -> dict[str, Any]:
-        return {"n_valid": {"100": {"mean_relative_gain": rel, "max_pair_worse_share": worst}}}
+        return {"n_valid": {"100": {"mean_gain": rel, "max_pair_worse_share": worst}}}
 
     payload = {"rules": {"risky": row(0.5, 0.3), "safe": row(0.2, 0.05), "zero": row(0, 0)}}
     assert choose_default(payload) == "safe"

@@ -18,6 +18,7 @@ strategies; the replay measures the decision, not the search path.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from ..selection import (
     Pick,
     RuleInput,
     best_rule,
+    change_from,
     column_scores,
     confirm_rule,
     ensemble_rule,
@@ -259,30 +261,32 @@ def replay_rule(
     return _Replay(np.array(gains), np.array(bases), picks, kept)
 
 
+def _key(strategy: Mapping[str, Any]) -> str:
+    return json.dumps(dict(strategy), sort_keys=True)
+
+
 def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
-    """The strategy with the best mean whole-pool gain over the baseline across ``pairs``,
-    among the strategies every one of them holds (``None`` when they share none but the
-    baseline)."""
+    """The change from the baseline (:func:`judgeopt.selection.change_from`) with the best
+    mean whole-pool gain over the baseline across ``pairs``, among the changes every one of
+    them holds (``{}``, the baseline, when no change beats it on average; ``None`` for no
+    pairs). Changes, not strategies, are compared, because each task has its own baseline
+    (its criteria, its scale)."""
     if not pairs:
         return None
     keyed = []
     for p in pairs:
         sc = column_scores(p.human, p.matrix(), list(p.groups) if p.level == "group" else None)
-        b = sc[_baseline_row(p)]
-        keyed.append({_key(c.strategy): float(sc[i] - b) for i, c in enumerate(p.columns)})
+        b = _baseline_row(p)
+        base = p.columns[b].strategy
+        keyed.append(
+            {
+                _key(change_from(c.strategy, base)): float(sc[i] - sc[b])
+                for i, c in enumerate(p.columns)
+            }
+        )
     common = set.intersection(*(set(k) for k in keyed))
-    if not common:
-        return None
-    best = max(sorted(common), key=lambda k: float(np.mean([g[k] for g in keyed])))
-    import json
-
+    best = max(sorted(common), key=lambda k: (float(np.mean([g[k] for g in keyed])), k == "{}"))
     return dict(json.loads(best))
-
-
-def _key(strategy: Mapping[str, Any]) -> str:
-    import json
-
-    return json.dumps(dict(strategy), sort_keys=True)
 
 
 def replay_bank(
@@ -356,10 +360,11 @@ def _relative(r: _Replay) -> float:
 
 
 def _lopo_setting(runs: Mapping[int, Mapping[str, _Replay]], others: Sequence[str]) -> int:
-    """The setting with the best mean relative gain over ``others`` (the first on a tie)."""
+    """The setting with the best mean test gain over ``others`` (the first on a tie; a
+    mean of gains, not of ratios, which a pair with a baseline near 0 would dominate)."""
 
     def score(k: int) -> float:
-        return float(np.nanmean([_relative(runs[k][q]) for q in others]))
+        return float(np.mean([np.mean(runs[k][q].gains) for q in others]))
 
     return max(sorted(runs), key=lambda k: (score(k), -k))
 
@@ -398,9 +403,10 @@ def _across(per_pair: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def choose_default(
     payload: Mapping[str, Any], *, n_valid: int = 100, max_worse: float = 0.10
 ) -> str:
-    """The rule with the best mean relative gain at ``n_valid`` among those whose pick is
-    worse than the baseline in at most ``max_worse`` of the splits on every pair; when none
-    is, the one with the smallest largest per-pair worse share."""
+    """The rule with the best mean test gain at ``n_valid`` among those whose pick is worse
+    than the baseline in at most ``max_worse`` of the splits on every pair (on a tie the
+    simpler rule, the shorter name); when none is, the one with the smallest largest
+    per-pair worse share."""
     rows = {
         name: r["n_valid"][str(n_valid)]
         for name, r in payload["rules"].items()
@@ -410,5 +416,5 @@ def choose_default(
         raise ValueError(f"no rule was replayed at n_valid={n_valid}")
     safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
     if safe:
-        return max(safe, key=lambda n: (rows[n]["mean_relative_gain"], n))
+        return max(safe, key=lambda n: (round(rows[n]["mean_gain"], 12), -len(n), n))
     return min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n))

@@ -46,6 +46,7 @@ __all__ = [
     "RuleInput",
     "best_rule",
     "bootstrap_scores",
+    "change_from",
     "column_scores",
     "confirm_rule",
     "ensemble_rule",
@@ -445,13 +446,20 @@ def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
     )
 
 
+def change_from(strategy: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
+    """The factor values of ``strategy`` that differ from ``baseline``'s: how a strategy is
+    named across tasks, whose baselines differ ({} is the baseline itself)."""
+    return {k: v for k, v in sorted(strategy.items()) if baseline.get(k) != v}
+
+
 def prior_rule(data: RuleInput, *, strategy: Mapping[str, Any] | None) -> Pick:
-    """A strategy chosen without these labels (on other tasks), if it is a candidate here;
-    else the baseline."""
-    if strategy is not None:
+    """A strategy chosen without these labels (on other tasks), given as its change from
+    the baseline (:func:`change_from`), if such a candidate is here; else the baseline."""
+    if strategy is not None and data.strategies:
+        base = data.strategies[data.baseline]
         for i, s in enumerate(data.strategies):
-            if dict(s) == dict(strategy):
-                return _single(i, "the prior default")
+            if change_from(s, base) == dict(strategy):
+                return _single(i, f"the prior default {dict(strategy)}")
     return _single(data.baseline, "the prior default is not a candidate: the baseline")
 
 
