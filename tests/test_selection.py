@@ -533,6 +533,18 @@ def test_a_pooled_rule_judges_the_baseline_when_the_search_did_not(task, records
     )
 
 
+def test_a_pooled_rule_with_another_metric_falls_back_to_best_and_says_so(task, records) -> None:
+    judge, _ = compile_with(
+        task, records, respond_with(records, "scale10"), selection="lcb", metric="pearson"
+    )
+    sel = judge.selection
+    assert sel["rule"] == "best" and "candidates" not in sel
+    assert sel["messages"][0].startswith(
+        "selection: rule 'lcb' compares Spearman correlations of ratings and this compile's "
+        "metric is pearson; the judge with the best validation score is returned"
+    )
+
+
 def test_compile_with_a_pooled_rule_at_group_level(shared_data: Path) -> None:
     """A group-level task: the pooled rule's scores are means of per-group correlations
     (the search's own), and its bootstrap resamples whole groups."""
