@@ -297,6 +297,32 @@ def test_selection_config_validation() -> None:
     cfg = HPSS(selection="best").config.selection
     assert cfg.rule == "best" and cfg.finalists == 3
     assert HPSS(selection={"confidence": 0.9}).config.selection.confidence == 0.9
+    assert HPSS(selection="shrink").config.selection.rule == "shrink"
+
+
+def test_an_unknown_rule_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
+    """Every way of naming a rule (the config, a teleprompter's argument, a preset's
+    override, a preset file) refuses an unknown one, naming the field, the value and the
+    rules allowed."""
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+
+    allowed = "'confirm', 'veto', 'best', 'shrink' or 'lcb'"
+    for make in (
+        lambda: SelectionConfig(rule="median"),  # type: ignore[arg-type]
+        lambda: HPSS(selection="median"),
+        # A preset's override (the CLI's path) is validated too, not copied in unchecked.
+        lambda: JudgeSearch.from_config(OptimizerConfig(), selection="median"),
+    ):
+        with pytest.raises(ValueError) as e:
+            make()
+        text = str(e.value)
+        assert "rule" in text and "'median'" in text and allowed in text, text
+    preset = tmp_path / "preset.toml"
+    preset.write_text('search = "hpss"\n[selection]\nrule = "median"\n')
+    with pytest.raises(ValueError, match=re.escape(f"`selection.rule`: Input should be {allowed}")):
+        load_optimizer(preset)
+    preset.write_text('search = "hpss"\n[selection]\nrule = "shrink"\n')
+    assert load_optimizer(preset).selection.rule == "shrink"
 
 
 # The compile --------------------------------------------------------------------------------
@@ -410,6 +436,145 @@ def test_compile_with_the_veto_rule(task, records) -> None:
     assert kept.comparisons["confirmation"]["gain"] == 0.0
 
 
+def respond_noise(messages: list[dict[str, Any]]) -> str:
+    """Every prompt rates by a hash of its text: no strategy carries information."""
+    text = str(messages[-1]["content"])
+    m = re.search(r"scale of (\d+) to (\d+)", text)
+    hi = int(m.group(2)) if m else 3
+    return f"Rating: [[{1 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % hi}]]"
+
+
+@pytest.mark.parametrize("rule", ["shrink", "lcb"])
+def test_compile_with_a_pooled_rule_finds_a_better_strategy(task, records, rule) -> None:
+    """Rules ``shrink`` and ``lcb`` search on every validation item and compare every
+    strategy judged there with the baseline, from the stored judgements (no call beyond the
+    search); a clearly better strategy is chosen and the record says why."""
+    judge, fake = compile_with(task, records, respond_with(records, "scale10"), selection=rule)
+    sel, res = judge.selection, judge.search_result
+    assert sel["rule"] == rule and sel["search_items"] == 96 and sel["confirm_items"] == 0
+    assert all(s["n"] == 96 for s in res.evaluation_summaries)
+    assert judge.strategy["scale"] == 10 and sel["chosen"] is not None
+    chosen = sel["candidates"][sel["chosen"]]
+    assert chosen["strategy"] == judge.strategy.as_dict()
+    assert ("shrunk gain" if rule == "shrink" else "lower bound") in sel["reason"]
+    # Every distinct strategy other than the baseline is a candidate, numbered from 1 as in
+    # the summary table, with its validation score (the search's), gain and standard error.
+    table = {f"#{s['number'] + 1}": s for s in res.evaluation_summaries}
+    base = baseline_strategy(task).as_dict()
+    keys = [c["key"] for c in sel["candidates"]]
+    assert "#1" not in keys and table["#1"]["strategy"] == base
+    assert len(keys) == len({json.dumps(s["strategy"], sort_keys=True) for s in table.values()}) - 1
+    for c in sel["candidates"]:
+        assert c["score"] == pytest.approx(table[c["key"]]["spearman"])
+        assert c["gain"] == pytest.approx(c["score"] - sel["baseline_score"]) and c["se"] > 0
+    assert sel["baseline_score"] == pytest.approx(table["#1"]["spearman"])
+    said = " ".join(sel["messages"])
+    assert f"selection: rule {rule} (" in said and f"chose {chosen['key']}: " in said
+    assert sel["reason"] in said and "on all 96 validation items" in said
+    # The stored judgements only: no call beyond the search (which judged the baseline).
+    assert len(fake.judge_requests) == res.calls and sel["cost"]["calls"] == 0
+    comp = judge.comparisons["validation"]
+    assert comp["n"] == 96 and comp["gain"] == pytest.approx(chosen["gain"])
+    assert "biased upward" in comp["note"]
+    assert judge.export()["selection"]["candidates"] == sel["candidates"]
+
+
+def test_compile_with_rule_shrink_keeps_the_baseline_when_all_is_noise(task, records) -> None:
+    judge, _ = compile_with(task, records, respond_noise, selection="shrink")
+    sel = judge.selection
+    assert judge.strategy == baseline_strategy(task) and sel["chosen"] is None
+    assert sel["reason"].startswith("no shrunk gain above +0.000")
+    assert len(sel["candidates"]) >= 5 and all(c["se"] > 0 for c in sel["candidates"])
+    best = max(sel["candidates"], key=lambda c: c["gain"])
+    assert any(
+        m.startswith("selection: rule shrink (")
+        and f"kept the baseline: {sel['reason']}" in m
+        and f"the best other, {best['key']}, gained {best['gain']:+.3f}" in m
+        for m in sel["messages"]
+    ), sel["messages"]
+    assert judge.comparisons["validation"]["gain"] == 0.0
+
+
+def test_a_pooled_rule_compares_only_strategies_judged_on_every_item(task, records) -> None:
+    """With racing, a strategy dropped early was judged on a prefix only: it is no candidate
+    (and is not judged further), and the record and the message say so."""
+    race = {"enabled": True, "top": 1, "min_items": 20}
+    judge, fake = compile_with(
+        task, records, respond_with(records, "scale10"), selection="lcb", racing=race
+    )
+    sel, res = judge.selection, judge.search_result
+    dropped = [f"#{t['number'] + 1}" for t in res.trace if t["racing"]["dropped"]]
+    assert dropped and sel["not_judged_on_all"] == dropped
+    assert not set(dropped) & {c["key"] for c in sel["candidates"]}
+    assert judge.strategy["scale"] == 10 and sel["cost"]["calls"] == 0
+    assert len(fake.judge_requests) == res.calls
+    assert any(
+        f"({len(dropped)} dropped early by racing, not judged on every item, are not "
+        "candidates)" in m
+        for m in sel["messages"]
+    )
+
+
+def test_a_pooled_rule_judges_the_baseline_when_the_search_did_not(task, records) -> None:
+    """A random search does not start from the baseline: the pooled rule judges it on the
+    validation items (once: the comparison reuses those judgements)."""
+    from judgeopt.teleprompt import RandomSearch
+
+    fake = ScriptedLM(respond_with(records, "scale10"))
+    opt = RandomSearch(budget=4, space=SPACE, progress=False, seed=1, selection="shrink")
+    judge = opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records)
+    sel, res = judge.selection, judge.search_result
+    base = baseline_strategy(task).as_dict()
+    assert all(s["strategy"] != base for s in res.evaluation_summaries)
+    assert len(sel["candidates"]) == 4 and sel["cost"]["calls"] == 96
+    assert len(fake.judge_requests) == res.calls + 96
+    assert judge.comparisons["validation"]["baseline"]["score"] == pytest.approx(
+        sel["baseline_score"]
+    )
+
+
+def test_a_pooled_rule_with_another_metric_falls_back_to_best_and_says_so(task, records) -> None:
+    judge, _ = compile_with(
+        task, records, respond_with(records, "scale10"), selection="lcb", metric="pearson"
+    )
+    sel = judge.selection
+    assert sel["rule"] == "best" and "candidates" not in sel
+    assert sel["messages"][0].startswith(
+        "selection: rule 'lcb' compares Spearman correlations of ratings and this compile's "
+        "metric is pearson; the judge with the best validation score is returned"
+    )
+
+
+def test_compile_with_a_pooled_rule_at_group_level(shared_data: Path) -> None:
+    """A group-level task: the pooled rule's scores are means of per-group correlations
+    (the search's own), and its bootstrap resamples whole groups."""
+    summeval = load_task("summeval")
+    recs = load_records(shared_data / "summeval" / "full.jsonl")[:80]  # 5 articles
+    human = {r.inputs["summary"]: r.scores["coherence"] for r in recs}
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1]["content"])
+        m = re.search(r"scale of (\d+) to (\d+)", text)
+        hi = int(m.group(2)) if m else 3
+        h = int(hashlib.sha256(text.encode()).hexdigest(), 16)
+        value = next((v for summary, v in human.items() if summary in text), None)
+        if hi == 10 and value is not None:
+            return f"Rating: [[{round(1 + (value - 1) * 9 / 4)}]]"
+        return f"Rating: [[{1 + h % hi}]]"
+
+    fake = ScriptedLM(respond)
+    space = {**SPACE, "scale": [5, 10]}  # SummEval's baseline rates on 1 to 5
+    opt = HPSS(budget=8, space=space, progress=False, params={"k": 2}, selection="shrink")
+    judge = opt.compile(JudgeProgram(summeval, "coherence", lm=fake.lm), trainset=recs)
+    sel, res = judge.selection, judge.search_result
+    assert sel["rule"] == "shrink" and judge.strategy["scale"] == 10
+    table = {f"#{s['number'] + 1}": s for s in res.evaluation_summaries}
+    assert res.evaluation_summaries[0]["level"] == "group"
+    for c in sel["candidates"]:
+        assert c["score"] == pytest.approx(table[c["key"]]["spearman"])
+    assert sel["baseline_score"] == pytest.approx(table["#1"]["spearman"])
+
+
 def respond_half_unparsed(records) -> Any:
     """Scale-10 prompts rate by the human score but give no rating for half the items (by
     a hash of the response); every other prompt is hash noise."""
@@ -428,7 +593,7 @@ def respond_half_unparsed(records) -> Any:
     return respond
 
 
-@pytest.mark.parametrize("rule", ["confirm", "veto", "best"])
+@pytest.mark.parametrize("rule", ["confirm", "veto", "best", "shrink", "lcb"])
 def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule) -> None:
     """A search score that rests on the half of the answers that parsed (the rest imputed by
     the mean) is not a reason to choose a judge: such strategies are passed over as
@@ -449,7 +614,9 @@ def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule)
     best_key = max(scores, key=lambda k: scores[k])
     assert best_key in {e["key"] for e in sel["excluded"]}
     assert judge.strategy["scale"] == 3
-    if rule != "best":  # rule best records no finalists (``finalists`` is the setting)
+    if rule in ("shrink", "lcb"):  # the pooled rules' candidates
+        assert all(c["strategy"]["scale"] == 3 for c in sel["candidates"])
+    elif rule != "best":  # rule best records no finalists (``finalists`` is the setting)
         assert all(f["strategy"]["scale"] == 3 for f in sel["finalists"])
     assert any("passed over" in m and "max_parse_failures=0.25" in m for m in sel["messages"])
     assert not any("no rating" in p for p in res.problems)
@@ -485,7 +652,7 @@ def respond_mostly_unparsed(records, baseline_parses: bool) -> Any:
 
 
 @pytest.mark.parametrize("baseline_parses", [False, True])
-@pytest.mark.parametrize("rule", ["confirm", "best"])
+@pytest.mark.parametrize("rule", ["confirm", "best", "shrink"])
 def test_every_strategy_passed_over_returns_the_baseline_and_says_so(
     task, records, rule, baseline_parses, caplog
 ) -> None:
@@ -738,6 +905,61 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert "selection: the search's best" in printed and "is kept" in printed
     data = json.loads(vetoed.read_text())
     assert data["selection"]["rule"] == "veto" and len(data["selection"]["finalists"]) == 1
+
+
+def test_cli_compile_with_selection_shrink(
+    shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """``--selection shrink``: the search sees every item, the summary says which rule
+    chose and why, the export records it."""
+    import judgeopt.lm
+    from judgeopt.cli import main
+
+    def fake_make_lm(model: str, **kw: Any) -> Any:
+        return ScriptedLM(respond_with(records, "scale10")).lm
+
+    monkeypatch.setattr(judgeopt.lm, "make_lm", fake_make_lm)
+    out = tmp_path / "shrink.json"
+    rc = main(
+        [
+            "compile",
+            "--task",
+            "topical_chat",
+            "--aspect",
+            ASPECT,
+            "--data",
+            str(shared_data / "topical_chat" / "valid.jsonl"),
+            "--limit",
+            "96",
+            "--optimizer",
+            str(_write_preset(tmp_path, budget=6)),
+            "--selection",
+            "shrink",
+            "--model",
+            "scripted",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-report",
+        ]
+    )
+    assert rc == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    sel = data["selection"]
+    assert sel["rule"] == "shrink" and sel["chosen"] is not None
+    key = sel["candidates"][sel["chosen"]]["key"]
+    assert "on 96 validation items" in printed and "confirmation:" not in printed
+    assert (
+        f"selection: rule shrink (empirical-Bayes shrunk gain over the baseline) chose {key}: "
+        "shrunk gain +"
+    ) in printed
+    assert "validation (96 items" in printed
+    assert data["strategy"]["scale"] == 10
+    with pytest.raises(SystemExit):
+        main(["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", "x",
+              "--selection", "median", "--out", str(out)])  # fmt: skip
+    assert "invalid choice: 'median'" in capsys.readouterr().err
 
 
 def _write_preset(tmp_path: Path, budget: int | None = None) -> Path:

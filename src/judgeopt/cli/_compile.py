@@ -443,13 +443,18 @@ def add_parser(sub: Subparsers) -> None:
     )
     c.add_argument(
         "--selection",
-        choices=("confirm", "veto", "best"),
+        choices=("confirm", "veto", "best", "shrink", "lcb"),
         default=None,
         help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
         "searches on half the scoring set and keeps a strategy only if its "
         "gain over the baseline is confirmed on the other half; 'veto' keeps "
         "the best search score unless the other half shows it worse than the "
-        "baseline; 'best' keeps the best validation score (biased upward)",
+        "baseline; 'best' keeps the best validation score (biased upward); "
+        "'shrink' and 'lcb' search on everything and compare every strategy "
+        "with the baseline on all the items, pooled: the best gain shrunk "
+        "toward zero by its noise (empirical Bayes), or the best lower bound "
+        "of the gain corrected for the number of strategies compared, if "
+        "above zero, else the baseline",
     )
     c.add_argument(
         "--ensemble",

@@ -29,6 +29,10 @@ more gains than ``confirm`` and, when no strategy is truly better, more worse ju
 simulation's table in ``docs/judge.md``); a judge it keeps with a negative confirmation gain
 is reported as such.
 
+``rule="shrink"`` and ``rule="lcb"`` hold nothing out: the search scores on every item, then
+the compile applies :func:`shrink_rule` or :func:`lcb_rule` (the pooled rules of ``_pooled``)
+to every strategy judged on all of them, the baseline among them.
+
 So the confirm rule can only return a judge whose confirmed gain is positive. For one finalist whose
 true gain is zero or negative, the chance that its lower bound clears zero is at most about
 ``1 - confidence``; with several finalists the chances add up (at most ``finalists * (1 -

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Rule = Literal["confirm", "veto", "best"]
+Rule = Literal["confirm", "veto", "best", "shrink", "lcb"]
 
 
 class SelectionConfig(BaseModel):
@@ -18,17 +18,24 @@ class SelectionConfig(BaseModel):
             confirmed there (see :mod:`judgeopt.selection`). ``"veto"``: search on one part,
             keep the best search score unless the rest shows it worse than the baseline
             (:func:`veto`). ``"best"``: search on everything and keep the best validation
-            score (the paper's rule; biased upward).
+            score (the paper's rule; biased upward). ``"shrink"`` / ``"lcb"``: search on
+            everything, then compare every strategy judged on all the items with the
+            baseline there, pooled: the best empirical-Bayes shrunk gain if positive
+            (:func:`shrink_rule`), or the best lower bound of the gain at ``confidence``
+            corrected for the number of strategies compared if above zero
+            (:func:`lcb_rule`); else the baseline.
         confirm_fraction: Share of the scoring set (whole groups) held out for confirmation.
         finalists: How many of the search's best distinct strategies are confirmed (rule
             ``"confirm"``; ``"veto"`` judges only the best one).
         confidence: One-sided level of the bound: for ``"confirm"`` the lower bound of a
             finalist's gain must be above zero (0.5: a positive point estimate is enough);
-            for ``"veto"`` an upper bound below zero vetoes the search's best.
+            for ``"veto"`` an upper bound below zero vetoes the search's best; for
+            ``"lcb"`` the family-wise level of the lower bounds (Bonferroni).
         min_confirm_items: Below this many confirmation items (or 3 groups at group level)
             the confirmation cannot tell judges apart; the compile then uses ``"best"`` on the
             whole set and says so.
-        n_resamples: Bootstrap resamples of each paired comparison.
+        n_resamples: Bootstrap resamples of each paired comparison (for ``"shrink"`` and
+            ``"lcb"``: of the standard errors of the gains).
         seed: Seed of the split and of the bootstrap.
     """
 

@@ -4,7 +4,8 @@ The rules are in :mod:`judgeopt.selection` (pure functions of numbers, ``docs/ju
 "Choosing the judge"); :class:`Chooser` feeds them: it splits the scoring set, picks the
 finalists among the search's trials, judges them and the baseline on the confirmation part
 (reusing every stored judgement), applies the rule, compares the chosen judge with the
-baseline and builds the prompt ensemble when asked.
+baseline and builds the prompt ensemble when asked. The pooled rules (``shrink``, ``lcb``)
+are fed by :mod:`judgeopt.teleprompt._pooling`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._config import OptimizerConfig
 from ._journal import strategy_key
 from ._judging import Evaluator
+from ._pooling import POOLED_RULES, choose_pooled, pooled_note
 
 __all__ = ["Chooser", "Selected", "in_order", "lm_stats"]
 
@@ -86,11 +88,12 @@ class Chooser:
     def split(
         self, val: list[Record], *, pairwise: bool, aspect: str, level: str
     ) -> tuple[list[Record], list[Record] | None, str | None]:
-        """The search part, the confirmation part (``None``: rule ``best``) and, when the
-        items are too few to confirm, why."""
+        """The search part, the confirmation part (``None``: rule ``best`` or a pooled rule,
+        which search on everything) and, when the items are too few to confirm or a pooled
+        rule cannot apply (:func:`pooled_note`), why."""
         sel = self.sel
-        if sel.rule == "best":
-            return val, None, None
+        if sel.rule == "best" or sel.rule in POOLED_RULES:
+            return val, None, pooled_note(sel.rule, self.metric)
         humans = [r.label if pairwise else r.scores[aspect] for r in val]
         grouped = any(r.group_id for r in val)
         groups = [r.group_id or r.id for r in val] if grouped else None
@@ -212,7 +215,8 @@ class Chooser:
             base: The compile's program (any strategy): the trials' judges are its copies.
             baseline: ``base`` with the student's strategy.
             search_val: The items the search scored on.
-            confirm_val: The confirmation items (``None``: rule ``best``).
+            confirm_val: The confirmation items (``None``: rule ``best``, ``shrink`` or
+                ``lcb``).
             split_note: Why there are no confirmation items although the rule asks for
                 them (from :meth:`split`).
             summaries: The evaluation summaries (their unrated counts).
@@ -245,7 +249,35 @@ class Chooser:
             if strategy_key(base.with_strategy(t.strategy).strategy) == baseline_key
         }
         fallback = None
-        if confirm_val is None:
+        pooled = None
+        if confirm_val is None and sel.rule in POOLED_RULES and split_note is None:
+            # A pooled rule: every strategy judged on all the validation items is compared
+            # with the baseline there (judgeopt.teleprompt._pooling).
+            pooled = choose_pooled(
+                sel,
+                evaluator,
+                search,
+                base,
+                baseline,
+                search_val,
+                unrated=unrated,
+                max_parse_failures=self.config.max_parse_failures,
+                key_of=trial_key,
+            )
+            record.update(pooled.record)
+            record["confirm_items"] = 0
+            excluded.extend(pooled.excluded)
+            chosen = pooled.chosen
+            finalists = (
+                self.finalists(search, base, n_members, unrated, excluded) if n_members else []
+            )
+            judged_on, split = search_val, "validation"
+            note = (
+                "the items the rule chose the judge on: the gain is biased upward (the rule "
+                "corrects for the number of strategies compared, not for this estimate); "
+                "evaluate on held-out test items for an unbiased estimate"
+            )
+        elif confirm_val is None:
             # Rule "best" (asked for, or too few items to confirm): the best search score
             # among the strategies that rated enough of their items.
             record["rule"] = "best"
@@ -319,6 +351,8 @@ class Chooser:
             )
         if fallback is not None:
             record["messages"].append(fallback)
+        if pooled is not None:
+            record["messages"].append(pooled.message)
         pairwise = base.task.mode == "pairwise"
         level = evaluator.level
         results: dict[str, EvalResult] = {}

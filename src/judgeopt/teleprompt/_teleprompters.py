@@ -44,10 +44,10 @@ class JudgeSearch(Teleprompter):
         example_seed: Seed of the in-context example selection.
         racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
             :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
-        selection: ``"confirm"`` (default), ``"veto"`` or ``"best"`` (the rule, other
-            settings default), or a :class:`judgeopt.selection.SelectionConfig` (or its
-            fields as a mapping): how the compiled judge is chosen (``docs/judge.md``,
-            "Choosing the judge").
+        selection: ``"confirm"`` (default), ``"veto"``, ``"best"``, ``"shrink"`` or
+            ``"lcb"`` (the rule, other settings default), or a
+            :class:`judgeopt.selection.SelectionConfig` (or its fields as a mapping): how the
+            compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (``compiled.ensemble``; 0 or 1: none).
         max_consecutive_failures: Stop the compile after this many judge calls in a row
@@ -116,8 +116,11 @@ class JudgeSearch(Teleprompter):
         """Build from a preset, with keyword overrides (e.g. ``budget=20``).
 
         ``racing=True`` / ``False`` switches the preset's racing on or off and keeps its other
-        racing settings; ``selection="best"`` / ``"confirm"`` changes the preset's selection
-        rule and keeps its other selection settings.
+        racing settings; ``selection="best"`` / ``"confirm"`` (any rule's name) changes the
+        preset's selection rule and keeps its other selection settings.
+
+        Raises:
+            ValueError: On an unknown rule name (naming the allowed ones).
         """
         kw = config.model_dump()
         race = overrides.pop("racing", None)
@@ -127,7 +130,10 @@ class JudgeSearch(Teleprompter):
             kw["racing"] = race
         rule = overrides.pop("selection", None)
         if isinstance(rule, str):
-            kw["selection"] = config.selection.model_copy(update={"rule": rule})
+            # Validated (a model_copy would not check the name).
+            kw["selection"] = SelectionConfig.model_validate(
+                {**config.selection.model_dump(), "rule": rule}
+            )
         elif rule is not None:
             kw["selection"] = rule
         kw.update({k: v for k, v in overrides.items() if v is not None})

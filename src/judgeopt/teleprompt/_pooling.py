@@ -1,0 +1,225 @@
+"""Choosing the compiled judge with a pooled rule: ``shrink`` or ``lcb`` on all the validation
+items.
+
+The rules ``confirm`` and ``veto`` decide from a search half and a confirmation half. The
+pooled rules of :mod:`judgeopt.selection` (:func:`~judgeopt.selection.shrink_rule`,
+:func:`~judgeopt.selection.lcb_rule`) see one validation set on which every candidate has
+been judged and use all of it, correcting for the number of strategies compared instead of
+holding items out. The search scores on the whole validation set (as with ``best``); then
+:func:`choose_pooled` builds the table of every evaluated strategy's ratings on those items
+from the stored judgements (no new call, except for the baseline if the search never judged
+it), applies the rule and returns its pick or the baseline (``docs/judge.md``, "Choosing the
+judge").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data import Record
+from ..search import SearchStrategy
+from ..selection import Pick, RuleInput, SelectionConfig, lcb_rule, shrink_rule
+from ._journal import strategy_key
+from ._judging import Evaluator
+
+__all__ = ["POOLED_RULES", "PooledChoice", "choose_pooled", "pooled_note"]
+
+#: The rules that choose on all the validation items from the stored judgements.
+POOLED_RULES = ("shrink", "lcb")
+
+
+def pooled_note(rule: str, metric: str) -> str | None:
+    """Why the pooled ``rule`` cannot choose this compile's judge (``None``: it can).
+
+    The pooled rules compare Spearman correlations of ratings; a pairwise task (accuracy)
+    or another correlation falls back to the best validation score, and the compile says so.
+    """
+    if rule in POOLED_RULES and metric != "spearman":
+        return (
+            f"rule {rule!r} compares Spearman correlations of ratings and this compile's "
+            f"metric is {metric}"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class PooledChoice:
+    """What :func:`choose_pooled` decided.
+
+    Attributes:
+        chosen: The chosen program (the baseline when the rule kept it).
+        record: The selection record's fields: ``reason``, ``chosen`` (index into
+            ``candidates``, ``None`` for the baseline), ``baseline_score``, ``candidates``
+            (key, strategy, validation score, gain over the baseline and its bootstrap
+            standard error each), and ``not_judged_on_all`` when racing dropped some.
+        message: The compile's message (which rule chose, and why).
+        excluded: The strategies passed over for their unrated answers that could have been
+            chosen (validation score above the baseline's), as :class:`Chooser` lists them.
+    """
+
+    chosen: Any
+    record: dict[str, Any]
+    message: str
+    excluded: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _ratings(items: Mapping[str, Any], val: list[Record]) -> list[float]:
+    """The ratings of ``val``'s items in order, ``nan`` where the judge gave none (a failed
+    call is not stored: no rating either, as the search scored it)."""
+    out = []
+    for r in val:
+        item = items.get(r.id)
+        out.append(math.nan if item is None or item.score is None else float(item.score))
+    return out
+
+
+def choose_pooled(
+    sel: SelectionConfig,
+    evaluator: Evaluator,
+    search: SearchStrategy,
+    base: Any,
+    baseline: Any,
+    val: list[Record],
+    *,
+    unrated: Mapping[int, tuple[int, int]],
+    max_parse_failures: float,
+    key_of: Callable[[Any], str],
+) -> PooledChoice:
+    """Apply the pooled rule ``sel.rule`` to every strategy the search judged on all of
+    ``val``.
+
+    Args:
+        sel: The selection settings (``rule``, ``confidence`` as the bound's level for
+            ``lcb``, ``n_resamples``, ``seed``).
+        evaluator: Holds the stored judgements (and judges the baseline on ``val`` if the
+            search did not).
+        search: The finished search.
+        base: The compile's program: the trials' judges are its copies.
+        baseline: ``base`` with the student's strategy.
+        val: The validation items (the search scored on all of them).
+        unrated: Trial number -> (answers without a rating, items), from the summaries.
+        max_parse_failures: A strategy above this share of unrated answers is not a
+            candidate.
+        key_of: How the compile names a trial (``#1`` for the first).
+    """
+    aspect = base.aspect
+    humans = np.asarray([float(r.scores[aspect]) for r in val], dtype=np.float64)
+    groups = [r.group_id or r.id for r in val] if evaluator.level == "group" else None
+    ids = [r.id for r in val]
+    base_res = evaluator.stored(baseline, val, desc="validation: baseline")
+    rows = [_ratings({i.id: i for i in base_res.items}, val)]
+    baseline_key = strategy_key(baseline.strategy)
+    store = evaluator.journal.items
+    progs: list[Any] = []
+    cands: list[Any] = []
+    passed: list[Any] = []
+    partial: list[str] = []
+    seen = {baseline_key}
+    for t in sorted(search.trials, key=lambda t: t.number):
+        prog = base.with_strategy(t.strategy)
+        key = strategy_key(prog.strategy)
+        if key in seen:
+            continue
+        items = store.items(prog.strategy)
+        bad, n_items = unrated.get(t.number, (0, 0))
+        if (n_items < len(ids)) if n_items else any(i not in items for i in ids):
+            partial.append(key_of(t))  # dropped early by racing: not judged on every item
+            continue
+        seen.add(key)
+        if n_items and bad / n_items > max_parse_failures:
+            passed.append((t, bad, n_items))
+            continue
+        progs.append(prog)
+        cands.append(t)
+        rows.append(_ratings(items, val))
+    data = RuleInput(
+        human=humans,
+        preds=np.asarray(rows, dtype=np.float64),
+        baseline=0,
+        groups=groups,
+        strategies=[dict(p.strategy.as_dict()) for p in progs],
+        seed=sel.seed,
+    )
+    n = sel.n_resamples
+    pick: Pick = (
+        shrink_rule(data, n_resamples=n)
+        if sel.rule == "shrink"
+        else lcb_rule(data, alpha=1.0 - sel.confidence, n_resamples=n)
+    )
+    scores = data.scores
+    boot = data.resampled(n)  # the rule's own resamples (cached): the same standard errors
+    se = (boot - boot[:, [0]]).std(axis=0, ddof=1)
+    row = pick.single if pick.single is not None else 0
+    chosen = baseline if row == 0 else progs[row - 1]
+    candidates = [
+        {
+            "key": key_of(t),
+            "strategy": p.strategy.as_dict(),
+            "score": float(scores[i + 1]),
+            "gain": float(scores[i + 1] - scores[0]),
+            "se": float(se[i + 1]),
+        }
+        for i, (t, p) in enumerate(zip(cands, progs, strict=True))
+    ]
+    record: dict[str, Any] = {
+        "reason": pick.reason,
+        "chosen": None if row == 0 else row - 1,
+        "baseline_score": float(scores[0]),
+        "candidates": candidates,
+    }
+    if partial:
+        record["not_judged_on_all"] = partial
+    what = (
+        "empirical-Bayes shrunk gain over the baseline"
+        if sel.rule == "shrink"
+        else f"one-sided {sel.confidence:.0%} lower bound of the gain over the baseline, "
+        f"corrected for {max(1, len(cands))} comparisons"
+    )
+    told = (
+        f"{len(cands)} strateg{'y' if len(cands) == 1 else 'ies'} compared with the baseline "
+        f"on all {len(val)} validation items"
+        + (
+            f" ({len(partial)} dropped early by racing, not judged on every item, are not "
+            "candidates)"
+            if partial
+            else ""
+        )
+    )
+    if not cands:
+        message = (
+            f"selection: every strategy other than the baseline was passed over ({len(passed)} "
+            f"gave no rating for more than max_parse_failures={max_parse_failures:g} of their "
+            "validation items); the baseline is kept"
+            if passed
+            else "selection: the search found no strategy other than the baseline judged on "
+            "all the validation items; the baseline is kept"
+        )
+    elif row == 0:
+        best = int(np.argmax(scores[1:])) if cands else None
+        other = (
+            ""
+            if best is None
+            else f"; the best other, {key_of(cands[best])}, gained "
+            f"{candidates[best]['gain']:+.3f} (standard error {candidates[best]['se']:.3f})"
+        )
+        message = (
+            f"selection: rule {sel.rule} ({what}) kept the baseline: {pick.reason}{other}; {told}"
+        )
+    else:
+        c = candidates[row - 1]
+        message = (
+            f"selection: rule {sel.rule} ({what}) chose {c['key']}: {pick.reason}; gain "
+            f"{c['gain']:+.3f} (standard error {c['se']:.3f}) on the validation items; {told}"
+        )
+    top = float(scores[0])
+    excluded = [
+        {"key": key_of(t), "search_score": t.score, "unrated": bad, "n": n_items}
+        for t, bad, n_items in sorted(passed, key=lambda x: (-x[0].score, x[0].number))
+        if math.isfinite(t.score) and t.score > top
+    ]
+    return PooledChoice(chosen, record, message, excluded)
