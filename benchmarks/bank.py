@@ -474,6 +474,7 @@ class Recorder:
             jobs = [(json.loads(b), rid) for b, rid in todo[start : start + chunk]]
             s0, t0 = self.lm.stats(), time.perf_counter()
             lines = self._run(jobs, desc="record", keep=True)
+            self.artifacts.save()  # per-item artifacts (metrics questions) made by this chunk
             s1 = self.lm.stats()
             self.write(
                 [
