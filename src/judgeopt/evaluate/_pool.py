@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class CallPool(Generic[T]):
-    """Run ``calls`` on up to ``threads`` daemon threads, started at once.
+    """Run ``calls`` on up to ``threads`` daemon threads, started when iteration begins.
 
     Iterate to take ``(index, result)`` pairs in completion order (in the calling thread); an
     exception a call raised (any ``BaseException``) is raised there when its turn comes.
@@ -44,8 +44,18 @@ class CallPool(Generic[T]):
         self._left = len(self._calls)
         for i in range(len(self._calls)):
             self._todo.put(i)
-        for k in range(min(threads, len(self._calls))):
-            threading.Thread(target=self._work, name=f"{name}_{k}", daemon=True).start()
+        self._threads = min(threads, len(self._calls))
+        self._name = name
+        self._started = False
+
+    def _start(self) -> None:
+        """Start the threads (at the first iteration, so that an interrupt while they start
+        reaches the caller's ``try`` and its :meth:`stop`: a KeyboardInterrupt raised in the
+        main thread while it waits for a new thread to start would otherwise leave the
+        workers running every call with nobody to stop them)."""
+        self._started = True
+        for k in range(self._threads):
+            threading.Thread(target=self._work, name=f"{self._name}_{k}", daemon=True).start()
 
     def _work(self) -> None:
         while not self._stopped.is_set():
@@ -61,8 +71,16 @@ class CallPool(Generic[T]):
                 self._done.put((i, result, None))
 
     def __iter__(self) -> Iterator[tuple[int, T]]:
+        if not self._started:
+            self._start()
         while self._left:
-            i, result, exc = self._done.get()  # a signal interrupts the wait
+            # NOTE: a short timeout, not one blocking get: the main thread runs a signal's
+            # handler only between waits, and a SimpleQueue wait without a timeout let a
+            # SIGTERM wait until the calls in flight had all finished.
+            try:
+                i, result, exc = self._done.get(timeout=0.05)
+            except queue.Empty:
+                continue
             self._left -= 1
             if exc is not None:
                 raise exc
