@@ -1,4 +1,4 @@
-"""The `decoding` factor against a real local model (llama.cpp in process, one thread).
+"""The `decoding` factor against a real local model (llama.cpp in process, two threads).
 
 Marked slow: one tiny compile (4 items, budget 3) over greedy/expected decoding with
 Qwen2.5-Coder-0.5B, then export, load in a fresh process and score with the chosen decoding.
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 llama_cpp = pytest.importorskip("llama_cpp")
 
 MODEL = "local:qwen2.5-coder-0.5b"
-N_CTX = 2048  # the Topical-Chat prompts without CoT fit; halves the logits_all buffer
+N_CTX = 2048  # the Topical-Chat prompts without CoT fit
 SPACE = {
     "scale": [3],
     "examples": [0],
@@ -38,7 +38,7 @@ SCORE_IN_FRESH_PROCESS = """
 import json, sys
 from judgeopt.judge import JudgeProgram
 from judgeopt.lm import make_lm
-lm = make_lm(sys.argv[1], n_threads=1, n_ctx=int(sys.argv[2]), logits_all=True, cache=False)
+lm = make_lm(sys.argv[1], n_threads=2, n_ctx=int(sys.argv[2]), cache=False)
 out = []
 for path, n in json.loads(sys.argv[3]):
     judge = JudgeProgram.load(path, lm=lm)
@@ -61,9 +61,9 @@ def test_qwen_compile_with_decoding_export_load_fresh_process(
 ) -> None:
     from judgeopt.lm import make_lm
 
-    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     try:
-        lm = make_lm(MODEL, n_threads=1, n_ctx=N_CTX, logits_all=True, cache=tmp_path / "c")
+        lm = make_lm(MODEL, n_threads=2, n_ctx=N_CTX, cache=tmp_path / "c")
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{MODEL} is not installed: {e}")
     task = load_task("topical_chat")

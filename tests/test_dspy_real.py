@@ -54,7 +54,7 @@ def lm(tmp_path_factory: pytest.TempPathFactory):
     from judgeopt.lm import make_lm
 
     try:
-        return make_lm("local:smollm2-135m", n_threads=1, cache=tmp_path_factory.mktemp("lm-cache"))
+        return make_lm("local:smollm2-135m", n_threads=2, cache=tmp_path_factory.mktemp("lm-cache"))
     except Exception as e:  # noqa: BLE001 - the model package is an optional install
         pytest.skip(f"smollm2-135m is not installed: {e}")
 
@@ -117,7 +117,7 @@ def test_acall_set_lm_and_instance_load_with_a_real_model(
 def test_python_compile_records_a_model_that_cli_evaluate_loads(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lm
 ) -> None:
-    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "cache"))
     task = load_task("topical_chat")
     items = load_records(shared_data / "topical_chat" / "valid.jsonl")[:4]
@@ -173,7 +173,7 @@ def _readme_snippet() -> str:
 
 def test_readme_use_it_in_dspy_snippet_runs(tmp_path: Path, monkeypatch) -> None:
     """The README's metric-adapter example, verbatim, with the embedded default model."""
-    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     from judgeopt.lm import ensure_local_model
 
     try:

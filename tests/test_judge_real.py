@@ -42,7 +42,7 @@ def items(shared_data: Path):
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "lm-cache"))
     return tmp_path
 
@@ -51,7 +51,7 @@ def _lm(name: str, **kw):
     from judgeopt.lm import make_lm
 
     try:
-        return make_lm(f"local:{name}", n_threads=1, **kw)
+        return make_lm(f"local:{name}", n_threads=2, **kw)
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{name} is not installed: {e}")
 
@@ -77,7 +77,7 @@ def test_qwen_compile_export_load_fresh_process_same_scores(env: Path, items) ->
         "from judgeopt.judge import JudgeProgram\n"
         "from judgeopt.lm import make_lm\n"
         "j = JudgeProgram.load(sys.argv[1], lm=make_lm('local:qwen2.5-coder-0.5b', "
-        "n_threads=1, cache=False))\n"
+        "n_threads=2, cache=False))\n"
         "recs = json.loads(sys.stdin.read())\n"
         "print(json.dumps([j(**r).score for r in recs]))\n"
     )

@@ -49,7 +49,7 @@ def _messages(i: int) -> list[dict[str, str]]:
 
 def _lm(model: str, **kw: Any) -> LlamaCppLM:
     try:
-        lm = LlamaCppLM(model, cache=False, n_threads=1, **kw)
+        lm = LlamaCppLM(model, cache=False, n_threads=2, **kw)
         lm.load()
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{model} is not available: {e}")

@@ -39,7 +39,7 @@ PROMPTS = [
 
 def _lms(model: str, **kw: Any) -> tuple[LlamaCppLM, LlamaCppLM]:
     try:
-        new = LlamaCppLM(model, logits_all=False, cache=False, n_threads=1, **kw)
+        new = LlamaCppLM(model, logits_all=False, cache=False, n_threads=2, **kw)
         new.load()
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{model} is not available: {e}")

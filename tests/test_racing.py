@@ -419,7 +419,7 @@ def test_cost_quick_runs_with_smollm2(tmp_path, monkeypatch, capsys) -> None:
         ensure_local_model("smollm2-135m")
     except Exception as e:  # noqa: BLE001 - the model package is an optional install
         pytest.skip(f"smollm2-135m is not installed: {e}")
-    monkeypatch.setenv("JUDGEOPT_THREADS", "1")
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "cost.py"
     spec = importlib.util.spec_from_file_location("cost_benchmark", path)
     cost = importlib.util.module_from_spec(spec)
