@@ -60,10 +60,12 @@ from judgeopt.bench import (
     EXIT_INTERRUPTED,
     bank_lines,
     judgement_covers,
+    keep_judgement,
     markdown_table,
     run_interruptible,
     shared_data_dir,
     stored_items,
+    strategy_json,
     strategy_key,
     write_json,
 )
@@ -104,8 +106,7 @@ def _e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
     )
 
 
-def _plain_key(strategy: dict[str, Any]) -> str:
-    return json.dumps(strategy, sort_keys=True)
+_plain_key = strategy_json
 
 
 def _pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -350,10 +351,7 @@ class Recorder:
                     f"bank_plan.json is now {self.sha}: the plan may not change under a bank"
                 )
             if line.get("kind") == "judgement":
-                key = (_plain_key(line["strategy"]), line["id"])
-                old = out.get(key)
-                if old is None or old.get("error") is not None or line["source"] == "bank":
-                    out[key] = line
+                keep_judgement(out, line)
         return out
 
     def judge(self, program: JudgeProgram, rid: str) -> dict[str, Any]:
@@ -509,10 +507,7 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
         n_bank = 0
         for line in bank_lines(BANK_DIR, p["name"]):
             if line.get("kind") == "judgement":
-                key = (_plain_key(line["strategy"]), line["id"])
-                old = have.get(key)
-                if old is None or old.get("error") is not None or line["source"] == "bank":
-                    have[key] = line
+                keep_judgement(have, line)
                 n_bank += line["source"] == "bank"
             elif line.get("kind") == "chunk":
                 seconds += float(line["seconds"])

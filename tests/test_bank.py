@@ -139,6 +139,18 @@ def test_load_bank_reads_packed_and_recent_lines_and_counts_what_is_missing(
         load_bank(plan, bank, data_dir=tmp_path / "data", pairs=["nope"])
 
 
+def test_keep_judgement_prefers_bank_calls_and_never_a_failed_call() -> None:
+    from judgeopt.bench import keep_judgement
+
+    held: dict[tuple[str, str], dict[str, Any]] = {}
+    keep_judgement(held, _judgement("x", 3.0, source="e2e:items"))
+    keep_judgement(held, _judgement("x", None, error="timeout"))  # a failed bank call
+    assert [v["greedy"] for v in held.values()] == [3.0]
+    keep_judgement(held, _judgement("x", 4.0))  # a bank call replaces the import
+    keep_judgement(held, _judgement("x", 2.0, source="e2e:test"))  # an import does not
+    assert [v["greedy"] for v in held.values()] == [4.0]
+
+
 def test_judgement_covers() -> None:
     assert not judgement_covers(None, "greedy")
     assert not judgement_covers({"error": "timeout", "source": "bank"}, "greedy")

@@ -33,8 +33,10 @@ from ._bank import (
     BankPair,
     bank_lines,
     judgement_covers,
+    keep_judgement,
     load_bank,
     pack_bank,
+    strategy_json,
 )
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
 from ._harness import (
@@ -80,6 +82,8 @@ __all__ = [
     "BankPair",
     "bank_lines",
     "judgement_covers",
+    "keep_judgement",
+    "strategy_json",
     "load_bank",
     "pack_bank",
     "EXIT_INTERRUPTED",

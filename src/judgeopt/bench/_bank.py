@@ -37,8 +37,10 @@ __all__ = [
     "BankPair",
     "bank_lines",
     "judgement_covers",
+    "keep_judgement",
     "load_bank",
     "pack_bank",
+    "strategy_json",
 ]
 
 BANK_FORMAT = 1
@@ -142,8 +144,21 @@ class BankPair:
         return np.vstack([c.predictions for c in self.columns])
 
 
-def _strategy_key(strategy: Mapping[str, Any]) -> str:
+def strategy_json(strategy: Mapping[str, Any]) -> str:
+    """A strategy's plain-data form as a sorted JSON string: the bank's key of a strategy."""
     return json.dumps(dict(strategy), sort_keys=True)
+
+
+def keep_judgement(held: dict[tuple[str, str], dict[str, Any]], line: Mapping[str, Any]) -> None:
+    """Add a ``judgement`` line to ``held`` (by strategy and item id) unless a better one is
+    held: a bank call replaces an imported judgement and any failed call, and a failed call
+    replaces nothing that succeeded."""
+    key = (strategy_json(line["strategy"]), str(line["id"]))
+    old = held.get(key)
+    if old is None or (
+        (old.get("error") is not None or line.get("source") == "bank") and line.get("error") is None
+    ):
+        held[key] = dict(line)
 
 
 def load_bank(
@@ -216,11 +231,7 @@ def _load_pair(
         if kind == "header" and sha is not None and line.get("plan_sha") != sha:
             raise ValueError(f"{p['name']}: recorded under plan {line.get('plan_sha')}, not {sha}")
         if kind == "judgement":
-            key = (_strategy_key(line["strategy"]), line["id"])
-            old = lines.get(key)
-            if old is None or old.get("error") is not None or line.get("source") == "bank":
-                if line.get("error") is None or old is None:
-                    lines[key] = line
+            keep_judgement(lines, line)
         elif kind == "chunk":
             seconds += float(line.get("seconds") or 0.0)
             calls += int(line.get("calls") or 0)
@@ -237,7 +248,7 @@ def _load_pair(
         strategy = dict(c["strategy"])
         decoding = strategy.pop("decoding")
         field_name = "greedy" if decoding == "greedy" else "expected"
-        base = _strategy_key(strategy)
+        base = strategy_json(strategy)
         preds = np.full(len(ids), np.nan)
         for k, rid in enumerate(ids):
             line = lines.get((base, rid))

@@ -42,7 +42,7 @@ from ..selection import (
     veto_rule,
     with_fallback,
 )
-from ._bank import BankPair
+from ._bank import BankPair, strategy_json
 
 __all__ = [
     "RULES",
@@ -261,10 +261,6 @@ def replay_rule(
     return _Replay(np.array(gains), np.array(bases), picks, kept)
 
 
-def _key(strategy: Mapping[str, Any]) -> str:
-    return json.dumps(dict(strategy), sort_keys=True)
-
-
 def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
     """The change from the baseline (:func:`judgeopt.selection.change_from`) with the best
     mean whole-pool gain over the baseline across ``pairs``, among the changes every one of
@@ -280,7 +276,7 @@ def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
         base = p.columns[b].strategy
         keyed.append(
             {
-                _key(change_from(c.strategy, base)): float(sc[i] - sc[b])
+                strategy_json(change_from(c.strategy, base)): float(sc[i] - sc[b])
                 for i, c in enumerate(p.columns)
             }
         )
