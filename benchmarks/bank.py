@@ -92,6 +92,8 @@ PAIRS = (
     "hanna_coherence",
 )
 VERIFY_ITEMS = 8
+#: Judged lines between two ``chunk`` lines (calls, tokens, seconds).
+STAT_EVERY = 32
 
 
 # Plan ------------------------------------------------------------------------------------
@@ -283,18 +285,40 @@ def _imports(plan: dict[str, Any], bounds_of: Any) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def _needed(plan: dict[str, Any], have: dict[tuple[str, str], dict[str, Any]]) -> list[Any]:
-    """(base strategy, record id) pairs still to judge, in the plan's column order: a
-    column's judgement of the item is absent (or only a failed call)."""
-    out: dict[tuple[str, str], None] = {}
-    for column in plan["columns"]:
-        strategy = column["strategy"]
-        base = _plain_key(_base(strategy))
-        decoding = "greedy" if strategy["decoding"] == "greedy" else "expected"
-        for rid in plan["pool"]:
-            if not judgement_covers(have.get((base, rid)), decoding):
-                out.setdefault((base, rid), None)
-    return list(out)
+def _needed(
+    plan: dict[str, Any],
+    have: dict[tuple[str, str], dict[str, Any]],
+    groups: dict[str, str] | None = None,
+) -> list[Any]:
+    """(base strategy, record id) pairs still to judge: a column's judgement of the item is
+    absent (or only a failed call).
+
+    Ordered group by group (every column of a group's items, then the next group), the
+    groups with the fewest calls per item first (ties in pool order): a pair that is only
+    partly recorded then holds whole groups judged by every column, a pool usable for a
+    replay before the pair is complete (the pool's groups were drawn without looking at
+    labels, so any such subset is too). ``groups`` maps a pool item to its group (default:
+    each item its own group).
+    """
+    groups = groups or {}
+    calls: dict[str, list[tuple[str, str]]] = {}
+    size: dict[str, int] = {}
+    for rid in plan["pool"]:
+        g = groups.get(rid, rid)
+        calls.setdefault(g, [])
+        size[g] = size.get(g, 0) + 1
+    seen: set[tuple[str, str]] = set()
+    for rid in plan["pool"]:
+        g = groups.get(rid, rid)
+        for column in plan["columns"]:
+            strategy = column["strategy"]
+            base = _plain_key(_base(strategy))
+            decoding = "greedy" if strategy["decoding"] == "greedy" else "expected"
+            if (base, rid) not in seen and not judgement_covers(have.get((base, rid)), decoding):
+                seen.add((base, rid))
+                calls[g].append((base, rid))
+    order = sorted(calls, key=lambda g: len(calls[g]) / size[g])  # stable: pool order on ties
+    return [job for g in order for job in calls[g]]
 
 
 class Recorder:
@@ -315,6 +339,7 @@ class Recorder:
         records = load_records(DATA / plan["task"] / "full.jsonl")
         by_id = {r.id: r for r in records}
         self.records = {rid: by_id[rid] for rid in plan["pool"]}
+        self.groups = {rid: r.group_id or rid for rid, r in self.records.items()}
         art = ROOT.parent / plan["e2e_dir"] / "ckpt" / "artifacts.json"
         self.artifacts = ArtifactStore(BANK_DIR / f"{plan['name']}.artifacts.json")
         if art.is_file() and len(self.artifacts) == 0:
@@ -452,6 +477,68 @@ class Recorder:
             pool.shutdown(wait=False, cancel_futures=True)
         return [o for o in out if o is not None]
 
+    def _feed(self, jobs: list[tuple[dict[str, Any], str]], deadline: float | None) -> None:
+        """Judge ``jobs`` with ``parallel`` calls always in flight (a new call starts as soon
+        as one ends, so the batch engine never drains between chunks) and write each line as
+        it is judged; every ``STAT_EVERY`` lines a ``chunk`` line records the calls, tokens
+        and seconds since the last one. After ``deadline`` no new call starts."""
+        programs: dict[str, JudgeProgram] = {}
+        pool = cf.ThreadPoolExecutor(self.parallel)
+        pending: set[cf.Future[dict[str, Any]]] = set()
+        queue = iter(jobs)
+        done = n_since = 0
+        s0, t0 = self.lm.stats(), time.perf_counter()
+
+        def submit() -> bool:
+            if deadline is not None and time.time() > deadline:
+                return False
+            job = next(queue, None)
+            if job is None:
+                return False
+            base, rid = job
+            key = _plain_key(base)
+            if key not in programs:
+                programs[key] = self.program(base)
+            pending.add(pool.submit(self.judge, programs[key], rid))
+            return True
+
+        try:
+            while len(pending) < self.parallel and submit():
+                pass
+            while pending:
+                finished, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    pending.discard(fut)
+                    self.write([fut.result()])
+                    done += 1
+                    n_since += 1
+                    submit()
+                if n_since >= STAT_EVERY or not pending:
+                    self.artifacts.save()  # per-item artifacts (metrics questions) made so far
+                    s1, t1 = self.lm.stats(), time.perf_counter()
+                    self.write(
+                        [
+                            {
+                                "kind": "chunk",
+                                "n": n_since,
+                                "calls": s1.calls - s0.calls,
+                                "prompt_tokens": s1.prompt_tokens - s0.prompt_tokens,
+                                "completion_tokens": s1.completion_tokens - s0.completion_tokens,
+                                "seconds": round(t1 - t0, 1),
+                            },
+                        ]
+                    )
+                    log.info(
+                        "%s: %d/%d judged (%.1f s/item)",
+                        self.plan["name"],
+                        done,
+                        len(jobs),
+                        (t1 - t0) / max(1, n_since),
+                    )
+                    s0, t0, n_since = s1, t1, 0
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
     def record(self, deadline: float | None) -> bool:
         """Judge what is missing; True when the pair's bank is complete."""
         if not self.path.exists() and not (BANK_DIR / f"{self.plan['name']}.jsonl.gz").exists():
@@ -463,36 +550,9 @@ class Recorder:
             log.info("%s: imported %d stored e2e judgements", self.plan["name"], len(imported))
             have = self.have()
         self.verify(have)
-        todo = _needed(self.plan, have)
+        todo = _needed(self.plan, have, self.groups)
         log.info("%s: %d (strategy, item) calls to make", self.plan["name"], len(todo))
-        chunk = self.parallel * 4
-        for start in range(0, len(todo), chunk):
-            if deadline is not None and time.time() > deadline:
-                return False
-            jobs = [(json.loads(b), rid) for b, rid in todo[start : start + chunk]]
-            s0, t0 = self.lm.stats(), time.perf_counter()
-            lines = self._run(jobs, desc="record", keep=True)
-            self.artifacts.save()  # per-item artifacts (metrics questions) made by this chunk
-            s1 = self.lm.stats()
-            self.write(
-                [
-                    {
-                        "kind": "chunk",
-                        "n": len(lines),
-                        "calls": s1.calls - s0.calls,
-                        "prompt_tokens": s1.prompt_tokens - s0.prompt_tokens,
-                        "completion_tokens": s1.completion_tokens - s0.completion_tokens,
-                        "seconds": round(time.perf_counter() - t0, 1),
-                    },
-                ]
-            )
-            log.info(
-                "%s: %d/%d judged (%.1f s/item)",
-                self.plan["name"],
-                min(start + chunk, len(todo)),
-                len(todo),
-                (time.perf_counter() - t0) / max(1, len(lines)),
-            )
+        self._feed([(json.loads(b), rid) for b, rid in todo], deadline)
         self.artifacts.save()
         return not _needed(self.plan, self.have())
 

@@ -18,8 +18,15 @@ items: the baseline, the chosen judge, the ensemble's members), written to
 real judgements, not the bank: the candidates are few and were themselves chosen by a
 search on other items of the same pair.
 
+``--partial`` replays a bank still being recorded: each pair restricted to its groups judged
+by every column (:meth:`judgeopt.bench.BankPair.judged_groups`; the recorder fills a pair
+group by group), pairs with at least ``--min-items`` such items, written to
+``benchmarks/results/bank_rules_partial.json``. An interim look on fewer items and pairs
+than the plan, not the bank's answer: no default is taken from it.
+
 Usage:
     python benchmarks/bank_rules.py [--splits 200] [--n-valid 50,100,200]
+    python benchmarks/bank_rules.py --partial [--min-items 150] [--n-valid 50,100]
     python benchmarks/bank_rules.py --e2e-preview [--n-valid 50,100]
 """
 
@@ -146,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--splits", type=int, default=200)
     p.add_argument("--n-valid", default=None, help="comma-separated sizes (50,100,200)")
     p.add_argument("--e2e-preview", action="store_true")
+    p.add_argument("--partial", action="store_true", help="the judged groups of every pair")
+    p.add_argument("--min-items", type=int, default=150, help="--partial: smallest pool")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -153,6 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         bank = e2e_preview_bank()
         sizes = [50, 100]
         path = Path(args.json or ROOT / "results" / "bank_rules_e2e_preview.json")
+    elif args.partial:
+        full = load_bank(ROOT / "bank_plan.json", ROOT / "results" / "bank")
+        parts = {name: b.judged_groups() for name, b in full.items()}
+        for name, b in parts.items():
+            print(f"  {name}: {len(b.ids)} of {len(full[name].ids)} items judged by every column")
+        bank = {name: b for name, b in parts.items() if len(b.ids) >= args.min_items}
+        sizes = [50, 100]
+        path = Path(args.json or ROOT / "results" / "bank_rules_partial.json")
     else:
         bank = load_bank(ROOT / "bank_plan.json", ROOT / "results" / "bank", complete_only=True)
         sizes = [50, 100, 200]
@@ -171,6 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=lambda s: print(f"  {s}", file=sys.stderr),
     )
     payload["default"] = choose_default(payload, n_valid=100 if 100 in sizes else sizes[0])
+    if args.partial or args.e2e_preview:
+        payload["interim"] = (
+            "not the bank's answer: fewer items or strategies than the plan; "
+            "the rule named `default` here sets no default"
+        )
     payload["seconds"] = round(time.perf_counter() - t0, 1)
     payload["pairs"] = {
         name: {"n_pool": len(b.ids), "columns": len(b.columns), "level": b.level}

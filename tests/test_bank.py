@@ -23,6 +23,7 @@ from judgeopt.bench import (
     bank_splits,
     choose_default,
     judgement_covers,
+    keep_judgement,
     load_bank,
     pack_bank,
     prior_strategy,
@@ -130,6 +131,13 @@ def test_load_bank_reads_packed_and_recent_lines_and_counts_what_is_missing(
     assert pair.baseline is greedy
     assert pair.human.tolist() == [float(i % 5 + 1) for i in range(12)]
     assert load_bank(plan_path, bank, data_dir=tmp_path / "data", complete_only=True) == {}
+    # the usable part of a partial pair: the groups (of 3 items) judged by every column;
+    # g2 has x06 judged but not x07, x08, so only g0 and g1 remain
+    part = pair.judged_groups()
+    assert part.ids == tuple(ids[:6]) and part.complete
+    assert part.human.tolist() == pair.human[:6].tolist()
+    assert [c.predictions.tolist() for c in part.columns] == [[4.0] * 6, [3.5] * 6]
+    assert part.judged_groups() is part
 
     # a bank recorded under another plan is refused
     plan_path.write_text(json.dumps(plan) + " ", encoding="utf-8")
@@ -137,6 +145,27 @@ def test_load_bank_reads_packed_and_recent_lines_and_counts_what_is_missing(
         load_bank(plan_path, bank, data_dir=tmp_path / "data")
     with pytest.raises(ValueError, match="unknown pair"):
         load_bank(plan, bank, data_dir=tmp_path / "data", pairs=["nope"])
+
+
+def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bank_recorder", ROOT / "benchmarks" / "bank.py")
+    assert spec is not None and spec.loader is not None
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    ids = [f"x{i:02d}" for i in range(6)]
+    groups = {i: f"g{int(i[1:]) // 2}" for i in ids}  # g0: x00 x01, g1: x02 x03, g2: x04 x05
+    have: dict[tuple[str, str], dict[str, Any]] = {}
+    keep_judgement(have, _judgement("x02", 3.0, expected=3.2))  # a bank call: both ratings
+    keep_judgement(have, _judgement("x03", 3.0, source="e2e:items"))  # greedy only
+    keep_judgement(have, _judgement("x04", 3.0, expected=2.9))
+    keep_judgement(have, _judgement("x05", None, error="Timeout"))  # a failed call
+    todo = recorder._needed(_plan(ids)["pairs"][0], have, groups)
+    # g1 and g2 need one call each (x03's expected rating; x05 again), g0 two: the groups
+    # with the fewest calls per item first, ties in pool order, each group's items together
+    assert [rid for _, rid in todo] == ["x03", "x05", "x00", "x01"]
+    assert len({b for b, _ in todo}) == 1  # one base strategy: greedy and expected share a call
 
 
 def test_keep_judgement_prefers_bank_calls_and_never_a_failed_call() -> None:

@@ -91,12 +91,15 @@ class BankColumn:
         strategy: The strategy's plain-data form, decoding included.
         roles: Why the plan holds it (``baseline``, ``search #n``, ``finalist``...).
         predictions: One rating per pool item; ``nan`` where unparsed or failed.
+        judged: Per pool item, whether the bank holds this column's judgement of it (an
+            unparsed answer is judged, a rating not yet recorded is not); ``None``: all.
     """
 
     key: str
     strategy: Mapping[str, Any]
     roles: tuple[str, ...]
     predictions: np.ndarray
+    judged: np.ndarray | None = None
 
     @property
     def unparsed(self) -> int:
@@ -142,6 +145,36 @@ class BankPair:
     def matrix(self) -> np.ndarray:
         """The predictions as a (columns x items) array (``nan``: no rating)."""
         return np.vstack([c.predictions for c in self.columns])
+
+    def judged_groups(self) -> BankPair:
+        """The pair restricted to the groups whose every item is judged by every column
+        (``self`` when the pair is complete): the usable part of a bank still being
+        recorded. The recorder fills a pair group by group, and the pool's groups were
+        drawn without looking at labels, so the part is an unbiased sub-pool."""
+        if self.complete:
+            return self
+        n = len(self.ids)
+        judged = np.ones(n, dtype=bool)
+        for c in self.columns:
+            if c.judged is not None:
+                judged &= c.judged
+        whole = {g for g in set(self.groups.tolist()) if judged[self.groups == g].all()}
+        keep = np.array([g in whole for g in self.groups.tolist()], dtype=bool)
+        return BankPair(
+            name=self.name,
+            task=self.task,
+            aspect=self.aspect,
+            level=self.level,
+            ids=tuple(i for i, k in zip(self.ids, keep, strict=True) if k),
+            human=self.human[keep],
+            groups=self.groups[keep],
+            columns=tuple(
+                BankColumn(c.key, c.strategy, c.roles, c.predictions[keep]) for c in self.columns
+            ),
+            seconds=self.seconds,
+            calls=self.calls,
+            tokens=self.tokens,
+        )
 
 
 def strategy_json(strategy: Mapping[str, Any]) -> str:
@@ -250,16 +283,24 @@ def _load_pair(
         field_name = "greedy" if decoding == "greedy" else "expected"
         base = strategy_json(strategy)
         preds = np.full(len(ids), np.nan)
+        judged = np.ones(len(ids), dtype=bool)
         for k, rid in enumerate(ids):
             line = lines.get((base, rid))
             if line is None or not judgement_covers(line, field_name):
                 missing += 1
+                judged[k] = False
                 continue
             value = line.get(field_name)
             if value is not None and math.isfinite(float(value)):
                 preds[k] = float(value)
         columns.append(
-            BankColumn(c["key"], c["strategy"], tuple(c.get("roles") or ()), predictions=preds)
+            BankColumn(
+                c["key"],
+                c["strategy"],
+                tuple(c.get("roles") or ()),
+                predictions=preds,
+                judged=judged,
+            )
         )
     return BankPair(
         name=p["name"],
