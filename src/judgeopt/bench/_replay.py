@@ -86,12 +86,7 @@ def _confirm(data: RuleInput) -> Pick:
     """:func:`confirm_rule` with the compile's constants, once per split (the rules that
     build on it reuse the pick); 500 bootstrap resamples instead of the compile's 2000
     (the bound moves by about 0.005)."""
-    key = "confirm-pick"
-    if key not in data._cache:
-        data._cache[key] = confirm_rule(data, n_resamples=500)
-    pick = data._cache[key]
-    assert isinstance(pick, Pick)
-    return pick
+    return data.memo("confirm-pick", lambda: confirm_rule(data, n_resamples=500))
 
 
 def _veto(data: RuleInput) -> Pick:

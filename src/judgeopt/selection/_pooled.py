@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
+T = TypeVar("T")
 
 
 def impute(preds: FloatArray) -> FloatArray:
@@ -172,22 +173,31 @@ class RuleInput:
     seed: int = 0
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()``, called once per input and ``key``: what several rules derive
+        from the same validation data (scores, bootstrap, a rule's pick that others build
+        on) is computed once."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]  # type: ignore[no-any-return]
+
     @property
     def scores(self) -> FloatArray:
         """Each candidate's validation score (computed once)."""
-        if "scores" not in self._cache:
-            self._cache["scores"] = column_scores(self.human, self.preds, self.groups)
-        return self._cache["scores"]  # type: ignore[no-any-return]
+        return self.memo("scores", lambda: column_scores(self.human, self.preds, self.groups))
 
     def resampled(self, n_resamples: int) -> FloatArray:
         """Bootstrap scores (n_resamples, candidates), computed once per size."""
-        key = f"boot{n_resamples}"
-        if key not in self._cache:
-            rng = np.random.default_rng(self.seed)
-            self._cache[key] = bootstrap_scores(
-                self.human, self.preds, self.groups, n_resamples=n_resamples, rng=rng
-            )
-        return self._cache[key]  # type: ignore[no-any-return]
+        return self.memo(
+            f"boot{n_resamples}",
+            lambda: bootstrap_scores(
+                self.human,
+                self.preds,
+                self.groups,
+                n_resamples=n_resamples,
+                rng=np.random.default_rng(self.seed),
+            ),
+        )
 
 
 @dataclass(frozen=True)
