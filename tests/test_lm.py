@@ -992,6 +992,40 @@ def test_smollm2_in_process_with_predict_and_parallel(smol_path: Path) -> None:
     assert stats.cache_hits >= 1 and stats.prompt_tokens > 0 and stats.completion_tokens > 0
 
 
+EXIT_SCRIPT = """
+import os, sys, threading
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+from judgeopt.lm import LlamaCppLM, _llama_load
+used = LlamaCppLM(sys.argv[1], max_tokens=2, n_threads=1, parallel=2, cache=False)
+busy = LlamaCppLM(sys.argv[1], max_tokens=2, n_threads=1, n_ctx=512, cache=False)
+for lm in (used, busy):
+    lm(messages=[{"role": "user", "content": "Say hi"}])
+_llama_load._handles.clear()  # as a test's clean-up does: the models live on elsewhere
+busy._get_handle().lock.acquire()  # a call still running in a daemon thread
+_llama_load._free_models_at_exit()
+print(used._get_handle().llama._model.model is None, busy._get_handle().llama._model.model is None)
+busy._get_handle().lock.release()
+"""
+
+
+@needs_llama
+def test_models_are_freed_at_exit_before_the_interpreter_tears_llama_cpp_down(
+    smol_path: Path,
+) -> None:
+    """Left to the collector at shutdown a Llama printed `Exception ignored in: Llama.__del__
+    ... TypeError` after every run that loaded one; the exit hook frees it first, after its
+    batch worker stopped, and leaves a model whose lock a call holds alone."""
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, str(smol_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False"]
+    assert "Exception ignored" not in proc.stderr
+
+
 @pytest.mark.slow
 @needs_llama
 def test_smollm2_context_overflow(smol_path: Path) -> None:

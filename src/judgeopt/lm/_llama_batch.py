@@ -67,7 +67,14 @@ from .._errors import JudgeoptError
 from .._validation import check_int
 from ._llama_decode import DecodingSequence, Sampling, completion_budget, prompt_and_stops
 
-__all__ = ["BLOCK", "BatchEngine", "EngineClosed", "batch_width"]
+__all__ = [
+    "BLOCK",
+    "BatchEngine",
+    "EngineClosed",
+    "batch_width",
+    "close_engines",
+    "engines_running",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -436,11 +443,18 @@ _engines: weakref.WeakSet[BatchEngine] = weakref.WeakSet()
 
 
 @atexit.register
-def _close_engines() -> None:
-    # NOTE: a daemon worker still decoding when the interpreter tears the model down would
-    # crash the exit; stop them first.
+def close_engines() -> None:
+    """Stop every batch engine's worker (at exit: a daemon worker still decoding when the
+    interpreter tears the model down would crash the exit)."""
     for engine in list(_engines):
         try:
             engine.close(timeout=5.0)
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
+
+
+def engines_running(llama: Any) -> bool:
+    """Whether a batch engine's worker over ``llama`` is still alive (its context open)."""
+    return any(
+        e._llama is llama and e._thread is not None and e._thread.is_alive() for e in _engines
+    )

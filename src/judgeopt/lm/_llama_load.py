@@ -7,15 +7,17 @@ they ask for the same file, ``n_ctx``, ``n_threads`` and ``logits_all``.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._llama_batch import BatchEngine
+from ._llama_batch import BatchEngine, close_engines, engines_running
 from ._models import LOCAL_MODELS, local_model_error
 
 __all__ = [
@@ -109,6 +111,32 @@ class LlamaHandle:
 
 _handles_guard = threading.Lock()
 _handles: dict[tuple[str, int, int, bool], LlamaHandle] = {}
+# Every model this process loaded and still holds, with the lock that serialises its use.
+_loaded: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+
+
+def _free_models_at_exit() -> None:
+    """Free the models still loaded before the interpreter tears down its modules.
+
+    Left to the garbage collector at shutdown, a ``Llama`` is freed after llama-cpp-python's
+    module globals are gone and prints ``Exception ignored in: Llama.__del__ ... TypeError``.
+    The batch workers are stopped first (their contexts use the model); a model still in use
+    (its lock held by a call, or a worker that did not stop) is left alone.
+    """
+    close_engines()
+    for llama, lock in list(_loaded.items()):
+        if engines_running(llama) or not lock.acquire(timeout=2.0):
+            continue
+        try:
+            llama.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+        finally:
+            lock.release()
+
+
+# Registered after the batch module's own exit hook, so it runs first (atexit is LIFO).
+atexit.register(_free_models_at_exit)
 
 
 def load_llama(path: Path, n_ctx: int, n_threads: int, logits_all: bool) -> LlamaHandle:
@@ -149,4 +177,5 @@ def load_llama(path: Path, n_ctx: int, n_threads: int, logits_all: bool) -> Llam
         )
         handle = LlamaHandle(llama, threading.Lock(), n_ctx)
         _handles[key] = handle
+        _loaded[llama] = handle.lock
         return handle
