@@ -94,6 +94,8 @@ PAIRS = (
 VERIFY_ITEMS = 8
 #: Judged lines between two ``chunk`` lines (calls, tokens, seconds).
 STAT_EVERY = 32
+#: Items per wave of whole groups the recorder completes before the next (see ``_needed``).
+WAVE_ITEMS = 16
 
 
 # Plan ------------------------------------------------------------------------------------
@@ -289,36 +291,55 @@ def _needed(
     plan: dict[str, Any],
     have: dict[tuple[str, str], dict[str, Any]],
     groups: dict[str, str] | None = None,
+    wave: int = 1,
 ) -> list[Any]:
     """(base strategy, record id) pairs still to judge: a column's judgement of the item is
     absent (or only a failed call).
 
-    Ordered group by group (every column of a group's items, then the next group), the
-    groups with the fewest calls per item first (ties in pool order): a pair that is only
-    partly recorded then holds whole groups judged by every column, a pool usable for a
-    replay before the pair is complete (the pool's groups were drawn without looking at
-    labels, so any such subset is too). ``groups`` maps a pool item to its group (default:
-    each item its own group).
+    Ordered in *waves* of whole groups (at least ``wave`` items each), the groups with the
+    fewest calls per item first (ties in pool order), and column by column inside a wave:
+    a pair only partly recorded then holds whole groups judged by every column, a pool
+    usable for a replay before the pair is complete (the pool's groups were drawn without
+    looking at labels, so any such subset is too), while the calls in flight together
+    mostly share their strategy's instructions, whose prompt blocks the batch engine
+    evaluates once. ``groups`` maps a pool item to its group (default: each item its own).
     """
     groups = groups or {}
-    calls: dict[str, list[tuple[str, str]]] = {}
-    size: dict[str, int] = {}
+    bases = []
+    for column in plan["columns"]:
+        strategy = column["strategy"]
+        decoding = "greedy" if strategy["decoding"] == "greedy" else "expected"
+        bases.append((_plain_key(_base(strategy)), decoding))
+    members: dict[str, list[str]] = {}
     for rid in plan["pool"]:
-        g = groups.get(rid, rid)
-        calls.setdefault(g, [])
-        size[g] = size.get(g, 0) + 1
-    seen: set[tuple[str, str]] = set()
-    for rid in plan["pool"]:
-        g = groups.get(rid, rid)
-        for column in plan["columns"]:
-            strategy = column["strategy"]
-            base = _plain_key(_base(strategy))
-            decoding = "greedy" if strategy["decoding"] == "greedy" else "expected"
-            if (base, rid) not in seen and not judgement_covers(have.get((base, rid)), decoding):
-                seen.add((base, rid))
-                calls[g].append((base, rid))
-    order = sorted(calls, key=lambda g: len(calls[g]) / size[g])  # stable: pool order on ties
-    return [job for g in order for job in calls[g]]
+        members.setdefault(groups.get(rid, rid), []).append(rid)
+
+    def missing(rid: str) -> set[str]:
+        return {b for b, dec in bases if not judgement_covers(have.get((b, rid)), dec)}
+
+    todo = {rid: missing(rid) for rid in plan["pool"]}
+    calls = {g: sum(len(todo[r]) for r in rids) for g, rids in members.items()}
+    order = [
+        g
+        for g in sorted(members, key=lambda g: calls[g] / len(members[g]))  # stable
+        if calls[g]
+    ]
+    out: list[Any] = []
+    start = 0
+    while start < len(order):
+        items: list[str] = []
+        stop = start
+        while stop < len(order) and len(items) < wave:
+            items += members[order[stop]]
+            stop += 1
+        done: set[str] = set()
+        for base, _ in bases:
+            if base in done:
+                continue
+            done.add(base)
+            out += [(base, rid) for rid in items if base in todo[rid]]
+        start = stop
+    return out
 
 
 class Recorder:
@@ -550,7 +571,7 @@ class Recorder:
             log.info("%s: imported %d stored e2e judgements", self.plan["name"], len(imported))
             have = self.have()
         self.verify(have)
-        todo = _needed(self.plan, have, self.groups)
+        todo = _needed(self.plan, have, self.groups, wave=WAVE_ITEMS)
         log.info("%s: %d (strategy, item) calls to make", self.plan["name"], len(todo))
         self._feed([(json.loads(b), rid) for b, rid in todo], deadline)
         self.artifacts.save()

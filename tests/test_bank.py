@@ -166,6 +166,21 @@ def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
     # with the fewest calls per item first, ties in pool order, each group's items together
     assert [rid for _, rid in todo] == ["x03", "x05", "x00", "x01"]
     assert len({b for b, _ in todo}) == 1  # one base strategy: greedy and expected share a call
+    # waves of >= 4 items (whole groups), column by column inside a wave: the calls in
+    # flight together share their strategy's instructions
+    plan = _plan(ids)["pairs"][0]
+    plan["columns"].append({"key": "C03", "strategy": {**BASE, "scale": 10}, "roles": ["x"]})
+    todo = recorder._needed(plan, have, groups, wave=4)
+    first, ten = (
+        json.dumps({"cot": "prefix", "scale": 5}),
+        json.dumps({"cot": "prefix", "scale": 10}),
+    )
+    assert todo == [
+        *[(first, r) for r in ["x03", "x05"]],
+        *[(ten, r) for r in ["x02", "x03", "x04", "x05"]],
+        *[(first, r) for r in ["x00", "x01"]],
+        *[(ten, r) for r in ["x00", "x01"]],
+    ]
 
 
 def test_keep_judgement_prefers_bank_calls_and_never_a_failed_call() -> None:
