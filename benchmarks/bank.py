@@ -42,7 +42,7 @@ Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
+import functools
 import hashlib
 import json
 import logging
@@ -71,6 +71,7 @@ from judgeopt.bench import (
 )
 from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.evaluate import CallPool
 from judgeopt.judge import ArtifactStore, JudgeProgram, load_task
 from judgeopt.scoring import parse_rating
 
@@ -456,7 +457,7 @@ class Recorder:
         for base in bases:
             items = [ln for ln in imported if ln["strategy"] == base][: VERIFY_ITEMS // 2]
             picks += items
-        results = self._run([(ln["strategy"], ln["id"]) for ln in picks], desc="verify")
+        results = self._run([(ln["strategy"], ln["id"]) for ln in picks])
         rows = []
         for old, new in zip(picks, results, strict=True):
             rows.append(
@@ -474,91 +475,82 @@ class Recorder:
         same = sum(r["stored_greedy"] == r["again_greedy"] for r in rows)
         log.info("%s: verify: %d of %d re-judged ratings equal", self.plan["name"], same, len(rows))
 
-    def _run(
-        self, jobs: list[tuple[dict[str, Any], str]], desc: str, keep: bool = False
-    ) -> list[dict[str, Any]]:
-        """Judge ``jobs`` ``parallel`` at a time; with ``keep`` each line is written as soon
-        as it is judged (an interruption loses only the calls in flight)."""
+    def _calls(self, jobs: list[tuple[dict[str, Any], str]]) -> list[Any]:
+        """One call per (base strategy, item), each strategy's program built once."""
         programs: dict[str, JudgeProgram] = {}
-        out: list[dict[str, Any] | None] = [None] * len(jobs)
-        pool = cf.ThreadPoolExecutor(self.parallel)
+        calls = []
+        for base, rid in jobs:
+            key = _plain_key(base)
+            if key not in programs:
+                programs[key] = self.program(base)
+            calls.append(functools.partial(self.judge, programs[key], rid))
+        return calls
+
+    def _run(self, jobs: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+        """Judge ``jobs`` ``parallel`` at a time; the lines in the order of ``jobs``."""
+        pool: CallPool[dict[str, Any]] = CallPool(self._calls(jobs), self.parallel, name="bank")
+        out: dict[int, dict[str, Any]] = {}
         try:
-            futures = {}
-            for k, (base, rid) in enumerate(jobs):
-                key = _plain_key(base)
-                if key not in programs:
-                    programs[key] = self.program(base)
-                futures[pool.submit(self.judge, programs[key], rid)] = k
-            for fut in cf.as_completed(futures):
-                line = fut.result()
-                if keep:
-                    self.write([line])
-                out[futures[fut]] = line
+            for k, line in pool:
+                out[k] = line
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-        return [o for o in out if o is not None]
+            pool.stop()
+        return [out[k] for k in sorted(out)]
 
     def _feed(self, jobs: list[tuple[dict[str, Any], str]], deadline: float | None) -> None:
         """Judge ``jobs`` with ``parallel`` calls always in flight (a new call starts as soon
         as one ends, so the batch engine never drains between chunks) and write each line as
         it is judged; every ``STAT_EVERY`` lines a ``chunk`` line records the calls, tokens
-        and seconds since the last one. After ``deadline`` no new call starts."""
-        programs: dict[str, JudgeProgram] = {}
-        pool = cf.ThreadPoolExecutor(self.parallel)
-        pending: set[cf.Future[dict[str, Any]]] = set()
-        queue = iter(jobs)
+        and seconds since the last one. The calls run on daemon threads
+        (:class:`judgeopt.evaluate.CallPool`): an interrupt does not wait for the calls in
+        flight, which the next run makes again. After ``deadline`` no new call starts and
+        the calls in flight are left unfinished."""
+        pool: CallPool[dict[str, Any]] = CallPool(self._calls(jobs), self.parallel, name="bank")
         done = n_since = 0
         s0, t0 = self.lm.stats(), time.perf_counter()
 
-        def submit() -> bool:
-            if deadline is not None and time.time() > deadline:
-                return False
-            job = next(queue, None)
-            if job is None:
-                return False
-            base, rid = job
-            key = _plain_key(base)
-            if key not in programs:
-                programs[key] = self.program(base)
-            pending.add(pool.submit(self.judge, programs[key], rid))
-            return True
+        def stat() -> None:
+            nonlocal s0, t0, n_since
+            self.artifacts.save()  # per-item artifacts (metrics questions) made so far
+            s1, t1 = self.lm.stats(), time.perf_counter()
+            self.write(
+                [
+                    {
+                        "kind": "chunk",
+                        "n": n_since,
+                        "calls": s1.calls - s0.calls,
+                        "prompt_tokens": s1.prompt_tokens - s0.prompt_tokens,
+                        "completion_tokens": s1.completion_tokens - s0.completion_tokens,
+                        "seconds": round(t1 - t0, 1),
+                    },
+                ]
+            )
+            log.info(
+                "%s: %d/%d judged (%.1f s/item)",
+                self.plan["name"],
+                done,
+                len(jobs),
+                (t1 - t0) / max(1, n_since),
+            )
+            s0, t0, n_since = s1, t1, 0
 
         try:
-            while len(pending) < self.parallel and submit():
-                pass
-            while pending:
-                finished, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
-                    pending.discard(fut)
-                    self.write([fut.result()])
-                    done += 1
-                    n_since += 1
-                    submit()
-                if n_since >= STAT_EVERY or not pending:
-                    self.artifacts.save()  # per-item artifacts (metrics questions) made so far
-                    s1, t1 = self.lm.stats(), time.perf_counter()
-                    self.write(
-                        [
-                            {
-                                "kind": "chunk",
-                                "n": n_since,
-                                "calls": s1.calls - s0.calls,
-                                "prompt_tokens": s1.prompt_tokens - s0.prompt_tokens,
-                                "completion_tokens": s1.completion_tokens - s0.completion_tokens,
-                                "seconds": round(t1 - t0, 1),
-                            },
-                        ]
-                    )
-                    log.info(
-                        "%s: %d/%d judged (%.1f s/item)",
-                        self.plan["name"],
-                        done,
-                        len(jobs),
-                        (t1 - t0) / max(1, n_since),
-                    )
-                    s0, t0, n_since = s1, t1, 0
+            for _, line in pool:
+                self.write([line])
+                done += 1
+                n_since += 1
+                if n_since >= STAT_EVERY:
+                    stat()
+                if deadline is not None and time.time() > deadline:
+                    for _, late in pool.stop():
+                        self.write([late])
+                        done += 1
+                        n_since += 1
+                    break
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.stop()
+            if n_since:
+                stat()
 
     def record(self, deadline: float | None) -> bool:
         """Judge what is missing; True when the pair's bank is complete."""

@@ -11,12 +11,14 @@ from __future__ import annotations
 from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
+from ._pool import CallPool
 from ._results import EvalResult, ItemResult, correct, item_predictions, merge_results, score_items
 from ._run import default_threads, evaluate, evaluate_retrying
 
 __all__ = [
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",
+    "CallPool",
     "Comparison",
     "EvalResult",
     "ItemResult",
