@@ -572,9 +572,13 @@ class Recorder:
 
 def status(plan: dict[str, Any]) -> list[list[object]]:
     """Per pair: pool, columns, judgements held, calls still to make (a pair not started
-    counts the stored e2e judgements it will import), bank calls made and their hours."""
+    counts the stored e2e judgements it will import), the pool items in groups judged by
+    every column (what ``bank_rules.py --partial`` can replay), bank calls made and their
+    hours."""
     rows = []
     for p in plan["pairs"]:
+        records = {r.id: r for r in load_records(DATA / p["task"] / "full.jsonl")}
+        groups = {rid: records[rid].group_id or rid for rid in p["pool"]}
         have: dict[tuple[str, str], dict[str, Any]] = {}
         seconds = 0.0
         n_bank = 0
@@ -592,13 +596,16 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
 
             for line in _imports(p, bounds):
                 have[(_plain_key(line["strategy"]), line["id"])] = line
+        todo = _needed(p, have)
+        open_groups = {groups[rid] for _, rid in todo}
         rows.append(
             [
                 p["name"],
                 p["n_pool"],
                 len(p["columns"]),
                 len(have),
-                len(_needed(p, have)),
+                len(todo),
+                sum(groups[rid] not in open_groups for rid in p["pool"]),
                 n_bank,
                 f"{seconds / 3600:.2f}",
             ]
@@ -627,7 +634,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         print(
             markdown_table(
-                ["pair", "pool", "columns", "judgements", "calls to make", "bank calls", "hours"],
+                [
+                    "pair",
+                    "pool",
+                    "columns",
+                    "judgements",
+                    "calls to make",
+                    "items judged by all",
+                    "bank calls",
+                    "hours",
+                ],
                 status(plan),
             )
         )
