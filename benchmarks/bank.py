@@ -23,7 +23,9 @@ Three steps, each resumable:
     judgements of the same model, strategy and item are imported first, not re-judged; a
     few of them are judged again as a check of the import (``verify`` lines). Written to
     ``benchmarks/results/bank/<pair>.jsonl`` line by line: Ctrl-C or SIGTERM stop with exit
-    130 and the same command resumes.
+    130 and the same command resumes. Breadth first: the first ``--first`` pairs each reach
+    ``--levels`` items judged by every column (in waves of whole groups, see ``_needed``)
+    one level at a time, then are completed; then the other pairs the same way.
 
 ``pack``
     Moves the plain lines into ``<pair>.jsonl.gz`` (the committed form); the loader
@@ -32,7 +34,7 @@ Three steps, each resumable:
 Usage:
     python benchmarks/bank.py plan [--min-pool 250]
     python benchmarks/bank.py record [--pairs summeval_coherence,...] [--parallel 8]
-        [--max-minutes M]
+        [--max-minutes M] [--levels 150,200] [--first 5]
     python benchmarks/bank.py status
     python benchmarks/bank.py pack
 
@@ -293,6 +295,7 @@ def _needed(
     have: dict[tuple[str, str], dict[str, Any]],
     groups: dict[str, str] | None = None,
     wave: int = 1,
+    upto: int | None = None,
 ) -> list[Any]:
     """(base strategy, record id) pairs still to judge: a column's judgement of the item is
     absent (or only a failed call).
@@ -304,6 +307,8 @@ def _needed(
     looking at labels, so any such subset is too), while the calls in flight together
     mostly share their strategy's instructions, whose prompt blocks the batch engine
     evaluates once. ``groups`` maps a pool item to its group (default: each item its own).
+    With ``upto``, only the waves until at least ``upto`` pool items are judged by every
+    column (every wave when ``None``).
     """
     groups = groups or {}
     bases = []
@@ -327,7 +332,8 @@ def _needed(
     ]
     out: list[Any] = []
     start = 0
-    while start < len(order):
+    whole = sum(len(rids) for g, rids in members.items() if not calls[g])
+    while start < len(order) and (upto is None or whole < upto):
         items: list[str] = []
         stop = start
         while stop < len(order) and len(items) < wave:
@@ -340,6 +346,7 @@ def _needed(
             done.add(base)
             out += [(base, rid) for rid in items if base in todo[rid]]
         start = stop
+        whole += len(items)
     return out
 
 
@@ -552,8 +559,9 @@ class Recorder:
             if n_since:
                 stat()
 
-    def record(self, deadline: float | None) -> bool:
-        """Judge what is missing; True when the pair's bank is complete."""
+    def record(self, deadline: float | None, upto: int | None = None) -> bool:
+        """Judge what is missing, or only until at least ``upto`` pool items are judged by
+        every column; False when ``deadline`` stopped it first."""
         if not self.path.exists() and not (BANK_DIR / f"{self.plan['name']}.jsonl.gz").exists():
             self.write([{"kind": "header", "plan_sha": self.sha, "pair": self.plan["name"]}])
         have = self.have()
@@ -563,11 +571,16 @@ class Recorder:
             log.info("%s: imported %d stored e2e judgements", self.plan["name"], len(imported))
             have = self.have()
         self.verify(have)
-        todo = _needed(self.plan, have, self.groups, wave=WAVE_ITEMS)
-        log.info("%s: %d (strategy, item) calls to make", self.plan["name"], len(todo))
+        todo = _needed(self.plan, have, self.groups, wave=WAVE_ITEMS, upto=upto)
+        log.info(
+            "%s: %d (strategy, item) calls to make%s",
+            self.plan["name"],
+            len(todo),
+            "" if upto is None else f" (until {upto} items are judged by every column)",
+        )
         self._feed([(json.loads(b), rid) for b, rid in todo], deadline)
         self.artifacts.save()
-        return not _needed(self.plan, self.have())
+        return deadline is None or time.time() <= deadline
 
 
 def status(plan: dict[str, Any]) -> list[list[object]]:
@@ -620,6 +633,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pairs", default=",".join(PAIRS))
     p.add_argument("--parallel", type=int, default=8)
     p.add_argument("--max-minutes", type=float, default=None)
+    p.add_argument(
+        "--levels",
+        default="150,200",
+        help="record: judged items each of the first pairs reaches before the next level",
+    )
+    p.add_argument("--first", type=int, default=5, help="record: pairs filled breadth first")
     p.add_argument("--force", action="store_true", help="plan: overwrite an existing plan")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -666,10 +685,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"--pairs: unknown pair(s) {unknown}; the plan has {sorted(by_name)}")
         return 2
 
+    levels = [int(x) for x in args.levels.split(",") if x] if args.levels else []
+    recorders: dict[str, Recorder] = {}
+
     def run() -> int:
-        for name in wanted:
-            if not Recorder(by_name[name], sha, lm, args.parallel).record(deadline):
-                return 0
+        # Breadth first over the first pairs (the bank's required five): each reaches every
+        # level of judged items in turn, then the next level; then the other pairs the same
+        # way. A session's CPU then widens the part every interim replay can use.
+        for batch in (wanted[: args.first], wanted[args.first :]):
+            for level in [*levels, None]:
+                for name in batch:
+                    if name not in recorders:
+                        recorders[name] = Recorder(by_name[name], sha, lm, args.parallel)
+                    if not recorders[name].record(deadline, upto=level):
+                        return 0
         return 0
 
     def stopped() -> None:

@@ -166,6 +166,10 @@ def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
     # with the fewest calls per item first, ties in pool order, each group's items together
     assert [rid for _, rid in todo] == ["x03", "x05", "x00", "x01"]
     assert len({b for b, _ in todo}) == 1  # one base strategy: greedy and expected share a call
+    # only until 2 or 4 items are judged by every column (waves of one group here)
+    plan = _plan(ids)["pairs"][0]
+    assert [rid for _, rid in recorder._needed(plan, have, groups, upto=2)] == ["x03"]
+    assert [rid for _, rid in recorder._needed(plan, have, groups, upto=4)] == ["x03", "x05"]
     # waves of >= 4 items (whole groups), column by column inside a wave: the calls in
     # flight together share their strategy's instructions
     plan = _plan(ids)["pairs"][0]
