@@ -177,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.n_valid:
         sizes = [int(s) for s in args.n_valid.split(",")]
     if len(bank) < 2:
-        print(f"the bank has {len(bank)} complete pair(s); a replay needs at least 2")
+        what = f"with at least {args.min_items} judged items" if args.partial else "complete"
+        print(f"the bank has {len(bank)} pair(s) {what}; a replay needs at least 2")
         return 2
     t0 = time.perf_counter()
     payload = replay_bank(
