@@ -324,6 +324,7 @@ def _needed(
         return {b for b, dec in bases if not judgement_covers(have.get((b, rid)), dec)}
 
     todo = {rid: missing(rid) for rid in plan["pool"]}
+    columns = list(dict.fromkeys(b for b, _ in bases))  # greedy and expected share a call
     calls = {g: sum(len(todo[r]) for r in rids) for g, rids in members.items()}
     order = [
         g
@@ -339,11 +340,7 @@ def _needed(
         while stop < len(order) and len(items) < wave:
             items += members[order[stop]]
             stop += 1
-        done: set[str] = set()
-        for base, _ in bases:
-            if base in done:
-                continue
-            done.add(base)
+        for base in columns:
             out += [(base, rid) for rid in items if base in todo[rid]]
         start = stop
         whole += len(items)
@@ -549,13 +546,12 @@ class Recorder:
                 if n_since >= STAT_EVERY:
                     stat()
                 if deadline is not None and time.time() > deadline:
-                    for _, late in pool.stop():
-                        self.write([late])
-                        done += 1
-                        n_since += 1
                     break
         finally:
-            pool.stop()
+            for _, late in pool.stop():  # finished but not yet taken: kept, not dropped
+                self.write([late])
+                done += 1
+                n_since += 1
             if n_since:
                 stat()
 
