@@ -244,6 +244,12 @@ def test_rules_pick_a_clearly_better_candidate_and_keep_the_baseline_on_noise() 
     for rule in (best_rule, shrink_rule, lcb_rule, confirm_rule):
         assert rule(strong).single == 3, rule.__name__
     assert factor_rule(strong).single == 3
+    # factor_rule reads row i's factor values from strategies[i]: the baseline's row too
+    short = RuleInput(strong.human, strong.preds, 0, strategies=strong.strategies[1:])
+    with pytest.raises(
+        ValueError, match=r"one strategy per candidate \(strategies: 7, candidates: 8\)"
+    ):
+        factor_rule(short)
     # all candidates the same: the rules that correct for choosing keep the baseline often
     kept = {"shrink": 0, "lcb": 0, "best": 0}
     for seed in range(20):

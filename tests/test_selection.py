@@ -306,7 +306,7 @@ def test_an_unknown_rule_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
     rules allowed."""
     from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
-    allowed = "'confirm', 'veto', 'best', 'shrink' or 'lcb'"
+    allowed = "'confirm', 'veto', 'best', 'shrink', 'lcb' or 'factor'"
     for make in (
         lambda: SelectionConfig(rule="median"),  # type: ignore[arg-type]
         lambda: HPSS(selection="median"),
@@ -444,7 +444,7 @@ def respond_noise(messages: list[dict[str, Any]]) -> str:
     return f"Rating: [[{1 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % hi}]]"
 
 
-@pytest.mark.parametrize("rule", ["shrink", "lcb"])
+@pytest.mark.parametrize("rule", ["shrink", "lcb", "factor"])
 def test_compile_with_a_pooled_rule_finds_a_better_strategy(task, records, rule) -> None:
     """Rules ``shrink`` and ``lcb`` search on every validation item and compare every
     strategy judged there with the baseline, from the stored judgements (no call beyond the
@@ -456,7 +456,8 @@ def test_compile_with_a_pooled_rule_finds_a_better_strategy(task, records, rule)
     assert judge.strategy["scale"] == 10 and sel["chosen"] is not None
     chosen = sel["candidates"][sel["chosen"]]
     assert chosen["strategy"] == judge.strategy.as_dict()
-    assert ("shrunk gain" if rule == "shrink" else "lower bound") in sel["reason"]
+    said_why = {"shrink": "shrunk gain", "lcb": "lower bound", "factor": "fitted gain"}
+    assert said_why[rule] in sel["reason"]
     # Every distinct strategy other than the baseline is a candidate, numbered from 1 as in
     # the summary table, with its validation score (the search's), gain and standard error.
     table = {f"#{s['number'] + 1}": s for s in res.evaluation_summaries}
@@ -593,7 +594,7 @@ def respond_half_unparsed(records) -> Any:
     return respond
 
 
-@pytest.mark.parametrize("rule", ["confirm", "veto", "best", "shrink", "lcb"])
+@pytest.mark.parametrize("rule", ["confirm", "veto", "best", "shrink", "lcb", "factor"])
 def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule) -> None:
     """A search score that rests on the half of the answers that parsed (the rest imputed by
     the mean) is not a reason to choose a judge: such strategies are passed over as
@@ -614,7 +615,7 @@ def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule)
     best_key = max(scores, key=lambda k: scores[k])
     assert best_key in {e["key"] for e in sel["excluded"]}
     assert judge.strategy["scale"] == 3
-    if rule in ("shrink", "lcb"):  # the pooled rules' candidates
+    if rule in ("shrink", "lcb", "factor"):  # the pooled rules' candidates
         assert all(c["strategy"]["scale"] == 3 for c in sel["candidates"])
     elif rule != "best":  # rule best records no finalists (``finalists`` is the setting)
         assert all(f["strategy"]["scale"] == 3 for f in sel["finalists"])

@@ -443,7 +443,7 @@ def add_parser(sub: Subparsers) -> None:
     )
     c.add_argument(
         "--selection",
-        choices=("confirm", "veto", "best", "shrink", "lcb"),
+        choices=("confirm", "veto", "best", "shrink", "lcb", "factor"),
         default=None,
         help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
         "searches on half the scoring set and keeps a strategy only if its "
@@ -454,7 +454,8 @@ def add_parser(sub: Subparsers) -> None:
         "with the baseline on all the items, pooled: the best gain shrunk "
         "toward zero by its noise (empirical Bayes), or the best lower bound "
         "of the gain corrected for the number of strategies compared, if "
-        "above zero, else the baseline",
+        "above zero, else the baseline; 'factor' the same with the gains "
+        "pooled by factor value (ridge regression, as HPSS pools its advantages)",
     )
     c.add_argument(
         "--ensemble",

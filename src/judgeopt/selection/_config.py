@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Rule = Literal["confirm", "veto", "best", "shrink", "lcb"]
+Rule = Literal["confirm", "veto", "best", "shrink", "lcb", "factor"]
 
 
 class SelectionConfig(BaseModel):
@@ -23,7 +23,10 @@ class SelectionConfig(BaseModel):
             baseline there, pooled: the best empirical-Bayes shrunk gain if positive
             (:func:`shrink_rule`), or the best lower bound of the gain at ``confidence``
             corrected for the number of strategies compared if above zero
-            (:func:`lcb_rule`); else the baseline.
+            (:func:`lcb_rule`); else the baseline. ``"factor"``: the same, the gains
+            pooled by factor value (a ridge regression of every strategy's gain on its
+            factor values, as HPSS pools its advantages; :func:`factor_rule`): the best
+            fitted gain if positive, else the baseline.
         confirm_fraction: Share of the scoring set (whole groups) held out for confirmation.
         finalists: How many of the search's best distinct strategies are confirmed (rule
             ``"confirm"``; ``"veto"`` judges only the best one).
@@ -34,8 +37,8 @@ class SelectionConfig(BaseModel):
         min_confirm_items: Below this many confirmation items (or 3 groups at group level)
             the confirmation cannot tell judges apart; the compile then uses ``"best"`` on the
             whole set and says so.
-        n_resamples: Bootstrap resamples of each paired comparison (for ``"shrink"`` and
-            ``"lcb"``: of the standard errors of the gains).
+        n_resamples: Bootstrap resamples of each paired comparison (for ``"shrink"``,
+            ``"lcb"`` and ``"factor"``: of the standard errors of the gains).
         seed: Seed of the split and of the bootstrap.
     """
 

@@ -405,8 +405,11 @@ def factor_rule(data: RuleInput, *, ridge: float = 1.0, n_resamples: int = 200) 
     differ from the baseline's; ridge penalty ``ridge`` in units of the median squared
     standard error, weights ``1 / se^2``); the candidate with the best fitted gain wins
     when that is above 0."""
-    if not data.strategies:
-        raise ValueError("factor_rule needs the candidates' strategies")
+    if len(data.strategies) != data.preds.shape[0]:
+        raise ValueError(
+            f"factor_rule needs one strategy per candidate (strategies: {len(data.strategies)}, "
+            f"candidates: {data.preds.shape[0]})"
+        )
     gains, se = _gains(data, n_resamples)
     x = _design(data.strategies, data.baseline)
     if x.shape[1] == 0:

@@ -1,15 +1,15 @@
-"""Choosing the compiled judge with a pooled rule: ``shrink`` or ``lcb`` on all the validation
-items.
+"""Choosing the compiled judge with a pooled rule: ``shrink``, ``lcb`` or ``factor`` on all
+the validation items.
 
 The rules ``confirm`` and ``veto`` decide from a search half and a confirmation half. The
 pooled rules of :mod:`judgeopt.selection` (:func:`~judgeopt.selection.shrink_rule`,
-:func:`~judgeopt.selection.lcb_rule`) see one validation set on which every candidate has
-been judged and use all of it, correcting for the number of strategies compared instead of
-holding items out. The search scores on the whole validation set (as with ``best``); then
-:func:`choose_pooled` builds the table of every evaluated strategy's ratings on those items
-from the stored judgements (no new call, except for the baseline if the search never judged
-it), applies the rule and returns its pick or the baseline (``docs/judge.md``, "Choosing the
-judge").
+:func:`~judgeopt.selection.lcb_rule`, :func:`~judgeopt.selection.factor_rule`) see one
+validation set on which every candidate has been judged and use all of it, correcting for
+the number of strategies compared instead of holding items out. The search scores on the
+whole validation set (as with ``best``); then :func:`choose_pooled` builds the table of every
+evaluated strategy's ratings on those items from the stored judgements (no new call, except
+for the baseline if the search never judged it), applies the rule and returns its pick or the
+baseline (``docs/judge.md``, "Choosing the judge").
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import numpy as np
 
 from ..data import Record
 from ..search import SearchStrategy
-from ..selection import Pick, RuleInput, SelectionConfig, lcb_rule, shrink_rule
+from ..selection import Pick, RuleInput, SelectionConfig, factor_rule, lcb_rule, shrink_rule
 from ._journal import strategy_key
 from ._judging import Evaluator
 
 __all__ = ["POOLED_RULES", "PooledChoice", "choose_pooled", "pooled_note"]
 
 #: The rules that choose on all the validation items from the stored judgements.
-POOLED_RULES = ("shrink", "lcb")
+POOLED_RULES = ("shrink", "lcb", "factor")
 
 
 def pooled_note(rule: str, metric: str) -> str | None:
@@ -142,15 +142,17 @@ def choose_pooled(
         preds=np.asarray(rows, dtype=np.float64),
         baseline=0,
         groups=groups,
-        strategies=[dict(p.strategy.as_dict()) for p in progs],
+        strategies=[dict(p.strategy.as_dict()) for p in (baseline, *progs)],
         seed=sel.seed,
     )
     n = sel.n_resamples
-    pick: Pick = (
-        shrink_rule(data, n_resamples=n)
-        if sel.rule == "shrink"
-        else lcb_rule(data, alpha=1.0 - sel.confidence, n_resamples=n)
-    )
+    pick: Pick
+    if sel.rule == "shrink":
+        pick = shrink_rule(data, n_resamples=n)
+    elif sel.rule == "factor":
+        pick = factor_rule(data, n_resamples=n)
+    else:
+        pick = lcb_rule(data, alpha=1.0 - sel.confidence, n_resamples=n)
     scores = data.scores
     boot = data.resampled(n)  # the rule's own resamples (cached): the same standard errors
     se = (boot - boot[:, [0]]).std(axis=0, ddof=1)
@@ -177,6 +179,8 @@ def choose_pooled(
     what = (
         "empirical-Bayes shrunk gain over the baseline"
         if sel.rule == "shrink"
+        else "gain over the baseline pooled by factor value"
+        if sel.rule == "factor"
         else f"one-sided {sel.confidence:.0%} lower bound of the gain over the baseline, "
         f"corrected for {max(1, len(cands))} comparisons"
     )
