@@ -9,7 +9,11 @@ chosen leave-one-pair-out. Prints one table per size and writes
 
     {"rules": {RULE: {"n_valid": {N: {"mean_gain", "se", "mean_relative_gain",
      "worse_share", "per_pair": {PAIR: {"mean_gain", "worse_share", ...}}}}}},
-     "default": RULE, ...}
+     "default": RULE, "lopo_default": {"n_valid": {N: {...}}}, ...}
+
+``default`` is the rule chosen on every pair (what the compile ships); ``lopo_default``
+scores that choice left out (for each pair the rule and its constants chosen on the other
+pairs only), the number the targets are checked on.
 
 ``--e2e-preview`` replays the same rules on the judgements ``benchmarks/e2e.py`` already
 stored for its test items instead (per pair the 3-5 strategies judged on all its test
@@ -113,10 +117,13 @@ def e2e_preview_bank() -> dict[str, BankPair]:
 
 def tables(payload: dict[str, Any]) -> str:
     out = []
+    lopo = payload.get("lopo_default", {}).get("n_valid", {})
     for n in payload["settings"]["n_valids"]:
         rows = []
-        for name, r in payload["rules"].items():
-            v = r["n_valid"][str(n)]
+        named = [(name, r["n_valid"][str(n)]) for name, r in payload["rules"].items()]
+        if str(n) in lopo:
+            named.append(("(default chosen left out)", lopo[str(n)]))
+        for name, v in named:
             rows.append(
                 [
                     name,
@@ -205,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\ndefault (best mean gain, every pair worse in <= 10 % of splits): "
         f"{payload['default']}; {payload['seconds']} s; wrote {path}"
     )
+    for n, v in payload.get("lopo_default", {}).get("n_valid", {}).items():
+        picks = ", ".join(f"{p}: {r['rule']}" for p, r in v["per_pair"].items())
+        print(f"n_valid={n}, the default chosen on the other pairs: {picks}")
     return 0
 
 

@@ -364,6 +364,25 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
         replay_bank({"a": bank["a"]}, n_valids=(100,), n_splits=2)
 
 
+def test_the_choice_of_the_default_is_scored_left_out() -> None:
+    """``lopo_default``: for each pair the rule is chosen on the other pairs only. A rule
+    that always takes column 2 is good on a and b and no better than the baseline on c: left
+    out of the choice, a and b do not get it (it is unsafe on c), and what c gets is that
+    rule's or best's row on c, not the best rule in hindsight."""
+    bank = {"a": _pair("a", 2, 0), "b": _pair("b", 2, 1), "c": _pair("c", 3, 2)}
+    rules = {"fixed": RuleSpec(lambda d: Pick((2,))), "best": RULES["best"]}
+    payload = replay_bank(bank, rules, n_valids=(100,), n_splits=20)
+    lopo = payload["lopo_default"]["n_valid"]["100"]
+    chosen = {p: v["rule"] for p, v in lopo["per_pair"].items()}
+    assert chosen["a"] == chosen["b"] == "best"
+    for p, rule in chosen.items():
+        own = payload["rules"][rule]["n_valid"]["100"]["per_pair"][p]
+        assert lopo["per_pair"][p]["mean_gain"] == own["mean_gain"]
+    assert set(lopo) >= {"mean_gain", "se", "mean_relative_gain", "worse_share"}
+    two = replay_bank({"a": bank["a"], "b": bank["b"]}, rules, n_valids=(100,), n_splits=5)
+    assert "lopo_default" not in two  # one pair left to choose on is no choice
+
+
 def test_choose_default_prefers_safe_rules() -> None:
     def row(rel: float, worst: float) -> dict[str, Any]:
         return {"n_valid": {"100": {"mean_gain": rel, "max_pair_worse_share": worst}}}

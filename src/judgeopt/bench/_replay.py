@@ -298,6 +298,10 @@ def replay_bank(
     pairs (the pairs' spread: would it carry over to another task), ``mean_relative_gain``
     the mean over pairs of the pair's mean gain divided by its baseline's mean test score,
     ``worse_share`` the share of all splits where the pick scored below the baseline.
+    With three pairs or more, ``lopo_default`` (same fields, per pair also the ``rule``
+    and ``setting`` chosen) scores the choice of the default itself left out
+    (:func:`_lopo_default`): the targets' number, since choosing the best of a dozen rules
+    on the same pairs it is scored on would be optimistic.
     """
     rules = dict(RULES if rules is None else rules)
     names = sorted(bank)
@@ -319,6 +323,7 @@ def replay_bank(
         splits = {
             p: prepare_splits(bank[p], bank_splits(bank[p], n_valid, n_splits, seed)) for p in names
         }
+        every: dict[str, dict[int, dict[str, _Replay]]] = {}
         for rname, spec in rules.items():
             if progress:
                 progress(f"{rname} at n_valid={n_valid}")
@@ -335,6 +340,7 @@ def replay_bank(
                     runs[k][p] = replay_rule(
                         bank[p], lambda d, fn=fn, kw=kw: fn(d, **kw), splits[p]
                     )
+            every[rname] = runs
             per_pair: dict[str, Any] = {}
             for p in names:
                 k = _lopo_setting(runs, [q for q in names if q != p]) if len(settings) > 1 else 0
@@ -342,7 +348,51 @@ def replay_bank(
                 per_pair[p] = _summary(r) | {"setting": settings[k]}
             out["rules"].setdefault(rname, {"description": spec.description, "n_valid": {}})
             out["rules"][rname]["n_valid"][str(n_valid)] = _across(per_pair)
+        if len(names) >= 3:
+            out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
+                _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
+            )
     return out
+
+
+def _lopo_default(
+    every: Mapping[str, Mapping[int, Mapping[str, _Replay]]],
+    settings: Mapping[str, Sequence[Mapping[str, Any]]],
+    names: Sequence[str],
+    max_worse: float = 0.10,
+) -> dict[str, Any]:
+    """The whole choice of a default, left out: for each pair, every rule's setting and then
+    the rule itself are chosen on the other pairs only (as :func:`choose_default` chooses,
+    each rule run on the others with the setting chosen on them), and the chosen rule is
+    scored on the pair. What a user of a new task gets from a default the bank chose; the
+    rules' own rows reuse the other pairs' choices of rule."""
+    per_pair: dict[str, Any] = {}
+    for p in names:
+        others = [q for q in names if q != p]
+        rows: dict[str, dict[str, float]] = {}
+        ks: dict[str, int] = {}
+        for rname, runs in every.items():
+            k = _lopo_setting(runs, others) if len(runs) > 1 else 0
+            ks[rname] = k
+            gains = [float(np.mean(runs[k][q].gains)) for q in others]
+            worse = [float(np.mean(runs[k][q].gains < -1e-12)) for q in others]
+            rows[rname] = {"mean_gain": float(np.mean(gains)), "max_pair_worse_share": max(worse)}
+        rule = _pick_default(rows, max_worse)
+        k = ks[rule]
+        per_pair[p] = _summary(every[rule][k][p]) | {
+            "rule": rule,
+            "setting": dict(settings[rule][k]),
+        }
+    return _across(per_pair)
+
+
+def _pick_default(rows: Mapping[str, Mapping[str, float]], max_worse: float) -> str:
+    """:func:`choose_default`'s criterion on rows of ``mean_gain`` and
+    ``max_pair_worse_share``."""
+    safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
+    if safe:
+        return max(safe, key=lambda n: (round(rows[n]["mean_gain"], 12), -len(n), n))
+    return min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n))
 
 
 def _relative(r: _Replay) -> float:
@@ -405,7 +455,4 @@ def choose_default(
     }
     if not rows:
         raise ValueError(f"no rule was replayed at n_valid={n_valid}")
-    safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
-    if safe:
-        return max(safe, key=lambda n: (round(rows[n]["mean_gain"], 12), -len(n), n))
-    return min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n))
+    return _pick_default(rows, max_worse)
