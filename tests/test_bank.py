@@ -261,6 +261,19 @@ def test_rules_pick_a_clearly_better_candidate_and_keep_the_baseline_on_noise() 
     assert kept["best"] <= 8  # the winner's curse: the best score is rarely the baseline's
 
 
+def test_prior_rule_returns_the_prior_unless_the_labels_refute_it() -> None:
+    data = _toy_input(signal=1.2)  # row 3 (cot "prefix", n 3) is clearly better
+    change = {"cot": "prefix", "n": 3}
+    assert prior_rule(data, strategy=change).single == 3
+    assert prior_rule(data, strategy=change, veto_confidence=0.8).single == 3
+    worse = _toy_input(signal=-3.0)  # row 3 now much worse than the baseline
+    vetoed = prior_rule(worse, strategy=change, veto_confidence=0.8)
+    assert vetoed.single == 0 and "vetoed" in vetoed.reason
+    assert prior_rule(worse, strategy=change).single == 3  # without a veto: the prior
+    assert prior_rule(data, strategy={"cot": "other"}).single == 0  # not a candidate
+    assert prior_rule(data, strategy=None).single == 0
+
+
 def test_ensemble_and_stack_predict_from_their_members() -> None:
     data = _toy_input(signal=1.0)
     pick = ensemble_rule(data, m=3)

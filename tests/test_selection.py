@@ -323,6 +323,11 @@ def test_an_unknown_rule_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
         load_optimizer(preset)
     preset.write_text('search = "hpss"\n[selection]\nrule = "shrink"\n')
     assert load_optimizer(preset).selection.rule == "shrink"
+    preset.write_text('[selection]\nprior = {scale = 10, decoding = "expected"}\n')
+    assert load_optimizer(preset).selection.prior == {"scale": 10, "decoding": "expected"}
+    preset.write_text("[selection]\nprior = {scale = [10]}\n")
+    with pytest.raises(ValueError, match=re.escape("`selection.prior.scale")):
+        load_optimizer(preset)
 
 
 # The compile --------------------------------------------------------------------------------
@@ -434,6 +439,78 @@ def test_compile_with_the_veto_rule(task, records) -> None:
     assert kept.strategy == baseline_strategy(task) and kept.selection["chosen"] is None
     assert "baseline has the best search score" in kept.selection["reason"]
     assert kept.comparisons["confirmation"]["gain"] == 0.0
+
+
+def test_the_prior_default_replaces_the_baseline_when_the_rule_keeps_it(task, records) -> None:
+    """With ``prior`` set, a compile whose rule keeps the baseline (here: a budget of 1
+    leaves no other strategy) returns the prior instead, judged on the confirmation items,
+    because those items do not refute it (a scale-10 prompt rates by the human score)."""
+    prior = {"scale": 10}
+    judge, fake = compile_with(
+        task, records, respond_with(records, "scale10"), budget=1, selection={"prior": prior}
+    )
+    sel = judge.selection
+    assert judge.strategy == baseline_strategy(task).replace(scale=10)
+    rec = sel["prior_fallback"]
+    assert rec["returned"] and rec["change"] == prior and rec["strategy"]["scale"] == 10
+    assert rec["gain"] > 0 and rec["upper_bound"] > 0 and rec["interval"][0] <= rec["gain"]
+    assert any(
+        m.startswith("selection: the rule kept the baseline; the prior default {'scale': 10}")
+        and "not refuted" in m
+        for m in sel["messages"]
+    ), sel["messages"]
+    comp = judge.comparisons["confirmation"]
+    assert comp["gain"] == pytest.approx(rec["gain"])
+    # Calls: the search (the baseline on the search items), then the baseline and the prior
+    # on the confirmation items.
+    assert len(fake.judge_requests) == judge.search_result.calls + 2 * sel["confirm_items"]
+    # prior_veto off: returned without a comparison of its own (the chosen judge's is kept).
+    off, _ = compile_with(
+        task,
+        records,
+        respond_with(records, "scale10"),
+        budget=1,
+        selection={"prior": prior, "prior_veto": False},
+    )
+    assert off.strategy["scale"] == 10 and "gain" not in off.selection["prior_fallback"]
+
+
+def test_the_prior_default_is_vetoed_when_the_labels_refute_it(task, records) -> None:
+    judge, _ = compile_with(
+        task, records, respond_with(records, "baseline"), selection={"prior": {"scale": 10}}
+    )
+    sel = judge.selection
+    assert judge.strategy == baseline_strategy(task) and not sel["prior_fallback"]["returned"]
+    assert sel["prior_fallback"]["upper_bound"] < 0 and sel["prior_fallback"]["reason"].startswith(
+        "vetoed: "
+    )
+    assert any("was vetoed by these labels" in m for m in sel["messages"])
+    assert judge.comparisons["confirmation"]["gain"] == 0.0
+
+
+def test_a_prior_default_outside_the_space_or_forbidden_is_not_used(task, records) -> None:
+    respond = respond_with(records, "scale10")
+    judge, _ = compile_with(task, records, respond, budget=1, selection={"prior": {"scale": 7}})
+    assert (
+        judge.strategy == baseline_strategy(task)
+        and judge.selection["prior_fallback"]["strategy"] is None
+    )
+    said = " ".join(judge.selection["messages"])
+    assert "the prior default {'scale': 7} is not used: it does not fit" in said and "7" in said
+    judge, _ = compile_with(
+        task,
+        records,
+        respond,
+        budget=1,
+        selection={"prior": {"scale": 10}},
+        forbid=[{"scale": 10, "cot": "prefix"}],
+    )
+    assert judge.strategy == baseline_strategy(task)
+    assert "forbidden combination" in judge.selection["prior_fallback"]["reason"]
+    # A rule that chooses another strategy leaves the prior unused and unjudged.
+    judge, _ = compile_with(task, records, respond, selection={"prior": {"criteria": "none"}})
+    assert judge.strategy["scale"] == 10 and "prior_fallback" not in judge.selection
+    assert judge.selection["prior"] == {"criteria": "none"}  # the setting, recorded
 
 
 def respond_noise(messages: list[dict[str, Any]]) -> str:

@@ -33,6 +33,7 @@ from ..selection import (
     change_from,
     column_scores,
     confirm_rule,
+    confirmation_split,
     ensemble_rule,
     factor_rule,
     lcb_rule,
@@ -97,6 +98,33 @@ def _confirm_or_prior(data: RuleInput, *, strategy: Mapping[str, Any] | None) ->
     return with_fallback(_confirm, lambda d: prior_rule(d, strategy=strategy))(data)
 
 
+def _confirm_or_vetoed_prior(data: RuleInput, *, strategy: Mapping[str, Any] | None) -> Pick:
+    """The compile's ``confirm`` with a ``prior`` and ``prior_veto``: the prior, judged on
+    the confirmation half, unless its paired gain's one-sided 80 % upper bound there is
+    below 0."""
+    _, conf = confirmation_split(
+        data.human,
+        data.split_groups if data.split_groups is not None else data.groups,
+        fraction=0.5,
+        seed=data.seed,
+    )
+    return with_fallback(
+        _confirm,
+        lambda d: prior_rule(d, strategy=strategy, veto_confidence=0.8, items=conf),
+    )(data)
+
+
+def _shrink_or_vetoed_prior(
+    data: RuleInput, *, strategy: Mapping[str, Any] | None, margin: float
+) -> Pick:
+    """``shrink`` with a vetoed prior (judged on all the validation items, as the compile's
+    pooled rules compare)."""
+    return with_fallback(
+        lambda d: shrink_rule(d, margin=margin),
+        lambda d: prior_rule(d, strategy=strategy, veto_confidence=0.8),
+    )(data)
+
+
 #: The rules the bank replays (``benchmarks/bank_rules.py``).
 RULES: dict[str, RuleSpec] = {
     "baseline": RuleSpec(
@@ -147,6 +175,19 @@ RULES: dict[str, RuleSpec] = {
         _confirm_or_prior,
         uses_prior=True,
         description="confirm; the prior default when it keeps the baseline",
+    ),
+    "confirm+prior(veto)": RuleSpec(
+        _confirm_or_vetoed_prior,
+        uses_prior=True,
+        description="confirm; the prior default when it keeps the baseline, unless the "
+        "confirmation half refutes it",
+    ),
+    "shrink+prior(veto)": RuleSpec(
+        _shrink_or_vetoed_prior,
+        {"margin": (0.0, 0.02)},
+        uses_prior=True,
+        description="shrink; the prior default when it keeps the baseline, unless all the "
+        "validation items refute it",
     ),
 }
 

@@ -40,6 +40,14 @@ class SelectionConfig(BaseModel):
         n_resamples: Bootstrap resamples of each paired comparison (for ``"shrink"``,
             ``"lcb"`` and ``"factor"``: of the standard errors of the gains).
         seed: Seed of the split and of the bootstrap.
+        prior: A *prior default*: the judge to return instead of the baseline when the rule
+            keeps the baseline, given as its change from the baseline's strategy (factor ->
+            value, for example ``{"scale": 10, "decoding": "expected"}``), chosen without
+            these labels (on the same model's judgement bank, ``docs/judge.md``). ``None``
+            (default): the baseline is the fallback.
+        prior_veto: Keep the baseline after all when the items the rule compared on refute
+            the prior: the one-sided upper bound at ``confidence`` of its paired gain over
+            the baseline there is below zero (or the gain is undefined).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -51,6 +59,8 @@ class SelectionConfig(BaseModel):
     min_confirm_items: int = Field(20, ge=3)
     n_resamples: int = Field(2000, ge=100)
     seed: int = Field(0, ge=0)
+    prior: dict[str, str | int | float | bool] | None = None
+    prior_veto: bool = True
 
     @property
     def compared(self) -> int:

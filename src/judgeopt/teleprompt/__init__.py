@@ -22,7 +22,9 @@ The package's modules, one concept each:
 * ``_searching``: the compile's data, space and search;
 * ``_loop``: the compile loop (ask, judge, tell, record; then choose and report);
 * ``_choosing``: choosing the compiled judge (finalists, confirmation, ensemble);
-* ``_pooling``: the pooled rules' choice (``shrink``, ``lcb``) on all the validation items;
+* ``_pooling``: the pooled rules' choice (``shrink``, ``lcb``, ``factor``) on all the
+  validation items;
+* ``_prior``: the prior default returned instead of the baseline (``[selection] prior``);
 * ``_result``: :class:`CompileResult` and the problems a compile reports;
 * ``_teleprompters``: :class:`JudgeSearch`, :class:`HPSS`, :class:`Greedy`, ...
 """

@@ -4,8 +4,9 @@ The rules are in :mod:`judgeopt.selection` (pure functions of numbers, ``docs/ju
 "Choosing the judge"); :class:`Chooser` feeds them: it splits the scoring set, picks the
 finalists among the search's trials, judges them and the baseline on the confirmation part
 (reusing every stored judgement), applies the rule, compares the chosen judge with the
-baseline and builds the prompt ensemble when asked. The pooled rules (``shrink``, ``lcb``)
-are fed by :mod:`judgeopt.teleprompt._pooling`.
+baseline and builds the prompt ensemble when asked. The pooled rules (``shrink``, ``lcb``,
+``factor``) are fed by :mod:`judgeopt.teleprompt._pooling`; the prior default, returned when
+the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ._config import OptimizerConfig
 from ._journal import strategy_key
 from ._judging import Evaluator
 from ._pooling import POOLED_RULES, choose_pooled, pooled_note
+from ._prior import prior_fallback
 
 __all__ = ["Chooser", "Selected", "in_order", "lm_stats"]
 
@@ -425,6 +427,22 @@ class Chooser:
                 else "selection: the search found no strategy other than "
                 "the baseline with a score; the baseline is kept"
             )
+        if sel.prior is not None and strategy_key(chosen.strategy) == baseline_key:
+            prior = prior_fallback(
+                sel,
+                baseline,
+                judged=judged,
+                vector=vector,
+                humans=humans,
+                groups=groups,
+                metric=metric,
+                split=split,
+                forbid=self.config.forbid,
+            )
+            record["prior_fallback"] = prior.record
+            record["messages"].append(prior.message)
+            if prior.program is not None:
+                chosen = prior.program
         chosen_res = judged(chosen, f"{split}: chosen")
         comparison = compare(
             chosen_res,

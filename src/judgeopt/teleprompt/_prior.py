@@ -1,0 +1,154 @@
+"""The prior default: what the compile returns instead of the baseline when its rule keeps
+the baseline (``[selection] prior``, ``docs/judge.md``, "The prior default").
+
+A rule keeps the baseline when the labels cannot confirm any strategy. With ~100 labels that
+is often, and the baseline (the MT-Bench prompt) is then returned although another strategy
+may be better for this model on most tasks. A *prior default* is such a strategy, chosen
+without these labels (on the same model's judgement bank, leave one task out), given as its
+change from the baseline. Since it was not chosen on these items, its comparison with the
+baseline on them is an unbiased estimate; with ``prior_veto`` (default) the compile keeps the
+baseline after all when that comparison refutes the prior (one-sided upper bound of the gain
+at ``confidence`` below zero, :func:`judgeopt.selection.veto`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..evaluate import EvalResult
+from ..selection import SelectionConfig, veto
+from ._journal import strategy_key
+
+__all__ = ["PriorFallback", "prior_fallback"]
+
+
+@dataclass(frozen=True)
+class PriorFallback:
+    """What :func:`prior_fallback` decided.
+
+    Attributes:
+        program: The prior default's judge to return, or ``None`` (the baseline stays).
+        record: The selection record's ``prior_fallback`` (its ``prior`` is the setting):
+            ``change``, ``strategy`` (``None`` when
+            it does not fit the space), ``returned``, ``reason`` and, when compared, the
+            paired ``gain``, its ``interval`` and one-sided ``upper_bound``.
+        message: The compile's message.
+    """
+
+    program: Any | None
+    record: dict[str, Any]
+    message: str
+
+
+def prior_fallback(
+    sel: SelectionConfig,
+    baseline: Any,
+    *,
+    judged: Callable[[Any, str], EvalResult],
+    vector: Callable[[EvalResult], list[float]],
+    humans: Sequence[Any],
+    groups: Sequence[Any] | None,
+    metric: str,
+    split: str,
+    forbid: Sequence[Mapping[str, Any]] = (),
+) -> PriorFallback:
+    """The prior default ``sel.prior`` in place of ``baseline``, judged on the items the
+    rule compared on (``split``), unless it does not fit the compile's factor space or,
+    with ``sel.prior_veto``, those items refute it.
+
+    Args:
+        sel: The selection settings (``prior``, ``prior_veto``, ``confidence``,
+            ``n_resamples``, ``seed``).
+        baseline: The baseline's judge.
+        judged: Judges a program on the ``split`` items (reusing stored judgements).
+        vector: A result's predictions in the items' order (what the metric compares).
+        humans: The human scores (or pairwise labels) of those items.
+        groups: Their groups at group level, else ``None``.
+        metric: What is compared.
+        split: The items' name in messages (``"confirmation"``, ``"validation"``).
+        forbid: The optimizer's forbidden combinations: a prior that matches one is not used.
+    """
+    assert sel.prior is not None
+    change = dict(sel.prior)
+    record: dict[str, Any] = {"change": change, "strategy": None, "returned": False}
+    try:
+        program = baseline.with_strategy({**baseline.strategy.as_dict(), **change})
+    except (ValueError, KeyError) as e:
+        record["reason"] = f"it does not fit this compile's factor space ({e})"
+        return PriorFallback(
+            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
+        )
+    record["strategy"] = program.strategy.as_dict()
+    hit = next(
+        (f for f in forbid if all(record["strategy"].get(k) == v for k, v in f.items())), None
+    )
+    if hit is not None:
+        record["reason"] = f"it is a forbidden combination ({dict(hit)})"
+        return PriorFallback(
+            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
+        )
+    if strategy_key(program.strategy) == strategy_key(baseline.strategy):
+        record["reason"] = "it is the baseline"
+        return PriorFallback(None, record, f"selection: the prior default {change} is the baseline")
+    res = judged(program, f"{split}: prior default")
+    if not sel.prior_veto:
+        record.update(returned=True, reason="returned without a comparison (prior_veto off)")
+        return PriorFallback(
+            program,
+            record,
+            f"selection: the rule kept the baseline; the prior default {change} is returned "
+            "instead (chosen on this model's judgement bank, not on these labels)",
+        )
+    try:
+        result = veto(
+            humans,
+            vector(judged(baseline, f"{split}: baseline")),
+            vector(res),
+            key="prior default",
+            method=metric,
+            groups=groups,
+            confidence=sel.confidence,
+            n_resamples=sel.n_resamples,
+            seed=sel.seed,
+        )
+    except ValueError as e:
+        record["reason"] = f"it cannot be compared with the baseline on the {split} items ({e})"
+        return PriorFallback(
+            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
+        )
+    f = result.finalists[0]
+    if f.error is not None:
+        record["reason"] = (
+            f"it cannot be compared with the baseline on the {split} items ({f.error})"
+        )
+        return PriorFallback(
+            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
+        )
+    record.update(
+        gain=f.gain.delta,
+        interval=[f.gain.low, f.gain.high],
+        upper_bound=f.upper_bound,
+    )
+    told = (
+        f"gain {f.gain.delta:+.3f} over the baseline on the {len(humans)} {split} items "
+        f"(interval {f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided "
+        f"{sel.confidence:.0%} upper bound {f.upper_bound:+.3f})"
+    )
+    if result.chosen is None:
+        record["reason"] = f"vetoed: {told} < 0"
+        return PriorFallback(
+            None,
+            record,
+            f"selection: the prior default {change} was vetoed by these labels: {told} < 0; "
+            "the baseline is kept",
+        )
+    record.update(returned=True, reason=f"not vetoed: {told} >= 0")
+    return PriorFallback(
+        program,
+        record,
+        f"selection: the rule kept the baseline; the prior default {change} (chosen on this "
+        f"model's judgement bank, not on these labels) is returned instead: {told}, not "
+        "refuted",
+    )
