@@ -155,6 +155,45 @@ def tables(payload: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+def labels_table(payload: dict[str, Any], rules: Sequence[str]) -> str:
+    """docs/judge.md's "How many labels you need": for each rule in ``rules`` and each
+    ``n_valid``, the mean test gain over the baseline (standard error across pairs), the
+    share of splits worse than the baseline (the worst pair's), and how often the baseline
+    was kept (mean over pairs)."""
+    rows = []
+    for name in rules:
+        if name == "(default chosen left out)":
+            by_n = payload.get("lopo_default", {}).get("n_valid", {})
+        else:
+            by_n = payload["rules"].get(name, {}).get("n_valid", {})
+        for n in payload["settings"]["n_valids"]:
+            v = by_n.get(str(n))
+            if v is None:
+                continue
+            kept = np.mean([pp["baseline_share"] for pp in v["per_pair"].values()])
+            rows.append(
+                [
+                    name,
+                    str(n),
+                    f"{v['mean_gain']:+.3f}" + ("" if v["se"] is None else f" ({v['se']:.3f})"),
+                    f"{100 * v['mean_relative_gain']:+.1f} %",
+                    f"{100 * v['worse_share']:.1f} % ({100 * v['max_pair_worse_share']:.1f} %)",
+                    f"{100 * kept:.0f} %",
+                ]
+            )
+    return markdown_table(
+        [
+            "rule",
+            "labelled items",
+            "mean test gain (se over pairs)",
+            "mean relative gain",
+            "splits worse than the baseline (worst pair)",
+            "baseline kept",
+        ],
+        rows,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--splits", type=int, default=200)
@@ -215,6 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n, v in payload.get("lopo_default", {}).get("n_valid", {}).items():
         picks = ", ".join(f"{p}: {r['rule']}" for p, r in v["per_pair"].items())
         print(f"n_valid={n}, the default chosen on the other pairs: {picks}")
+    shown = ["baseline", "confirm", payload["default"]]
+    if "lopo_default" in payload:
+        shown.append("(default chosen left out)")
+    print("\nHow many labels you need (docs/judge.md):\n")
+    print(labels_table(payload, list(dict.fromkeys(shown))))
     return 0
 
 

@@ -396,6 +396,27 @@ def test_the_choice_of_the_default_is_scored_left_out() -> None:
     assert "lopo_default" not in two  # one pair left to choose on is no choice
 
 
+def test_bank_rules_prints_how_many_labels_are_needed() -> None:
+    """benchmarks/bank_rules.py's table for docs/judge.md: a row per rule and size with the
+    mean gain and its standard error, worse shares and the baseline's share."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bank_rules.py"
+    spec = importlib.util.spec_from_file_location("bank_rules_script", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    bank = {n: _pair(n, good=2, seed=s) for s, n in enumerate("abc")}
+    rules = {"best": RULES["best"], "baseline": RULES["baseline"]}
+    payload = replay_bank(bank, rules, n_valids=(50, 100), n_splits=5)
+    table = script.labels_table(payload, ["baseline", "best", "(default chosen left out)"])
+    lines = table.splitlines()
+    assert len(lines) == 2 + 3 * 2 and "| baseline | 50 | +0.000 (0.000) |" in lines[2]
+    best = payload["rules"]["best"]["n_valid"]["100"]
+    assert f"| best | 100 | {best['mean_gain']:+.3f} ({best['se']:.3f}) |" in table
+    assert "| (default chosen left out) | 100 |" in table
+
+
 def test_choose_default_prefers_safe_rules() -> None:
     def row(rel: float, worst: float) -> dict[str, Any]:
         return {"n_valid": {"100": {"mean_gain": rel, "max_pair_worse_share": worst}}}
