@@ -473,6 +473,20 @@ def test_the_prior_default_replaces_the_baseline_when_the_rule_keeps_it(task, re
         selection={"prior": prior, "prior_veto": False},
     )
     assert off.strategy["scale"] == 10 and "gain" not in off.selection["prior_fallback"]
+    # A prior per model: the compile's model's entry (the model string it records) is used,
+    # another model's is not; an explicit ``prior`` wins over ``priors``.
+    respond = respond_with(records, "scale10")
+    mine, _ = compile_with(
+        task, records, respond, budget=1, selection={"priors": {"openai/scripted": prior}}
+    )
+    assert mine.strategy["scale"] == 10 and mine.selection["prior_fallback"]["returned"]
+    other, _ = compile_with(
+        task, records, respond, budget=1, selection={"priors": {"local:other": prior}}
+    )
+    assert other.strategy == baseline_strategy(task) and "prior_fallback" not in other.selection
+    assert SelectionConfig(prior={"cot": "none"}, priors={"m": prior}).prior_for("m") == {
+        "cot": "none"
+    }
 
 
 def test_the_prior_default_is_vetoed_when_the_labels_refute_it(task, records) -> None:

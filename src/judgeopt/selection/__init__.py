@@ -29,9 +29,15 @@ more gains than ``confirm`` and, when no strategy is truly better, more worse ju
 simulation's table in ``docs/judge.md``); a judge it keeps with a negative confirmation gain
 is reported as such.
 
-``rule="shrink"`` and ``rule="lcb"`` hold nothing out: the search scores on every item, then
-the compile applies :func:`shrink_rule` or :func:`lcb_rule` (the pooled rules of ``_pooled``)
-to every strategy judged on all of them, the baseline among them.
+``rule="shrink"``, ``rule="lcb"`` and ``rule="factor"`` hold nothing out: the search scores on
+every item, then the compile applies :func:`shrink_rule`, :func:`lcb_rule` or
+:func:`factor_rule` (the pooled rules of ``_pooled``) to every strategy judged on all of them,
+the baseline among them.
+
+With a *prior default* (``SelectionConfig.prior``, or ``priors`` per model), whatever the
+rule, the compile returns the prior instead of the baseline when the rule keeps the baseline,
+unless the items the rule compared on refute it (``prior_veto``; :func:`prior_rule` is the
+same decision on numbers).
 
 So the confirm rule can only return a judge whose confirmed gain is positive. For one finalist whose
 true gain is zero or negative, the chance that its lower bound clears zero is at most about

@@ -45,6 +45,10 @@ class SelectionConfig(BaseModel):
             value, for example ``{"scale": 10, "decoding": "expected"}``), chosen without
             these labels (on the same model's judgement bank, ``docs/judge.md``). ``None``
             (default): the baseline is the fallback.
+        priors: Prior defaults per model, keyed by the model string the compile records
+            (``model_name``, for example ``"local:qwen2.5-coder-1.5b"``): the compile's
+            model's entry is used when ``prior`` is not set. A prior belongs to the model
+            whose bank chose it; another model gets none.
         prior_veto: Keep the baseline after all when the items the rule compared on refute
             the prior: the one-sided upper bound at ``confidence`` of its paired gain over
             the baseline there is below zero (or the gain is undefined).
@@ -60,7 +64,16 @@ class SelectionConfig(BaseModel):
     n_resamples: int = Field(2000, ge=100)
     seed: int = Field(0, ge=0)
     prior: dict[str, str | int | float | bool] | None = None
+    priors: dict[str, dict[str, str | int | float | bool]] = Field(default_factory=dict)
     prior_veto: bool = True
+
+    def prior_for(self, model: str | None) -> dict[str, str | int | float | bool] | None:
+        """The prior default a compile with ``model`` uses: ``prior`` if set, else the
+        model's entry in ``priors`` (``None``: the baseline is the fallback)."""
+        if self.prior is not None:
+            return dict(self.prior)
+        entry = self.priors.get(model) if model is not None else None
+        return None if entry is None else dict(entry)
 
     @property
     def compared(self) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from ..data import Record
 from ..evaluate import EvalResult, ItemResult, compare, correct, item_predictions, merge_results
 from ..judge import JudgeEnsemble
+from ..lm import model_spec
 from ..search import SearchStrategy
 from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._config import OptimizerConfig
@@ -427,9 +428,11 @@ class Chooser:
                 else "selection: the search found no strategy other than "
                 "the baseline with a score; the baseline is kept"
             )
-        if sel.prior is not None and strategy_key(chosen.strategy) == baseline_key:
+        change = sel.prior_for(model_spec(evaluator.lm))
+        if change is not None and strategy_key(chosen.strategy) == baseline_key:
             prior = prior_fallback(
                 sel,
+                change,
                 baseline,
                 judged=judged,
                 vector=vector,

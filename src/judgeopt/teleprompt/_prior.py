@@ -44,6 +44,7 @@ class PriorFallback:
 
 def prior_fallback(
     sel: SelectionConfig,
+    change: Mapping[str, Any],
     baseline: Any,
     *,
     judged: Callable[[Any, str], EvalResult],
@@ -54,13 +55,15 @@ def prior_fallback(
     split: str,
     forbid: Sequence[Mapping[str, Any]] = (),
 ) -> PriorFallback:
-    """The prior default ``sel.prior`` in place of ``baseline``, judged on the items the
+    """The prior default ``change`` in place of ``baseline``, judged on the items the
     rule compared on (``split``), unless it does not fit the compile's factor space or,
     with ``sel.prior_veto``, those items refute it.
 
     Args:
-        sel: The selection settings (``prior``, ``prior_veto``, ``confidence``,
-            ``n_resamples``, ``seed``).
+        sel: The selection settings (``prior_veto``, ``confidence``, ``n_resamples``,
+            ``seed``).
+        change: The prior default (:meth:`SelectionConfig.prior_for`): factor values that
+            differ from the baseline's.
         baseline: The baseline's judge.
         judged: Judges a program on the ``split`` items (reusing stored judgements).
         vector: A result's predictions in the items' order (what the metric compares).
@@ -70,8 +73,7 @@ def prior_fallback(
         split: The items' name in messages (``"confirmation"``, ``"validation"``).
         forbid: The optimizer's forbidden combinations: a prior that matches one is not used.
     """
-    assert sel.prior is not None
-    change = dict(sel.prior)
+    change = dict(change)
     record: dict[str, Any] = {"change": change, "strategy": None, "returned": False}
     try:
         program = baseline.with_strategy({**baseline.strategy.as_dict(), **change})
