@@ -31,9 +31,9 @@ class PriorFallback:
     Attributes:
         program: The prior default's judge to return, or ``None`` (the baseline stays).
         record: The selection record's ``prior_fallback`` (its ``prior`` is the setting):
-            ``change``, ``strategy`` (``None`` when
-            it does not fit the space), ``returned``, ``reason`` and, when compared, the
-            paired ``gain``, its ``interval`` and one-sided ``upper_bound``.
+            ``change``, ``strategy`` (``None`` when it does not fit the space),
+            ``returned``, ``reason`` and, when compared, the paired ``gain``, its 95 %
+            ``interval`` and the one-sided ``upper_bound`` at ``confidence``.
         message: The compile's message.
     """
 
@@ -135,7 +135,7 @@ def prior_fallback(
     )
     told = (
         f"gain {f.gain.delta:+.3f} over the baseline on the {len(humans)} {split} items "
-        f"(interval {f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided "
+        f"(95 % interval {f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided "
         f"{sel.confidence:.0%} upper bound {f.upper_bound:+.3f})"
     )
     if result.chosen is None:
