@@ -32,16 +32,19 @@ from judgeopt.bench import (
 )
 from judgeopt.metrics import correlation
 from judgeopt.selection import (
+    GainPrior,
     Pick,
     RuleInput,
     best_rule,
     bootstrap_scores,
+    change_key,
     column_scores,
     confirm_rule,
     ensemble_rule,
     factor_rule,
     impute,
     lcb_rule,
+    posterior_rule,
     prior_rule,
     shrink_rule,
     stack_rule,
@@ -300,6 +303,41 @@ def test_prior_and_fallback() -> None:
     assert with_fallback(lambda d: Pick((4,)), lambda d: Pick((2,)))(data).single == 4
 
 
+def test_gain_prior_pools_the_other_tasks_gains_per_change() -> None:
+    a, b = change_key({"cot": "none"}), change_key({"scale": 10})
+    prior = GainPrior.from_gains([{"{}": 0.0, a: 0.1, b: -0.2}, {a: 0.3}])
+    assert prior.means == pytest.approx({a: 0.2, b: -0.2})
+    assert prior.counts == {a: 2, b: 1}
+    assert prior.sd_task == pytest.approx(np.sqrt(0.02))  # a's spread, 1 degree of freedom
+    assert prior.sd_unseen == pytest.approx(np.sqrt(0.14 / 3))
+    assert prior.of({"cot": "none"}) == pytest.approx((0.2, np.sqrt(0.02) * np.sqrt(1.5)))
+    assert prior.of({}) == (0.0, 0.0)
+    assert prior.of({"cot": "suffix"}) == pytest.approx((0.0, np.sqrt(0.14 / 3)))
+    with pytest.raises(ValueError, match="at least one task with a change"):
+        GainPrior.from_gains([{"{}": 0.0}])
+
+
+def test_posterior_rule_weighs_the_labels_against_the_other_tasks() -> None:
+    five = change_key({"cot": "prefix", "n": 5})
+    three = change_key({"cot": "prefix", "n": 3})
+    flat = _toy_input(signal=0.0)
+    # no signal in the labels: a confident prior decides
+    sure = GainPrior({five: 0.3}, {five: 6}, sd_task=0.01, sd_unseen=0.05)
+    assert posterior_rule(flat, prior=sure).single == 5
+    assert posterior_rule(flat, prior=sure, margin=0.5).single == 0
+    # clear labels and a vague prior: the labels decide
+    vague = GainPrior({}, {}, sd_task=1.0, sd_unseen=1.0)
+    assert posterior_rule(_toy_input(signal=1.2), prior=vague).single == 3
+    # the labels refute a mild prior
+    mild = GainPrior({three: 0.1}, {three: 6}, sd_task=0.1, sd_unseen=0.01)
+    assert posterior_rule(_toy_input(signal=1.2), prior=mild).single == 3
+    assert posterior_rule(_toy_input(signal=-3.0), prior=mild).single != 3
+    assert posterior_rule(flat, prior=None).single == 0
+    short = RuleInput(flat.human, flat.preds, 0, strategies=flat.strategies[1:])
+    with pytest.raises(ValueError, match=r"strategies: 7, candidates: 8"):
+        posterior_rule(short, prior=sure)
+
+
 # Replay ---------------------------------------------------------------------------------------
 def _pair(name: str, good: int, seed: int, n: int = 240, level: str = "dataset") -> BankPair:
     """A synthetic bank pair: 6 columns, column ``good`` truly better than the baseline."""
@@ -373,6 +411,10 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
     assert prior_row["per_pair"]["a"]["baseline_share"] == 0.0
     assert payload["rules"]["baseline"]["n_valid"]["100"]["mean_gain"] == 0.0
     assert choose_default(payload) in {"fixed", "prior"}
+    assert payload["gain_prior"]["means"][change_key({"cot": "none"})] > 0.1
+    assert payload["gain_prior"]["counts"][change_key({"cot": "none"})] == 3
+    post = replay_bank(bank, {"posterior": RULES["posterior"]}, n_valids=(100,), n_splits=10)
+    assert post["rules"]["posterior"]["n_valid"]["100"]["mean_gain"] > 0.1
     with pytest.raises(ValueError, match="at least 2 pairs"):
         replay_bank({"a": bank["a"]}, n_valids=(100,), n_splits=2)
 

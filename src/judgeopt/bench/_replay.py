@@ -27,29 +27,34 @@ from typing import Any
 import numpy as np
 
 from ..selection import (
+    GainPrior,
     Pick,
     RuleInput,
     best_rule,
     change_from,
+    change_key,
     column_scores,
     confirm_rule,
     confirmation_split,
     ensemble_rule,
     factor_rule,
     lcb_rule,
+    posterior_rule,
     prior_rule,
     shrink_rule,
     stack_rule,
     veto_rule,
     with_fallback,
 )
-from ._bank import BankPair, strategy_json
+from ._bank import BankPair
 
 __all__ = [
     "RULES",
     "choose_default",
     "RuleSpec",
     "bank_splits",
+    "gain_prior",
+    "pool_gains",
     "prior_strategy",
     "replay_bank",
     "replay_rule",
@@ -60,12 +65,15 @@ __all__ = [
 class RuleSpec:
     """A rule to replay: its function and the grid of constants chosen leave-one-pair-out.
 
-    ``uses_prior``: the function takes the prior default strategy (``strategy=``).
+    ``uses_prior``: the function takes the prior default strategy (``strategy=``);
+    ``uses_gain_prior``: it takes the other pairs' :class:`~judgeopt.selection.GainPrior`
+    (``prior=``).
     """
 
     fn: Callable[..., Pick]
     grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     uses_prior: bool = False
+    uses_gain_prior: bool = False
     description: str = ""
 
     def settings(self) -> list[dict[str, Any]]:
@@ -189,6 +197,13 @@ RULES: dict[str, RuleSpec] = {
         description="shrink; the prior default when it keeps the baseline, unless all the "
         "validation items refute it",
     ),
+    "posterior": RuleSpec(
+        posterior_rule,
+        {"margin": (0.0, 0.02)},
+        uses_gain_prior=True,
+        description="best posterior gain: the labels' paired gain weighed against the other "
+        "pairs' gains for the same change",
+    ),
 }
 
 
@@ -297,6 +312,21 @@ def replay_rule(
     return _Replay(np.array(gains), np.array(bases), picks, kept)
 
 
+def pool_gains(pair: BankPair) -> dict[str, float]:
+    """Every column's whole-pool gain over the baseline (Spearman, group level where the
+    task is), keyed by its change from the baseline (:func:`judgeopt.selection.change_key`):
+    what this pair tells another task about each change."""
+    sc = column_scores(
+        pair.human, pair.matrix(), list(pair.groups) if pair.level == "group" else None
+    )
+    b = _baseline_row(pair)
+    base = pair.columns[b].strategy
+    return {
+        change_key(change_from(c.strategy, base)): float(sc[i] - sc[b])
+        for i, c in enumerate(pair.columns)
+    }
+
+
 def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
     """The change from the baseline (:func:`judgeopt.selection.change_from`) with the best
     mean whole-pool gain over the baseline across ``pairs``, among the changes every one of
@@ -305,20 +335,16 @@ def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
     (its criteria, its scale)."""
     if not pairs:
         return None
-    keyed = []
-    for p in pairs:
-        sc = column_scores(p.human, p.matrix(), list(p.groups) if p.level == "group" else None)
-        b = _baseline_row(p)
-        base = p.columns[b].strategy
-        keyed.append(
-            {
-                strategy_json(change_from(c.strategy, base)): float(sc[i] - sc[b])
-                for i, c in enumerate(p.columns)
-            }
-        )
+    keyed = [pool_gains(p) for p in pairs]
     common = set.intersection(*(set(k) for k in keyed))
     best = max(sorted(common), key=lambda k: (float(np.mean([g[k] for g in keyed])), k == "{}"))
     return dict(json.loads(best))
+
+
+def gain_prior(pairs: Sequence[BankPair]) -> GainPrior | None:
+    """The :class:`~judgeopt.selection.GainPrior` of ``pairs``' whole-pool gains (``None``
+    for no pairs)."""
+    return GainPrior.from_gains([pool_gains(p) for p in pairs]) if pairs else None
 
 
 def replay_bank(
@@ -349,9 +375,11 @@ def replay_bank(
     if len(names) < 2:
         raise ValueError(f"a leave-one-pair-out replay needs at least 2 pairs; got {names}")
     priors = {p: prior_strategy([bank[q] for q in names if q != p]) for p in names}
+    gain_priors = {p: gain_prior([bank[q] for q in names if q != p]) for p in names}
     out: dict[str, Any] = {
         "rules": {},
         "priors": priors,
+        "gain_prior": _gain_prior_json(gain_prior([bank[q] for q in names])),
         "settings": {
             "n_splits": n_splits,
             "seed": seed,
@@ -377,6 +405,8 @@ def replay_bank(
                     kw = dict(setting)
                     if spec.uses_prior:
                         kw["strategy"] = priors[p]
+                    if spec.uses_gain_prior:
+                        kw["prior"] = gain_priors[p]
                     fn = spec.fn
                     runs[k][p] = replay_rule(
                         bank[p], lambda d, fn=fn, kw=kw: fn(d, **kw), splits[p]
@@ -394,6 +424,18 @@ def replay_bank(
                 _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
             )
     return out
+
+
+def _gain_prior_json(prior: GainPrior | None) -> dict[str, Any] | None:
+    """The prior of every pair (what a compile of a new task would read) as plain data."""
+    if prior is None:
+        return None
+    return {
+        "means": dict(prior.means),
+        "counts": dict(prior.counts),
+        "sd_task": prior.sd_task,
+        "sd_unseen": prior.sd_unseen,
+    }
 
 
 def _lopo_default(

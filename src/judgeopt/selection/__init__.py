@@ -37,7 +37,9 @@ the baseline among them.
 With a *prior default* (``SelectionConfig.prior``, or ``priors`` per model), whatever the
 rule, the compile returns the prior instead of the baseline when the rule keeps the baseline,
 unless the items the rule compared on refute it (``prior_veto``; :func:`prior_rule` is the
-same decision on numbers).
+same decision on numbers). :func:`posterior_rule` weighs every candidate's gain on the labels
+against other tasks' gains for the same change (:class:`GainPrior`), a hierarchical form of
+the same idea (``_prior``).
 
 So the confirm rule can only return a judge whose confirmed gain is positive. For one finalist whose
 true gain is zero or negative, the chance that its lower bound clears zero is at most about
@@ -57,8 +59,9 @@ Everything here is a pure function of numbers (numpy and :mod:`judgeopt.metrics`
 
 The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
 (:func:`confirmation_split`), ``_result`` (:class:`Finalist`, :class:`SelectionResult`),
-``_rules`` (the decision rules :func:`choose` and :func:`veto`) and ``_simulation``
-(:func:`simulate_selection`).
+``_rules`` (the decision rules :func:`choose` and :func:`veto`), ``_pooled`` (the rules
+on a whole table of judgements), ``_prior`` (the rules that read other tasks' results) and
+``_simulation`` (:func:`simulate_selection`).
 """
 
 from ._config import Rule as Rule
@@ -68,19 +71,18 @@ from ._pooled import (
     RuleInput,
     best_rule,
     bootstrap_scores,
-    change_from,
     column_scores,
     confirm_rule,
     ensemble_rule,
     factor_rule,
     impute,
     lcb_rule,
-    prior_rule,
     shrink_rule,
     stack_rule,
     veto_rule,
     with_fallback,
 )
+from ._prior import GainPrior, change_from, change_key, posterior_rule, prior_rule
 from ._result import Finalist, SelectionResult
 from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
@@ -92,13 +94,16 @@ __all__ = [
     "RuleInput",
     "best_rule",
     "bootstrap_scores",
+    "GainPrior",
     "change_from",
+    "change_key",
     "column_scores",
     "confirm_rule",
     "ensemble_rule",
     "factor_rule",
     "impute",
     "lcb_rule",
+    "posterior_rule",
     "prior_rule",
     "shrink_rule",
     "stack_rule",

@@ -19,8 +19,9 @@ baseline among them) has been judged, as a judgement bank holds them, and use al
 * :func:`ensemble_rule`: the mean of the ``m`` best candidates' z-normalised ratings.
 * :func:`stack_rule`: a ridge regression of the human scores' ranks on every candidate's
   z-normalised ratings (few effective parameters at a strong penalty).
-* :func:`prior_rule`: a fixed strategy chosen elsewhere (on other tasks' banks), used without
-  looking at the labels, or unless they refute it (``veto_confidence``).
+
+The rules that read other tasks' results (:func:`prior_rule`, :func:`posterior_rule`) are in
+``_prior``.
 
 Every rule returns a :class:`Pick`: the candidate(s) and weights that make its judge, which
 :meth:`Pick.predict` applies to new items. Pure numpy/scipy.
@@ -46,14 +47,12 @@ __all__ = [
     "RuleInput",
     "best_rule",
     "bootstrap_scores",
-    "change_from",
     "column_scores",
     "confirm_rule",
     "ensemble_rule",
     "factor_rule",
     "impute",
     "lcb_rule",
-    "prior_rule",
     "shrink_rule",
     "stack_rule",
     "veto_rule",
@@ -457,59 +456,6 @@ def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
         base.scale,
         f"stacked ridge (penalty {ridge} per item)",
     )
-
-
-def change_from(strategy: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
-    """The factor values of ``strategy`` that differ from ``baseline``'s: how a strategy is
-    named across tasks, whose baselines differ ({} is the baseline itself)."""
-    return {k: v for k, v in sorted(strategy.items()) if baseline.get(k) != v}
-
-
-def prior_rule(
-    data: RuleInput,
-    *,
-    strategy: Mapping[str, Any] | None,
-    veto_confidence: float | None = None,
-    items: Sequence[int] | None = None,
-    n_resamples: int = 500,
-) -> Pick:
-    """A strategy chosen without these labels (on other tasks), given as its change from
-    the baseline (:func:`change_from`), if such a candidate is here; else the baseline.
-
-    With ``veto_confidence`` the labels may refute it: the baseline is kept when the
-    one-sided upper bound at that level of the prior's paired gain over the baseline on
-    ``items`` (default: all) is below 0, or when that gain is undefined (the compile's
-    ``prior_veto``)."""
-    if strategy is None or not data.strategies:
-        return _single(data.baseline, "no prior default: the baseline")
-    base = data.strategies[data.baseline]
-    row = next(
-        (i for i, s in enumerate(data.strategies) if change_from(s, base) == dict(strategy)),
-        None,
-    )
-    if row is None:
-        return _single(data.baseline, "the prior default is not a candidate: the baseline")
-    if veto_confidence is None or row == data.baseline:
-        return _single(row, f"the prior default {dict(strategy)}")
-    idx = list(range(data.human.size)) if items is None else [int(i) for i in items]
-    h, x, g = _sub(data, idx)
-    try:
-        res = veto(
-            h,
-            x[data.baseline],
-            x[row],
-            key="prior",
-            method="spearman",
-            groups=g,
-            confidence=veto_confidence,
-            n_resamples=n_resamples,
-            seed=data.seed,
-        )
-    except ValueError as e:
-        return _single(data.baseline, f"the prior default cannot be compared ({e})")
-    if res.chosen is None:
-        return _single(data.baseline, "the prior default was vetoed by the labels")
-    return _single(row, f"the prior default {dict(strategy)} (not vetoed)")
 
 
 RuleFn = Callable[[RuleInput], Pick]
