@@ -21,7 +21,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -379,7 +379,7 @@ def replay_bank(
     out: dict[str, Any] = {
         "rules": {},
         "priors": priors,
-        "gain_prior": _gain_prior_json(gain_prior([bank[q] for q in names])),
+        "gain_prior": asdict(gain_prior([bank[q] for q in names])),  # what a compile reads
         "settings": {
             "n_splits": n_splits,
             "seed": seed,
@@ -424,18 +424,6 @@ def replay_bank(
                 _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
             )
     return out
-
-
-def _gain_prior_json(prior: GainPrior | None) -> dict[str, Any] | None:
-    """The prior of every pair (what a compile of a new task would read) as plain data."""
-    if prior is None:
-        return None
-    return {
-        "means": dict(prior.means),
-        "counts": dict(prior.counts),
-        "sd_task": prior.sd_task,
-        "sd_unseen": prior.sd_unseen,
-    }
 
 
 def _lopo_default(

@@ -384,6 +384,16 @@ def lcb_rule(data: RuleInput, *, alpha: float = 0.2, n_resamples: int = 200) -> 
     return _single(i, f"lower bound {lower[i]:+.3f} > 0 (z={z:.2f})")
 
 
+def _check_strategies(data: RuleInput, rule: str) -> None:
+    """Raise unless ``data`` has one strategy per candidate row (the rules that read factor
+    values, the baseline's row included)."""
+    if len(data.strategies) != data.preds.shape[0]:
+        raise ValueError(
+            f"{rule} needs one strategy per candidate (strategies: {len(data.strategies)}, "
+            f"candidates: {data.preds.shape[0]})"
+        )
+
+
 def _design(strategies: Sequence[Mapping[str, Any]], baseline: int) -> FloatArray:
     """One-hot columns of every factor value that differs from the baseline's."""
     base = strategies[baseline]
@@ -404,11 +414,7 @@ def factor_rule(data: RuleInput, *, ridge: float = 1.0, n_resamples: int = 200) 
     differ from the baseline's; ridge penalty ``ridge`` in units of the median squared
     standard error, weights ``1 / se^2``); the candidate with the best fitted gain wins
     when that is above 0."""
-    if len(data.strategies) != data.preds.shape[0]:
-        raise ValueError(
-            f"factor_rule needs one strategy per candidate (strategies: {len(data.strategies)}, "
-            f"candidates: {data.preds.shape[0]})"
-        )
+    _check_strategies(data, "factor_rule")
     gains, se = _gains(data, n_resamples)
     x = _design(data.strategies, data.baseline)
     if x.shape[1] == 0:

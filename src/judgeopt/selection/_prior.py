@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._pooled import Pick, RuleInput, _gains, _single, _sub
+from ._pooled import Pick, RuleInput, _check_strategies, _gains, _single, _sub
 from ._rules import veto
 
 __all__ = ["GainPrior", "change_from", "change_key", "posterior_rule", "prior_rule"]
@@ -159,18 +159,16 @@ def posterior_rule(
     when above ``margin``, else the baseline. Without a prior: the baseline."""
     if prior is None or not data.strategies:
         return _single(data.baseline, "no gain prior: the baseline")
-    if len(data.strategies) != data.preds.shape[0]:
-        raise ValueError(
-            f"posterior_rule needs one strategy per candidate (strategies: "
-            f"{len(data.strategies)}, candidates: {data.preds.shape[0]})"
-        )
+    _check_strategies(data, "posterior_rule")
     gains, se = _gains(data, n_resamples)
     base = data.strategies[data.baseline]
     post = np.zeros_like(gains)
+    means = np.zeros_like(gains)
     for i, s in enumerate(data.strategies):
         if i == data.baseline:
             continue
         m, sd = prior.of(change_from(s, base))
+        means[i] = m
         if sd <= 0.0 or not math.isfinite(gains[i]):
             post[i] = m
         elif se[i] <= 0.0:
@@ -182,7 +180,6 @@ def posterior_rule(
     i = int(np.argmax(post))
     if i == data.baseline or post[i] <= margin:
         return _single(data.baseline, f"no posterior gain above {margin:+.3f}")
-    m, _ = prior.of(change_from(data.strategies[i], base))
     return _single(
-        i, f"posterior gain {post[i]:+.3f} (labels {gains[i]:+.3f}, other tasks {m:+.3f})"
+        i, f"posterior gain {post[i]:+.3f} (labels {gains[i]:+.3f}, other tasks {means[i]:+.3f})"
     )
