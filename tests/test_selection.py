@@ -306,7 +306,7 @@ def test_an_unknown_rule_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
     rules allowed."""
     from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
-    allowed = "'confirm', 'veto', 'best', 'shrink', 'lcb' or 'factor'"
+    allowed = "'confirm', 'veto', 'best', 'shrink', 'lcb', 'factor' or 'posterior'"
     for make in (
         lambda: SelectionConfig(rule="median"),  # type: ignore[arg-type]
         lambda: HPSS(selection="median"),
@@ -587,6 +587,95 @@ def test_compile_with_rule_shrink_keeps_the_baseline_when_all_is_noise(task, rec
     assert judge.comparisons["validation"]["gain"] == 0.0
 
 
+def test_compile_with_rule_posterior_weighs_the_gains_against_the_models_bank(
+    task, records
+) -> None:
+    """Rule ``posterior`` reads the compile's model's gain prior (``gain_priors``, keyed by
+    the model string the compile records): each candidate's validation gain is weighed
+    against the bank's gain for its change, the record holds both, the message says which
+    prior was read."""
+    table = {
+        "changes": [{"change": {"scale": 10}, "mean": 0.2, "count": 4}],
+        "sd_task": 0.05,
+        "sd_unseen": 0.1,
+    }
+    respond = respond_with(records, "scale10")
+    judge, fake = compile_with(
+        task,
+        records,
+        respond,
+        selection={"rule": "posterior", "gain_priors": {"openai/scripted": table}},
+    )
+    sel, res = judge.selection, judge.search_result
+    assert sel["rule"] == "posterior" and "rule_applied" not in sel
+    assert judge.strategy["scale"] == 10 and sel["reason"].startswith("posterior gain +")
+    base = baseline_strategy(task).as_dict()
+    for c in sel["candidates"]:
+        change = {k: v for k, v in c["strategy"].items() if base[k] != v}
+        assert c["prior_gain"] == (0.2 if change == {"scale": 10} else 0.0)
+    said = " ".join(sel["messages"])
+    assert "rule posterior (gain over the baseline weighed against the model's judgement " in said
+    assert len(fake.judge_requests) == res.calls and sel["cost"]["calls"] == 0
+    # A margin above every posterior gain keeps the baseline.
+    high, _ = compile_with(
+        task,
+        records,
+        respond,
+        selection={"rule": "posterior", "gain_prior": table, "margin": 0.95},
+    )
+    assert high.strategy == baseline_strategy(task)
+    assert high.selection["reason"] == "no posterior gain above +0.950"
+    assert any("judgement bank above 0.95" in m for m in high.selection["messages"])
+
+
+def test_rule_posterior_without_a_prior_for_the_model_is_shrink_and_says_so(task, records) -> None:
+    table = {"changes": [], "sd_task": 0.05, "sd_unseen": 0.1}
+    judge, _ = compile_with(
+        task,
+        records,
+        respond_noise,
+        selection={"rule": "posterior", "gain_priors": {"local:other": table}},
+    )
+    sel = judge.selection
+    assert sel["rule"] == "posterior" and sel["rule_applied"] == "shrink"
+    assert judge.strategy == baseline_strategy(task)
+    assert sel["reason"].startswith("no shrunk gain above +0.000")
+    assert any(
+        "rule posterior has no gain prior for this model" in m and "rule shrink" in m
+        for m in sel["messages"]
+    ), sel["messages"]
+
+
+def test_a_gain_prior_in_a_preset_is_checked_and_read(tmp_path: Path) -> None:
+    """``[selection.gain_priors."MODEL"]`` with ``[[...changes]]`` (as ``benchmarks/
+    bank_rules.py`` writes it) round-trips to the rule's :class:`GainPrior`; a bad entry
+    names its field."""
+    from judgeopt.selection import GainPrior, GainPriorTable, change_key
+    from judgeopt.teleprompt import load_optimizer
+
+    preset = tmp_path / "preset.toml"
+    preset.write_text(
+        '[selection]\nrule = "posterior"\nmargin = 0.02\n'
+        '[selection.gain_priors."local:qwen"]\nsd_task = 0.04\nsd_unseen = 0.09\n'
+        '[[selection.gain_priors."local:qwen".changes]]\n'
+        'change = {scale = 10, decoding = "expected"}\nmean = 0.05\ncount = 3\n'
+    )
+    sel = load_optimizer(preset).selection
+    prior = sel.gain_prior_for("local:qwen")
+    assert prior is not None and sel.gain_prior_for("local:other") is None
+    key = change_key({"decoding": "expected", "scale": 10})
+    assert prior.means == {key: 0.05} and prior.counts == {key: 3}
+    assert prior.of({"scale": 10, "decoding": "expected"}) == pytest.approx(
+        (0.05, 0.04 * (1 + 1 / 3) ** 0.5)
+    )
+    assert prior.of({"cot": "none"}) == (0.0, 0.09)
+    bank = GainPrior.from_gains([{key: 0.1, change_key({"cot": "none"}): -0.2}, {key: 0.0}])
+    assert GainPriorTable.from_prior(bank).to_prior() == bank
+    preset.write_text('[selection.gain_priors."m"]\nsd_task = 0\nsd_unseen = 0.1\n')
+    with pytest.raises(ValueError, match=re.escape("`selection.gain_priors.m.sd_task`")):
+        load_optimizer(preset)
+
+
 def test_a_pooled_rule_compares_only_strategies_judged_on_every_item(task, records) -> None:
     """With racing, a strategy dropped early was judged on a prefix only: it is no candidate
     (and is not judged further), and the record and the message say so."""
@@ -685,7 +774,9 @@ def respond_half_unparsed(records) -> Any:
     return respond
 
 
-@pytest.mark.parametrize("rule", ["confirm", "veto", "best", "shrink", "lcb", "factor"])
+@pytest.mark.parametrize(
+    "rule", ["confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"]
+)
 def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule) -> None:
     """A search score that rests on the half of the answers that parsed (the rest imputed by
     the mean) is not a reason to choose a judge: such strategies are passed over as
@@ -706,7 +797,7 @@ def test_strategies_that_rate_too_few_items_are_passed_over(task, records, rule)
     best_key = max(scores, key=lambda k: scores[k])
     assert best_key in {e["key"] for e in sel["excluded"]}
     assert judge.strategy["scale"] == 3
-    if rule in ("shrink", "lcb", "factor"):  # the pooled rules' candidates
+    if rule in ("shrink", "lcb", "factor", "posterior"):  # the pooled rules' candidates
         assert all(c["strategy"]["scale"] == 3 for c in sel["candidates"])
     elif rule != "best":  # rule best records no finalists (``finalists`` is the setting)
         assert all(f["strategy"]["scale"] == 3 for f in sel["finalists"])

@@ -443,7 +443,7 @@ def add_parser(sub: Subparsers) -> None:
     )
     c.add_argument(
         "--selection",
-        choices=("confirm", "veto", "best", "shrink", "lcb", "factor"),
+        choices=("confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"),
         default=None,
         help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
         "searches on half the scoring set and keeps a strategy only if its "
@@ -455,7 +455,10 @@ def add_parser(sub: Subparsers) -> None:
         "toward zero by its noise (empirical Bayes), or the best lower bound "
         "of the gain corrected for the number of strategies compared, if "
         "above zero, else the baseline; 'factor' the same with the gains "
-        "pooled by factor value (ridge regression, as HPSS pools its advantages)",
+        "pooled by factor value (ridge regression, as HPSS pools its advantages); "
+        "'posterior' the same with each gain weighed against what the model's "
+        "judgement bank measured for the same change (the preset's gain_prior; "
+        "without one for the model: 'shrink')",
     )
     c.add_argument(
         "--ensemble",

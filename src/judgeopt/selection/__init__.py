@@ -29,10 +29,11 @@ more gains than ``confirm`` and, when no strategy is truly better, more worse ju
 simulation's table in ``docs/judge.md``); a judge it keeps with a negative confirmation gain
 is reported as such.
 
-``rule="shrink"``, ``rule="lcb"`` and ``rule="factor"`` hold nothing out: the search scores on
-every item, then the compile applies :func:`shrink_rule`, :func:`lcb_rule` or
-:func:`factor_rule` (the pooled rules of ``_pooled``) to every strategy judged on all of them,
-the baseline among them.
+``rule="shrink"``, ``rule="lcb"``, ``rule="factor"`` and ``rule="posterior"`` hold nothing
+out: the search scores on every item, then the compile applies :func:`shrink_rule`,
+:func:`lcb_rule` or :func:`factor_rule` (the pooled rules of ``_pooled``) or
+:func:`posterior_rule` (with the model's :class:`GainPriorTable`) to every strategy judged on
+all of them, the baseline among them.
 
 With a *prior default* (``SelectionConfig.prior``, or ``priors`` per model), whatever the
 rule, the compile returns the prior instead of the baseline when the rule keeps the baseline,
@@ -64,8 +65,8 @@ on a whole table of judgements), ``_prior`` (the rules that read other tasks' re
 ``_simulation`` (:func:`simulate_selection`).
 """
 
+from ._config import GainPriorChange, GainPriorTable, SelectionConfig
 from ._config import Rule as Rule
-from ._config import SelectionConfig
 from ._pooled import (
     Pick,
     RuleInput,
@@ -95,6 +96,8 @@ __all__ = [
     "best_rule",
     "bootstrap_scores",
     "GainPrior",
+    "GainPriorChange",
+    "GainPriorTable",
     "change_from",
     "change_key",
     "column_scores",

@@ -2,11 +2,66 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Rule = Literal["confirm", "veto", "best", "shrink", "lcb", "factor"]
+from ._prior import GainPrior, change_key
+
+Rule = Literal["confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"]
+
+#: A factor value in a strategy change (``{"scale": 10, "decoding": "expected"}``).
+Value = str | int | float | bool
+
+
+class GainPriorChange(BaseModel):
+    """One change's entry in a :class:`GainPriorTable`: its mean gain over the baseline on
+    the tasks that hold it, and how many they are."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    change: dict[str, Value]
+    mean: float
+    count: int = Field(ge=1)
+
+
+class GainPriorTable(BaseModel):
+    """A :class:`~judgeopt.selection.GainPrior` as settings (``[selection.gain_prior]``, or
+    one per model in ``[selection.gain_priors]``): what a model's judgement bank measured
+    for each change from the baseline, the prior of rule ``"posterior"``.
+
+    Attributes:
+        changes: Each change's mean gain and task count (``[[...changes]]`` in TOML).
+        sd_task: The spread of one change's gain from task to task (> 0).
+        sd_unseen: The prior's standard deviation for a change the table does not hold
+            (its mean is 0; > 0).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    changes: list[GainPriorChange] = Field(default_factory=list)
+    sd_task: float = Field(gt=0.0)
+    sd_unseen: float = Field(gt=0.0)
+
+    def to_prior(self) -> GainPrior:
+        """The :class:`~judgeopt.selection.GainPrior` :func:`posterior_rule` reads."""
+        means = {change_key(c.change): c.mean for c in self.changes}
+        counts = {change_key(c.change): c.count for c in self.changes}
+        return GainPrior(means, counts, self.sd_task, self.sd_unseen)
+
+    @classmethod
+    def from_prior(cls, prior: GainPrior) -> GainPriorTable:
+        """The settings of ``prior`` (for a preset: ``benchmarks/bank_rules.py`` writes the
+        bank's)."""
+        return cls(
+            changes=[
+                GainPriorChange(change=json.loads(k), mean=m, count=prior.counts[k])
+                for k, m in prior.means.items()
+            ],
+            sd_task=prior.sd_task,
+            sd_unseen=prior.sd_unseen,
+        )
 
 
 class SelectionConfig(BaseModel):
@@ -26,7 +81,12 @@ class SelectionConfig(BaseModel):
             (:func:`lcb_rule`); else the baseline. ``"factor"``: the same, the gains
             pooled by factor value (a ridge regression of every strategy's gain on its
             factor values, as HPSS pools its advantages; :func:`factor_rule`): the best
-            fitted gain if positive, else the baseline.
+            fitted gain if positive, else the baseline. ``"posterior"``: the same, each
+            strategy's gain weighed against what the model's judgement bank measured for
+            the same change from the baseline (``gain_prior``; :func:`posterior_rule`): the
+            best posterior gain above ``margin``, else the baseline. Without a gain prior
+            for the compile's model it is ``"shrink"`` (the same weighing with the prior
+            estimated from these labels alone), and the compile says so.
         confirm_fraction: Share of the scoring set (whole groups) held out for confirmation.
         finalists: How many of the search's best distinct strategies are confirmed (rule
             ``"confirm"``; ``"veto"`` judges only the best one).
@@ -52,6 +112,12 @@ class SelectionConfig(BaseModel):
         prior_veto: Keep the baseline after all when the items the rule compared on refute
             the prior: the one-sided upper bound at ``confidence`` of its paired gain over
             the baseline there is below zero (or the gain is undefined).
+        margin: The smallest estimated gain over the baseline rules ``"shrink"`` and
+            ``"posterior"`` act on (0: any positive one).
+        gain_prior: The prior of rule ``"posterior"`` (:class:`GainPriorTable`), chosen
+            without these labels (a model's judgement bank, ``docs/judge.md``).
+        gain_priors: Gain priors per model, keyed as ``priors`` is: the compile's model's
+            entry is used when ``gain_prior`` is not set.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,6 +132,9 @@ class SelectionConfig(BaseModel):
     prior: dict[str, str | int | float | bool] | None = None
     priors: dict[str, dict[str, str | int | float | bool]] = Field(default_factory=dict)
     prior_veto: bool = True
+    margin: float = Field(0.0, ge=0.0, lt=1.0)
+    gain_prior: GainPriorTable | None = None
+    gain_priors: dict[str, GainPriorTable] = Field(default_factory=dict)
 
     def prior_for(self, model: str | None) -> dict[str, str | int | float | bool] | None:
         """The prior default a compile with ``model`` uses: ``prior`` if set, else the
@@ -74,6 +143,15 @@ class SelectionConfig(BaseModel):
             return dict(self.prior)
         entry = self.priors.get(model) if model is not None else None
         return None if entry is None else dict(entry)
+
+    def gain_prior_for(self, model: str | None) -> GainPrior | None:
+        """The gain prior rule ``"posterior"`` uses with ``model``: ``gain_prior`` if set,
+        else the model's entry in ``gain_priors`` (``None``: none; the rule is then
+        ``"shrink"``)."""
+        table = self.gain_prior
+        if table is None and model is not None:
+            table = self.gain_priors.get(model)
+        return None if table is None else table.to_prior()
 
     @property
     def compared(self) -> int:

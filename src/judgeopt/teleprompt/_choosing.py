@@ -5,8 +5,8 @@ The rules are in :mod:`judgeopt.selection` (pure functions of numbers, ``docs/ju
 finalists among the search's trials, judges them and the baseline on the confirmation part
 (reusing every stored judgement), applies the rule, compares the chosen judge with the
 baseline and builds the prompt ensemble when asked. The pooled rules (``shrink``, ``lcb``,
-``factor``) are fed by :mod:`judgeopt.teleprompt._pooling`; the prior default, returned when
-the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior`.
+``factor``, ``posterior``) are fed by :mod:`judgeopt.teleprompt._pooling`; the prior default,
+returned when the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior`.
 """
 
 from __future__ import annotations
@@ -218,8 +218,8 @@ class Chooser:
             base: The compile's program (any strategy): the trials' judges are its copies.
             baseline: ``base`` with the student's strategy.
             search_val: The items the search scored on.
-            confirm_val: The confirmation items (``None``: rule ``best``, ``shrink`` or
-                ``lcb``).
+            confirm_val: The confirmation items (``None``: rule ``best`` or a pooled
+                rule).
             split_note: Why there are no confirmation items although the rule asks for
                 them (from :meth:`split`).
             summaries: The evaluation summaries (their unrated counts).
@@ -266,6 +266,7 @@ class Chooser:
                 unrated=unrated,
                 max_parse_failures=self.config.max_parse_failures,
                 key_of=trial_key,
+                gain_prior=sel.gain_prior_for(model_spec(evaluator.lm)),
             )
             record.update(pooled.record)
             record["confirm_items"] = 0

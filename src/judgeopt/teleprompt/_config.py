@@ -43,8 +43,8 @@ class OptimizerConfig(BaseModel):
         selection: How the compiled judge is chosen (:class:`judgeopt.selection.
             SelectionConfig`; default: search on half the scoring set, confirm the best
             strategies against the baseline on the other half; TOML ``[selection]`` with
-            ``rule = "confirm"``, ``"veto"``, ``"best"``, ``"shrink"``, ``"lcb"`` or
-            ``"factor"``).
+            ``rule = "confirm"``, ``"veto"``, ``"best"``, ``"shrink"``, ``"lcb"``,
+            ``"factor"`` or ``"posterior"``).
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (:class:`judgeopt.judge.JudgeEnsemble`; 0 or 1: none).
         max_consecutive_failures: Circuit breaker: stop the compile (resumably) after this

@@ -1,9 +1,10 @@
-"""Choosing the compiled judge with a pooled rule: ``shrink``, ``lcb`` or ``factor`` on all
-the validation items.
+"""Choosing the compiled judge with a pooled rule: ``shrink``, ``lcb``, ``factor`` or
+``posterior`` on all the validation items.
 
 The rules ``confirm`` and ``veto`` decide from a search half and a confirmation half. The
 pooled rules of :mod:`judgeopt.selection` (:func:`~judgeopt.selection.shrink_rule`,
-:func:`~judgeopt.selection.lcb_rule`, :func:`~judgeopt.selection.factor_rule`) see one
+:func:`~judgeopt.selection.lcb_rule`, :func:`~judgeopt.selection.factor_rule`,
+:func:`~judgeopt.selection.posterior_rule`) see one
 validation set on which every candidate has been judged and use all of it, correcting for
 the number of strategies compared instead of holding items out. The search scores on the
 whole validation set (as with ``best``); then :func:`choose_pooled` builds the table of every
@@ -23,14 +24,24 @@ import numpy as np
 
 from ..data import Record
 from ..search import SearchStrategy
-from ..selection import Pick, RuleInput, SelectionConfig, factor_rule, lcb_rule, shrink_rule
+from ..selection import (
+    GainPrior,
+    Pick,
+    RuleInput,
+    SelectionConfig,
+    change_from,
+    factor_rule,
+    lcb_rule,
+    posterior_rule,
+    shrink_rule,
+)
 from ._journal import strategy_key
 from ._judging import Evaluator
 
 __all__ = ["POOLED_RULES", "PooledChoice", "choose_pooled", "pooled_note"]
 
 #: The rules that choose on all the validation items from the stored judgements.
-POOLED_RULES = ("shrink", "lcb", "factor")
+POOLED_RULES = ("shrink", "lcb", "factor", "posterior")
 
 
 def pooled_note(rule: str, metric: str) -> str | None:
@@ -89,6 +100,7 @@ def choose_pooled(
     unrated: Mapping[int, tuple[int, int]],
     max_parse_failures: float,
     key_of: Callable[[Any], str],
+    gain_prior: GainPrior | None = None,
 ) -> PooledChoice:
     """Apply the pooled rule ``sel.rule`` to every strategy the search judged on all of
     ``val``.
@@ -106,6 +118,8 @@ def choose_pooled(
         max_parse_failures: A strategy above this share of unrated answers is not a
             candidate.
         key_of: How the compile names a trial (``#1`` for the first).
+        gain_prior: The prior of rule ``posterior`` (the compile's model's); without one
+            the rule is ``shrink``, and the message says so.
     """
     aspect = base.aspect
     humans = np.asarray([float(r.scores[aspect]) for r in val], dtype=np.float64)
@@ -146,10 +160,16 @@ def choose_pooled(
         seed=sel.seed,
     )
     n = sel.n_resamples
+    rule = sel.rule
+    no_prior = rule == "posterior" and gain_prior is None
+    if no_prior:
+        rule = "shrink"
     pick: Pick
-    if sel.rule == "shrink":
-        pick = shrink_rule(data, n_resamples=n)
-    elif sel.rule == "factor":
+    if rule == "shrink":
+        pick = shrink_rule(data, n_resamples=n, margin=sel.margin)
+    elif rule == "posterior":
+        pick = posterior_rule(data, prior=gain_prior, margin=sel.margin, n_resamples=n)
+    elif rule == "factor":
         pick = factor_rule(data, n_resamples=n)
     else:
         pick = lcb_rule(data, alpha=1.0 - sel.confidence, n_resamples=n)
@@ -174,16 +194,31 @@ def choose_pooled(
         "baseline_score": float(scores[0]),
         "candidates": candidates,
     }
+    if no_prior:
+        record["rule_applied"] = "shrink"
+    if rule == "posterior" and gain_prior is not None:
+        base_strategy = dict(baseline.strategy.as_dict())
+        for c in candidates:  # what the bank said of each candidate's change
+            c["prior_gain"] = gain_prior.of(change_from(c["strategy"], base_strategy))[0]
     if partial:
         record["not_judged_on_all"] = partial
     what = (
         "empirical-Bayes shrunk gain over the baseline"
-        if sel.rule == "shrink"
+        if rule == "shrink"
+        else "gain over the baseline weighed against the model's judgement bank"
+        if rule == "posterior"
         else "gain over the baseline pooled by factor value"
-        if sel.rule == "factor"
+        if rule == "factor"
         else f"one-sided {sel.confidence:.0%} lower bound of the gain over the baseline, "
         f"corrected for {max(1, len(cands))} comparisons"
     )
+    if sel.margin and rule in ("shrink", "posterior"):
+        what += f" above {sel.margin:g}"
+    if no_prior:
+        what += (
+            "; rule posterior has no gain prior for this model (gain_prior / gain_priors), "
+            "so the prior is estimated from these labels alone: rule shrink"
+        )
     told = (
         f"{len(cands)} strateg{'y' if len(cands) == 1 else 'ies'} compared with the baseline "
         f"on all {len(val)} validation items"

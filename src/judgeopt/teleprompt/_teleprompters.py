@@ -44,8 +44,8 @@ class JudgeSearch(Teleprompter):
         example_seed: Seed of the in-context example selection.
         racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
             :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
-        selection: ``"confirm"`` (default), ``"veto"``, ``"best"``, ``"shrink"``, ``"lcb"``
-            or ``"factor"`` (the rule, other settings default), or a
+        selection: ``"confirm"`` (default), ``"veto"``, ``"best"``, ``"shrink"``, ``"lcb"``,
+            ``"factor"`` or ``"posterior"`` (the rule, other settings default), or a
             :class:`judgeopt.selection.SelectionConfig` (or its fields as a mapping): how the
             compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
         ensemble: Also build a prompt ensemble of this many of the best strategies
