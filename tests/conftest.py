@@ -34,6 +34,29 @@ def shared_data() -> Path:
     return path
 
 
+#: The smallest task file a user writes (the README's, docs/tasks.md's "A task of your own"):
+#: a support-answer task with one aspect. Tests write it where they need a task of their own.
+SUPPORT_TASK = """\
+name = "support"
+score_range = [1, 5]
+
+[[inputs]]
+name = "question"
+
+[[inputs]]
+name = "answer"
+
+[aspects.helpfulness]
+criteria = "Helpfulness: does the answer solve the customer's problem?"
+"""
+
+
+@pytest.fixture(scope="session")
+def support_task() -> str:
+    """The text of :data:`SUPPORT_TASK` (a minimal task TOML, one aspect: ``helpfulness``)."""
+    return SUPPORT_TASK
+
+
 def _softmax_reference(logits: np.ndarray) -> tuple[float, float, np.ndarray]:
     """Softmax-Ent, Softmax-Var and the log-softmax of raw logits, in plain numpy (float64)."""
     x = logits.astype(np.float64)

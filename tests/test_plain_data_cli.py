@@ -18,19 +18,6 @@ from judgeopt.cli import main
 from judgeopt.data import load_records
 from judgeopt.testing import ScriptedLM
 
-TASK = """name = "support"
-score_range = [1, 5]
-
-[[inputs]]
-name = "question"
-
-[[inputs]]
-name = "answer"
-
-[aspects.helpfulness]
-criteria = "Helpfulness: does the answer solve the customer's problem?"
-"""
-
 ROWS = [
     ("How do I reset my password?", "Click 'Forgot password' on the login page.", 5),
     ("Where is my order?", "I don't know.", 1),
@@ -96,12 +83,12 @@ HPSS_FACTORS = [
 
 
 def test_grid_reads_a_plain_csv_of_a_signature_task(
-    tmp_path: Path, scripted: ScriptedLM, capsys: pytest.CaptureFixture[str]
+    support_task: str, tmp_path: Path, scripted: ScriptedLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`judgeopt grid --data my.csv --task my.toml --aspect helpfulness` with the README's
     `question,answer,helpfulness` file: before, grid asked for an `id` column."""
     task = tmp_path / "support.toml"
-    task.write_text(TASK, encoding="utf-8")
+    task.write_text(support_task, encoding="utf-8")
     data = _plain_csv(tmp_path / "my.csv")
     out = tmp_path / "grid.csv"
     argv = ["grid", "--data", str(data), "--task", str(task), "--aspect", "helpfulness"]
@@ -117,11 +104,11 @@ def test_grid_reads_a_plain_csv_of_a_signature_task(
 
 
 def test_grid_reads_a_plain_jsonl_with_score_for_the_aspect(
-    tmp_path: Path, scripted: ScriptedLM
+    support_task: str, tmp_path: Path, scripted: ScriptedLM
 ) -> None:
     """A bare ``score`` key is the judged aspect's score, as for compile and evaluate."""
     task = tmp_path / "support.toml"
-    task.write_text(TASK, encoding="utf-8")
+    task.write_text(support_task, encoding="utf-8")
     data = tmp_path / "my.jsonl"
     data.write_text(
         "".join(json.dumps({"question": q, "answer": a, "score": s}) + "\n" for q, a, s in ROWS)
@@ -157,10 +144,10 @@ def test_grid_reads_plain_prexme_data_like_the_schema(
 
 
 def test_grid_names_the_file_and_the_allowed_columns_of_bad_plain_data(
-    tmp_path: Path, scripted: ScriptedLM, capsys: pytest.CaptureFixture[str]
+    support_task: str, tmp_path: Path, scripted: ScriptedLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
     task = tmp_path / "support.toml"
-    task.write_text(TASK, encoding="utf-8")
+    task.write_text(support_task, encoding="utf-8")
     typo = _plain_csv(tmp_path / "typo.csv", ("question", "answr", "helpfulness"))
     out = str(tmp_path / "g.csv")
     argv = ["grid", "--task", str(task), "--aspect", "helpfulness", "--out", out]

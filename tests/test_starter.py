@@ -13,20 +13,6 @@ from judgeopt.cli import main
 from judgeopt.judge import generation_prompt, hpss_strategy, load_task, render_template
 from judgeopt.testing import ScriptedLM
 
-MINIMAL = """\
-name = "support"
-score_range = [1, 5]
-
-[[inputs]]
-name = "question"
-
-[[inputs]]
-name = "answer"
-
-[aspects.helpfulness]
-criteria = "Helpfulness: does the answer solve the customer's problem?"
-"""
-
 QUESTIONS = [
     ("Why is the sky blue?", "Rayleigh scattering of sunlight.", 5),
     ("How do I reset my password?", "Click 'forgot password'.", 4),
@@ -50,10 +36,15 @@ def rate_by_length(messages: list[dict[str, Any]]) -> str:
     return f"Rating: [[{1 + len(text) % hi}]]"
 
 
-def test_minimal_task_is_ten_lines_and_renders_every_factor(tmp_path: Path) -> None:
+def test_minimal_task_is_ten_lines_and_renders_every_factor(
+    support_task: str, tmp_path: Path
+) -> None:
     path = tmp_path / "support.toml"
-    path.write_text(MINIMAL)
-    assert len([line for line in MINIMAL.splitlines() if line.strip()]) <= 10
+    path.write_text(support_task)
+    assert len([line for line in support_task.splitlines() if line.strip()]) <= 10
+    # The task docs/tasks.md shows a new user is this one.
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text(encoding="utf-8")
+    assert f"```toml\n{support_task}```" in doc
     task = load_task(path)
     assert (
         task.mode,
@@ -99,12 +90,12 @@ def test_minimal_task_is_ten_lines_and_renders_every_factor(tmp_path: Path) -> N
         generation_prompt(ptask, "overall", kind, criteria_text="C.", inputs={"prompt": "P"})
 
 
-def test_minimal_task_errors_still_name_the_field(tmp_path: Path) -> None:
+def test_minimal_task_errors_still_name_the_field(support_task: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text(MINIMAL.replace("score_range = [1, 5]\n", ""))
+    path.write_text(support_task.replace("score_range = [1, 5]\n", ""))
     with pytest.raises(ValueError, match="score_range"):
         load_task(path)
-    path.write_text(MINIMAL.replace('name = "answer"', 'name = "answer"\nlabel = ""'))
+    path.write_text(support_task.replace('name = "answer"', 'name = "answer"\nlabel = ""'))
     with pytest.raises(ValueError, match=r"inputs\.1\.label"):
         load_task(path)
 
@@ -163,7 +154,9 @@ def test_init_then_compile_on_a_plain_csv(
     assert rc == 0
 
 
-def test_jsonl_with_a_score_key_and_init_errors(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_jsonl_with_a_score_key_and_init_errors(
+    support_task: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
     import judgeopt.lm
 
     data = tmp_path / "qa.jsonl"
@@ -176,7 +169,7 @@ def test_jsonl_with_a_score_key_and_init_errors(tmp_path: Path, monkeypatch, cap
     assert main(["init", "--data", str(data), "--out", str(toml)]) == 0
     assert load_task(toml).aspect_names == ("score",)
     # A task whose aspect is named otherwise reads `score` as the judged aspect's score.
-    toml.write_text(MINIMAL)
+    toml.write_text(support_task)
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate_by_length).lm)
     rc = main(
         [
@@ -228,13 +221,15 @@ def test_jsonl_with_a_score_key_and_init_errors(tmp_path: Path, monkeypatch, cap
     assert "at least 2 text columns" in capsys.readouterr().err
 
 
-def test_a_baseline_outside_the_presets_space_is_named(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_baseline_outside_the_presets_space_is_named(
+    support_task: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
     import judgeopt.lm
 
     data = tmp_path / "mine.csv"
     _write_csv(data)
     toml = tmp_path / "wide.toml"
-    toml.write_text(MINIMAL.replace("[1, 5]", "[1, 100]"))
+    toml.write_text(support_task.replace("[1, 5]", "[1, 100]"))
     monkeypatch.setattr(judgeopt.lm, "make_lm", lambda m, **kw: ScriptedLM(rate_by_length).lm)
     rc = main(
         [
