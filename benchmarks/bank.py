@@ -290,6 +290,14 @@ def _imports(plan: dict[str, Any], bounds_of: Any) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+def _pool_records(pair: dict[str, Any]) -> tuple[dict[str, Record], dict[str, str]]:
+    """A pair's pool records by id, and each pool item's group (the item itself when it has
+    none): the one map the recorder and ``status`` order their waves by."""
+    by_id = {r.id: r for r in load_records(DATA / pair["task"] / "full.jsonl")}
+    records = {rid: by_id[rid] for rid in pair["pool"]}
+    return records, {rid: r.group_id or rid for rid, r in records.items()}
+
+
 def _needed(
     plan: dict[str, Any],
     have: dict[tuple[str, str], dict[str, Any]],
@@ -362,10 +370,7 @@ class Recorder:
         )
         valid, _ = _e2e_split(row)
         self.valid = valid
-        records = load_records(DATA / plan["task"] / "full.jsonl")
-        by_id = {r.id: r for r in records}
-        self.records = {rid: by_id[rid] for rid in plan["pool"]}
-        self.groups = {rid: r.group_id or rid for rid, r in self.records.items()}
+        self.records, self.groups = _pool_records(plan)
         art = ROOT.parent / plan["e2e_dir"] / "ckpt" / "artifacts.json"
         self.artifacts = ArtifactStore(BANK_DIR / f"{plan['name']}.artifacts.json")
         if art.is_file() and len(self.artifacts) == 0:
@@ -586,8 +591,7 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
     hours."""
     rows = []
     for p in plan["pairs"]:
-        records = {r.id: r for r in load_records(DATA / p["task"] / "full.jsonl")}
-        groups = {rid: records[rid].group_id or rid for rid in p["pool"]}
+        _, groups = _pool_records(p)
         have: dict[tuple[str, str], dict[str, Any]] = {}
         seconds = 0.0
         n_bank = 0
