@@ -11,7 +11,10 @@ chosen leave-one-pair-out. Prints one table per size and writes
      "worse_share", "per_pair": {PAIR: {"mean_gain", "worse_share", ...}}}}}},
      "default": RULE, "lopo_default": {"n_valid": {N: {...}}}, ...}
 
-``default`` is the rule chosen on every pair (what the compile ships); ``lopo_default``
+``default`` is the rule chosen on every pair (what the compile ships; ``preset`` holds it as
+the optimizer-preset settings, :func:`judgeopt.bench.selection_settings`, and the script
+prints them as preset TOML, ``preset_error`` says why when the compile cannot run it);
+``lopo_default``
 scores that choice left out (for each pair the rule and its constants chosen on the other
 pairs only), the number the targets are checked on.
 
@@ -52,7 +55,9 @@ from judgeopt.bench import (
     choose_default,
     load_bank,
     markdown_table,
+    preset_toml,
     replay_bank,
+    selection_settings,
     shared_data_dir,
     stored_result,
     strategy_key,
@@ -194,6 +199,13 @@ def labels_table(payload: dict[str, Any], rules: Sequence[str]) -> str:
     )
 
 
+def plan_model() -> str:
+    """The model string of the bank's judge (what the compile records, and what a preset's
+    per-model priors are keyed by)."""
+    plan = json.loads((ROOT / "bank_plan.json").read_text(encoding="utf-8"))
+    return str(plan["model"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--splits", type=int, default=200)
@@ -234,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         progress=lambda s: print(f"  {s}", file=sys.stderr),
     )
-    payload["default"] = choose_default(payload, n_valid=100 if 100 in sizes else sizes[0])
+    at = 100 if 100 in sizes else sizes[0]
+    payload["default"] = choose_default(payload, n_valid=at)
     if args.partial or args.e2e_preview:
         payload["interim"] = (
             "not the bank's answer: fewer items or strategies than the plan; "
@@ -245,6 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         name: {"n_pool": len(b.ids), "columns": len(b.columns), "level": b.level}
         for name, b in bank.items()
     }
+    settings = None
+    try:  # what a preset sets to ship the default (benchmarks/results: "preset")
+        settings = selection_settings(payload, model=plan_model(), n_valid=at)
+        payload["preset"] = settings
+    except ValueError as e:
+        payload["preset_error"] = str(e)
     write_json(path, payload)
     print(tables(payload))
     print(
@@ -254,6 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n, v in payload.get("lopo_default", {}).get("n_valid", {}).items():
         picks = ", ".join(f"{p}: {r['rule']}" for p, r in v["per_pair"].items())
         print(f"n_valid={n}, the default chosen on the other pairs: {picks}")
+    if settings is not None:
+        what = "interim, not to ship" if "interim" in payload else "to ship"
+        print(f"\nThe default as optimizer-preset settings ({what}):\n")
+        print(preset_toml(settings))
+    else:
+        print(f"\nthe default is not one a compile runs: {payload['preset_error']}")
     shown = ["baseline", "confirm", payload["default"]]
     if "lopo_default" in payload:
         shown.append("(default chosen left out)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -457,6 +458,65 @@ def test_bank_rules_prints_how_many_labels_are_needed() -> None:
     best = payload["rules"]["best"]["n_valid"]["100"]
     assert f"| best | 100 | {best['mean_gain']:+.3f} ({best['se']:.3f}) |" in table
     assert "| (default chosen left out) | 100 |" in table
+
+
+def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -> None:
+    """:func:`selection_settings` turns a replayed rule (its constants chosen on every pair,
+    its prior the all-pairs one) into the settings a compile reads; :func:`preset_toml`
+    writes them as a preset that loads back to the same :class:`SelectionConfig`; the rules
+    a compile cannot run are refused with the reason."""
+    from judgeopt.bench import preset_toml, selection_settings
+    from judgeopt.selection import GainPrior, SelectionConfig
+    from judgeopt.teleprompt import load_optimizer
+
+    bank = {n: _pair(n, good=2, seed=s) for s, n in enumerate("abc")}
+    names = ["confirm+prior(veto)", "shrink+prior", "lcb", "factor", "ensemble", "posterior"]
+    rules = {r: RULES[r] for r in [*names, "stack", "baseline", "prior"]}
+    payload = replay_bank(bank, rules, n_valids=(100,), n_splits=4)
+    assert payload["prior"] == {"cot": "none"}
+    model = "local:qwen2.5-coder-1.5b"
+    got = {r: selection_settings(payload, model=model, rule=r) for r in names}
+    assert got["confirm+prior(veto)"] == {
+        "selection": {
+            "rule": "confirm",
+            "priors": {model: {"cot": "none"}},
+            "prior_veto": True,
+        }
+    }
+    shrink = payload["rules"]["shrink+prior"]["n_valid"]["100"]["setting"]
+    assert got["shrink+prior"]["selection"]["margin"] == shrink["margin"]
+    assert got["shrink+prior"]["selection"]["prior_veto"] is False
+    alpha = payload["rules"]["lcb"]["n_valid"]["100"]["setting"]["alpha"]
+    assert got["lcb"]["selection"] == {"rule": "lcb", "confidence": pytest.approx(1 - alpha)}
+    assert got["factor"]["selection"]["ridge"] in RULES["factor"].grid["ridge"]
+    m = payload["rules"]["ensemble"]["n_valid"]["100"]["setting"]["m"]
+    assert got["ensemble"] == {"selection": {"rule": "best"}, "ensemble": m}
+    for r in names:
+        path = tmp_path / f"{r}.toml"
+        path.write_text(preset_toml(got[r]), encoding="utf-8")
+        cfg = load_optimizer(path)
+        assert cfg.selection == SelectionConfig(**got[r]["selection"]), r
+        assert cfg.ensemble == got[r].get("ensemble", 0)
+    post = load_optimizer(tmp_path / "posterior.toml").selection
+    assert post.rule == "posterior" and post.gain_prior_for("local:other") is None
+    bank_prior = GainPrior(**payload["gain_prior"])
+    read = post.gain_prior_for(model)
+    assert read is not None and read.counts == bank_prior.counts
+    assert read.means == pytest.approx(bank_prior.means, abs=1e-4)
+    assert read.sd_task == pytest.approx(bank_prior.sd_task, abs=1e-4)
+    payload["default"] = "lcb"
+    assert selection_settings(payload, model=model) == got["lcb"]
+    for bad, said in (
+        ("stack", "calls every evaluated strategy"),
+        ("baseline", "never changes the judge"),
+        ("prior", "ignores the labels"),
+    ):
+        with pytest.raises(ValueError, match=f"rule '{re.escape(bad)}' is not one a compile runs"):
+            selection_settings(payload, model=model, rule=bad)
+        with pytest.raises(ValueError, match=said):
+            selection_settings(payload, model=model, rule=bad)
+    with pytest.raises(ValueError, match="not replayed at n_valid=50"):
+        selection_settings(payload, model=model, rule="lcb", n_valid=50)
 
 
 def test_choose_default_prefers_safe_rules() -> None:

@@ -48,6 +48,7 @@ from ._harness import (
     shared_data_dir,
     write_json,
 )
+from ._preset import preset_toml, selection_settings
 from ._replay import (
     RULES,
     RuleSpec,
@@ -77,6 +78,8 @@ __all__ = [
     "prior_strategy",
     "replay_bank",
     "replay_rule",
+    "preset_toml",
+    "selection_settings",
     "BANK_FORMAT",
     "BankColumn",
     "BankPair",

@@ -379,6 +379,7 @@ def replay_bank(
     out: dict[str, Any] = {
         "rules": {},
         "priors": priors,
+        "prior": prior_strategy([bank[q] for q in names]),  # what a compile reads
         "gain_prior": asdict(gain_prior([bank[q] for q in names])),  # what a compile reads
         "settings": {
             "n_splits": n_splits,
@@ -418,7 +419,10 @@ def replay_bank(
                 r = runs[k][p]
                 per_pair[p] = _summary(r) | {"setting": settings[k]}
             out["rules"].setdefault(rname, {"description": spec.description, "n_valid": {}})
-            out["rules"][rname]["n_valid"][str(n_valid)] = _across(per_pair)
+            row = _across(per_pair)
+            # The constants a compile ships: chosen on every pair.
+            row["setting"] = settings[_lopo_setting(runs, names) if len(settings) > 1 else 0]
+            out["rules"][rname]["n_valid"][str(n_valid)] = row
         if len(names) >= 3:
             out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
                 _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)

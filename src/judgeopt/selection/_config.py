@@ -114,6 +114,8 @@ class SelectionConfig(BaseModel):
             the baseline there is below zero (or the gain is undefined).
         margin: The smallest estimated gain over the baseline rules ``"shrink"`` and
             ``"posterior"`` act on (0: any positive one).
+        ridge: Rule ``"factor"``'s ridge penalty, in units of the median weight (a value
+            seen in one strategy only is shrunk toward no effect).
         gain_prior: The prior of rule ``"posterior"`` (:class:`GainPriorTable`), chosen
             without these labels (a model's judgement bank, ``docs/judge.md``).
         gain_priors: Gain priors per model, keyed as ``priors`` is: the compile's model's
@@ -133,6 +135,7 @@ class SelectionConfig(BaseModel):
     priors: dict[str, dict[str, str | int | float | bool]] = Field(default_factory=dict)
     prior_veto: bool = True
     margin: float = Field(0.0, ge=0.0, lt=1.0)
+    ridge: float = Field(1.0, gt=0.0)
     gain_prior: GainPriorTable | None = None
     gain_priors: dict[str, GainPriorTable] = Field(default_factory=dict)
 

@@ -170,7 +170,7 @@ def choose_pooled(
     elif rule == "posterior":
         pick = posterior_rule(data, prior=gain_prior, margin=sel.margin, n_resamples=n)
     elif rule == "factor":
-        pick = factor_rule(data, n_resamples=n)
+        pick = factor_rule(data, ridge=sel.ridge, n_resamples=n)
     else:
         pick = lcb_rule(data, alpha=1.0 - sel.confidence, n_resamples=n)
     scores = data.scores
