@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nThe default as optimizer-preset settings ({what}):\n")
         print(preset_toml(settings))
     else:
-        print(f"\nthe default is not one a compile runs: {payload['preset_error']}")
+        print(f"\nno preset: {payload['preset_error']}")
     shown = ["baseline", "confirm", payload["default"]]
     if "lopo_default" in payload:
         shown.append("(default chosen left out)")
