@@ -38,18 +38,8 @@ from judgeopt.judge import (
 )
 from judgeopt.testing import ScriptedLM
 
-TASK = """name = "support"
-score_range = [1, 5]
-
-[[inputs]]
-name = "question"
-
-[[inputs]]
-name = "answer"
-
-[aspects.helpfulness]
-criteria = "Helpfulness: does the answer solve the customer's problem?"
-
+#: The minimal support task (conftest's ``support_task``) with a second aspect.
+POLITENESS = """
 [aspects.politeness]
 criteria = "Politeness: is the answer courteous?"
 """
@@ -99,9 +89,9 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> list[ScriptedLM]:
     return made
 
 
-def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
+def _files(tmp_path: Path, support_task: str) -> tuple[Path, Path, Path]:
     task = tmp_path / "support.toml"
-    task.write_text(TASK, encoding="utf-8")
+    task.write_text(support_task + POLITENESS, encoding="utf-8")
     optimizer = tmp_path / "opt.toml"
     optimizer.write_text(OPTIMIZER, encoding="utf-8")
     data = tmp_path / "my.csv"
@@ -146,9 +136,12 @@ def _made(lm: ScriptedLM) -> tuple[list[str], list[str]]:
 
 
 def test_two_aspects_make_each_reference_once_and_criteria_per_aspect(
-    tmp_path: Path, scripted: list[ScriptedLM], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    scripted: list[ScriptedLM],
+    capsys: pytest.CaptureFixture[str],
+    support_task: str,
 ) -> None:
-    task, optimizer, data = _files(tmp_path)
+    task, optimizer, data = _files(tmp_path, support_task)
     assert _compile(task, optimizer, data, tmp_path / "one.json", "helpfulness") == 0
     one_refs, one_criteria = _made(scripted[-1])
     assert one_refs and len(one_criteria) == 1  # the compile judged with reference=self
