@@ -128,6 +128,9 @@ def tables(payload: dict[str, Any]) -> str:
         named = [(name, r["n_valid"][str(n)]) for name, r in payload["rules"].items()]
         if str(n) in lopo:
             named.append(("(default chosen left out)", lopo[str(n)]))
+        ceiling = payload.get("ceiling", {}).get("n_valid", {})
+        if str(n) in ceiling:
+            named.append(("(ceiling: pool-best judge, not a rule)", ceiling[str(n)]))
         for name, v in named:
             rows.append(
                 [

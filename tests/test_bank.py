@@ -435,6 +435,13 @@ def test_the_choice_of_the_default_is_scored_left_out() -> None:
         own = payload["rules"][rule]["n_valid"]["100"]["per_pair"][p]
         assert lopo["per_pair"][p]["mean_gain"] == own["mean_gain"]
     assert set(lopo) >= {"mean_gain", "se", "mean_relative_gain", "worse_share"}
+    # the ceiling: each pair's pool-best column (2 on a and b, 3 on c), on the same splits
+    ceiling = payload["ceiling"]["n_valid"]["100"]
+    assert "ceiling" not in payload["rules"]
+    assert ceiling["per_pair"]["c"]["strategy"] == bank["c"].columns[3].strategy
+    assert ceiling["per_pair"]["a"]["mean_gain"] == pytest.approx(
+        payload["rules"]["fixed"]["n_valid"]["100"]["per_pair"]["a"]["mean_gain"]
+    )
     two = replay_bank({"a": bank["a"], "b": bank["b"]}, rules, n_valids=(100,), n_splits=5)
     assert "lopo_default" not in two  # one pair left to choose on is no choice
 

@@ -54,6 +54,7 @@ __all__ = [
     "RuleSpec",
     "bank_splits",
     "gain_prior",
+    "pool_best",
     "pool_gains",
     "prior_strategy",
     "replay_bank",
@@ -132,6 +133,12 @@ def _shrink_or_vetoed_prior(
         lambda d: prior_rule(d, strategy=strategy, veto_confidence=0.8),
     )(data)
 
+
+#: What ``replay_bank``'s ``ceiling`` row is (kept out of ``rules``: it is no rule).
+CEILING = (
+    "not a rule: each pair's best column on its whole pool (test labels included), scored "
+    "on the same splits; its worse share is what test noise alone costs"
+)
 
 #: The rules the bank replays (``benchmarks/bank_rules.py``).
 RULES: dict[str, RuleSpec] = {
@@ -327,6 +334,15 @@ def pool_gains(pair: BankPair) -> dict[str, float]:
     }
 
 
+def pool_best(pair: BankPair) -> int:
+    """The column with the best whole-pool score (every label of the pair, test items
+    included): not a rule a user could run, the ceiling a rule's pick is measured against."""
+    sc = column_scores(
+        pair.human, pair.matrix(), list(pair.groups) if pair.level == "group" else None
+    )
+    return int(np.argmax(np.nan_to_num(sc, nan=-np.inf)))
+
+
 def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
     """The change from the baseline (:func:`judgeopt.selection.change_from`) with the best
     mean whole-pool gain over the baseline across ``pairs``, among the changes every one of
@@ -423,6 +439,18 @@ def replay_bank(
             # The constants a compile ships: chosen on every pair.
             row["setting"] = settings[_lopo_setting(runs, names) if len(settings) > 1 else 0]
             out["rules"][rname]["n_valid"][str(n_valid)] = row
+        # The ceiling: each pair's pool-best column, scored on the same test splits. Its
+        # worse share is the test noise alone (the best judge of the pair still loses to
+        # the baseline on that share of ~n_test-item test sets): a rule cannot be expected
+        # to do better on that pair.
+        ceiling = {}
+        for p in names:
+            col = pool_best(bank[p])
+            r = replay_rule(bank[p], lambda d, col=col: Pick((col,), reason="ceiling"), splits[p])
+            ceiling[p] = _summary(r) | {"strategy": dict(bank[p].columns[col].strategy)}
+        out.setdefault("ceiling", {"description": CEILING, "n_valid": {}})["n_valid"][
+            str(n_valid)
+        ] = _across(ceiling)
         if len(names) >= 3:
             out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
                 _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
