@@ -36,6 +36,7 @@ from judgeopt.selection import (
     GainPrior,
     Pick,
     RuleInput,
+    anchored_rule,
     best_rule,
     bootstrap_scores,
     change_key,
@@ -294,6 +295,21 @@ def test_ensemble_and_stack_predict_from_their_members() -> None:
     assert np.isfinite(stacked.predict(with_nan)).all()
 
 
+def test_anchored_ensemble_keeps_the_baseline_at_its_weight() -> None:
+    data = _toy_input(signal=1.0)
+    pick = anchored_rule(data, m=2, w=0.5)
+    assert pick.members[0] == data.baseline and len(pick.members) == 3
+    assert pick.weights == pytest.approx((0.5, 0.25, 0.25))
+    assert 3 in pick.members  # the truly better candidate is among the best others
+    z = (impute(data.preds[list(pick.members)]) - np.array(pick.center)[:, None]) / np.array(
+        pick.scale
+    )[:, None]
+    assert pick.predict(data.preds) == pytest.approx(np.array(pick.weights) @ z)
+    for bad, match in (({"w": 1.0}, "w .the baseline's weight."), ({"m": 0}, "m .other")):
+        with pytest.raises(ValueError, match=match):
+            anchored_rule(data, **bad)
+
+
 def test_prior_and_fallback() -> None:
     data = _toy_input(signal=0.0)
     assert prior_rule(data, strategy={"cot": "prefix", "n": 5}).single == 5  # a change
@@ -515,6 +531,7 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     assert selection_settings(payload, model=model) == got["lcb"]
     for bad, said in (
         ("stack", "calls every evaluated strategy"),
+        ("anchored", "no baseline weight"),
         ("baseline", "never changes the judge"),
         ("prior", "ignores the labels"),
     ):

@@ -6,8 +6,9 @@
 translates one into the other, with the constants and priors chosen on every pair of the bank,
 and :func:`preset_toml` writes them as the optimizer-preset text (``optimizers/*.toml``), so
 shipping the bank's default is a copy, not a re-derivation. A rule the compile cannot run
-(``stack``, which calls every strategy on every item; ``prior`` alone, which ignores the
-labels; ``baseline``) is refused with the reason.
+(``stack``, which calls every strategy on every item; ``anchored``, whose baseline weight
+the compile's ensemble lacks; ``prior`` alone, which ignores the labels; ``baseline``) is
+refused with the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _NOT_A_COMPILE_RULE = {
     "baseline": "it never changes the judge (the compile's fallback, not a rule)",
     "stack": "its judge calls every evaluated strategy on every item (about 20 calls per "
     "item); the compile does not build stacked judges",
+    "anchored": "the compile's ensemble (--ensemble M) has no baseline weight yet; it is "
+    "wired in if the bank chooses this rule",
     "prior": "it ignores the labels; the compile returns a prior only when its rule keeps "
     "the baseline (use 'confirm+prior' or 'shrink+prior')",
 }

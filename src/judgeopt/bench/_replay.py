@@ -30,6 +30,7 @@ from ..selection import (
     GainPrior,
     Pick,
     RuleInput,
+    anchored_rule,
     best_rule,
     change_from,
     change_key,
@@ -169,6 +170,12 @@ RULES: dict[str, RuleSpec] = {
     ),
     "ensemble": RuleSpec(
         ensemble_rule, {"m": (2, 3, 5)}, description="mean of the m best z-normalised judges"
+    ),
+    "anchored": RuleSpec(
+        anchored_rule,
+        {"m": (2, 3, 5), "w": (0.34, 0.5, 0.67)},
+        description="the baseline at weight w with the m best others (z-normalised): an "
+        "ensemble hedged toward the baseline",
     ),
     "stack": RuleSpec(
         stack_rule,

@@ -70,6 +70,7 @@ from ._config import Rule as Rule
 from ._pooled import (
     Pick,
     RuleInput,
+    anchored_rule,
     best_rule,
     bootstrap_scores,
     column_scores,
@@ -102,6 +103,7 @@ __all__ = [
     "change_key",
     "column_scores",
     "confirm_rule",
+    "anchored_rule",
     "ensemble_rule",
     "factor_rule",
     "impute",

@@ -17,6 +17,8 @@ baseline among them) has been judged, as a judgement bank holds them, and use al
   candidate (a ridge regression on the strategies' factor values, as HPSS pools its
   advantages), the candidate with the best fitted gain wins if positive.
 * :func:`ensemble_rule`: the mean of the ``m`` best candidates' z-normalised ratings.
+* :func:`anchored_rule`: the baseline's z-normalised ratings at weight ``w`` plus the ``m``
+  best other candidates' sharing the rest: an ensemble hedged toward the baseline.
 * :func:`stack_rule`: a ridge regression of the human scores' ranks on every candidate's
   z-normalised ratings (few effective parameters at a strong penalty).
 
@@ -45,6 +47,7 @@ from ._split import confirmation_split
 __all__ = [
     "Pick",
     "RuleInput",
+    "anchored_rule",
     "best_rule",
     "bootstrap_scores",
     "column_scores",
@@ -442,6 +445,36 @@ def ensemble_rule(data: RuleInput, *, m: int = 3) -> Pick:
         return _single(int(order[0]), "best validation score")
     pick = _combination(data, order, [1.0 / len(order)] * len(order))
     return Pick(pick.members, pick.weights, pick.center, pick.scale, f"mean of the {m} best")
+
+
+def anchored_rule(data: RuleInput, *, m: int = 3, w: float = 0.5) -> Pick:
+    """The baseline at weight ``w`` plus the ``m`` best other candidates (by validation
+    score) at ``(1 - w) / m`` each, on z-normalised ratings.
+
+    A hedge: the further the combination is from the baseline, the more its test score
+    can differ from the baseline's either way; keeping the baseline in pulls the pick
+    toward it, trading some of the ensemble's gain for fewer losses.
+
+    Raises:
+        ValueError: When ``w`` is not in [0, 1) or ``m`` < 1.
+    """
+    if not 0.0 <= w < 1.0:
+        raise ValueError(f"anchored_rule: w (the baseline's weight) must be in [0, 1); got {w}")
+    if m < 1:
+        raise ValueError(f"anchored_rule: m (other candidates) must be at least 1; got {m}")
+    order = [int(i) for i in np.argsort(-data.scores, kind="stable") if int(i) != data.baseline]
+    others = order[:m]
+    if not others:
+        return _single(data.baseline, "no candidate")
+    weights = [w] + [(1.0 - w) / len(others)] * len(others)
+    pick = _combination(data, [data.baseline, *others], weights)
+    return Pick(
+        pick.members,
+        pick.weights,
+        pick.center,
+        pick.scale,
+        f"baseline at {w:.2f} with the {len(others)} best others",
+    )
 
 
 def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
