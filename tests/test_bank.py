@@ -493,7 +493,15 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     from judgeopt.teleprompt import load_optimizer
 
     bank = {n: _pair(n, good=2, seed=s) for s, n in enumerate("abc")}
-    names = ["confirm+prior(veto)", "shrink+prior", "lcb", "factor", "ensemble", "posterior"]
+    names = [
+        "confirm+prior(veto)",
+        "shrink+prior",
+        "lcb",
+        "factor",
+        "ensemble",
+        "anchored",
+        "posterior",
+    ]
     rules = {r: RULES[r] for r in [*names, "stack", "baseline", "prior"]}
     payload = replay_bank(bank, rules, n_valids=(100,), n_splits=4)
     assert payload["prior"] == {"cot": "none"}
@@ -514,12 +522,19 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     assert got["factor"]["selection"]["ridge"] in RULES["factor"].grid["ridge"]
     m = payload["rules"]["ensemble"]["n_valid"]["100"]["setting"]["m"]
     assert got["ensemble"] == {"selection": {"rule": "best"}, "ensemble": m}
+    anchored = payload["rules"]["anchored"]["n_valid"]["100"]["setting"]
+    assert got["anchored"] == {
+        "selection": {"rule": "best"},
+        "ensemble": anchored["m"],
+        "ensemble_anchor": anchored["w"],
+    }
     for r in names:
         path = tmp_path / f"{r}.toml"
         path.write_text(preset_toml(got[r]), encoding="utf-8")
         cfg = load_optimizer(path)
         assert cfg.selection == SelectionConfig(**got[r]["selection"]), r
         assert cfg.ensemble == got[r].get("ensemble", 0)
+        assert cfg.ensemble_anchor == got[r].get("ensemble_anchor", 0.0)
     post = load_optimizer(tmp_path / "posterior.toml").selection
     assert post.rule == "posterior" and post.gain_prior_for("local:other") is None
     bank_prior = GainPrior(**payload["gain_prior"])
@@ -531,7 +546,6 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     assert selection_settings(payload, model=model) == got["lcb"]
     for bad, said in (
         ("stack", "calls every evaluated strategy"),
-        ("anchored", "no baseline weight"),
         ("baseline", "never changes the judge"),
         ("prior", "ignores the labels"),
     ):

@@ -607,6 +607,8 @@ def test_cli_compile_errors_name_the_options_the_user_typed(
     missing = str(tmp_path / "nowhere.jsonl")
     err = compile_("--data", str(good), "--test-data", missing)
     assert err.startswith(f"judgeopt: error: --test-data {missing}: ")
+    err = compile_("--data", str(good), "--ensemble", "2", "--ensemble-anchor", "1")
+    assert err.startswith("judgeopt: error: --ensemble-anchor is the baseline's weight")
 
 
 def test_cli_checkpoint_of_other_data_names_the_option(

@@ -948,6 +948,48 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
         JudgeEnsemble(ens.members, [1.0, 2.0], [1.0, 0.0])
 
 
+def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_path) -> None:
+    """``ensemble_anchor=w``: the baseline first at weight ``w``, then the ``ensemble`` best
+    other strategies sharing the rest (``ensemble=1`` is allowed then); a prediction is the
+    weighted mean z; the weights survive export and load."""
+    respond = respond_with(records, "scale10")
+    judge, fake = compile_with(task, records, respond, ensemble=2, ensemble_anchor=0.4)
+    ens = judge.ensemble
+    assert isinstance(ens, JudgeEnsemble) and len(ens.members) == 3
+    assert ens.members[0].strategy == baseline_strategy(task)
+    assert all(m.strategy != baseline_strategy(task) for m in ens.members[1:])
+    assert ens.weights == pytest.approx([0.4, 0.3, 0.3])
+    assert ens.selection["anchor"] == 0.4 and ens.selection["weights"] == ens.weights
+    r = records[0]
+    pred = ens(**r.inputs)
+    zs = [(s - mu) / sd for s, mu, sd in zip(pred.member_scores, ens.means, ens.sds, strict=True)]
+    z = sum(w * x for w, x in zip(ens.weights, zs, strict=True))
+    assert pred.score == pytest.approx(ens.means[0] + ens.sds[0] * z)
+    # an unparsed member's weight is shared by the others
+    score, z2 = ens.combine([pred.member_scores[0], None, pred.member_scores[2]])
+    assert z2 == pytest.approx((0.4 * zs[0] + 0.3 * zs[2]) / 0.7)
+    path = tmp_path / "anchored.json"
+    ens.save(path)
+    data = json.loads(path.read_text())
+    assert [m["weight"] for m in data["members"]] == pytest.approx([0.4, 0.3, 0.3])
+    loaded = load_any_judge(path, lm=fake.lm)
+    assert loaded.weights == pytest.approx(ens.weights) and loaded(**r.inputs).score == pred.score
+    del data["members"][1]["weight"]
+    with pytest.raises(ValueError, match="every member needs a `weight`, or none"):
+        JudgeEnsemble.from_dict(data)
+    data["members"][1]["weight"] = "heavy"
+    with pytest.raises(ValueError, match=r"`members\[1\].weight` must be a number"):
+        JudgeEnsemble.from_dict(data)
+    with pytest.raises(ValueError, match="`weights` must be finite, >= 0"):
+        JudgeEnsemble(ens.members, ens.means, ens.sds, weights=[1.0, -1.0, 1.0])
+    one, _ = compile_with(task, records, respond, ensemble=1, ensemble_anchor=0.5)
+    assert one.ensemble is not None and len(one.ensemble.members) == 2
+    plain, _ = compile_with(task, records, respond, ensemble=1)
+    assert plain.ensemble is None  # one strategy alone is no ensemble
+    with pytest.raises(ValueError, match="ensemble_anchor"):
+        HPSS(ensemble=2, ensemble_anchor=1.0)
+
+
 # The CLI ------------------------------------------------------------------------------------
 def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     shared_data: Path, records, tmp_path: Path, monkeypatch, capsys

@@ -130,8 +130,8 @@ def run_fingerprint(
         trainset: The example pool (and scoring set without ``valset``).
         valset: The scoring set, when given apart.
         config: The optimizer settings (:class:`judgeopt.teleprompt.OptimizerConfig` as a
-            dict); ``budget``, ``threads``, ``ensemble``, the failure limits and the check call's
-            timeout are ignored.
+            dict); ``budget``, ``threads``, ``ensemble`` (and its anchor), the failure
+            limits and the check call's timeout are ignored.
         lm: The judge's LM.
         max_tokens: The student's output limit (``None``: by strategy).
         decoding_params: The student's decoding overrides.
@@ -147,6 +147,7 @@ def run_fingerprint(
         "check_timeout",
         "max_parse_failures",
         "ensemble",
+        "ensemble_anchor",
     }
     fp: dict[str, Any] = {
         "format": _FORMAT,

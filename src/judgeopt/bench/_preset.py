@@ -6,9 +6,8 @@
 translates one into the other, with the constants and priors chosen on every pair of the bank,
 and :func:`preset_toml` writes them as the optimizer-preset text (``optimizers/*.toml``), so
 shipping the bank's default is a copy, not a re-derivation. A rule the compile cannot run
-(``stack``, which calls every strategy on every item; ``anchored``, whose baseline weight
-the compile's ensemble lacks; ``prior`` alone, which ignores the labels; ``baseline``) is
-refused with the reason.
+(``stack``, which calls every strategy on every item; ``prior`` alone, which ignores the
+labels; ``baseline``) is refused with the reason.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ _NOT_A_COMPILE_RULE = {
     "baseline": "it never changes the judge (the compile's fallback, not a rule)",
     "stack": "its judge calls every evaluated strategy on every item (about 20 calls per "
     "item); the compile does not build stacked judges",
-    "anchored": "the compile's ensemble (--ensemble M) has no baseline weight yet; it is "
-    "wired in if the bank chooses this rule",
     "prior": "it ignores the labels; the compile returns a prior only when its rule keeps "
     "the baseline (use 'confirm+prior' or 'shrink+prior')",
 }
@@ -47,7 +44,9 @@ def selection_settings(
     Returns ``{"selection": {...}}`` (the :class:`~judgeopt.selection.SelectionConfig`
     fields that differ from the defaults, a prior default or gain prior keyed by ``model``)
     plus ``"ensemble": m`` for the ``ensemble`` rule (the compile's ``--ensemble`` under rule
-    ``best``: the mean of the ``m`` best validation scores, as the replay's rule is).
+    ``best``: the mean of the ``m`` best validation scores, as the replay's rule is), and
+    also ``"ensemble_anchor": w`` for ``anchored`` (the baseline at ``w`` with the ``m``
+    best others).
 
     Raises:
         ValueError: For a rule the replay did not run at ``n_valid``, one the compile cannot
@@ -80,6 +79,10 @@ def selection_settings(
     elif base == "ensemble":
         sel["rule"] = "best"
         out["ensemble"] = int(setting["m"])
+    elif base == "anchored":
+        sel["rule"] = "best"
+        out["ensemble"] = int(setting["m"])
+        out["ensemble_anchor"] = float(setting["w"])
     elif base == "posterior":
         table = payload.get("gain_prior")
         if not table:
@@ -129,7 +132,9 @@ def _key(k: str) -> str:
 def preset_toml(settings: Mapping[str, Any]) -> str:
     """:func:`selection_settings`'s result as optimizer-preset TOML (what
     :func:`judgeopt.teleprompt.load_optimizer` reads back to the same settings)."""
-    lines = [f"ensemble = {_value(settings['ensemble'])}"] if "ensemble" in settings else []
+    lines = [
+        f"{k} = {_value(settings[k])}" for k in ("ensemble", "ensemble_anchor") if k in settings
+    ]
     sel = dict(settings.get("selection", {}))
     priors = sel.pop("priors", {})
     gain_priors = sel.pop("gain_priors", {})

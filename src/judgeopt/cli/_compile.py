@@ -52,6 +52,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     from ..judge import ArtifactStore, load_task
     from ..teleprompt import JudgeSearch, load_optimizer
 
+    if args.ensemble_anchor is not None and args.ensemble_anchor >= 1.0:
+        raise CLIError(
+            f"--ensemble-anchor is the baseline's weight in the ensemble, below 1 (1 would "
+            f"be the baseline alone); got {args.ensemble_anchor:g}"
+        )
     try:
         task = load_task(args.task)
         aspects = _compile_aspects(args, task)
@@ -63,6 +68,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             racing=args.racing,
             selection=args.selection,
             ensemble=args.ensemble,
+            ensemble_anchor=args.ensemble_anchor,
             max_consecutive_failures=args.max_consecutive_failures,
             max_parse_failures=args.max_parse_failures,
             check_timeout=args.check_timeout,
@@ -103,6 +109,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 racing=args.racing,
                 selection=args.selection,
                 ensemble=args.ensemble,
+                ensemble_anchor=args.ensemble_anchor,
                 max_consecutive_failures=args.max_consecutive_failures,
                 max_parse_failures=args.max_parse_failures,
                 check_timeout=args.check_timeout,
@@ -351,7 +358,12 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
         )
     _print_comparisons(judge.comparisons)
     if ensemble is not None:
-        print(f"ensemble of {len(ensemble.members)} strategies:")
+        anchor = (ensemble.selection or {}).get("anchor") or 0.0
+        print(
+            f"ensemble of {len(ensemble.members)} strategies"
+            + (f" (the baseline at weight {anchor:g})" if anchor else "")
+            + ":"
+        )
         _print_comparisons(ensemble.comparisons)
 
 
@@ -468,6 +480,15 @@ def add_parser(sub: Subparsers) -> None:
         help="export the mean of the M best strategies' z-normalised ratings as "
         "one judge (OUT; the chosen single judge goes to OUT stem + "
         ".single.json)",
+    )
+    c.add_argument(
+        "--ensemble-anchor",
+        type=share,
+        default=None,
+        metavar="W",
+        help="the baseline's weight in the --ensemble (default: the preset's, 0: "
+        "none): the baseline at W with the M best other strategies sharing 1 - W, "
+        "an ensemble hedged toward the baseline (W < 1)",
     )
     c.add_argument(
         "--out", required=True, help="the exported judge (JSON); with several aspects a directory"

@@ -3,13 +3,16 @@
 Beyond the HPSS paper. Each member is a :class:`JudgeProgram` (one prompting strategy, its
 own artifacts and decoding). A member's rating ``r`` is z-normalised with the mean and
 standard deviation of that member's ratings on validation items (``z = (r - mean) / sd``), so
-that a 1-3 judge and a 1-10 judge weigh the same; the ensemble's score is the mean ``z`` of the
-members whose rating parsed, reported on the first member's scale (``mean_1 + sd_1 * z``) so
-it reads like a rating. An item on which no member parsed is an unparsed item
+that a 1-3 judge and a 1-10 judge weigh the same; the ensemble's score is the weighted mean
+``z`` of the members whose rating parsed (equal weights unless given; an unparsed member's
+weight is shared by the others), reported on the first member's scale (``mean_1 + sd_1 * z``)
+so it reads like a rating. An item on which no member parsed is an unparsed item
 (``score=None``), counted like any other.
 
-The compile builds one with ``--ensemble M`` (the ``M`` best strategies of the search); its
-exported JSON holds every member's own export (``docs/judge.md``, "Prompt ensembles").
+The compile builds one with ``--ensemble M`` (the ``M`` best strategies of the search; with
+``--ensemble-anchor W`` the baseline at weight ``W`` and the ``M`` best other strategies
+sharing the rest); its exported JSON holds every member's own export and weight
+(``docs/judge.md``, "Prompt ensembles").
 """
 
 from __future__ import annotations
@@ -45,11 +48,14 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         members: Judges of one pointwise task and aspect (at least two).
         means: Each member's mean rating on validation items.
         sds: Each member's standard deviation there (> 0).
+        weights: Each member's weight (finite, >= 0, summing to more than 0; stored
+            normalised to sum 1). ``None``: equal weights.
         lm: The LM for every member (default: each member's own, else DSPy's configured).
 
     Raises:
         ValueError: On fewer than two members, members of different tasks or aspects, a
-            pairwise task, mismatched lengths or a non-positive standard deviation.
+            pairwise task, mismatched lengths, a non-positive standard deviation or
+            invalid weights.
     """
 
     def __init__(
@@ -58,6 +64,7 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         means: Sequence[float],
         sds: Sequence[float],
         *,
+        weights: Sequence[float] | None = None,
         lm: dspy.BaseLM | None = None,
     ) -> None:
         super().__init__()
@@ -86,6 +93,17 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
                     f"Member {i}: the normalisation needs a finite mean and a "
                     f"standard deviation > 0; got mean={mu!r}, sd={sd!r}."
                 )
+        if weights is None:
+            weights = [1.0] * len(members)
+        w = [float(x) for x in weights]
+        if len(w) != len(members):
+            raise ValueError(f"JudgeEnsemble: {len(members)} members but {len(w)} weights.")
+        if not all(math.isfinite(x) and x >= 0 for x in w) or sum(w) <= 0:
+            raise ValueError(
+                "JudgeEnsemble: `weights` must be finite, >= 0 and sum to more than 0; "
+                f"got {list(weights)!r}."
+            )
+        self.weights = [x / sum(w) for x in w]
         self.members = list(members)
         self.means = [float(x) for x in means]
         self.sds = [float(x) for x in sds]
@@ -110,13 +128,14 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
     def combine(self, ratings: Sequence[float | None]) -> tuple[float | None, float | None]:
         """``(score, mean z)`` of the members' ratings (``None`` for an unparsed one)."""
         zs = [
-            (r - mu) / sd
-            for r, mu, sd in zip(ratings, self.means, self.sds, strict=True)
+            (w, (r - mu) / sd)
+            for r, mu, sd, w in zip(ratings, self.means, self.sds, self.weights, strict=True)
             if r is not None
         ]
-        if not zs:
+        total = sum(w for w, _ in zs)
+        if not zs or total <= 0:
             return None, None
-        z = sum(zs) / len(zs)
+        z = sum(w * x for w, x in zs) / total
         return self.means[0] + self.sds[0] * z, z
 
     def judge(
@@ -166,12 +185,20 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
             "task_name": self.task.name,
             "aspect": self.aspect,
             "combine": (
-                "mean of the members' z-scores (rating - mean) / sd over the members "
-                "whose rating parsed, reported as mean_1 + sd_1 * z"
+                "weighted mean of the members' z-scores (rating - mean) / sd over the "
+                "members whose rating parsed (their weights renormalised), reported as "
+                "mean_1 + sd_1 * z"
             ),
             "members": [
-                {"mean": mu, "sd": sd, "judge": export_judge(m).model_dump(mode="json")}
-                for m, mu, sd in zip(self.members, self.means, self.sds, strict=True)
+                {
+                    "mean": mu,
+                    "sd": sd,
+                    "weight": w,
+                    "judge": export_judge(m).model_dump(mode="json"),
+                }
+                for m, mu, sd, w in zip(
+                    self.members, self.means, self.sds, self.weights, strict=True
+                )
             ],
             "model": self.model_name,
             "validation": self.validation,
@@ -206,7 +233,7 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         entries = raw.get("members")
         if not isinstance(entries, list) or len(entries) < 2:
             raise ValueError(f"{source}: `members` must be a list of at least 2 members.")
-        members, means, sds = [], [], []
+        members, means, sds, weights = [], [], [], []
         lm = kwargs.pop("lm", None)
         for i, e in enumerate(entries):
             if not isinstance(e, Mapping) or not {"mean", "sd", "judge"} <= set(e):
@@ -216,7 +243,22 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
             )
             means.append(float(e["mean"]))
             sds.append(float(e["sd"]))
-        ens = cls(members, means, sds, lm=lm)
+            w = e.get("weight")
+            if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float))):
+                raise ValueError(f"{source}: `members[{i}].weight` must be a number; got {w!r}.")
+            weights.append(w)
+        if any(w is None for w in weights) and not all(w is None for w in weights):
+            raise ValueError(
+                f"{source}: every member needs a `weight`, or none (equal weights); "
+                f"got {weights!r}."
+            )
+        ens = cls(
+            members,
+            means,
+            sds,
+            weights=None if weights[0] is None else [float(w or 0.0) for w in weights],
+            lm=lm,
+        )
         for name in ("validation", "test", "selection", "comparisons"):
             setattr(ens, name, raw.get(name))
         ens.model_name = raw.get("model")

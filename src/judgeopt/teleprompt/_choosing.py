@@ -229,7 +229,11 @@ class Chooser:
         assert best_trial is not None
         stats0 = lm_stats(evaluator.lm)
         t0 = time.perf_counter()
-        n_members = self.config.ensemble if self.config.ensemble >= 2 else 0
+        anchor = self.config.ensemble_anchor
+        n_members = self.config.ensemble if self.config.ensemble >= (1 if anchor else 2) else 0
+        # An anchored ensemble takes the n best strategies other than the baseline: one
+        # finalist more, in case the baseline is among the best.
+        n_fin = n_members + 1 if anchor and n_members else n_members
         record: dict[str, Any] = {
             "rule": sel.rule,
             **sel.model_dump(mode="json"),
@@ -272,9 +276,7 @@ class Chooser:
             record["confirm_items"] = 0
             excluded.extend(pooled.excluded)
             chosen = pooled.chosen
-            finalists = (
-                self.finalists(search, base, n_members, unrated, excluded) if n_members else []
-            )
+            finalists = self.finalists(search, base, n_fin, unrated, excluded) if n_members else []
             judged_on, split = search_val, "validation"
             note = (
                 "the items the rule chose the judge on: the gain is biased upward (the rule "
@@ -318,7 +320,7 @@ class Chooser:
             finalists = (
                 ([] if top is None else [top])
                 if n_members == 0
-                else self.finalists(search, base, n_members, unrated, excluded)
+                else self.finalists(search, base, n_fin, unrated, excluded)
             )
             if not finalists and top is not None:
                 finalists = [top]
@@ -328,9 +330,7 @@ class Chooser:
                 "evaluate on held-out test items for an unbiased estimate"
             )
         else:
-            finalists = self.finalists(
-                search, base, max(sel.compared, n_members), unrated, excluded
-            )
+            finalists = self.finalists(search, base, max(sel.compared, n_fin), unrated, excluded)
             record["confirm_items"] = len(confirm_val)
             judged_on, split = confirm_val, "confirmation"
             note = (
@@ -460,15 +460,26 @@ class Chooser:
         comparisons[split] = comparison.to_dict()
         ensemble = None
         if n_members:
+            members, member_res, weights = fin_progs[:n_members], fin_res[:n_members], None
+            if anchor:
+                others = [
+                    (p, r)
+                    for p, r in zip(fin_progs, fin_res, strict=True)
+                    if strategy_key(p.strategy) != baseline_key
+                ][:n_members]
+                members = [baseline, *(p for p, _ in others)]
+                member_res = [base_res, *(r for _, r in others)]
+                weights = [anchor] + [(1.0 - anchor) / max(1, len(others))] * len(others)
             ensemble = self.ensemble(
-                fin_progs[:n_members],
-                fin_res[:n_members],
+                members,
+                member_res,
                 judged_on,
                 base_res,
                 split=split,
                 note=note,
                 record=record,
                 pairwise=pairwise,
+                weights=weights,
             )
         stats1 = lm_stats(evaluator.lm)
         record["cost"] = {k: stats1[k] - stats0[k] for k in stats0}
@@ -494,15 +505,18 @@ class Chooser:
         note: str,
         record: dict[str, Any],
         pairwise: bool,
+        weights: list[float] | None = None,
     ) -> JudgeEnsemble | None:
-        """The ensemble of ``members``, normalised on ``records`` and compared there."""
+        """The ensemble of ``members`` (at ``weights``, default equal; with weights the first
+        member is the baseline, the anchor), normalised on ``records`` and compared there."""
         if pairwise:
             record["messages"].append(
                 "ensemble: a pairwise judge has no ratings to average; no ensemble is built"
             )
             return None
-        keep, means, sds = [], [], []
-        for prog, res in zip(members, results, strict=True):
+        keep, means, sds, kept_w = [], [], [], []
+        ws = weights or [1.0] * len(members)
+        for prog, res, w in zip(members, results, ws, strict=True):
             parsed = [float(i.score) for i in res.items if i.score is not None]
             if len(parsed) < 2:
                 continue
@@ -512,13 +526,22 @@ class Chooser:
                 keep.append((prog, res))
                 means.append(mean)
                 sds.append(sd)
+                kept_w.append(w)
+            elif weights is not None and prog is members[0]:
+                record["messages"].append(
+                    "ensemble: the baseline gave no varying ratings, so the ensemble has no "
+                    "anchor (its other members at equal weights)"
+                )
+                weights = None
         if len(keep) < 2:
             record["messages"].append(
                 f"ensemble: fewer than 2 of the {len(members)} best strategies gave varying "
                 "ratings; no ensemble is built"
             )
             return None
-        ens = JudgeEnsemble([p for p, _ in keep], means, sds)
+        ens = JudgeEnsemble(
+            [p for p, _ in keep], means, sds, weights=kept_w if weights is not None else None
+        )
         items = []
         for i, r in enumerate(records):
             ratings = []
@@ -562,6 +585,8 @@ class Chooser:
         }
         ens.selection = {
             "members": [p.strategy.as_dict() for p, _ in keep],
+            "weights": ens.weights,
+            "anchor": self.config.ensemble_anchor if weights is not None else 0.0,
             "normalised_on": split,
             "items": len(records),
         }

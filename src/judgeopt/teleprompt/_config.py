@@ -47,6 +47,10 @@ class OptimizerConfig(BaseModel):
             ``"factor"`` or ``"posterior"``).
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (:class:`judgeopt.judge.JudgeEnsemble`; 0 or 1: none).
+        ensemble_anchor: The baseline's weight in the ensemble (0: none, the ``ensemble``
+            best strategies at equal weights; ``w`` in (0, 1): the baseline at ``w`` and the
+            ``ensemble`` best *other* strategies sharing ``1 - w``, an ensemble hedged toward
+            the baseline; then ``ensemble`` = 1 is allowed).
         max_consecutive_failures: Circuit breaker: stop the compile (resumably) after this
             many judge calls in a row failed transiently (connection, timeout, 5xx, rate
             limit, each after the LM's own retries).
@@ -73,6 +77,7 @@ class OptimizerConfig(BaseModel):
     racing: RacingConfig = Field(default_factory=RacingConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     ensemble: int = Field(0, ge=0)
+    ensemble_anchor: float = Field(0.0, ge=0.0, lt=1.0)
     max_consecutive_failures: int = Field(5, ge=1)
     check_timeout: float = Field(CHECK_TIMEOUT, gt=0)
     max_parse_failures: float = Field(0.25, ge=0.0, le=1.0)

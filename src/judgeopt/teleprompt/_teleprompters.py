@@ -50,6 +50,9 @@ class JudgeSearch(Teleprompter):
             compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (``compiled.ensemble``; 0 or 1: none).
+        ensemble_anchor: The baseline's weight in that ensemble (0: none; ``w`` in (0, 1):
+            the baseline at ``w`` with the ``ensemble`` best other strategies, which may then
+            be 1; see :class:`OptimizerConfig`).
         max_consecutive_failures: Stop the compile after this many judge calls in a row
             failed transiently (the endpoint is down); a re-run continues.
         check_timeout: Seconds the check call before the search waits for its answer
@@ -82,6 +85,7 @@ class JudgeSearch(Teleprompter):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -102,6 +106,7 @@ class JudgeSearch(Teleprompter):
             racing=racing_config(racing),
             selection=selection_config(selection),
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
@@ -224,6 +229,7 @@ class Auto(JudgeSearch):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -245,6 +251,7 @@ class Auto(JudgeSearch):
             racing=racing,
             selection=selection,
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
@@ -277,6 +284,7 @@ class HPSS(JudgeSearch):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -298,6 +306,7 @@ class HPSS(JudgeSearch):
             racing=racing,
             selection=selection,
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
@@ -329,6 +338,7 @@ class Greedy(JudgeSearch):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -350,6 +360,7 @@ class Greedy(JudgeSearch):
             racing=racing,
             selection=selection,
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
@@ -381,6 +392,7 @@ class StepwiseGreedy(JudgeSearch):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -402,6 +414,7 @@ class StepwiseGreedy(JudgeSearch):
             racing=racing,
             selection=selection,
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
@@ -433,6 +446,7 @@ class RandomSearch(JudgeSearch):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -454,6 +468,7 @@ class RandomSearch(JudgeSearch):
             racing=racing,
             selection=selection,
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
@@ -485,6 +500,7 @@ class GridSearch(JudgeSearch):
         racing: bool | RacingConfig | Mapping[str, Any] | None = None,
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
+        ensemble_anchor: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -506,6 +522,7 @@ class GridSearch(JudgeSearch):
             racing=racing,
             selection=selection,
             ensemble=ensemble,
+            ensemble_anchor=ensemble_anchor,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
