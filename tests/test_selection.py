@@ -982,6 +982,22 @@ def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_p
         JudgeEnsemble.from_dict(data)
     with pytest.raises(ValueError, match="`weights` must be finite, >= 0"):
         JudgeEnsemble(ens.members, ens.means, ens.sds, weights=[1.0, -1.0, 1.0])
+    # a baseline whose ratings do not vary cannot anchor: left out, and said
+    from judgeopt.judge import render_messages
+
+    base_texts = {
+        render_messages(task, ASPECT, baseline_strategy(task), r.inputs)[-1]["content"]
+        for r in records
+    }
+
+    def flat_baseline(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1]["content"])
+        return "Rating: [[2]]" if text in base_texts else respond(messages)
+
+    lost, _ = compile_with(task, records, flat_baseline, ensemble=2, ensemble_anchor=0.4)
+    assert lost.ensemble is not None and lost.ensemble.selection["anchor"] == 0.0
+    assert all(m.strategy != baseline_strategy(task) for m in lost.ensemble.members)
+    assert any("no anchor" in m for m in lost.selection["messages"])
     one, _ = compile_with(task, records, respond, ensemble=1, ensemble_anchor=0.5)
     assert one.ensemble is not None and len(one.ensemble.members) == 2
     plain, _ = compile_with(task, records, respond, ensemble=1)

@@ -518,10 +518,12 @@ class Chooser:
         ws = weights or [1.0] * len(members)
         for prog, res, w in zip(members, results, ws, strict=True):
             parsed = [float(i.score) for i in res.items if i.score is not None]
-            if len(parsed) < 2:
-                continue
-            mean = sum(parsed) / len(parsed)
-            sd = math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
+            mean = sum(parsed) / len(parsed) if parsed else 0.0
+            sd = (
+                math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
+                if len(parsed) >= 2
+                else 0.0
+            )
             if sd > 0:
                 keep.append((prog, res))
                 means.append(mean)
