@@ -330,9 +330,7 @@ def pool_gains(pair: BankPair) -> dict[str, float]:
     """Every column's whole-pool gain over the baseline (Spearman, group level where the
     task is), keyed by its change from the baseline (:func:`judgeopt.selection.change_key`):
     what this pair tells another task about each change."""
-    sc = column_scores(
-        pair.human, pair.matrix(), list(pair.groups) if pair.level == "group" else None
-    )
+    sc = _pool_scores(pair)
     b = _baseline_row(pair)
     base = pair.columns[b].strategy
     return {
@@ -344,10 +342,14 @@ def pool_gains(pair: BankPair) -> dict[str, float]:
 def pool_best(pair: BankPair) -> int:
     """The column with the best whole-pool score (every label of the pair, test items
     included): not a rule a user could run, the ceiling a rule's pick is measured against."""
-    sc = column_scores(
+    return int(np.argmax(np.nan_to_num(_pool_scores(pair), nan=-np.inf)))
+
+
+def _pool_scores(pair: BankPair) -> np.ndarray:
+    """Every column's score on the pair's whole pool (group level where the task is)."""
+    return column_scores(
         pair.human, pair.matrix(), list(pair.groups) if pair.level == "group" else None
     )
-    return int(np.argmax(np.nan_to_num(sc, nan=-np.inf)))
 
 
 def prior_strategy(pairs: Sequence[BankPair]) -> dict[str, Any] | None:
