@@ -31,6 +31,7 @@ from judgeopt.bench import (
     replay_bank,
     replay_rule,
 )
+from judgeopt.judge import JudgeEnsemble, JudgeProgram, load_task
 from judgeopt.metrics import correlation
 from judgeopt.selection import (
     GainPrior,
@@ -308,6 +309,30 @@ def test_anchored_ensemble_keeps_the_baseline_at_its_weight() -> None:
     for bad, match in (({"w": 1.0}, "w .the baseline's weight."), ({"m": 0}, "m .other")):
         with pytest.raises(ValueError, match=match):
             anchored_rule(data, **bad)
+
+
+def test_an_ensemble_pick_renormalises_over_parsed_members_as_the_compile_does() -> None:
+    """Replay and compile score an ensemble alike: a member whose rating did not parse
+    drops out and the others' weights are renormalised (JudgeEnsemble.combine); a stacked
+    (linear) pick counts it as its validation mean instead."""
+    pick = Pick((0, 1, 2), (0.5, 0.25, 0.25), (3.0, 2.0, 4.0), (1.0, 2.0, 0.5))
+    preds = np.array([[4.0, np.nan, np.nan], [4.0, 4.0, np.nan], [np.nan, 3.0, np.nan]])
+    out = pick.predict(preds)
+    # item 0: z = (1, 1) at weights (0.5, 0.25) -> 1; item 1: z = (1, -2) at (0.25, 0.25)
+    assert out[0] == pytest.approx(1.0) and out[1] == pytest.approx(-0.5)
+    assert np.isnan(out[2])  # no member parsed
+    task = load_task("topical_chat")
+    ens = JudgeEnsemble(
+        [JudgeProgram(task, "coherence") for _ in range(3)],
+        means=list(pick.center),
+        sds=list(pick.scale),
+        weights=list(pick.weights),
+    )
+    for i in range(2):
+        ratings = [None if np.isnan(x) else float(x) for x in preds[:, i]]
+        assert ens.combine(ratings)[1] == pytest.approx(out[i])
+    linear = Pick(pick.members, pick.weights, pick.center, pick.scale, averaged=False)
+    assert linear.predict(preds)[1] == pytest.approx(0.25 * 1.0 + 0.25 * -2.0)
 
 
 def test_prior_and_fallback() -> None:

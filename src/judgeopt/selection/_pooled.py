@@ -212,6 +212,10 @@ class Pick:
         center: Each member's validation mean (z-normalisation).
         scale: Each member's validation standard deviation.
         reason: Why the rule chose it.
+        averaged: A combination is a weighted mean (an ensemble: a member's missing rating
+            drops out and the others' weights are renormalised, as
+            :class:`judgeopt.judge.JudgeEnsemble` scores); ``False`` for a linear model
+            (stacking: a missing rating counts as the member's validation mean, z = 0).
     """
 
     members: tuple[int, ...]
@@ -219,6 +223,7 @@ class Pick:
     center: tuple[float, ...] = ()
     scale: tuple[float, ...] = ()
     reason: str = ""
+    averaged: bool = True
 
     @property
     def single(self) -> int | None:
@@ -228,15 +233,23 @@ class Pick:
     def predict(self, preds: FloatArray) -> FloatArray:
         """The pick's ratings on new items, from every candidate's ratings there
         ((candidates, items), ``nan`` where unparsed). A single candidate's ratings are
-        returned as they are (``nan`` kept); a combination imputes a member's missing
-        rating by its validation mean."""
+        returned as they are (``nan`` kept); an averaged combination is the weighted mean z
+        of the members whose rating parsed (weights renormalised over them, ``nan`` where
+        none parsed), a linear one counts a missing rating as z = 0."""
         if self.single is not None:
             return np.asarray(preds[self.single], dtype=np.float64)
         rows = np.asarray(preds[list(self.members)], dtype=np.float64)
         c = np.asarray(self.center)[:, None]
         s = np.asarray(self.scale)[:, None]
-        z = np.where(np.isnan(rows), 0.0, (rows - c) / s)
-        return np.asarray(np.asarray(self.weights) @ z, dtype=np.float64)
+        present = ~np.isnan(rows)
+        z = np.where(present, (rows - c) / s, 0.0)
+        if not self.averaged:
+            return np.asarray(np.asarray(self.weights) @ z, dtype=np.float64)
+        w = np.asarray(self.weights, dtype=np.float64)[:, None] * present
+        total = w.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = np.where(total > 0, (w * z).sum(axis=0) / total, np.nan)
+        return np.asarray(out, dtype=np.float64)
 
 
 def _combination(data: RuleInput, members: Sequence[int], weights: Sequence[float]) -> Pick:
@@ -494,6 +507,7 @@ def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
         base.center,
         base.scale,
         f"stacked ridge (penalty {ridge} per item)",
+        averaged=False,
     )
 
 
