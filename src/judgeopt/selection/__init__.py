@@ -60,24 +60,20 @@ Everything here is a pure function of numbers (numpy and :mod:`judgeopt.metrics`
 
 The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
 (:func:`confirmation_split`), ``_result`` (:class:`Finalist`, :class:`SelectionResult`),
-``_rules`` (the decision rules :func:`choose` and :func:`veto`), ``_pooled`` (the rules
-on a whole table of judgements), ``_prior`` (the rules that read other tasks' results) and
+``_rules`` (the decision rules :func:`choose` and :func:`veto`), ``_table`` (a whole table
+of judgements: :class:`RuleInput`, its scores, a rule's :class:`Pick`), ``_pooled`` (the
+rules on such a table), ``_prior`` (the rules that read other tasks' results) and
 ``_simulation`` (:func:`simulate_selection`).
 """
 
 from ._config import GainPriorChange, GainPriorTable, SelectionConfig
 from ._config import Rule as Rule
 from ._pooled import (
-    Pick,
-    RuleInput,
     anchored_rule,
     best_rule,
-    bootstrap_scores,
-    column_scores,
     confirm_rule,
     ensemble_rule,
     factor_rule,
-    impute,
     lcb_rule,
     shrink_rule,
     stack_rule,
@@ -90,6 +86,7 @@ from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
 from ._simulation import simulate_selection
 from ._split import confirmation_split
+from ._table import Pick, RuleInput, bootstrap_scores, column_scores, impute
 
 __all__ = [
     "Pick",

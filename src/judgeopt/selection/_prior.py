@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ._pooled import Pick, RuleInput, _check_strategies, _gains, _single, _sub
 from ._rules import veto
+from ._table import Pick, RuleInput, _check_strategies, _gains, _single, _sub
 
 __all__ = ["GainPrior", "change_from", "change_key", "posterior_rule", "prior_rule"]
 
