@@ -45,9 +45,7 @@ from ._table import (
     FloatArray,
     Pick,
     RuleInput,
-    _argmax,
     _check_strategies,
-    _combination,
     _gains,
     _single,
     _sub,
@@ -67,6 +65,25 @@ __all__ = [
     "veto_rule",
     "with_fallback",
 ]
+
+
+def _combination(data: RuleInput, members: Sequence[int], weights: Sequence[float]) -> Pick:
+    x = impute(data.preds[list(members)])
+    center = x.mean(axis=1)
+    scale = x.std(axis=1)
+    scale = np.where(scale > 0, scale, 1.0)
+    return Pick(
+        tuple(int(m) for m in members),
+        tuple(float(w) for w in weights),
+        tuple(float(c) for c in center),
+        tuple(float(s) for s in scale),
+    )
+
+
+def _argmax(values: FloatArray, prefer: int) -> int:
+    """Index of the largest value; ``prefer`` (the baseline) wins ties."""
+    top = float(np.max(values))
+    return prefer if values[prefer] >= top else int(np.argmax(values))
 
 
 def best_rule(data: RuleInput) -> Pick:

@@ -212,27 +212,8 @@ class Pick:
         return np.asarray(out, dtype=np.float64)
 
 
-def _combination(data: RuleInput, members: Sequence[int], weights: Sequence[float]) -> Pick:
-    x = impute(data.preds[list(members)])
-    center = x.mean(axis=1)
-    scale = x.std(axis=1)
-    scale = np.where(scale > 0, scale, 1.0)
-    return Pick(
-        tuple(int(m) for m in members),
-        tuple(float(w) for w in weights),
-        tuple(float(c) for c in center),
-        tuple(float(s) for s in scale),
-    )
-
-
 def _single(row: int, reason: str) -> Pick:
     return Pick((int(row),), reason=reason)
-
-
-def _argmax(values: FloatArray, prefer: int) -> int:
-    """Index of the largest value; ``prefer`` (the baseline) wins ties."""
-    top = float(np.max(values))
-    return prefer if values[prefer] >= top else int(np.argmax(values))
 
 
 def _sub(data: RuleInput, idx: Sequence[int]) -> tuple[FloatArray, FloatArray, list[Any] | None]:
