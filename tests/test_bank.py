@@ -43,8 +43,11 @@ from judgeopt.selection import (
     change_key,
     column_scores,
     confirm_rule,
+    confirmation_split,
+    crossfit_gain,
     ensemble_rule,
     factor_rule,
+    guarded,
     impute,
     lcb_rule,
     posterior_rule,
@@ -311,6 +314,47 @@ def test_anchored_ensemble_keeps_the_baseline_at_its_weight() -> None:
             anchored_rule(data, **bad)
 
 
+def test_the_guard_keeps_a_pick_only_when_it_beats_the_baseline_cross_fitted() -> None:
+    """``crossfit_gain``: the rule chosen on each validation half, scored against the
+    baseline on the other; ``guarded`` keeps the rule's pick (on all the items) only when
+    that gain is positive."""
+
+    def rule(d: RuleInput) -> Pick:
+        return anchored_rule(d, m=2, w=0.5)
+
+    strong = _toy_input(signal=1.2)
+    first, second = confirmation_split(strong.human, None, fraction=0.5, seed=strong.seed)
+    want = []
+    for fit, check in ((first, second), (second, first)):
+        sub = RuleInput(strong.human[fit], strong.preds[:, fit], 0, seed=strong.seed)
+        pred = rule(sub).predict(strong.preds[:, check])
+        h = strong.human[check]
+        scores = column_scores(h, np.vstack([pred, strong.preds[0, check]]))
+        want.append(scores[0] - scores[1])
+    gain = crossfit_gain(strong, rule)
+    assert gain == pytest.approx(float(np.mean(want))) and gain > 0.05
+    kept = guarded(rule)(strong)
+    assert kept.members == rule(strong).members and kept.weights == rule(strong).weights
+    assert "cross-fitted gain" in kept.reason
+    assert guarded(rule, margin=gain + 0.01)(strong).single == 0  # a margin above it
+    assert crossfit_gain(strong, lambda d: Pick((d.baseline,))) == 0.0
+    # judges unrelated to the human scores: the best few always look better on the items
+    # they were chosen on; cross-fitted, they gain nothing, and the guard sends about half
+    # of such picks back to the baseline (10 of these 20)
+    changed = kept_baseline = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        noise = RuleInput(rng.normal(size=100), rng.normal(size=(8, 100)), 0, seed=seed)
+        changed += ensemble_rule(noise, m=3).single != 0
+        kept_baseline += guarded(lambda d: ensemble_rule(d, m=3))(noise).single == 0
+    assert changed == 20 and kept_baseline >= 8, kept_baseline
+    # a group-level task: the halves hold whole groups
+    groups = [f"g{i // 4}" for i in range(strong.human.size)]
+    grouped = RuleInput(strong.human, strong.preds, 0, groups=groups, seed=1)
+    assert np.isfinite(crossfit_gain(grouped, rule))
+    assert guarded(rule)(grouped).members in {(0,), rule(grouped).members}
+
+
 def test_an_ensemble_pick_renormalises_over_parsed_members_as_the_compile_does() -> None:
     """Replay and compile score an ensemble alike: a member whose rating did not parse
     drops out and the others' weights are renormalised (JudgeEnsemble.combine); a stacked
@@ -527,8 +571,10 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
         "anchored",
         "posterior",
     ]
-    rules = {r: RULES[r] for r in [*names, "stack", "baseline", "prior"]}
+    rules = {r: RULES[r] for r in [*names, "stack", "baseline", "prior", "anchored+guard"]}
     payload = replay_bank(bank, rules, n_valids=(100,), n_splits=4)
+    guard = payload["rules"]["anchored+guard"]["n_valid"]["100"]
+    assert guard["setting"]["m"] in (2, 3, 5) and guard["setting"]["w"] in (0.34, 0.5, 0.67)
     assert payload["prior"] == {"cot": "none"}
     model = "local:qwen2.5-coder-1.5b"
     got = {r: selection_settings(payload, model=model, rule=r) for r in names}
@@ -573,6 +619,8 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
         ("stack", "calls every evaluated strategy"),
         ("baseline", "never changes the judge"),
         ("prior", "ignores the labels"),
+        ("anchored+guard", "cross-fitted guard"),
+        ("ensemble+guard", "cross-fitted guard"),
     ):
         with pytest.raises(ValueError, match=f"rule '{re.escape(bad)}' is not one a compile runs"):
             selection_settings(payload, model=model, rule=bad)

@@ -28,6 +28,10 @@ _NOT_A_COMPILE_RULE = {
     "item); the compile does not build stacked judges",
     "prior": "it ignores the labels; the compile returns a prior only when its rule keeps "
     "the baseline (use 'confirm+prior' or 'shrink+prior')",
+    "ensemble+guard": "the compile does not run the cross-fitted guard "
+    "(judgeopt.selection.guarded) yet: it gets wired in if the bank chooses it",
+    "anchored+guard": "the compile does not run the cross-fitted guard "
+    "(judgeopt.selection.guarded) yet: it gets wired in if the bank chooses it",
 }
 
 

@@ -39,6 +39,7 @@ from ..selection import (
     confirmation_split,
     ensemble_rule,
     factor_rule,
+    guarded,
     lcb_rule,
     posterior_rule,
     prior_rule,
@@ -135,6 +136,14 @@ def _shrink_or_vetoed_prior(
     )(data)
 
 
+def _guarded_ensemble(data: RuleInput, *, m: int) -> Pick:
+    return guarded(lambda d: ensemble_rule(d, m=m))(data)
+
+
+def _guarded_anchored(data: RuleInput, *, m: int, w: float) -> Pick:
+    return guarded(lambda d: anchored_rule(d, m=m, w=w))(data)
+
+
 #: What ``replay_bank``'s ``ceiling`` row is (kept out of ``rules``: it is no rule).
 CEILING = (
     "not a rule: each pair's best column on its whole pool (test labels included), scored "
@@ -176,6 +185,20 @@ RULES: dict[str, RuleSpec] = {
         {"m": (2, 3, 5), "w": (0.34, 0.5, 0.67)},
         description="the baseline at weight w with the m best others (z-normalised): an "
         "ensemble hedged toward the baseline",
+    ),
+    # Added 2026-11-28 (eighth session), before SummEval coherence and SFHOT
+    # informativeness had any item judged by every column, and before any replay of them.
+    "ensemble+guard": RuleSpec(
+        _guarded_ensemble,
+        {"m": (2, 3, 5)},
+        description="the ensemble, kept only when it beats the baseline cross-fitted (chosen "
+        "on each validation half, scored on the other); else the baseline",
+    ),
+    "anchored+guard": RuleSpec(
+        _guarded_anchored,
+        {"m": (2, 3, 5), "w": (0.34, 0.5, 0.67)},
+        description="the anchored ensemble, kept only when it beats the baseline "
+        "cross-fitted; else the baseline",
     ),
     "stack": RuleSpec(
         stack_rule,
