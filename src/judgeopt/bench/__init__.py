@@ -23,6 +23,11 @@ whole groups), :func:`normal_interval`, :func:`markdown_table`, :func:`write_jso
 :func:`run_interruptible` (Ctrl-C or SIGTERM end a run with :data:`EXIT_INTERRUPTED`, 130, and
 the same command resumes it) and the judged-item files that make a resumed run repeat no call
 (:func:`stored_items`, :func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
+
+The judgement bank (``benchmarks/bank.py``): :func:`load_bank` reads it, :data:`RULES` are the
+decision rules it replays, :func:`replay_bank` replays them over many splits and chooses the
+default leave-one-pair-out (:func:`choose_default`), and :func:`selection_settings` /
+:func:`preset_toml` turn the choice into a preset's settings.
 """
 
 from __future__ import annotations
@@ -50,14 +55,13 @@ from ._harness import (
 )
 from ._preset import preset_toml, selection_settings
 from ._replay import (
-    RULES,
-    RuleSpec,
     bank_splits,
     choose_default,
     prior_strategy,
     replay_bank,
     replay_rule,
 )
+from ._rulebook import RULES, RuleSpec
 from ._runner import (
     METHODS,
     PRIOR_METHODS,
