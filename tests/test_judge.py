@@ -21,7 +21,7 @@ from judgeopt.data import load_records
 from judgeopt.evaluate import evaluate
 from judgeopt.judge import JudgeProgram, NoLMError, baseline_strategy, load_task
 from judgeopt.search import Strategy
-from judgeopt.teleprompt import HPSS, JudgeSearch, OptimizerConfig, load_optimizer
+from judgeopt.teleprompt import HPSS, Greedy, JudgeSearch, OptimizerConfig, load_optimizer
 from judgeopt.testing import ScriptedLM
 
 ASPECT = "naturalness"
@@ -240,6 +240,11 @@ def test_compile_bad_data_and_config(task, records) -> None:
         HPSS(budget=2, progress=False).compile(judge, trainset=out_of_range)
     with pytest.raises(ValueError, match="`search` field must be one of"):
         JudgeSearch("hpsss")
+    # a subclass runs its own search: named or left out, never another
+    assert HPSS().config.search == HPSS(search="hpss").config.search == "hpss"
+    assert JudgeSearch().config.search == "auto" and Greedy().config.search == "greedy"
+    with pytest.raises(ValueError, match=r"HPSS runs search 'hpss'; got search='greedy'"):
+        HPSS("greedy")
     with pytest.raises(ValueError, match="Unknown `params`"):
         HPSS(params={"kk": 3})
     with pytest.raises(ValueError, match="unknown factor `tone`"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dspy.teleprompt import Teleprompter
 
@@ -27,8 +27,9 @@ class JudgeSearch(Teleprompter):
     """Search a judge program's prompting strategy on labelled data (a DSPy teleprompter).
 
     Args:
-        search: Search name (``hpss``, ``greedy``, ``stepwise``, ``random``, ``grid``,
-            ``tpe``).
+        search: Search name (``auto``, the default, ``hpss``, ``greedy``, ``stepwise``,
+            ``random``, ``grid``, ``tpe``). The subclasses (:class:`HPSS`, :class:`Greedy`,
+            ...) fix it: leave it out there.
         budget: Unique strategy evaluations, initialisation included.
         seed: The search's seed.
         params: Extra keyword arguments of the search class.
@@ -65,12 +66,16 @@ class JudgeSearch(Teleprompter):
             endpoint stops the compile at once with a clear error.
 
     Raises:
-        ValueError: On an unknown search, parameter, factor or value.
+        ValueError: On an unknown search, parameter, factor or value, or a subclass given
+            another search than its own.
     """
+
+    #: The search a subclass runs (``None``: the ``search`` argument says, default ``auto``).
+    _search: ClassVar[str | None] = None
 
     def __init__(
         self,
-        search: str = "auto",
+        search: str | None = None,
         *,
         budget: int = 71,
         seed: int = 0,
@@ -93,8 +98,14 @@ class JudgeSearch(Teleprompter):
         check_endpoint: bool = True,
     ) -> None:
         super().__init__()
+        own = type(self)._search
+        if own is not None and search not in (None, own):
+            raise ValueError(
+                f"{type(self).__name__} runs search {own!r}; got search={search!r} "
+                f"(JudgeSearch({search!r}, ...) runs that one)"
+            )
         self.config = OptimizerConfig(
-            search=search,
+            search=own or search or "auto",
             budget=budget,
             seed=seed,
             params=dict(params or {}),
@@ -213,51 +224,7 @@ class Auto(JudgeSearch):
     defaults.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: int = 71,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-        space: Mapping[str, Sequence[Value]] | None = None,
-        forbid: Sequence[Mapping[str, Value]] | None = None,
-        metric: Metric | None = None,
-        threads: int | None = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        example_seed: int = 0,
-        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
-        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
-        ensemble: int = 0,
-        ensemble_anchor: float = 0.0,
-        max_consecutive_failures: int = 5,
-        check_timeout: float = CHECK_TIMEOUT,
-        max_parse_failures: float = 0.25,
-        restart: bool = False,
-        check_endpoint: bool = True,
-    ) -> None:
-        super().__init__(
-            "auto",
-            budget=budget,
-            seed=seed,
-            params=params,
-            space=space,
-            forbid=forbid,
-            metric=metric,
-            threads=threads,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            example_seed=example_seed,
-            racing=racing,
-            selection=selection,
-            ensemble=ensemble,
-            ensemble_anchor=ensemble_anchor,
-            max_consecutive_failures=max_consecutive_failures,
-            check_timeout=check_timeout,
-            max_parse_failures=max_parse_failures,
-            restart=restart,
-            check_endpoint=check_endpoint,
-        )
+    _search = "auto"
 
 
 class HPSS(JudgeSearch):
@@ -268,51 +235,7 @@ class HPSS(JudgeSearch):
     defaults.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: int = 71,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-        space: Mapping[str, Sequence[Value]] | None = None,
-        forbid: Sequence[Mapping[str, Value]] | None = None,
-        metric: Metric | None = None,
-        threads: int | None = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        example_seed: int = 0,
-        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
-        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
-        ensemble: int = 0,
-        ensemble_anchor: float = 0.0,
-        max_consecutive_failures: int = 5,
-        check_timeout: float = CHECK_TIMEOUT,
-        max_parse_failures: float = 0.25,
-        restart: bool = False,
-        check_endpoint: bool = True,
-    ) -> None:
-        super().__init__(
-            "hpss",
-            budget=budget,
-            seed=seed,
-            params=params,
-            space=space,
-            forbid=forbid,
-            metric=metric,
-            threads=threads,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            example_seed=example_seed,
-            racing=racing,
-            selection=selection,
-            ensemble=ensemble,
-            ensemble_anchor=ensemble_anchor,
-            max_consecutive_failures=max_consecutive_failures,
-            check_timeout=check_timeout,
-            max_parse_failures=max_parse_failures,
-            restart=restart,
-            check_endpoint=check_endpoint,
-        )
+    _search = "hpss"
 
 
 class Greedy(JudgeSearch):
@@ -322,51 +245,7 @@ class Greedy(JudgeSearch):
     defaults.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: int = 71,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-        space: Mapping[str, Sequence[Value]] | None = None,
-        forbid: Sequence[Mapping[str, Value]] | None = None,
-        metric: Metric | None = None,
-        threads: int | None = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        example_seed: int = 0,
-        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
-        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
-        ensemble: int = 0,
-        ensemble_anchor: float = 0.0,
-        max_consecutive_failures: int = 5,
-        check_timeout: float = CHECK_TIMEOUT,
-        max_parse_failures: float = 0.25,
-        restart: bool = False,
-        check_endpoint: bool = True,
-    ) -> None:
-        super().__init__(
-            "greedy",
-            budget=budget,
-            seed=seed,
-            params=params,
-            space=space,
-            forbid=forbid,
-            metric=metric,
-            threads=threads,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            example_seed=example_seed,
-            racing=racing,
-            selection=selection,
-            ensemble=ensemble,
-            ensemble_anchor=ensemble_anchor,
-            max_consecutive_failures=max_consecutive_failures,
-            check_timeout=check_timeout,
-            max_parse_failures=max_parse_failures,
-            restart=restart,
-            check_endpoint=check_endpoint,
-        )
+    _search = "greedy"
 
 
 class StepwiseGreedy(JudgeSearch):
@@ -376,51 +255,7 @@ class StepwiseGreedy(JudgeSearch):
     defaults.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: int = 71,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-        space: Mapping[str, Sequence[Value]] | None = None,
-        forbid: Sequence[Mapping[str, Value]] | None = None,
-        metric: Metric | None = None,
-        threads: int | None = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        example_seed: int = 0,
-        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
-        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
-        ensemble: int = 0,
-        ensemble_anchor: float = 0.0,
-        max_consecutive_failures: int = 5,
-        check_timeout: float = CHECK_TIMEOUT,
-        max_parse_failures: float = 0.25,
-        restart: bool = False,
-        check_endpoint: bool = True,
-    ) -> None:
-        super().__init__(
-            "stepwise",
-            budget=budget,
-            seed=seed,
-            params=params,
-            space=space,
-            forbid=forbid,
-            metric=metric,
-            threads=threads,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            example_seed=example_seed,
-            racing=racing,
-            selection=selection,
-            ensemble=ensemble,
-            ensemble_anchor=ensemble_anchor,
-            max_consecutive_failures=max_consecutive_failures,
-            check_timeout=check_timeout,
-            max_parse_failures=max_parse_failures,
-            restart=restart,
-            check_endpoint=check_endpoint,
-        )
+    _search = "stepwise"
 
 
 class RandomSearch(JudgeSearch):
@@ -430,51 +265,7 @@ class RandomSearch(JudgeSearch):
     defaults.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: int = 71,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-        space: Mapping[str, Sequence[Value]] | None = None,
-        forbid: Sequence[Mapping[str, Value]] | None = None,
-        metric: Metric | None = None,
-        threads: int | None = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        example_seed: int = 0,
-        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
-        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
-        ensemble: int = 0,
-        ensemble_anchor: float = 0.0,
-        max_consecutive_failures: int = 5,
-        check_timeout: float = CHECK_TIMEOUT,
-        max_parse_failures: float = 0.25,
-        restart: bool = False,
-        check_endpoint: bool = True,
-    ) -> None:
-        super().__init__(
-            "random",
-            budget=budget,
-            seed=seed,
-            params=params,
-            space=space,
-            forbid=forbid,
-            metric=metric,
-            threads=threads,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            example_seed=example_seed,
-            racing=racing,
-            selection=selection,
-            ensemble=ensemble,
-            ensemble_anchor=ensemble_anchor,
-            max_consecutive_failures=max_consecutive_failures,
-            check_timeout=check_timeout,
-            max_parse_failures=max_parse_failures,
-            restart=restart,
-            check_endpoint=check_endpoint,
-        )
+    _search = "random"
 
 
 class GridSearch(JudgeSearch):
@@ -484,48 +275,4 @@ class GridSearch(JudgeSearch):
     defaults.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: int = 71,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-        space: Mapping[str, Sequence[Value]] | None = None,
-        forbid: Sequence[Mapping[str, Value]] | None = None,
-        metric: Metric | None = None,
-        threads: int | None = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        example_seed: int = 0,
-        racing: bool | RacingConfig | Mapping[str, Any] | None = None,
-        selection: str | SelectionConfig | Mapping[str, Any] | None = None,
-        ensemble: int = 0,
-        ensemble_anchor: float = 0.0,
-        max_consecutive_failures: int = 5,
-        check_timeout: float = CHECK_TIMEOUT,
-        max_parse_failures: float = 0.25,
-        restart: bool = False,
-        check_endpoint: bool = True,
-    ) -> None:
-        super().__init__(
-            "grid",
-            budget=budget,
-            seed=seed,
-            params=params,
-            space=space,
-            forbid=forbid,
-            metric=metric,
-            threads=threads,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            example_seed=example_seed,
-            racing=racing,
-            selection=selection,
-            ensemble=ensemble,
-            ensemble_anchor=ensemble_anchor,
-            max_consecutive_failures=max_consecutive_failures,
-            check_timeout=check_timeout,
-            max_parse_failures=max_parse_failures,
-            restart=restart,
-            check_endpoint=check_endpoint,
-        )
+    _search = "grid"
