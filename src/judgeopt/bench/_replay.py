@@ -109,20 +109,21 @@ class _Replay:
 
 @dataclass
 class _Split:
-    """One split's validation input (its caches shared by every rule) and test scores."""
+    """One split's validation and test inputs (their caches, such as every column's
+    score, shared by every rule)."""
 
     valid: RuleInput
     test: RuleInput
-    test_scores: np.ndarray  # every column's test score
 
 
 def prepare_splits(pair: BankPair, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[_Split]:
-    """The splits' rule inputs and every column's test score, computed once for all rules."""
+    """The splits' rule inputs (every column's test score is then computed once, on first
+    use, for all rules)."""
     preds = pair.matrix()
     out = []
     for s, (v, t) in enumerate(splits):
         test = _input(pair, t, preds, seed=s)
-        out.append(_Split(_input(pair, v, preds, seed=s), test, test.scores))
+        out.append(_Split(_input(pair, v, preds, seed=s), test))
     return out
 
 
@@ -140,13 +141,8 @@ def replay_rule(
     for sp in splits:
         assert isinstance(sp, _Split)
         pick = rule(sp.valid)
-        b = float(sp.test_scores[base])
-        if pick.single is not None:
-            ours = float(sp.test_scores[pick.single])
-        else:
-            pred = pick.predict(sp.test.preds)
-            ours = float(column_scores(sp.test.human, pred[None, :], sp.test.groups)[0])
-        gains.append(ours - b)
+        b = float(sp.test.scores[base])
+        gains.append(pick.score(sp.test) - b)
         bases.append(b)
         picks.append(pick.members)
     kept = np.array([p == (base,) for p in picks], dtype=bool)

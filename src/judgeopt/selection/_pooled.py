@@ -338,11 +338,7 @@ def _subset(data: RuleInput, idx: Sequence[int]) -> RuleInput:
 
 def _pick_gain(pick: Pick, data: RuleInput) -> float:
     """``pick``'s score on ``data``'s items minus the baseline's there."""
-    if pick.single is not None:
-        ours = float(data.scores[pick.single])
-    else:
-        ours = float(column_scores(data.human, pick.predict(data.preds)[None, :], data.groups)[0])
-    return ours - float(data.scores[data.baseline])
+    return pick.score(data) - float(data.scores[data.baseline])
 
 
 def crossfit_gain(data: RuleInput, rule: RuleFn, *, fraction: float = 0.5) -> float:

@@ -211,6 +211,14 @@ class Pick:
             out = np.where(total > 0, (w * z).sum(axis=0) / total, np.nan)
         return np.asarray(out, dtype=np.float64)
 
+    def score(self, data: RuleInput) -> float:
+        """The pick's score on ``data``'s items (as :attr:`RuleInput.scores` scores a
+        candidate: a single candidate's score is read from there)."""
+        if self.single is not None:
+            return float(data.scores[self.single])
+        pred = self.predict(data.preds)[None, :]
+        return float(column_scores(data.human, pred, data.groups)[0])
+
 
 def _single(row: int, reason: str) -> Pick:
     return Pick((int(row),), reason=reason)
