@@ -33,6 +33,7 @@ from judgeopt.bench import (
 )
 from judgeopt.judge import JudgeEnsemble, JudgeProgram, load_task
 from judgeopt.metrics import correlation
+from judgeopt.scoring import combine_z
 from judgeopt.selection import (
     GainPrior,
     Pick,
@@ -377,6 +378,15 @@ def test_an_ensemble_pick_renormalises_over_parsed_members_as_the_compile_does()
         assert ens.combine(ratings)[1] == pytest.approx(out[i])
     linear = Pick(pick.members, pick.weights, pick.center, pick.scale, averaged=False)
     assert linear.predict(preds)[1] == pytest.approx(0.25 * 1.0 + 0.25 * -2.0)
+
+
+def test_combine_z_is_the_one_piece_both_layers_call() -> None:
+    """The arithmetic lives once in judgeopt.scoring: a member whose parsed rating carries
+    no weight leaves the item unrated, and a mismatched table names what is missing."""
+    out = combine_z([[5.0, 5.0], [1.0, np.nan]], (3.0, 2.0), (1.0, 1.0), (0.0, 1.0))
+    assert out[0] == pytest.approx(-1.0) and np.isnan(out[1])
+    with pytest.raises(ValueError, match="2 members .* 1 scale"):
+        combine_z([[1.0], [2.0]], (0.0, 0.0), (1.0,), (1.0, 1.0))
 
 
 def test_prior_and_fallback() -> None:

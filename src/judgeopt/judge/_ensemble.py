@@ -28,6 +28,7 @@ import dspy
 
 from judgeopt import __version__
 from judgeopt._io import write_text_atomic
+from judgeopt.scoring import combine_z
 
 from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, read_judge_file
 from ._load import judge_from_dict
@@ -127,15 +128,10 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
 
     def combine(self, ratings: Sequence[float | None]) -> tuple[float | None, float | None]:
         """``(score, mean z)`` of the members' ratings (``None`` for an unparsed one)."""
-        zs = [
-            (w, (r - mu) / sd)
-            for r, mu, sd, w in zip(ratings, self.means, self.sds, self.weights, strict=True)
-            if r is not None
-        ]
-        total = sum(w for w, _ in zs)
-        if not zs or total <= 0:
+        rows = [[math.nan if r is None else float(r)] for r in ratings]
+        z = float(combine_z(rows, self.means, self.sds, self.weights)[0])
+        if math.isnan(z):
             return None, None
-        z = sum(w * x for w, x in zs) / total
         return self.means[0] + self.sds[0] * z, z
 
     def judge(

@@ -13,6 +13,8 @@ imports neither DSPy nor LiteLLM nor any model runtime):
 * Rating distributions: :func:`rating_distribution` (``P(rating)`` from next-token
   distributions, multi-token ratings chained), :func:`rating_from_generation` (the expected
   rating of one answer), :func:`self_consistency` (the mean of sampled ratings).
+* Combining judges: :func:`combine_z` (the weighted mean z of several judges' ratings, the
+  arithmetic a prompt ensemble and a selection rule's pick share).
 * Token features of Huang et al.: :func:`log_softmax`, :func:`sentprob`,
   :func:`softmax_entropy`, :func:`softmax_variance`, :func:`topk_logprobs`, ...
 """
@@ -26,6 +28,7 @@ from ._backend import (
     GlassBoxError,
     LogprobBackend,
 )
+from ._combine import combine_z
 from ._distribution import (
     RatingDistribution,
     StepFn,
@@ -93,6 +96,7 @@ __all__ = [
     "UnknownContinuation",
     "attention_entropy",
     "char_offsets",
+    "combine_z",
     "digit_logprobs",
     "ensemble_stats",
     "generation_from_logprobs",

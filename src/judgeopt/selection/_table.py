@@ -20,6 +20,8 @@ import numpy.typing as npt
 # scipy ships no type information unless scipy-stubs is installed.
 from scipy import stats  # type: ignore[import-untyped, unused-ignore]
 
+from judgeopt.scoring import combine_z
+
 __all__ = ["Pick", "RuleInput", "bootstrap_scores", "column_scores", "impute"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -199,17 +201,7 @@ class Pick:
         if self.single is not None:
             return np.asarray(preds[self.single], dtype=np.float64)
         rows = np.asarray(preds[list(self.members)], dtype=np.float64)
-        c = np.asarray(self.center)[:, None]
-        s = np.asarray(self.scale)[:, None]
-        present = ~np.isnan(rows)
-        z = np.where(present, (rows - c) / s, 0.0)
-        if not self.averaged:
-            return np.asarray(np.asarray(self.weights) @ z, dtype=np.float64)
-        w = np.asarray(self.weights, dtype=np.float64)[:, None] * present
-        total = w.sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(total > 0, (w * z).sum(axis=0) / total, np.nan)
-        return np.asarray(out, dtype=np.float64)
+        return combine_z(rows, self.center, self.scale, self.weights, averaged=self.averaged)
 
     def score(self, data: RuleInput) -> float:
         """The pick's score on ``data``'s items (as :attr:`RuleInput.scores` scores a
