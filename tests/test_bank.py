@@ -380,7 +380,7 @@ def test_an_ensemble_pick_renormalises_over_parsed_members_as_the_compile_does()
     assert linear.predict(preds)[1] == pytest.approx(0.25 * 1.0 + 0.25 * -2.0)
 
 
-def test_combine_z_is_the_one_piece_both_layers_call() -> None:
+def test_combine_z_leaves_an_item_unrated_without_weight_and_names_a_mismatch() -> None:
     """The arithmetic lives once in judgeopt.scoring: a member whose parsed rating carries
     no weight leaves the item unrated, and a mismatched table names what is missing."""
     out = combine_z([[5.0, 5.0], [1.0, np.nan]], (3.0, 2.0), (1.0, 1.0), (0.0, 1.0))

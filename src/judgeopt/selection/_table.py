@@ -20,7 +20,7 @@ import numpy.typing as npt
 # scipy ships no type information unless scipy-stubs is installed.
 from scipy import stats  # type: ignore[import-untyped, unused-ignore]
 
-from judgeopt.scoring import combine_z
+from ..scoring import combine_z
 
 __all__ = ["Pick", "RuleInput", "bootstrap_scores", "column_scores", "impute"]
 
