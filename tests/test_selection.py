@@ -1006,6 +1006,83 @@ def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_p
         HPSS(ensemble=2, ensemble_anchor=1.0)
 
 
+def test_an_ensemble_takes_the_baseline_when_it_ranks_among_the_best(task, records) -> None:
+    """``--ensemble M`` without an anchor is the M best strategies of the search, the
+    baseline among them when its search score ranks there (as the bank's ``ensemble``)."""
+    judge, _ = compile_with(task, records, respond_with(records, "baseline"), ensemble=2)
+    ens = judge.ensemble
+    assert ens is not None and len(ens.members) == 2
+    assert ens.members[0].strategy == baseline_strategy(task)
+    assert ens.members[1].strategy != baseline_strategy(task)
+
+
+def test_the_guard_keeps_a_real_gain_and_refutes_an_ensemble_that_costs(task, records) -> None:
+    """``guard``: what rule ``best`` and the ensemble chose on the items they are scored on
+    is chosen again on each half and scored on the other; kept only above 0, else no
+    ensemble and (rule best) the baseline. From the stored judgements: no call."""
+    guarded_best = {"rule": "best", "guard": True}
+    good, fake = compile_with(
+        task,
+        records,
+        respond_with(records, "scale10"),
+        selection=guarded_best,
+        ensemble=2,
+        ensemble_anchor=0.4,
+    )
+    sel = good.selection
+    assert sel["guard"]["checked"] == "ensemble" and sel["guard"]["passed"] is True
+    assert sel["guard"]["crossfit_gain"] > 0.3 and sel["guard"]["items"] == 96
+    assert good.ensemble is not None and good.strategy["scale"] == 10
+    assert any(m.startswith("selection: the guard kept the choice: ") for m in sel["messages"])
+    assert sel["cost"]["calls"] == 0 and len(fake.judge_requests) == good.search_result.calls
+    # The baseline is the informative judge: the ensemble of the two best (the baseline and
+    # the best noise) is worse than the baseline on the half it did not see.
+    lost, _ = compile_with(
+        task, records, respond_with(records, "baseline"), selection=guarded_best, ensemble=2
+    )
+    sel = lost.selection
+    assert sel["guard"]["passed"] is False and sel["guard"]["crossfit_gain"] < 0
+    assert lost.ensemble is None and lost.strategy == baseline_strategy(task)
+    said = [m for m in sel["messages"] if m.startswith("selection: the guard refuted")]
+    assert said and "the baseline is returned" in said[0] and "(not above 0)" in said[0]
+    # Nothing to check: rule best kept the baseline; rule confirm held items out.
+    kept, _ = compile_with(task, records, respond_with(records, "baseline"), selection=guarded_best)
+    assert kept.selection["guard"] == {"checked": None}
+    assert any("rule best kept the baseline" in m for m in kept.selection["messages"])
+    confirm, _ = compile_with(
+        task, records, respond_with(records, "scale10"), selection={"guard": True}
+    )
+    assert confirm.selection["guard"] == {"checked": None} and confirm.strategy["scale"] == 10
+    assert any("rule confirm does not choose on" in m for m in confirm.selection["messages"])
+
+
+def test_the_guard_is_a_preset_setting_a_flag_and_no_part_of_the_checkpoint(
+    task, records, tmp_path: Path
+) -> None:
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+
+    preset = tmp_path / "guarded.toml"
+    preset.write_text('ensemble = 2\n[selection]\nrule = "best"\nguard = true\n')
+    cfg = load_optimizer(preset)
+    assert cfg.selection.guard is True
+    assert JudgeSearch.from_config(cfg, guard=False).config.selection.guard is False
+    on = JudgeSearch.from_config(cfg, selection="veto")
+    assert on.config.selection.guard is True and on.config.selection.rule == "veto"
+    # Switching the guard on for a finished compile reuses its judgements.
+    ckpt = tmp_path / "ckpt"
+    respond = respond_with(records, "scale10")
+    compile_with(task, records, respond, selection="best", ensemble=2, checkpoint_dir=ckpt)
+    again, fake = compile_with(
+        task,
+        records,
+        respond,
+        selection={"rule": "best", "guard": True},
+        ensemble=2,
+        checkpoint_dir=ckpt,
+    )
+    assert again.selection["guard"]["passed"] is True and len(fake.judge_requests) == 0
+
+
 # The CLI ------------------------------------------------------------------------------------
 def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
@@ -1146,6 +1223,29 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert "selection: the search's best" in printed and "is kept" in printed
     data = json.loads(vetoed.read_text())
     assert data["selection"]["rule"] == "veto" and len(data["selection"]["finalists"]) == 1
+
+
+def test_cli_compile_with_the_guard(
+    shared_data: Path, records, tmp_path: Path, monkeypatch
+) -> None:
+    """``--guard`` with ``--selection best --ensemble 2 --ensemble-anchor 0.4``: the
+    ensemble is cross-fitted, kept, written to OUT; the single judge's record says so."""
+    import judgeopt.lm
+    from judgeopt.cli import main
+
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(records, "scale10")).lm
+    )
+    out = tmp_path / "guarded.json"
+    data_file = str(shared_data / "topical_chat" / "valid.jsonl")
+    args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data_file]
+    args += ["--limit", "96", "--optimizer", str(_write_preset(tmp_path, budget=6))]
+    args += ["--selection", "best", "--ensemble", "2", "--ensemble-anchor", "0.4", "--guard"]
+    args += ["--model", "scripted", "--out", str(out), "--no-progress", "--no-report"]
+    assert main(args) == 0
+    assert json.loads(out.read_text())["format"] == "judgeopt-ensemble"
+    single = json.loads(out.with_name("guarded.single.json").read_text())
+    assert single["selection"]["guard"]["passed"] is True
 
 
 def test_cli_compile_with_selection_shrink(

@@ -28,10 +28,6 @@ _NOT_A_COMPILE_RULE = {
     "item); the compile does not build stacked judges",
     "prior": "it ignores the labels; the compile returns a prior only when its rule keeps "
     "the baseline (use 'confirm+prior' or 'shrink+prior')",
-    "ensemble+guard": "the compile does not run the cross-fitted guard "
-    "(judgeopt.selection.guarded) yet: it gets wired in if the bank chooses it",
-    "anchored+guard": "the compile does not run the cross-fitted guard "
-    "(judgeopt.selection.guarded) yet: it gets wired in if the bank chooses it",
 }
 
 
@@ -50,7 +46,8 @@ def selection_settings(
     plus ``"ensemble": m`` for the ``ensemble`` rule (the compile's ``--ensemble`` under rule
     ``best``: the mean of the ``m`` best validation scores, as the replay's rule is), and
     also ``"ensemble_anchor": w`` for ``anchored`` (the baseline at ``w`` with the ``m``
-    best others).
+    best others); ``+guard`` sets the selection's ``guard`` (the compile's cross-fitted
+    guard, as :func:`judgeopt.selection.guarded` replays it).
 
     Raises:
         ValueError: For a rule the replay did not run at ``n_valid``, one the compile cannot
@@ -69,7 +66,7 @@ def selection_settings(
             f"{', '.join(sorted(rules)) or 'none'}"
         )
     setting = dict(row.get("setting", {}))
-    base, _, with_prior = name.partition("+")
+    base, _, suffix = name.partition("+")
     sel: dict[str, Any] = {}
     out: dict[str, Any] = {"selection": sel}
     if base in ("confirm", "veto", "best"):
@@ -102,12 +99,16 @@ def selection_settings(
         }
     else:
         raise ValueError(f"rule {name!r}: no compile settings are known for it")
-    if with_prior:
+    if suffix == "guard":
+        if base not in ("ensemble", "anchored"):
+            raise ValueError(f"rule {name!r}: the compile guards ensembles and rule best only")
+        sel["guard"] = True
+    elif suffix:
         change = payload.get("prior")
         if change is None:
             raise ValueError(f"rule {name!r} needs the payload's `prior`; it has none")
         sel["priors"] = {model: dict(change)}
-        sel["prior_veto"] = with_prior == "prior(veto)"
+        sel["prior_veto"] = suffix == "prior(veto)"
     SelectionConfig(**sel)  # every field checked as a preset's would be
     return out
 

@@ -67,6 +67,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             seed=args.seed,
             racing=args.racing,
             selection=args.selection,
+            guard=args.guard,
             ensemble=args.ensemble,
             ensemble_anchor=args.ensemble_anchor,
             max_consecutive_failures=args.max_consecutive_failures,
@@ -108,6 +109,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 progress=not args.no_progress,
                 racing=args.racing,
                 selection=args.selection,
+                guard=args.guard,
                 ensemble=args.ensemble,
                 ensemble_anchor=args.ensemble_anchor,
                 max_consecutive_failures=args.max_consecutive_failures,
@@ -471,6 +473,15 @@ def add_parser(sub: Subparsers) -> None:
         "'posterior' the same with each gain weighed against what the model's "
         "judgement bank measured for the same change (the preset's gain_prior; "
         "without one for the model: 'shrink')",
+    )
+    c.add_argument(
+        "--guard",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="cross-fit what was chosen on the items it is scored on (the --ensemble, rule "
+        "'best''s judge): the same choice made on each half of the items must beat the "
+        "baseline on the other half, else no ensemble is built and rule 'best' returns the "
+        "baseline (default: the preset's)",
     )
     c.add_argument(
         "--ensemble",

@@ -120,6 +120,13 @@ class SelectionConfig(BaseModel):
             without these labels (a model's judgement bank, ``docs/judge.md``).
         gain_priors: Gain priors per model, keyed as ``priors`` is: the compile's model's
             entry is used when ``gain_prior`` is not set.
+        guard: Cross-fit what was chosen on the items it is scored on (the prompt ensemble,
+            and rule ``"best"``'s judge): the same choice made on each half of the search's
+            items must beat the baseline on the other half (:func:`crossfit_gain` above 0),
+            else the compile builds no ensemble and, under rule ``"best"``, returns the
+            baseline (the bank's ``anchored+guard`` and ``ensemble+guard``,
+            :func:`guarded`). Other rules' single judges are not checked (they already hold
+            items out or correct for the choice).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -138,6 +145,7 @@ class SelectionConfig(BaseModel):
     ridge: float = Field(1.0, gt=0.0)
     gain_prior: GainPriorTable | None = None
     gain_priors: dict[str, GainPriorTable] = Field(default_factory=dict)
+    guard: bool = False
 
     def prior_for(self, model: str | None) -> dict[str, str | int | float | bool] | None:
         """The prior default a compile with ``model`` uses: ``prior`` if set, else the

@@ -21,9 +21,12 @@ The package's modules, one concept each:
 * ``_judging``: judging a strategy during a compile (retries, stored items, racing);
 * ``_searching``: the compile's data, space and search;
 * ``_loop``: the compile loop (ask, judge, tell, record; then choose and report);
-* ``_choosing``: choosing the compiled judge (finalists, confirmation, ensemble);
-* ``_pooling``: the pooled rules' choice (``shrink``, ``lcb``, ``factor``) on all the
-  validation items;
+* ``_choosing``: choosing the compiled judge (finalists, confirmation; the order of it all);
+* ``_ensembling``: the prompt ensemble built beside the chosen judge (``--ensemble``);
+* ``_pooling``: the table of every strategy's stored ratings on the validation items, and
+  the pooled rules' choice (``shrink``, ``lcb``, ``factor``, ``posterior``) on it;
+* ``_guard``: the cross-fitted guard of rule ``best`` and the ensemble (``[selection]
+  guard``);
 * ``_prior``: the prior default returned instead of the baseline (``[selection] prior``);
 * ``_result``: :class:`CompileResult` and the problems a compile reports;
 * ``_teleprompters``: :class:`JudgeSearch`, :class:`HPSS`, :class:`Greedy`, ...

@@ -18,18 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data import Record
-from ..evaluate import EvalResult, ItemResult, compare, correct, item_predictions, merge_results
+from ..evaluate import EvalResult, compare, correct, item_predictions
 from ..judge import JudgeEnsemble
 from ..lm import model_spec
 from ..search import SearchStrategy
 from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._config import OptimizerConfig
+from ._ensembling import build_ensemble, in_order
+from ._guard import run_guard
 from ._journal import strategy_key
 from ._judging import Evaluator
 from ._pooling import POOLED_RULES, choose_pooled, pooled_note
 from ._prior import prior_fallback
 
-__all__ = ["Chooser", "Selected", "in_order", "lm_stats"]
+__all__ = ["Chooser", "Selected", "lm_stats"]
 
 
 def lm_stats(lm: Any) -> dict[str, int]:
@@ -44,12 +46,6 @@ def trial_key(trial: Any) -> str:
     """How the compile names a search trial in its messages and its selection record
     (``#1`` is the first, as in the summary table; the journal's numbers start at 0)."""
     return f"#{trial.number + 1}"
-
-
-def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
-    """The items of ``res`` in the order of ``records``."""
-    by_id = {i.id: i for i in res.items}
-    return [by_id[r.id] for r in records]
 
 
 @dataclass(frozen=True)
@@ -357,6 +353,29 @@ class Chooser:
             record["messages"].append(fallback)
         if pooled is not None:
             record["messages"].append(pooled.message)
+        if sel.guard:
+            check = run_guard(
+                sel,
+                evaluator,
+                search,
+                base,
+                baseline,
+                search_val,
+                unrated=unrated,
+                max_parse_failures=self.config.max_parse_failures,
+                key_of=trial_key,
+                ensemble=n_members,
+                anchor=anchor,
+                rule=record["rule"],
+                chose_baseline=strategy_key(chosen.strategy) == baseline_key,
+                metric=metric,
+            )
+            record["guard"] = check.record
+            record["messages"].append(check.message)
+            if not check.passed:  # no ensemble; rule best's own pick is refuted too
+                n_members = 0
+                if record["rule"] == "best":
+                    chosen, finalists, fallback = baseline, [], fallback or check.message
         pairwise = base.task.mode == "pairwise"
         level = evaluator.level
         results: dict[str, EvalResult] = {}
@@ -470,7 +489,16 @@ class Chooser:
                 members = [baseline, *(p for p, _ in others)]
                 member_res = [base_res, *(r for _, r in others)]
                 weights = [anchor] + [(1.0 - anchor) / max(1, len(others))] * len(others)
-            ensemble = self.ensemble(
+            else:
+                # The M best by search score, the baseline among them when it ranks there
+                # (as the bank's `ensemble` rule; a tie goes to the baseline).
+                b_score = self.search_score(search, base, baseline)
+                ranked = [] if b_score is None else [(b_score, baseline, base_res)]
+                found = zip(finalists, fin_progs, fin_res, strict=True)
+                ranked += [(t.score, p, r) for t, p, r in found]
+                ranked = sorted(ranked, key=lambda x: -x[0])[:n_members]
+                members, member_res = [p for _, p, _ in ranked], [r for _, _, r in ranked]
+            ensemble = build_ensemble(
                 members,
                 member_res,
                 judged_on,
@@ -479,6 +507,8 @@ class Chooser:
                 note=note,
                 record=record,
                 pairwise=pairwise,
+                metric=metric,
+                sel=sel,
                 weights=weights,
             )
         stats1 = lm_stats(evaluator.lm)
@@ -493,103 +523,3 @@ class Chooser:
             )
         warn = warn or fallback is not None or record["rule"] != sel.rule
         return Selected(compiled, record, comparisons, ensemble, warn)
-
-    def ensemble(
-        self,
-        members: list[Any],
-        results: list[EvalResult],
-        records: list[Record],
-        base_res: EvalResult,
-        *,
-        split: str,
-        note: str,
-        record: dict[str, Any],
-        pairwise: bool,
-        weights: list[float] | None = None,
-    ) -> JudgeEnsemble | None:
-        """The ensemble of ``members`` (at ``weights``, default equal; with weights the first
-        member is the baseline, the anchor), normalised on ``records`` and compared there."""
-        if pairwise:
-            record["messages"].append(
-                "ensemble: a pairwise judge has no ratings to average; no ensemble is built"
-            )
-            return None
-        keep, means, sds, kept_w = [], [], [], []
-        ws = weights or [1.0] * len(members)
-        for prog, res, w in zip(members, results, ws, strict=True):
-            parsed = [float(i.score) for i in res.items if i.score is not None]
-            mean = sum(parsed) / len(parsed) if parsed else 0.0
-            sd = (
-                math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
-                if len(parsed) >= 2
-                else 0.0
-            )
-            if sd > 0:
-                keep.append((prog, res))
-                means.append(mean)
-                sds.append(sd)
-                kept_w.append(w)
-            elif weights is not None and prog is members[0]:
-                record["messages"].append(
-                    "ensemble: the baseline gave no varying ratings, so the ensemble has no "
-                    "anchor (its other members at equal weights)"
-                )
-                weights = None
-        if len(keep) < 2:
-            record["messages"].append(
-                f"ensemble: fewer than 2 of the {len(members)} best strategies gave varying "
-                "ratings; no ensemble is built"
-            )
-            return None
-        ens = JudgeEnsemble(
-            [p for p, _ in keep], means, sds, weights=kept_w if weights is not None else None
-        )
-        items = []
-        for i, r in enumerate(records):
-            ratings = []
-            for _, res in keep:
-                item = in_order(res, records)[i]
-                ratings.append(None if item.score is None else float(item.score))
-            score, _ = ens.combine(ratings)
-            items.append(
-                ItemResult(
-                    r.id,
-                    r.scores.get(ens.aspect),
-                    score,
-                    parse_error=None if score is not None else "no member parsed",
-                )
-            )
-        ens_res = merge_results(
-            [
-                EvalResult(
-                    n=len(items),
-                    parse_failures=0,
-                    call_failures=0,
-                    level=base_res.level,
-                    items=items,
-                )
-            ],
-            records,
-            pairwise=False,
-            level=base_res.level,
-        )
-        ens.comparisons = {
-            split: compare(
-                ens_res,
-                base_res,
-                records,
-                metric=self.metric,
-                labels=("baseline", "ensemble"),
-                n_resamples=self.sel.n_resamples,
-                seed=self.sel.seed,
-                note=note,
-            ).to_dict()
-        }
-        ens.selection = {
-            "members": [p.strategy.as_dict() for p, _ in keep],
-            "weights": ens.weights,
-            "anchor": self.config.ensemble_anchor if weights is not None else 0.0,
-            "normalised_on": split,
-            "items": len(records),
-        }
-        return ens

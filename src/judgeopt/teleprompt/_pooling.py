@@ -38,7 +38,14 @@ from ..selection import (
 from ._journal import strategy_key
 from ._judging import Evaluator
 
-__all__ = ["POOLED_RULES", "PooledChoice", "choose_pooled", "pooled_note"]
+__all__ = [
+    "POOLED_RULES",
+    "PooledChoice",
+    "ValidationTable",
+    "choose_pooled",
+    "pooled_note",
+    "validation_table",
+]
 
 #: The rules that choose on all the validation items from the stored judgements.
 POOLED_RULES = ("shrink", "lcb", "factor", "posterior")
@@ -89,6 +96,87 @@ def _ratings(items: Mapping[str, Any], val: list[Record]) -> list[float]:
     return out
 
 
+@dataclass(frozen=True)
+class ValidationTable:
+    """Every strategy the search judged on all of the validation items, as the pooled rules
+    read them.
+
+    Attributes:
+        data: The ratings (row 0 the baseline's, then one row per program), the human
+            scores, the groups and the strategies.
+        programs: The candidates' programs (row ``i + 1`` of ``data``).
+        trials: Their search trials.
+        passed: ``(trial, unrated, items)`` of the strategies passed over for giving no
+            rating for more than ``max_parse_failures`` of their items.
+        partial: The names of the trials racing dropped before every item was judged.
+    """
+
+    data: RuleInput
+    programs: list[Any]
+    trials: list[Any]
+    passed: list[tuple[Any, int, int]]
+    partial: list[str]
+
+
+def validation_table(
+    evaluator: Evaluator,
+    search: SearchStrategy,
+    base: Any,
+    baseline: Any,
+    val: list[Record],
+    *,
+    unrated: Mapping[int, tuple[int, int]],
+    max_parse_failures: float,
+    key_of: Callable[[Any], str],
+    seed: int = 0,
+) -> ValidationTable:
+    """The table of every strategy's ratings on ``val`` from the stored judgements (no new
+    call, except for the baseline if the search never judged it on ``val``).
+
+    A strategy is a candidate when the search judged it on every item of ``val`` and it
+    rated at least ``1 - max_parse_failures`` of them (``unrated``: trial number ->
+    (answers without a rating, items)); each strategy appears once.
+    """
+    aspect = base.aspect
+    humans = np.asarray([float(r.scores[aspect]) for r in val], dtype=np.float64)
+    groups = [r.group_id or r.id for r in val] if evaluator.level == "group" else None
+    ids = [r.id for r in val]
+    base_res = evaluator.stored(baseline, val, desc="validation: baseline")
+    rows = [_ratings({i.id: i for i in base_res.items}, val)]
+    store = evaluator.journal.items
+    progs: list[Any] = []
+    cands: list[Any] = []
+    passed: list[tuple[Any, int, int]] = []
+    partial: list[str] = []
+    seen = {strategy_key(baseline.strategy)}
+    for t in sorted(search.trials, key=lambda t: t.number):
+        prog = base.with_strategy(t.strategy)
+        key = strategy_key(prog.strategy)
+        if key in seen:
+            continue
+        items = store.items(prog.strategy)
+        bad, n_items = unrated.get(t.number, (0, 0))
+        if (n_items < len(ids)) if n_items else any(i not in items for i in ids):
+            partial.append(key_of(t))  # dropped early by racing: not judged on every item
+            continue
+        seen.add(key)
+        if n_items and bad / n_items > max_parse_failures:
+            passed.append((t, bad, n_items))
+            continue
+        progs.append(prog)
+        cands.append(t)
+        rows.append(_ratings(items, val))
+    data = RuleInput(
+        human=humans,
+        preds=np.asarray(rows, dtype=np.float64),
+        baseline=0,
+        groups=groups,
+        strategies=[dict(p.strategy.as_dict()) for p in (baseline, *progs)],
+        seed=seed,
+    )
+    return ValidationTable(data, progs, cands, passed, partial)
+
+
 def choose_pooled(
     sel: SelectionConfig,
     evaluator: Evaluator,
@@ -121,43 +209,23 @@ def choose_pooled(
         gain_prior: The prior of rule ``posterior`` (the compile's model's); without one
             the rule is ``shrink``, and the message says so.
     """
-    aspect = base.aspect
-    humans = np.asarray([float(r.scores[aspect]) for r in val], dtype=np.float64)
-    groups = [r.group_id or r.id for r in val] if evaluator.level == "group" else None
-    ids = [r.id for r in val]
-    base_res = evaluator.stored(baseline, val, desc="validation: baseline")
-    rows = [_ratings({i.id: i for i in base_res.items}, val)]
-    baseline_key = strategy_key(baseline.strategy)
-    store = evaluator.journal.items
-    progs: list[Any] = []
-    cands: list[Any] = []
-    passed: list[Any] = []
-    partial: list[str] = []
-    seen = {baseline_key}
-    for t in sorted(search.trials, key=lambda t: t.number):
-        prog = base.with_strategy(t.strategy)
-        key = strategy_key(prog.strategy)
-        if key in seen:
-            continue
-        items = store.items(prog.strategy)
-        bad, n_items = unrated.get(t.number, (0, 0))
-        if (n_items < len(ids)) if n_items else any(i not in items for i in ids):
-            partial.append(key_of(t))  # dropped early by racing: not judged on every item
-            continue
-        seen.add(key)
-        if n_items and bad / n_items > max_parse_failures:
-            passed.append((t, bad, n_items))
-            continue
-        progs.append(prog)
-        cands.append(t)
-        rows.append(_ratings(items, val))
-    data = RuleInput(
-        human=humans,
-        preds=np.asarray(rows, dtype=np.float64),
-        baseline=0,
-        groups=groups,
-        strategies=[dict(p.strategy.as_dict()) for p in (baseline, *progs)],
+    table = validation_table(
+        evaluator,
+        search,
+        base,
+        baseline,
+        val,
+        unrated=unrated,
+        max_parse_failures=max_parse_failures,
+        key_of=key_of,
         seed=sel.seed,
+    )
+    data, progs, cands, passed, partial = (
+        table.data,
+        table.programs,
+        table.trials,
+        table.passed,
+        table.partial,
     )
     n = sel.n_resamples
     rule = sel.rule

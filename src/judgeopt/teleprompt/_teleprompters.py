@@ -133,7 +133,8 @@ class JudgeSearch(Teleprompter):
 
         ``racing=True`` / ``False`` switches the preset's racing on or off and keeps its other
         racing settings; ``selection="best"`` / ``"confirm"`` (any rule's name) changes the
-        preset's selection rule and keeps its other selection settings.
+        preset's selection rule and keeps its other selection settings; ``guard=True`` /
+        ``False`` switches the cross-fitted guard (``SelectionConfig.guard``) on or off.
 
         Raises:
             ValueError: On an unknown rule name (naming the allowed ones).
@@ -152,6 +153,10 @@ class JudgeSearch(Teleprompter):
             )
         elif rule is not None:
             kw["selection"] = rule
+        guard = overrides.pop("guard", None)
+        if guard is not None:
+            chosen = selection_config(kw["selection"])
+            kw["selection"] = chosen.model_copy(update={"guard": bool(guard)})
         kw.update({k: v for k, v in overrides.items() if v is not None})
         search = kw.pop("search")
         return JudgeSearch(search, **kw)

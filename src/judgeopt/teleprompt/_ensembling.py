@@ -1,0 +1,134 @@
+"""The prompt ensemble a compile exports beside its single judge (``--ensemble``).
+
+:func:`build_ensemble` turns the chosen members' judgements on the items the judge was chosen
+on into a :class:`~judgeopt.judge.JudgeEnsemble`: each member's mean and spread there (for
+the z-normalisation), the weights (equal, or the baseline as anchor at its weight), the
+ensemble's predictions and its comparison with the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..data import Record
+from ..evaluate import EvalResult, ItemResult, compare, merge_results
+from ..judge import JudgeEnsemble
+from ..selection import SelectionConfig
+
+__all__ = ["build_ensemble", "in_order"]
+
+
+def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
+    """The items of ``res`` in the order of ``records``."""
+    by_id = {i.id: i for i in res.items}
+    return [by_id[r.id] for r in records]
+
+
+def build_ensemble(
+    members: list[Any],
+    results: list[EvalResult],
+    records: list[Record],
+    base_res: EvalResult,
+    *,
+    split: str,
+    note: str,
+    record: dict[str, Any],
+    pairwise: bool,
+    metric: str,
+    sel: SelectionConfig,
+    weights: list[float] | None = None,
+) -> JudgeEnsemble | None:
+    """The ensemble of ``members`` (at ``weights``, default equal; with weights the first
+    member is the baseline, the anchor), normalised on ``records`` and compared there with
+    the baseline (``base_res``) by ``metric``, bootstrapped as ``sel`` says.
+
+    A member whose ratings do not vary on ``records`` is left out (an anchor among them:
+    the others at equal weights); with fewer than two members left, or a pairwise task,
+    no ensemble is built. Each case is said in ``record["messages"]``.
+    """
+    if pairwise:
+        record["messages"].append(
+            "ensemble: a pairwise judge has no ratings to average; no ensemble is built"
+        )
+        return None
+    keep, means, sds, kept_w = [], [], [], []
+    ws = weights or [1.0] * len(members)
+    for prog, res, w in zip(members, results, ws, strict=True):
+        parsed = [float(i.score) for i in res.items if i.score is not None]
+        mean = sum(parsed) / len(parsed) if parsed else 0.0
+        sd = (
+            math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
+            if len(parsed) >= 2
+            else 0.0
+        )
+        if sd > 0:
+            keep.append((prog, res))
+            means.append(mean)
+            sds.append(sd)
+            kept_w.append(w)
+        elif weights is not None and prog is members[0]:
+            record["messages"].append(
+                "ensemble: the baseline gave no varying ratings, so the ensemble has no "
+                "anchor (its other members at equal weights)"
+            )
+            weights = None
+    if len(keep) < 2:
+        record["messages"].append(
+            f"ensemble: fewer than 2 of the {len(members)} best strategies gave varying "
+            "ratings; no ensemble is built"
+        )
+        return None
+    ens = JudgeEnsemble(
+        [p for p, _ in keep], means, sds, weights=kept_w if weights is not None else None
+    )
+    items = []
+    for i, r in enumerate(records):
+        ratings = []
+        for _, res in keep:
+            item = in_order(res, records)[i]
+            ratings.append(None if item.score is None else float(item.score))
+        score, _ = ens.combine(ratings)
+        items.append(
+            ItemResult(
+                r.id,
+                r.scores.get(ens.aspect),
+                score,
+                parse_error=None if score is not None else "no member parsed",
+            )
+        )
+    ens_res = merge_results(
+        [
+            EvalResult(
+                n=len(items),
+                parse_failures=0,
+                call_failures=0,
+                level=base_res.level,
+                items=items,
+            )
+        ],
+        records,
+        pairwise=False,
+        level=base_res.level,
+    )
+    ens.comparisons = {
+        split: compare(
+            ens_res,
+            base_res,
+            records,
+            metric=metric,
+            labels=("baseline", "ensemble"),
+            n_resamples=sel.n_resamples,
+            seed=sel.seed,
+            note=note,
+        ).to_dict()
+    }
+    ens.selection = {
+        "members": [p.strategy.as_dict() for p, _ in keep],
+        "weights": ens.weights,
+        "anchor": float(kept_w[0]) if weights is not None else 0.0,
+        "normalised_on": split,
+        "items": len(records),
+    }
+    return ens

@@ -1,0 +1,162 @@
+"""The cross-fitted guard of a compile (``SelectionConfig.guard``, ``judgeopt compile --guard``).
+
+Rule ``best`` and the prompt ensemble (``--ensemble``, anchored or not) are chosen on the same
+items they are then scored on, so their validation gain over the baseline is biased upward by
+the choice. The guard asks the same rule twice more, on each half of those items (whole
+groups, stratified by the human score, seeded), and scores each half's pick against the
+baseline on the half it did not see (:func:`judgeopt.selection.crossfit_gain`). Unless that
+cross-fitted gain is above zero the compile builds no ensemble and, under rule ``best``,
+returns the baseline: the compile's form of the ``ensemble+guard`` and ``anchored+guard``
+rules the judgement bank replays (``docs/judge.md``, "The cross-fitted guard").
+
+It reads the stored judgements only (:func:`~judgeopt.teleprompt._pooling.validation_table`):
+no judge call, except for the baseline if the search never judged it on those items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data import Record
+from ..search import SearchStrategy
+from ..selection import (
+    Pick,
+    RuleInput,
+    SelectionConfig,
+    anchored_rule,
+    best_rule,
+    crossfit_gain,
+    ensemble_rule,
+)
+from ._judging import Evaluator
+from ._pooling import validation_table
+
+__all__ = ["GUARD_FRACTION", "GuardCheck", "run_guard"]
+
+#: The share of the items in the first half of the cross-fit (as the bank's replay splits).
+GUARD_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class GuardCheck:
+    """What :func:`run_guard` found.
+
+    Attributes:
+        passed: Whether the compile keeps what its rule chose (``True`` also when the guard
+            had nothing to check).
+        message: The compile's message (what was checked, the cross-fitted gain).
+        record: The selection record's ``guard`` entry: ``checked`` (``"ensemble"``,
+            ``"best"`` or ``None``), ``crossfit_gain``, ``items``, ``candidates``,
+            ``passed``.
+    """
+
+    passed: bool
+    message: str
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def _rule(ensemble: int, anchor: float) -> tuple[Callable[[RuleInput], Pick], str]:
+    """The replay's rule for what the compile chose, and how to name it."""
+    if ensemble and anchor:
+        return (
+            lambda d: anchored_rule(d, m=ensemble, w=anchor),
+            f"the ensemble of the baseline at {anchor:g} and the {ensemble} best others",
+        )
+    if ensemble:
+        return lambda d: ensemble_rule(d, m=ensemble), f"the ensemble of the {ensemble} best"
+    return best_rule, "the best validation score"
+
+
+def run_guard(
+    sel: SelectionConfig,
+    evaluator: Evaluator,
+    search: SearchStrategy,
+    base: Any,
+    baseline: Any,
+    val: list[Record],
+    *,
+    unrated: Mapping[int, tuple[int, int]],
+    max_parse_failures: float,
+    key_of: Callable[[Any], str],
+    ensemble: int,
+    anchor: float,
+    rule: str,
+    chose_baseline: bool,
+    metric: str,
+) -> GuardCheck:
+    """Cross-fit what the compile chose on ``val`` (the items the search scored on).
+
+    Args:
+        sel: The selection settings (``seed`` of the halves).
+        evaluator, search, base, baseline, unrated, max_parse_failures, key_of: As for
+            :func:`~judgeopt.teleprompt._pooling.validation_table`.
+        val: The items the search scored on.
+        ensemble: The ensemble's size (0: none is built).
+        anchor: The baseline's weight in it (0: none).
+        rule: The rule that chose the single judge (the guard checks it when it is
+            ``"best"`` and no ensemble is built).
+        chose_baseline: Whether that rule kept the baseline.
+        metric: The compile's metric (the guard compares Spearman correlations).
+    """
+    checked = "ensemble" if ensemble else "best" if rule == "best" and not chose_baseline else None
+    if checked is None:
+        why = (
+            "rule best kept the baseline"
+            if rule == "best"
+            else f"rule {rule} does not choose on the items it is scored on"
+        )
+        return GuardCheck(
+            True,
+            f"selection: the guard had nothing to check ({why}; it checks rule best and ensembles)",
+            {"checked": None},
+        )
+    if metric != "spearman":
+        return GuardCheck(
+            True,
+            f"selection: the guard compares Spearman correlations of ratings and this "
+            f"compile's metric is {metric}; it was not run",
+            {"checked": None},
+        )
+    table = validation_table(
+        evaluator,
+        search,
+        base,
+        baseline,
+        val,
+        unrated=unrated,
+        max_parse_failures=max_parse_failures,
+        key_of=key_of,
+        seed=sel.seed,
+    )
+    fn, what = _rule(ensemble, anchor)
+    try:
+        gain = float(crossfit_gain(table.data, fn, fraction=GUARD_FRACTION))
+    except ValueError as e:  # too few items or groups to split in two
+        gain, failed = math.nan, str(e)
+    else:
+        failed = None
+    passed = math.isfinite(gain) and gain > 0.0
+    record: dict[str, Any] = {
+        "checked": checked,
+        "crossfit_gain": gain if math.isfinite(gain) else None,
+        "items": len(val),
+        "candidates": len(table.programs),
+        "passed": passed,
+    }
+    told = (
+        f"{what}, chosen on each half of the {len(val)} items the search scored on, "
+        f"{'could not be cross-fitted (' + failed + ')' if failed else ''}"
+        f"{'' if failed else f'gained {gain:+.3f} over the baseline on the other half'}"
+    )
+    if passed:
+        return GuardCheck(True, f"selection: the guard kept the choice: {told}", record)
+    return GuardCheck(
+        False,
+        f"selection: the guard refuted the choice (no ensemble"
+        f"{'; the baseline is returned' if rule == 'best' else ''}): {told}"
+        + ("" if failed or not math.isfinite(gain) else " (not above 0)"),
+        record,
+    )
