@@ -1561,6 +1561,39 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(
     assert again["mean_relative_gain_best_search_score"] == pytest.approx(
         rules["best_search_score"]["test_gain"] / abs(row["baseline"])
     )
+    # An ensemble only this script asked for (--ensemble) is reported, not shipped.
+    assert row["shipped"] == "chosen" and row["shipped_gain"] == row["gain"]
+    assert data["mean_gain_shipped"] == pytest.approx(row["gain"])
+
+
+def test_e2e_ships_the_presets_guarded_ensemble(
+    shared_data: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A preset that builds an ensemble (the bank's ``anchored+guard`` as
+    ``selection_settings`` writes it) ships it: the row's ``shipped_*`` fields are the
+    ensemble's, and the guard's record is kept."""
+    e2e, _ = _e2e_script("e2e_benchmark_shipped", tmp_path)
+    preset = _write_preset(tmp_path)
+    preset.write_text(
+        "ensemble = 2\nensemble_anchor = 0.4\n"
+        + preset.read_text()
+        + '[selection]\nrule = "best"\nguard = true\n'
+    )
+    full = load_records(shared_data / "topical_chat" / "full.jsonl")
+    monkeypatch.setattr(
+        e2e, "make_lm", lambda model, **kw: ScriptedLM(respond_with(full, "scale10")).lm
+    )
+    out = tmp_path / "shipped.json"
+    args = _e2e_args(preset, tmp_path / "run", out)
+    i = args.index("--ensemble")
+    assert e2e.main(args[:i] + args[i + 2 :]) == 0
+    data = json.loads(out.read_text())
+    (row,) = data["pairs"]
+    assert row["shipped"] == "ensemble" and row["selection"]["guard"]["passed"] is True
+    assert row["shipped_gain"] == row["ensemble_gain"] > 0
+    assert row["shipped_gain_ci"] == row["ensemble_gain_ci"]
+    assert data["mean_gain_shipped"] == pytest.approx(row["ensemble_gain"])
+    assert data["pairs_significantly_worse_shipped"] == 0
 
 
 def test_e2e_benchmark_stops_on_sigterm_and_resumes(
