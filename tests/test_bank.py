@@ -338,6 +338,11 @@ def test_the_guard_keeps_a_pick_only_when_it_beats_the_baseline_cross_fitted() -
     assert kept.members == rule(strong).members and kept.weights == rule(strong).weights
     assert "cross-fitted gain" in kept.reason
     assert guarded(rule, margin=gain + 0.01)(strong).single == 0  # a margin above it
+    # keyed: the cross-fitted gain is computed once per input, shared across margins
+    fresh = RuleInput(strong.human, strong.preds, 0, seed=strong.seed)
+    assert guarded(rule, key="g")(fresh).members == kept.members
+    assert guarded(rule, margin=gain + 0.01, key="g")(fresh).single == 0
+    assert fresh.memo("g-0.5", lambda: float("nan")) == pytest.approx(gain)
     assert crossfit_gain(strong, lambda d: Pick((d.baseline,))) == 0.0
     # judges unrelated to the human scores: the best few always look better on the items
     # they were chosen on; cross-fitted, they gain nothing, and the guard sends about half
@@ -435,13 +440,16 @@ def test_posterior_rule_weighs_the_labels_against_the_other_tasks() -> None:
 
 
 # Replay ---------------------------------------------------------------------------------------
-def _pair(name: str, good: int, seed: int, n: int = 240, level: str = "dataset") -> BankPair:
-    """A synthetic bank pair: 6 columns, column ``good`` truly better than the baseline."""
+def _pair(
+    name: str, good: int, seed: int, n: int = 240, level: str = "dataset", good_noise: float = 0.9
+) -> BankPair:
+    """A synthetic bank pair: 6 columns, column ``good`` (noise ``good_noise``, the others
+    2.0) truly better than the baseline (or the baseline itself: ``good=0``)."""
     rng = np.random.default_rng(seed)
     human = rng.integers(1, 6, n).astype(float)
     cols = []
     for i in range(6):
-        noise = 0.9 if i == good else 2.0
+        noise = good_noise if i == good else 2.0
         preds = np.clip(np.round(human + rng.normal(size=n) * noise), 1, 5)
         strategy = {"scale": 5, "cot": "none" if i == good else f"c{i}"}
         roles = ("baseline",) if i == 0 else ("search",)
@@ -515,6 +523,22 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
         replay_bank({"a": bank["a"]}, n_valids=(100,), n_splits=2)
 
 
+def test_a_rules_constants_are_chosen_by_the_defaults_criterion() -> None:
+    """A setting is chosen on the other pairs as the default rule is: the best mean gain
+    among the settings that are rarely worse than the baseline on every one of them. Column
+    2 is better than the baseline on a and b and a little worse on c (in about 90 % of the
+    splits); column 0 is the baseline. Left out, c gets column 2 (safe and better on a and
+    b); a and b get the baseline's column, though column 2's mean gain over the other two
+    pairs is positive (by gain alone they would get it)."""
+    bank = {"a": _pair("a", 2, 0), "b": _pair("b", 2, 1), "c": _pair("c", 0, 2, good_noise=1.6)}
+    spec = RuleSpec(lambda d, col: Pick((col,)), {"col": (0, 2)})
+    payload = replay_bank(bank, {"fixed": spec}, n_valids=(100,), n_splits=20)
+    per_pair = payload["rules"]["fixed"]["n_valid"]["100"]["per_pair"]
+    assert {p: v["setting"]["col"] for p, v in per_pair.items()} == {"a": 0, "b": 0, "c": 2}
+    gains = {p: v["mean_gain"] for p, v in per_pair.items()}
+    assert gains["a"] == gains["b"] == 0.0 and gains["c"] < 0  # c: column 2, its loss
+
+
 def test_the_choice_of_the_default_is_scored_left_out() -> None:
     """``lopo_default``: for each pair the rule is chosen on the other pairs only. A rule
     that always takes column 2 is good on a and b and no better than the baseline on c: left
@@ -586,6 +610,7 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     payload = replay_bank(bank, rules, n_valids=(100,), n_splits=4)
     guard = payload["rules"]["anchored+guard"]["n_valid"]["100"]
     assert guard["setting"]["m"] in (2, 3, 5) and guard["setting"]["w"] in (0.34, 0.5, 0.67)
+    assert guard["setting"]["margin"] in (0.0, 0.05, 0.1)
     assert payload["prior"] == {"cot": "none"}
     model = "local:qwen2.5-coder-1.5b"
     got = {r: selection_settings(payload, model=model, rule=r) for r in names}
@@ -611,8 +636,9 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
         "ensemble_anchor": anchored["w"],
     }
     # the cross-fitted guard is the compile's `guard` (judgeopt.teleprompt._guard)
+    margin = {"guard_margin": guard["setting"]["margin"]} if guard["setting"]["margin"] else {}
     assert got["anchored+guard"] == {
-        "selection": {"rule": "best", "guard": True},
+        "selection": {"rule": "best", "guard": True} | margin,
         "ensemble": guard["setting"]["m"],
         "ensemble_anchor": guard["setting"]["w"],
     }

@@ -1035,6 +1035,19 @@ def test_the_guard_keeps_a_real_gain_and_refutes_an_ensemble_that_costs(task, re
     assert good.ensemble is not None and good.strategy["scale"] == 10
     assert any(m.startswith("selection: the guard kept the choice: ") for m in sel["messages"])
     assert sel["cost"]["calls"] == 0 and len(fake.judge_requests) == good.search_result.calls
+    # a margin above the cross-fitted gain refutes it (no ensemble; rule best: the baseline)
+    strict, _ = compile_with(
+        task,
+        records,
+        respond_with(records, "scale10"),
+        selection=guarded_best | {"guard_margin": 0.99},
+        ensemble=2,
+        ensemble_anchor=0.4,
+    )
+    assert strict.selection["guard"]["passed"] is False and strict.ensemble is None
+    assert strict.selection["guard"]["margin"] == 0.99
+    assert strict.strategy == baseline_strategy(task)
+    assert any("(not above 0.99)" in m for m in strict.selection["messages"])
     # The baseline is the informative judge: the ensemble of the two best (the baseline and
     # the best noise) is worse than the baseline on the half it did not see.
     lost, _ = compile_with(

@@ -103,6 +103,8 @@ def selection_settings(
         if base not in ("ensemble", "anchored"):
             raise ValueError(f"rule {name!r}: the compile guards ensembles and rule best only")
         sel["guard"] = True
+        if setting.get("margin"):
+            sel["guard_margin"] = float(setting["margin"])
     elif suffix:
         change = payload.get("prior")
         if change is None:

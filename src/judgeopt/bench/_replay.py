@@ -335,14 +335,30 @@ def _relative(r: _Replay) -> float:
     return float(np.mean(r.gains)) / abs(b) if b else math.nan
 
 
-def _lopo_setting(runs: Mapping[int, Mapping[str, _Replay]], others: Sequence[str]) -> int:
-    """The setting with the best mean test gain over ``others`` (the first on a tie; a
-    mean of gains, not of ratios, which a pair with a baseline near 0 would dominate)."""
+def _lopo_setting(
+    runs: Mapping[int, Mapping[str, _Replay]], others: Sequence[str], max_worse: float = 0.10
+) -> int:
+    """The setting chosen on ``others`` as the default rule is chosen (:func:`_pick_default`):
+    the best mean test gain among the settings worse than the baseline in at most
+    ``max_worse`` of the splits on every one of ``others``, else the one with the smallest
+    largest per-pair worse share (the first on a tie). A mean of gains, not of ratios,
+    which a pair with a baseline near 0 would dominate.
 
-    def score(k: int) -> float:
-        return float(np.mean([np.mean(runs[k][q].gains) for q in others]))
-
-    return max(sorted(runs), key=lambda k: (score(k), -k))
+    A rule's constants are part of the rule: choosing them by gain alone would hand the
+    default's criterion an aggressive setting it then rejects, where a safer setting of the
+    same rule would pass (a guard's margin, an anchor's weight).
+    """
+    rows = {
+        f"{k:06d}": {
+            "mean_gain": float(np.mean([np.mean(runs[k][q].gains) for q in others])),
+            "max_pair_worse_share": max(float(np.mean(runs[k][q].gains < -1e-12)) for q in others),
+        }
+        for k in sorted(runs)
+    }
+    safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
+    if safe:
+        return int(max(safe, key=lambda n: (round(rows[n]["mean_gain"], 12), -int(n))))
+    return int(min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n)))
 
 
 def _summary(r: _Replay) -> dict[str, Any]:

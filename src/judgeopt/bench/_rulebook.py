@@ -110,12 +110,16 @@ def _shrink_or_vetoed_prior(
     )(data)
 
 
-def _guarded_ensemble(data: RuleInput, *, m: int) -> Pick:
-    return guarded(lambda d: ensemble_rule(d, m=m))(data)
+def _guarded_ensemble(data: RuleInput, *, m: int, margin: float = 0.0) -> Pick:
+    rule = guarded(lambda d: ensemble_rule(d, m=m), margin=margin, key=f"crossfit-ensemble-{m}")
+    return rule(data)
 
 
-def _guarded_anchored(data: RuleInput, *, m: int, w: float) -> Pick:
-    return guarded(lambda d: anchored_rule(d, m=m, w=w))(data)
+def _guarded_anchored(data: RuleInput, *, m: int, w: float, margin: float = 0.0) -> Pick:
+    rule = guarded(
+        lambda d: anchored_rule(d, m=m, w=w), margin=margin, key=f"crossfit-anchored-{m}-{w}"
+    )
+    return rule(data)
 
 
 #: The rules the bank replays (``benchmarks/bank_rules.py``).
@@ -156,17 +160,21 @@ RULES: dict[str, RuleSpec] = {
     ),
     # Added 2026-11-28 (eighth session), before SummEval coherence and SFHOT
     # informativeness had any item judged by every column, and before any replay of them.
+    # The guards' margin grid added 2026-11-28 (tenth session), with the constants chosen
+    # by the default's own criterion (_replay._lopo_setting), after the interim replay on
+    # four pairs and before the full one: a margin is how a guard trades gain for safety.
     "ensemble+guard": RuleSpec(
         _guarded_ensemble,
-        {"m": (2, 3, 5)},
+        {"m": (2, 3, 5), "margin": (0.0, 0.05, 0.1)},
         description="the ensemble, kept only when it beats the baseline cross-fitted (chosen "
-        "on each validation half, scored on the other); else the baseline",
+        "on each validation half, scored on the other) by more than the margin; else the "
+        "baseline",
     ),
     "anchored+guard": RuleSpec(
         _guarded_anchored,
-        {"m": (2, 3, 5), "w": (0.34, 0.5, 0.67)},
+        {"m": (2, 3, 5), "w": (0.34, 0.5, 0.67), "margin": (0.0, 0.05, 0.1)},
         description="the anchored ensemble, kept only when it beats the baseline "
-        "cross-fitted; else the baseline",
+        "cross-fitted by more than the margin; else the baseline",
     ),
     "stack": RuleSpec(
         stack_rule,

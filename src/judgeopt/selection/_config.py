@@ -127,6 +127,7 @@ class SelectionConfig(BaseModel):
             baseline (the bank's ``anchored+guard`` and ``ensemble+guard``,
             :func:`guarded`). Other rules' single judges are not checked (they already hold
             items out or correct for the choice).
+        guard_margin: The cross-fitted gain the guard asks for (0: any positive one).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -146,6 +147,7 @@ class SelectionConfig(BaseModel):
     gain_prior: GainPriorTable | None = None
     gain_priors: dict[str, GainPriorTable] = Field(default_factory=dict)
     guard: bool = False
+    guard_margin: float = Field(0.0, ge=0.0, lt=1.0)
 
     def prior_for(self, model: str | None) -> dict[str, str | int | float | bool] | None:
         """The prior default a compile with ``model`` uses: ``prior`` if set, else the

@@ -360,9 +360,12 @@ def _crossfit_halves(data: RuleInput, fraction: float) -> tuple[RuleInput, RuleI
     return _subset(data, first), _subset(data, second)
 
 
-def guarded(rule: RuleFn, *, margin: float = 0.0, fraction: float = 0.5) -> RuleFn:
+def guarded(
+    rule: RuleFn, *, margin: float = 0.0, fraction: float = 0.5, key: str | None = None
+) -> RuleFn:
     """``rule``, kept only when its cross-fitted gain (:func:`crossfit_gain`) is above
-    ``margin``; otherwise the baseline.
+    ``margin``; otherwise the baseline. With ``key``, the cross-fitted gain is computed once
+    per input under that name (guards of the same rule at several margins share it).
 
     A guard for the rules whose pick's validation gain cannot say whether it is real (an
     ensemble of the best few, chosen and weighed on the same items): the rule is asked
@@ -375,7 +378,11 @@ def guarded(rule: RuleFn, *, margin: float = 0.0, fraction: float = 0.5) -> Rule
         pick = rule(data)
         if pick.single == data.baseline:
             return pick
-        gain = crossfit_gain(data, rule, fraction=fraction)
+
+        def cross() -> float:
+            return crossfit_gain(data, rule, fraction=fraction)
+
+        gain = cross() if key is None else data.memo(f"{key}-{fraction}", cross)
         if not gain > margin:
             return _single(data.baseline, f"cross-fitted gain {gain:+.3f} <= {margin:+.3f}")
         return Pick(

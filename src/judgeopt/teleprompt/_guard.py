@@ -5,9 +5,10 @@ items they are then scored on, so their validation gain over the baseline is bia
 the choice. The guard asks the same rule twice more, on each half of those items (whole
 groups, stratified by the human score, seeded), and scores each half's pick against the
 baseline on the half it did not see (:func:`judgeopt.selection.crossfit_gain`). Unless that
-cross-fitted gain is above zero the compile builds no ensemble and, under rule ``best``,
-returns the baseline: the compile's form of the ``ensemble+guard`` and ``anchored+guard``
-rules the judgement bank replays (``docs/judge.md``, "The cross-fitted guard").
+cross-fitted gain is above ``guard_margin`` (0 by default) the compile builds no ensemble
+and, under rule ``best``, returns the baseline: the compile's form of the ``ensemble+guard``
+and ``anchored+guard`` rules the judgement bank replays (``docs/judge.md``, "The
+cross-fitted guard").
 
 It reads the stored judgements only (:func:`~judgeopt.teleprompt._pooling.validation_table`):
 no judge call, except for the baseline if the search never judged it on those items.
@@ -50,7 +51,7 @@ class GuardCheck:
         message: The compile's message (what was checked, the cross-fitted gain).
         record: The selection record's ``guard`` entry: ``checked`` (``"ensemble"``,
             ``"best"`` or ``None``), ``crossfit_gain``, ``items``, ``candidates``,
-            ``passed``.
+            ``margin``, ``passed``.
     """
 
     passed: bool
@@ -138,12 +139,14 @@ def run_guard(
         gain, failed = math.nan, str(e)
     else:
         failed = None
-    passed = math.isfinite(gain) and gain > 0.0
+    margin = sel.guard_margin
+    passed = math.isfinite(gain) and gain > margin
     record: dict[str, Any] = {
         "checked": checked,
         "crossfit_gain": gain if math.isfinite(gain) else None,
         "items": len(val),
         "candidates": len(table.programs),
+        "margin": margin,
         "passed": passed,
     }
     told = (
@@ -157,6 +160,6 @@ def run_guard(
         False,
         f"selection: the guard refuted the choice (no ensemble"
         f"{'; the baseline is returned' if rule == 'best' else ''}): {told}"
-        + ("" if failed or not math.isfinite(gain) else " (not above 0)"),
+        + ("" if failed or not math.isfinite(gain) else f" (not above {margin:g})"),
         record,
     )
