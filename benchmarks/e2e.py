@@ -57,7 +57,7 @@ from judgeopt.bench import (
 )
 from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
-from judgeopt.evaluate import EvalResult, ItemResult, compare, merge_results
+from judgeopt.evaluate import EvalResult, compare, ensemble_result
 from judgeopt.judge import JudgeProgram, load_task
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
 from judgeopt.teleprompt import JudgeSearch, load_optimizer
@@ -279,40 +279,6 @@ def rules_report(
     return out
 
 
-def _ensemble_result(ens: Any, members: list[EvalResult], records: list[Record]) -> EvalResult:
-    """The ensemble's evaluation from its members' judged items (as ``ens.judge`` combines)."""
-    by_member = [{i.id: i for i in m.items} for m in members]
-    items = []
-    for r in records:
-        ratings = [
-            None if bm[r.id].score is None else float(bm[r.id].score)  # type: ignore[arg-type]
-            for bm in by_member
-        ]
-        score, _ = ens.combine(ratings)
-        items.append(
-            ItemResult(
-                r.id,
-                r.scores.get(ens.aspect),
-                score,
-                parse_error=None if score is not None else "no member parsed",
-            )
-        )
-    level = members[0].level
-    res = merge_results(
-        [EvalResult(n=len(items), parse_failures=0, call_failures=0, level=level, items=items)],
-        records,
-        pairwise=False,
-        level=level,
-    )
-    return EvalResult(
-        **{
-            **res.__dict__,
-            "seconds": sum(m.seconds for m in members),
-            "calls": sum(m.calls for m in members),
-        }
-    )
-
-
 def _num(x: Any) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -368,7 +334,7 @@ def run_pair(
     results = {"baseline": stored(baseline, "baseline"), "chosen": stored(judge, "chosen")}
     if ens is not None:
         members = [stored(m, f"ensemble member {i + 1}") for i, m in enumerate(ens.members)]
-        results["ensemble"] = _ensemble_result(ens, members, test)
+        results["ensemble"] = ensemble_result(ens, members, test)
     s2 = lm.stats()
     comps = {
         name: compare(res, results["baseline"], test, labels=("baseline", name), seed=seed)

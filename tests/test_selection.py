@@ -1006,6 +1006,28 @@ def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_p
         HPSS(ensemble=2, ensemble_anchor=1.0)
 
 
+def test_ensemble_result_combines_the_members_judged_items(task, records) -> None:
+    """``judgeopt.evaluate.ensemble_result``: an ensemble's evaluation from its members'
+    (no call), each item as the ensemble judges it, the members' costs summed."""
+    from judgeopt.evaluate import ensemble_result, evaluate
+
+    judge, fake = compile_with(task, records, respond_with(records, "scale10"), ensemble=2)
+    ens = judge.ensemble
+    assert ens is not None
+    few = records[:12]
+    members = [evaluate(m, few, progress=False) for m in ens.members]
+    n_calls = len(fake.judge_requests)
+    res = ensemble_result(ens, members, few)
+    assert len(fake.judge_requests) == n_calls and res.n == 12
+    for item, r in zip(res.items, few, strict=True):
+        assert item.score == pytest.approx(ens(**r.inputs).score)
+    assert res.calls == sum(m.calls for m in members)
+    with pytest.raises(ValueError, match="1 member evaluations for an ensemble of 2"):
+        ensemble_result(ens, members[:1], few)
+    with pytest.raises(ValueError, match="was not judged by every member"):
+        ensemble_result(ens, members, records[:13])
+
+
 def test_an_ensemble_takes_the_baseline_when_it_ranks_among_the_best(task, records) -> None:
     """``--ensemble M`` without an anchor is the M best strategies of the search, the
     baseline among them when its search score ranks there (as the bank's ``ensemble``)."""

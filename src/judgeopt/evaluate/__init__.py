@@ -12,7 +12,15 @@ from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
 from ._pool import CallPool
-from ._results import EvalResult, ItemResult, correct, item_predictions, merge_results, score_items
+from ._results import (
+    EvalResult,
+    ItemResult,
+    correct,
+    ensemble_result,
+    item_predictions,
+    merge_results,
+    score_items,
+)
 from ._run import default_threads, evaluate, evaluate_retrying
 
 __all__ = [
@@ -28,6 +36,7 @@ __all__ = [
     "compare",
     "correct",
     "default_threads",
+    "ensemble_result",
     "evaluate",
     "evaluate_against",
     "evaluate_retrying",

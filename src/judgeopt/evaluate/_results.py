@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -220,3 +220,45 @@ def item_predictions(items: Sequence[ItemResult]) -> list[float]:
 def correct(items: Sequence[ItemResult]) -> list[float]:
     """1.0 where a pairwise verdict equals the human label, else 0.0 (unparsed: wrong)."""
     return [float(i.score is not None and str(i.score) == str(i.human)) for i in items]
+
+
+def ensemble_result(
+    ensemble: Any, members: Sequence[EvalResult], records: Sequence[Record]
+) -> EvalResult:
+    """An ensemble's evaluation on ``records`` from its members' judged items (no call).
+
+    ``ensemble`` is a :class:`judgeopt.judge.JudgeEnsemble` (anything with its ``combine``
+    and ``aspect``); ``members`` are its members' evaluations on ``records``, in the
+    ensemble's member order. Each item's ratings are combined as the ensemble combines them
+    when it judges (an item no member rated is an unparsed item); the counters (calls,
+    tokens, seconds) are the members' sums, what the ensemble costs.
+
+    Raises:
+        ValueError: When the number of members differs from the ensemble's, or a record
+            has no item in a member's evaluation.
+    """
+    if len(members) != len(ensemble.members):
+        raise ValueError(
+            f"ensemble_result: {len(members)} member evaluations for an ensemble of "
+            f"{len(ensemble.members)}"
+        )
+    by_member = [{i.id: i for i in m.items} for m in members]
+    items = []
+    for r in records:
+        if any(r.id not in bm for bm in by_member):
+            raise ValueError(f"ensemble_result: record {r.id!r} was not judged by every member")
+        ratings = [None if bm[r.id].score is None else float(bm[r.id].score) for bm in by_member]
+        score, _ = ensemble.combine(ratings)
+        items.append(
+            ItemResult(
+                r.id,
+                r.scores.get(ensemble.aspect),
+                score,
+                parse_error=None if score is not None else "no member parsed",
+            )
+        )
+    level = members[0].level if members else "dataset"
+    part = EvalResult(n=len(items), parse_failures=0, call_failures=0, level=level, items=items)
+    merged = merge_results([part], records, pairwise=False, level=level)
+    counters = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds")
+    return replace(merged, **{k: sum(getattr(m, k) for m in members) for k in counters})

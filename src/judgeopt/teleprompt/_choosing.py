@@ -18,17 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data import Record
-from ..evaluate import EvalResult, compare, correct, item_predictions
+from ..evaluate import EvalResult, ItemResult, compare, correct, item_predictions
 from ..judge import JudgeEnsemble
 from ..lm import model_spec
 from ..search import SearchStrategy
 from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._config import OptimizerConfig
-from ._ensembling import build_ensemble, in_order
+from ._ensembling import build_ensemble
 from ._guard import run_guard
 from ._journal import strategy_key
 from ._judging import Evaluator
-from ._pooling import POOLED_RULES, choose_pooled, pooled_note
+from ._pooling import POOLED_RULES, ValidationTable, choose_pooled, pooled_note, validation_table
 from ._prior import prior_fallback
 
 __all__ = ["Chooser", "Selected", "lm_stats"]
@@ -46,6 +46,12 @@ def trial_key(trial: Any) -> str:
     """How the compile names a search trial in its messages and its selection record
     (``#1`` is the first, as in the summary table; the journal's numbers start at 0)."""
     return f"#{trial.number + 1}"
+
+
+def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
+    """The items of ``res`` in the order of ``records``."""
+    by_id = {i.id: i for i in res.items}
+    return [by_id[r.id] for r in records]
 
 
 @dataclass(frozen=True)
@@ -253,17 +259,33 @@ class Chooser:
         }
         fallback = None
         pooled = None
+        tables: list[ValidationTable] = []
+
+        def table() -> ValidationTable:
+            """Every strategy's stored ratings on the search's items (built once)."""
+            if not tables:
+                tables.append(
+                    validation_table(
+                        evaluator,
+                        search,
+                        base,
+                        baseline,
+                        search_val,
+                        unrated=unrated,
+                        max_parse_failures=self.config.max_parse_failures,
+                        key_of=trial_key,
+                        seed=sel.seed,
+                    )
+                )
+            return tables[0]
+
         if confirm_val is None and sel.rule in POOLED_RULES and split_note is None:
             # A pooled rule: every strategy judged on all the validation items is compared
             # with the baseline there (judgeopt.teleprompt._pooling).
             pooled = choose_pooled(
                 sel,
-                evaluator,
-                search,
-                base,
+                table(),
                 baseline,
-                search_val,
-                unrated=unrated,
                 max_parse_failures=self.config.max_parse_failures,
                 key_of=trial_key,
                 gain_prior=sel.gain_prior_for(model_spec(evaluator.lm)),
@@ -356,14 +378,8 @@ class Chooser:
         if sel.guard:
             check = run_guard(
                 sel,
-                evaluator,
-                search,
-                base,
-                baseline,
-                search_val,
-                unrated=unrated,
-                max_parse_failures=self.config.max_parse_failures,
-                key_of=trial_key,
+                table,
+                n_items=len(search_val),
                 ensemble=n_members,
                 anchor=anchor,
                 rule=record["rule"],

@@ -9,21 +9,14 @@ ensemble's predictions and its comparison with the baseline.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from ..data import Record
-from ..evaluate import EvalResult, ItemResult, compare, merge_results
+from ..evaluate import EvalResult, compare, ensemble_result
 from ..judge import JudgeEnsemble
 from ..selection import SelectionConfig
 
-__all__ = ["build_ensemble", "in_order"]
-
-
-def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
-    """The items of ``res`` in the order of ``records``."""
-    by_id = {i.id: i for i in res.items}
-    return [by_id[r.id] for r in records]
+__all__ = ["build_ensemble"]
 
 
 def build_ensemble(
@@ -83,35 +76,8 @@ def build_ensemble(
     ens = JudgeEnsemble(
         [p for p, _ in keep], means, sds, weights=kept_w if weights is not None else None
     )
-    items = []
-    for i, r in enumerate(records):
-        ratings = []
-        for _, res in keep:
-            item = in_order(res, records)[i]
-            ratings.append(None if item.score is None else float(item.score))
-        score, _ = ens.combine(ratings)
-        items.append(
-            ItemResult(
-                r.id,
-                r.scores.get(ens.aspect),
-                score,
-                parse_error=None if score is not None else "no member parsed",
-            )
-        )
-    ens_res = merge_results(
-        [
-            EvalResult(
-                n=len(items),
-                parse_failures=0,
-                call_failures=0,
-                level=base_res.level,
-                items=items,
-            )
-        ],
-        records,
-        pairwise=False,
-        level=base_res.level,
-    )
+    kept_res = [res for _, res in keep]
+    ens_res = ensemble_result(ens, kept_res, records)
     ens.comparisons = {
         split: compare(
             ens_res,

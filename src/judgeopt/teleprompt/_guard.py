@@ -17,12 +17,10 @@ no judge call, except for the baseline if the search never judged it on those it
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data import Record
-from ..search import SearchStrategy
 from ..selection import (
     Pick,
     RuleInput,
@@ -32,8 +30,7 @@ from ..selection import (
     crossfit_gain,
     ensemble_rule,
 )
-from ._judging import Evaluator
-from ._pooling import validation_table
+from ._pooling import ValidationTable
 
 __all__ = ["GUARD_FRACTION", "GuardCheck", "run_guard"]
 
@@ -73,28 +70,22 @@ def _rule(ensemble: int, anchor: float) -> tuple[Callable[[RuleInput], Pick], st
 
 def run_guard(
     sel: SelectionConfig,
-    evaluator: Evaluator,
-    search: SearchStrategy,
-    base: Any,
-    baseline: Any,
-    val: list[Record],
+    table: Callable[[], ValidationTable],
     *,
-    unrated: Mapping[int, tuple[int, int]],
-    max_parse_failures: float,
-    key_of: Callable[[Any], str],
+    n_items: int,
     ensemble: int,
     anchor: float,
     rule: str,
     chose_baseline: bool,
     metric: str,
 ) -> GuardCheck:
-    """Cross-fit what the compile chose on ``val`` (the items the search scored on).
+    """Cross-fit what the compile chose on the items the search scored on.
 
     Args:
-        sel: The selection settings (``seed`` of the halves).
-        evaluator, search, base, baseline, unrated, max_parse_failures, key_of: As for
-            :func:`~judgeopt.teleprompt._pooling.validation_table`.
-        val: The items the search scored on.
+        sel: The selection settings (``seed`` of the halves, ``guard_margin``).
+        table: Builds the :class:`~judgeopt.teleprompt._pooling.ValidationTable` of those
+            items (called only when there is something to check).
+        n_items: How many items the search scored on.
         ensemble: The ensemble's size (0: none is built).
         anchor: The baseline's weight in it (0: none).
         rule: The rule that chose the single judge (the guard checks it when it is
@@ -121,20 +112,10 @@ def run_guard(
             f"compile's metric is {metric}; it was not run",
             {"checked": None},
         )
-    table = validation_table(
-        evaluator,
-        search,
-        base,
-        baseline,
-        val,
-        unrated=unrated,
-        max_parse_failures=max_parse_failures,
-        key_of=key_of,
-        seed=sel.seed,
-    )
+    built = table()
     fn, what = _rule(ensemble, anchor)
     try:
-        gain = float(crossfit_gain(table.data, fn, fraction=GUARD_FRACTION))
+        gain = float(crossfit_gain(built.data, fn, fraction=GUARD_FRACTION))
     except ValueError as e:  # too few items or groups to split in two
         gain, failed = math.nan, str(e)
     else:
@@ -144,13 +125,13 @@ def run_guard(
     record: dict[str, Any] = {
         "checked": checked,
         "crossfit_gain": gain if math.isfinite(gain) else None,
-        "items": len(val),
-        "candidates": len(table.programs),
+        "items": n_items,
+        "candidates": len(built.programs),
         "margin": margin,
         "passed": passed,
     }
     told = (
-        f"{what}, chosen on each half of the {len(val)} items the search scored on, "
+        f"{what}, chosen on each half of the {n_items} items the search scored on, "
         f"{'could not be cross-fitted (' + failed + ')' if failed else ''}"
         f"{'' if failed else f'gained {gain:+.3f} over the baseline on the other half'}"
     )

@@ -179,54 +179,30 @@ def validation_table(
 
 def choose_pooled(
     sel: SelectionConfig,
-    evaluator: Evaluator,
-    search: SearchStrategy,
-    base: Any,
+    table: ValidationTable,
     baseline: Any,
-    val: list[Record],
     *,
-    unrated: Mapping[int, tuple[int, int]],
     max_parse_failures: float,
     key_of: Callable[[Any], str],
     gain_prior: GainPrior | None = None,
 ) -> PooledChoice:
-    """Apply the pooled rule ``sel.rule`` to every strategy the search judged on all of
-    ``val``.
+    """Apply the pooled rule ``sel.rule`` to every strategy of ``table`` (those the search
+    judged on all the validation items, :func:`validation_table`).
 
     Args:
         sel: The selection settings (``rule``, ``confidence`` as the bound's level for
             ``lcb``, ``n_resamples``, ``seed``).
-        evaluator: Holds the stored judgements (and judges the baseline on ``val`` if the
-            search did not).
-        search: The finished search.
-        base: The compile's program: the trials' judges are its copies.
-        baseline: ``base`` with the student's strategy.
-        val: The validation items (the search scored on all of them).
-        unrated: Trial number -> (answers without a rating, items), from the summaries.
-        max_parse_failures: A strategy above this share of unrated answers is not a
-            candidate.
+        table: The validation table.
+        baseline: The compile's program with the student's strategy (row 0 of ``table``).
+        max_parse_failures: The share of unrated answers above which a strategy was not a
+            candidate (for the message).
         key_of: How the compile names a trial (``#1`` for the first).
         gain_prior: The prior of rule ``posterior`` (the compile's model's); without one
             the rule is ``shrink``, and the message says so.
     """
-    table = validation_table(
-        evaluator,
-        search,
-        base,
-        baseline,
-        val,
-        unrated=unrated,
-        max_parse_failures=max_parse_failures,
-        key_of=key_of,
-        seed=sel.seed,
-    )
-    data, progs, cands, passed, partial = (
-        table.data,
-        table.programs,
-        table.trials,
-        table.passed,
-        table.partial,
-    )
+    data, progs, cands = table.data, table.programs, table.trials
+    passed, partial = table.passed, table.partial
+    n_items = data.human.size
     n = sel.n_resamples
     rule = sel.rule
     no_prior = rule == "posterior" and gain_prior is None
@@ -289,7 +265,7 @@ def choose_pooled(
         )
     told = (
         f"{len(cands)} strateg{'y' if len(cands) == 1 else 'ies'} compared with the baseline "
-        f"on all {len(val)} validation items"
+        f"on all {n_items} validation items"
         + (
             f" ({len(partial)} dropped early by racing, not judged on every item, are not "
             "candidates)"
