@@ -1111,7 +1111,7 @@ def test_the_guard_is_a_preset_setting_a_flag_and_no_part_of_the_checkpoint(
         task,
         records,
         respond,
-        selection={"rule": "best", "guard": True},
+        selection={"rule": "best", "guard": True, "guard_margin": 0.05},
         ensemble=2,
         checkpoint_dir=ckpt,
     )

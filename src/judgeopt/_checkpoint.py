@@ -131,7 +131,7 @@ def run_fingerprint(
         valset: The scoring set, when given apart.
         config: The optimizer settings (:class:`judgeopt.teleprompt.OptimizerConfig` as a
             dict); ``budget``, ``threads``, ``ensemble`` (and its anchor), the selection's
-            ``guard``, the failure limits and the check call's timeout are ignored.
+            ``guard`` (and its margin), the failure limits and the check call's timeout are ignored.
         lm: The judge's LM.
         max_tokens: The student's output limit (``None``: by strategy).
         decoding_params: The student's decoding overrides.
@@ -169,7 +169,7 @@ def run_fingerprint(
         if key == "selection" and isinstance(value, Mapping):
             # NOTE: the guard only reads the stored judgements after the search (as the
             # ensemble does), and checkpoints older than it do not name it.
-            value = {k: v for k, v in value.items() if k != "guard"}
+            value = {k: v for k, v in value.items() if k not in ("guard", "guard_margin")}
         # NOTE: no `forbid` is the default and older checkpoints do not name it; they stay
         # resumable.
         if key not in ignored and not (key == "forbid" and not value):
