@@ -1070,6 +1070,15 @@ def test_the_guard_keeps_a_real_gain_and_refutes_an_ensemble_that_costs(task, re
     assert strict.selection["guard"]["margin"] == 0.99
     assert strict.strategy == baseline_strategy(task)
     assert any("(not above 0.99)" in m for m in strict.selection["messages"])
+    # halves below min_confirm_items cannot show anything: the guard does not vouch
+    few, _ = compile_with(
+        task, records[:30], respond_with(records, "scale10"), selection=guarded_best, ensemble=2
+    )
+    assert few.selection["guard"]["passed"] is False and few.ensemble is None
+    assert any(
+        "cannot be cross-fitted on 30 items (halves of 15 items, below min_confirm_items=20)" in m
+        for m in few.selection["messages"]
+    )
     # The baseline is the informative judge: the ensemble of the two best (the baseline and
     # the best noise) is worse than the baseline on the half it did not see.
     lost, _ = compile_with(

@@ -125,8 +125,9 @@ class SelectionConfig(BaseModel):
             items must beat the baseline on the other half (:func:`crossfit_gain` above 0),
             else the compile builds no ensemble and, under rule ``"best"``, returns the
             baseline (the bank's ``anchored+guard`` and ``ensemble+guard``,
-            :func:`guarded`). Other rules' single judges are not checked (they already hold
-            items out or correct for the choice).
+            :func:`guarded`); with halves below ``min_confirm_items`` items it cannot
+            check and does not vouch (the same outcome). Other rules' single judges are not
+            checked (they already hold items out or correct for the choice).
         guard_margin: The cross-fitted gain the guard asks for (0: any positive one).
     """
 

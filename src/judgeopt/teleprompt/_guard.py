@@ -112,8 +112,19 @@ def run_guard(
             f"compile's metric is {metric}; it was not run",
             {"checked": None},
         )
-    built = table()
     fn, what = _rule(ensemble, anchor)
+    if n_items * GUARD_FRACTION < sel.min_confirm_items:
+        # Halves of a few items give cross-fitted gains of +-1: no evidence either way, and
+        # a guard that cannot check does not vouch.
+        return GuardCheck(
+            False,
+            f"selection: the guard refuted the choice (no ensemble"
+            f"{'; the baseline is returned' if rule == 'best' else ''}): {what} cannot be "
+            f"cross-fitted on {n_items} items (halves of {n_items * GUARD_FRACTION:g} items, "
+            f"below min_confirm_items={sel.min_confirm_items})",
+            {"checked": checked, "crossfit_gain": None, "items": n_items, "passed": False},
+        )
+    built = table()
     try:
         gain = float(crossfit_gain(built.data, fn, fraction=GUARD_FRACTION))
     except ValueError as e:  # too few items or groups to split in two
