@@ -113,45 +113,38 @@ def run_guard(
             {"checked": None},
         )
     fn, what = _rule(ensemble, anchor)
+    refuted = "selection: the guard refuted the choice (no ensemble" + (
+        "; the baseline is returned): " if rule == "best" else "): "
+    )
     if n_items * GUARD_FRACTION < sel.min_confirm_items:
         # Halves of a few items give cross-fitted gains of +-1: no evidence either way, and
         # a guard that cannot check does not vouch.
         return GuardCheck(
             False,
-            f"selection: the guard refuted the choice (no ensemble"
-            f"{'; the baseline is returned' if rule == 'best' else ''}): {what} cannot be "
-            f"cross-fitted on {n_items} items (halves of {n_items * GUARD_FRACTION:g} items, "
-            f"below min_confirm_items={sel.min_confirm_items})",
+            f"{refuted}{what} cannot be cross-fitted on {n_items} items (halves of "
+            f"{n_items * GUARD_FRACTION:g} items, below min_confirm_items="
+            f"{sel.min_confirm_items})",
             {"checked": checked, "crossfit_gain": None, "items": n_items, "passed": False},
         )
     built = table()
-    try:
-        gain = float(crossfit_gain(built.data, fn, fraction=GUARD_FRACTION))
-    except ValueError as e:  # too few items or groups to split in two
-        gain, failed = math.nan, str(e)
-    else:
-        failed = None
     margin = sel.guard_margin
-    passed = math.isfinite(gain) and gain > margin
     record: dict[str, Any] = {
         "checked": checked,
-        "crossfit_gain": gain if math.isfinite(gain) else None,
+        "crossfit_gain": None,
         "items": n_items,
         "candidates": len(built.programs),
         "margin": margin,
-        "passed": passed,
+        "passed": False,
     }
-    told = (
-        f"{what}, chosen on each half of the {n_items} items the search scored on, "
-        f"{'could not be cross-fitted (' + failed + ')' if failed else ''}"
-        f"{'' if failed else f'gained {gain:+.3f} over the baseline on the other half'}"
-    )
-    if passed:
+    told = f"{what}, chosen on each half of the {n_items} items the search scored on,"
+    try:
+        gain = float(crossfit_gain(built.data, fn, fraction=GUARD_FRACTION))
+    except ValueError as e:  # too few groups to split in two
+        return GuardCheck(False, f"{refuted}{told} could not be cross-fitted ({e})", record)
+    if not math.isfinite(gain):  # a half whose ratings or labels did not vary
+        return GuardCheck(False, f"{refuted}{told} has no cross-fitted gain", record)
+    told += f" gained {gain:+.3f} over the baseline on the other half"
+    record |= {"crossfit_gain": gain, "passed": gain > margin}
+    if gain > margin:
         return GuardCheck(True, f"selection: the guard kept the choice: {told}", record)
-    return GuardCheck(
-        False,
-        f"selection: the guard refuted the choice (no ensemble"
-        f"{'; the baseline is returned' if rule == 'best' else ''}): {told}"
-        + ("" if failed or not math.isfinite(gain) else f" (not above {margin:g})"),
-        record,
-    )
+    return GuardCheck(False, f"{refuted}{told} (not above {margin:g})", record)
