@@ -212,7 +212,9 @@ def plan_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--splits", type=int, default=200)
-    p.add_argument("--n-valid", default=None, help="comma-separated sizes (40,50,100,200; 40 is about the demo's size)")
+    p.add_argument(
+        "--n-valid", default=None, help="comma-separated sizes (40,50,100,200; 40: the demo's)"
+    )
     p.add_argument("--e2e-preview", action="store_true")
     p.add_argument("--partial", action="store_true", help="the judged groups of every pair")
     p.add_argument("--min-items", type=int, default=150, help="--partial: smallest pool")
