@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -309,9 +309,7 @@ def _lopo_default(
         for rname, runs in every.items():
             k = _lopo_setting(runs, others) if len(runs) > 1 else 0
             ks[rname] = k
-            gains = [float(np.mean(runs[k][q].gains)) for q in others]
-            worse = [float(np.mean(runs[k][q].gains < -1e-12)) for q in others]
-            rows[rname] = {"mean_gain": float(np.mean(gains)), "max_pair_worse_share": max(worse)}
+            rows[rname] = _on_pairs(runs[k], others)
         rule = _pick_default(rows, max_worse)
         k = ks[rule]
         per_pair[p] = _summary(every[rule][k][p]) | {
@@ -321,13 +319,37 @@ def _lopo_default(
     return _across(per_pair)
 
 
+#: A row's key in :func:`_safest_best`: a rule's name or a setting's index.
+K = TypeVar("K", str, int)
+
+
+def _on_pairs(runs: Mapping[str, _Replay], pairs: Sequence[str]) -> dict[str, float]:
+    """What the default's criterion reads of one rule (or setting) on ``pairs``: the mean
+    of the pairs' mean test gains (of gains, not of ratios, which a pair with a baseline
+    near 0 would dominate) and the largest per-pair worse share."""
+    return {
+        "mean_gain": float(np.mean([np.mean(runs[q].gains) for q in pairs])),
+        "max_pair_worse_share": max(float(np.mean(runs[q].gains < -1e-12)) for q in pairs),
+    }
+
+
+def _safest_best(
+    rows: Mapping[K, Mapping[str, float]], max_worse: float, prefer: Callable[[K], Any]
+) -> K:
+    """The default's criterion: the best ``mean_gain`` among the rows whose
+    ``max_pair_worse_share`` is at most ``max_worse`` (``prefer`` breaks a tie: the largest
+    wins), else the row with the smallest ``max_pair_worse_share`` (the first key on a
+    tie)."""
+    safe = [k for k, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
+    if safe:
+        return max(safe, key=lambda k: (round(rows[k]["mean_gain"], 12), prefer(k)))
+    return min(rows, key=lambda k: (rows[k]["max_pair_worse_share"], k))
+
+
 def _pick_default(rows: Mapping[str, Mapping[str, float]], max_worse: float) -> str:
     """:func:`choose_default`'s criterion on rows of ``mean_gain`` and
-    ``max_pair_worse_share``."""
-    safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
-    if safe:
-        return max(safe, key=lambda n: (round(rows[n]["mean_gain"], 12), -len(n), n))
-    return min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n))
+    ``max_pair_worse_share`` (on a tie the simpler rule, the shorter name)."""
+    return _safest_best(rows, max_worse, lambda n: (-len(n), n))
 
 
 def _relative(r: _Replay) -> float:
@@ -338,27 +360,17 @@ def _relative(r: _Replay) -> float:
 def _lopo_setting(
     runs: Mapping[int, Mapping[str, _Replay]], others: Sequence[str], max_worse: float = 0.10
 ) -> int:
-    """The setting chosen on ``others`` as the default rule is chosen (:func:`_pick_default`):
+    """The setting chosen on ``others`` as the default rule is chosen (:func:`_safest_best`:
     the best mean test gain among the settings worse than the baseline in at most
     ``max_worse`` of the splits on every one of ``others``, else the one with the smallest
-    largest per-pair worse share (the first on a tie). A mean of gains, not of ratios,
-    which a pair with a baseline near 0 would dominate.
+    largest per-pair worse share; the first setting on a tie).
 
     A rule's constants are part of the rule: choosing them by gain alone would hand the
     default's criterion an aggressive setting it then rejects, where a safer setting of the
     same rule would pass (a guard's margin, an anchor's weight).
     """
-    rows = {
-        f"{k:06d}": {
-            "mean_gain": float(np.mean([np.mean(runs[k][q].gains) for q in others])),
-            "max_pair_worse_share": max(float(np.mean(runs[k][q].gains < -1e-12)) for q in others),
-        }
-        for k in sorted(runs)
-    }
-    safe = [n for n, r in rows.items() if r["max_pair_worse_share"] <= max_worse]
-    if safe:
-        return int(max(safe, key=lambda n: (round(rows[n]["mean_gain"], 12), -int(n))))
-    return int(min(rows, key=lambda n: (rows[n]["max_pair_worse_share"], n)))
+    rows = {k: _on_pairs(runs[k], others) for k in sorted(runs)}
+    return _safest_best(rows, max_worse, lambda k: -k)
 
 
 def _summary(r: _Replay) -> dict[str, Any]:
