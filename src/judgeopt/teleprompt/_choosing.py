@@ -11,6 +11,7 @@ returned when the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior`.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -259,25 +260,21 @@ class Chooser:
         }
         fallback = None
         pooled = None
-        tables: list[ValidationTable] = []
 
+        @functools.cache
         def table() -> ValidationTable:
             """Every strategy's stored ratings on the search's items (built once)."""
-            if not tables:
-                tables.append(
-                    validation_table(
-                        evaluator,
-                        search,
-                        base,
-                        baseline,
-                        search_val,
-                        unrated=unrated,
-                        max_parse_failures=self.config.max_parse_failures,
-                        key_of=trial_key,
-                        seed=sel.seed,
-                    )
-                )
-            return tables[0]
+            return validation_table(
+                evaluator,
+                search,
+                base,
+                baseline,
+                search_val,
+                unrated=unrated,
+                max_parse_failures=self.config.max_parse_failures,
+                key_of=trial_key,
+                seed=sel.seed,
+            )
 
         if confirm_val is None and sel.rule in POOLED_RULES and split_note is None:
             # A pooled rule: every strategy judged on all the validation items is compared
