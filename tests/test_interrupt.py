@@ -48,7 +48,7 @@ if WHICH == "scripted":
 
     def respond(messages):
         one_more()
-        time.sleep(30)  # a server that takes its time: the exit must not wait for it
+        time.sleep(600)  # a server that takes its time: the exit must not wait for it
         return "Rating: [[2]]"
 
     lm = ScriptedLM(respond).lm
@@ -113,7 +113,7 @@ def _interrupt(proc: subprocess.Popen[str], second_after: float | None) -> tuple
                 proc.send_signal(signal.SIGINT)
             except ProcessLookupError:  # already gone
                 pass
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=180)
         return proc.returncode, err, time.monotonic() - t0
     finally:
         if proc.poll() is None:
@@ -141,9 +141,10 @@ def test_an_interrupted_run_prints_only_the_stopped_line(shared_data: Path, tmp_
             assert status == 130, what
             # One line: no traceback, no "judging ... failed: ... the batch engine was closed".
             assert err.strip() == "judgeopt evaluate: stopped (Ctrl-C)", what
-            # The exit waits for none of the eight calls in flight (each would take 30 s, or
-            # never end).
-            assert elapsed < 5.0, what
+            # The exit waits for none of the eight calls in flight (each would take 600 s, or
+            # never end). It takes about a second; the bound is loose because a loaded
+            # machine (a model decoding beside the suite) once took 19.9 s to tear down.
+            assert elapsed < 90.0, what
             # Nothing was judged, so nothing is recorded as a judgement.
             items = tmp_path / f"{k}.jsonl"
             assert not items.exists() or not items.read_text().strip(), what
