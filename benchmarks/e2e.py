@@ -35,24 +35,25 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from judgeopt.bench import (
     EXIT_INTERRUPTED,
+    across_pairs,
+    e2e_table,
     evaluate_stored,
-    markdown_table,
+    finalist_report,
+    finite_or_none,
+    rules_report,
     run_interruptible,
     shared_data_dir,
     stored_items,
-    stored_result,
     strategy_key,
+    summarise_e2e,
     write_json,
 )
 from judgeopt.data import Record, load_records, split_holdout
@@ -64,7 +65,7 @@ from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
 # NOTE: stored_items, evaluate_stored, stored_result and strategy_key (judgeopt.bench) are
 # also read from this module by rescore_e2e.py.
-__all__ = ["across_pairs", "main", "run_pair", "split_groups", "stored_items", "summarise"]
+__all__ = ["across_pairs", "main", "run_pair", "split_groups", "stored_items", "summarise_e2e"]
 
 DATA = shared_data_dir()
 DEFAULT_PAIRS = (
@@ -84,203 +85,6 @@ def split_groups(
 ) -> tuple[list[Record], list[Record]]:
     """Disjoint validation and test sets of whole groups (:func:`judgeopt.data.split_holdout`)."""
     return split_holdout(records, n_valid, n_test, seed=seed, per_group=per_group)
-
-
-def finalist_report(
-    pair_dir: Path, test: list[Record], row: dict[str, Any], seed: int
-) -> list[dict[str, Any]]:
-    """Every finalist judged on test (the ensemble's members are), against the baseline.
-
-    This is the check of the selection rule on held-out items: what each finalist (and so
-    the paper's rule, which keeps the best search score) would have scored on test. It reads
-    the stored test items only; a finalist whose items are not all stored is left out.
-    """
-    level = row["level"]
-    base = (
-        stored_result(
-            pair_dir / f"test_{strategy_key(row['baseline_strategy'])}.jsonl", test, level
-        )
-        if row.get("baseline_strategy")
-        else None
-    )
-    if base is None:
-        return []
-    finalists = (row.get("selection") or {}).get("finalists") or []
-    if not isinstance(finalists, list):  # a rule without confirmation: the setting's count
-        return []
-    out = []
-
-    def by_search_score(f: dict[str, Any]) -> float:  # best first; no score last
-        score = f.get("search_score")
-        return math.inf if score is None else -float(score)
-
-    for rank, f in enumerate(sorted(finalists, key=by_search_score)):
-        res = stored_result(pair_dir / f"test_{strategy_key(f['strategy'])}.jsonl", test, level)
-        if res is None:
-            continue
-        c = compare(res, base, test, labels=("baseline", f["key"]), seed=seed)
-        out.append(
-            {
-                "key": f["key"],
-                "search_rank": rank + 1,
-                "search_score": f.get("search_score"),
-                "confirm_gain": f.get("gain"),
-                "confirm_gain_ci": f.get("gain_ci"),
-                "confirmed": f.get("confirmed"),
-                "test": _num(res.metric("spearman")),
-                "test_gain": _num(c.gain),
-                "test_gain_ci": list(c.gain_ci),
-                "test_parse_failures": res.parse_failures,
-                "strategy": f["strategy"],
-            }
-        )
-    return out
-
-
-def rules_report(
-    pair_dir: Path, valid: list[Record], test: list[Record], row: dict[str, Any], optimizer: str
-) -> dict[str, Any]:
-    """What two other selection rules would have returned on this pair, and its test gain.
-
-    Both are computed from stored judgements without a call: the compile's confirmation
-    split is redone (same function and seed), the baseline's and the finalists' judged
-    confirmation items are read from the checkpoint's ``items.jsonl``, and the rule's pick is
-    looked up among the finalists judged on test.
-
-    - ``best_search_score`` (the paper's rule, on the search half): the strategy with the
-      best search score; that is the baseline when the baseline's own search score is at
-      least the best finalist's.
-    - ``veto`` (:func:`judgeopt.selection.veto`, pre-registered in docs/benchmarks.md
-      section 11): the same pick unless the one-sided upper bound of its confirmation gain
-      over the baseline is below zero.
-
-    A rule that returns the baseline has a test gain of exactly 0 (interval [0, 0]); each
-    rule's ``minus_chosen`` is its judge's paired test difference from the default rule's
-    chosen judge (0, [0, 0] when they are the same judge). As a
-    check of the redone split and the stored items, the default rule is recomputed too and
-    must give the gains the compile recorded (``check_max_abs_diff``).
-    """
-    from judgeopt.evaluate import item_predictions
-    from judgeopt.selection import choose, confirmation_split, veto
-    from judgeopt.teleprompt import ItemStore
-
-    sel_cfg = load_optimizer(optimizer).selection
-    sel = row.get("selection") or {}
-    listed = sel.get("finalists")
-    fins = sorted(
-        listed if isinstance(listed, list) else [],  # an int: a rule without confirmation
-        key=lambda f: math.inf if f.get("search_score") is None else -float(f["search_score"]),
-    )
-    base_strategy = row["baseline_strategy"]
-    base_scores = [
-        t["score"]
-        for t in row["search"]["trace"]
-        if t["strategy"] == base_strategy and t["score"] is not None
-    ]
-    base_search = max(base_scores) if base_scores else None
-    out: dict[str, Any] = {"baseline_search_score": base_search}
-    if not fins or sel.get("rule") != "confirm":
-        return out
-    aspect = row["aspect"]
-    humans = [r.scores[aspect] for r in valid]
-    grouped = any(r.group_id for r in valid)
-    groups = [r.group_id or r.id for r in valid] if grouped else None
-    _, confirm_idx = confirmation_split(
-        humans, groups, fraction=sel_cfg.confirm_fraction, seed=sel_cfg.seed
-    )
-    confirm = [valid[i] for i in confirm_idx]
-    if len(confirm) != sel.get("confirm_items"):
-        raise RuntimeError(
-            f"{row['task']}/{aspect}: the redone split has {len(confirm)} "
-            f"confirmation items, the compile had {sel.get('confirm_items')}"
-        )
-    stored = ItemStore(pair_dir / "ckpt" / "items.jsonl")
-
-    def vector(strategy: dict[str, Any]) -> list[float] | None:
-        items = stored.items(strategy)
-        if any(r.id not in items for r in confirm):
-            return None
-        return item_predictions([items[r.id] for r in confirm])
-
-    level = row["level"]
-    human = [r.scores[aspect] for r in confirm]
-    cgroups = [r.group_id or r.id for r in confirm] if level == "group" else None
-    kw = {
-        "method": "spearman",
-        "groups": cgroups,
-        "confidence": sel_cfg.confidence,
-        "n_resamples": sel_cfg.n_resamples,
-        "seed": sel_cfg.seed,
-    }
-    base_vec = vector(base_strategy)
-    vecs = [vector(f["strategy"]) for f in fins]
-    if base_vec is None or any(v is None for v in vecs):
-        out["error"] = "not every finalist's confirmation items are stored"
-        return out
-    again = choose(human, base_vec, vecs, keys=[f["key"] for f in fins], **kw)
-    diffs = [
-        abs(a.gain.delta - f["gain"])
-        for a, f in zip(again.finalists, fins, strict=True)
-        if f.get("gain") is not None and a.error is None
-    ]
-    out["check_max_abs_diff"] = max(diffs) if diffs else None
-    top = fins[0]
-    v = veto(
-        human,
-        base_vec,
-        vecs[0],
-        search_score=float(top["search_score"]),
-        baseline_search_score=base_search,
-        key=top["key"],
-        **kw,
-    )
-    on_test = {f["key"]: f for f in row.get("finalists_on_test") or []}
-
-    def test_result(strategy: dict[str, Any]) -> EvalResult | None:
-        return stored_result(pair_dir / f"test_{strategy_key(strategy)}.jsonl", test, level)
-
-    def minus_chosen(strategy: dict[str, Any]) -> dict[str, Any]:
-        if strategy == row["chosen_strategy"]:
-            return {"minus_chosen": 0.0, "minus_chosen_ci": [0.0, 0.0]}
-        mine, chosen = test_result(strategy), test_result(row["chosen_strategy"])
-        if mine is None or chosen is None:
-            return {"minus_chosen": None, "minus_chosen_ci": None}
-        c = compare(mine, chosen, test, labels=("chosen", "rule"), seed=sel_cfg.seed)
-        return {"minus_chosen": _num(c.gain), "minus_chosen_ci": list(c.gain_ci)}
-
-    def outcome(pick: str | None, extra: dict[str, Any]) -> dict[str, Any]:
-        if pick is None:
-            return {
-                "returns": "baseline",
-                "test_gain": 0.0,
-                "test_gain_ci": [0.0, 0.0],
-                **minus_chosen(base_strategy),
-                **extra,
-            }
-        f = on_test.get(pick)
-        return {
-            "returns": pick,
-            "test_gain": None if f is None else f["test_gain"],
-            "test_gain_ci": None if f is None else f["test_gain_ci"],
-            **minus_chosen(top["strategy"]),
-            **extra,
-        }
-
-    best_is_base = base_search is not None and not base_search < float(top["search_score"])
-    out["best_search_score"] = outcome(None if best_is_base else top["key"], {})
-    out["veto"] = outcome(
-        None if v.chosen is None else top["key"],
-        {
-            "confirm_gain": _num(v.finalists[0].gain.delta),
-            "upper_bound": _num(v.finalists[0].upper_bound),
-            "reason": v.reason,
-        },
-    )
-    return out
-
-
-def _num(x: Any) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
 def run_pair(
@@ -346,7 +150,7 @@ def run_pair(
             results["ensemble"], results["chosen"], test, labels=("chosen", "ensemble"), seed=seed
         )
     metric = "spearman"
-    scores = {name: _num(res.metric(metric)) for name, res in results.items()}
+    scores = {name: finite_or_none(res.metric(metric)) for name, res in results.items()}
     chosen_c = comps["chosen"]
     ens_c = comps.get("ensemble")
     judge = judge.with_report(
@@ -372,18 +176,20 @@ def run_pair(
         "baseline": scores["baseline"],
         "chosen": scores["chosen"],
         "ensemble": scores.get("ensemble"),
-        "gain": _num(chosen_c.gain),
+        "gain": finite_or_none(chosen_c.gain),
         "gain_ci": list(chosen_c.gain_ci),
-        "ensemble_gain": _num(ens_c.gain) if ens_c else None,
+        "ensemble_gain": finite_or_none(ens_c.gain) if ens_c else None,
         "ensemble_gain_ci": list(ens_c.gain_ci) if ens_c else None,
         "ensemble_minus_chosen": (
-            _num(comps["ensemble_vs_chosen"].gain) if "ensemble_vs_chosen" in comps else None
+            finite_or_none(comps["ensemble_vs_chosen"].gain)
+            if "ensemble_vs_chosen" in comps
+            else None
         ),
         "ensemble_minus_chosen_ci": (
             list(comps["ensemble_vs_chosen"].gain_ci) if "ensemble_vs_chosen" in comps else None
         ),
         "relative_gain": (
-            _num(chosen_c.gain) / abs(scores["baseline"])
+            finite_or_none(chosen_c.gain) / abs(scores["baseline"])
             if scores["baseline"] and chosen_c.gain is not None
             else None
         ),
@@ -403,7 +209,7 @@ def run_pair(
             "search": res.search,
             "budget": res.budget,
             "evaluations": res.evaluations,
-            "best_search_score": _num(res.best_score),
+            "best_search_score": finite_or_none(res.best_score),
             "calls": res.calls,
             "trace": [
                 {"number": t["number"], "score": t["score"], "strategy": t["strategy"]}
@@ -483,311 +289,6 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
         row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
 
 
-def across_pairs(
-    gains: Sequence[float | None], cis: Sequence[Sequence[float | None] | None]
-) -> dict[str, Any] | None:
-    """The mean of per-pair gains with two 95 % intervals.
-
-    ``ci_items``: the uncertainty of these pairs' test items only (each pair's standard error
-    read off its paired bootstrap interval as width / 3.92, the pairs independent): is the
-    mean gain on *these* tasks real? ``ci_pairs``: a t interval over the pairs' gains, which
-    also counts how much the gain varies from task to task: would it carry over to another
-    task? With four pairs the second is wide.
-    """
-    keep = [
-        (g, c)
-        for g, c in zip(gains, cis, strict=True)
-        if g is not None and c is not None and None not in c
-    ]
-    if not keep:
-        return None
-    g = np.array([k[0] for k in keep], dtype=float)
-    se = np.array([(k[1][1] - k[1][0]) / 3.92 for k in keep], dtype=float)
-    k = len(g)
-    mean = float(g.mean())
-    half = 1.96 * float(np.sqrt((se**2).sum())) / k
-    out: dict[str, Any] = {
-        "mean": mean,
-        "n_pairs": k,
-        "ci_items": [mean - half, mean + half],
-        "ci_pairs": None,
-    }
-    if k >= 2:
-        from scipy.stats import t
-
-        half_p = float(t.ppf(0.975, k - 1) * g.std(ddof=1) / np.sqrt(k))
-        out["ci_pairs"] = [mean - half_p, mean + half_p]
-    return out
-
-
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    rel = [r["relative_gain"] for r in rows if r["relative_gain"] is not None]
-    gains = [r["gain"] for r in rows if r["gain"] is not None]
-    # The paper's rule (keep the best search score) on the same pairs, from the stored test
-    # items of the finalists: what the confirmation step changed. It returns the baseline
-    # (gain 0) when the baseline's own search score is the best (``rules_on_test``).
-    best_fin = {
-        (r["task"], r["aspect"]): f
-        for r in rows
-        for f in r.get("finalists_on_test") or []
-        if f["search_rank"] == 1
-    }
-    for r in rows:
-        rule = (r.get("rules_on_test") or {}).get("best_search_score")
-        if rule is not None:
-            best_fin[(r["task"], r["aspect"])] = rule
-    veto_rows = {
-        (r["task"], r["aspect"]): r["rules_on_test"]["veto"]
-        for r in rows
-        if (r.get("rules_on_test") or {}).get("veto") is not None
-    }
-    veto_gain = {k: f["test_gain"] for k, f in veto_rows.items() if f["test_gain"] is not None}
-    best_gain = {k: f["test_gain"] for k, f in best_fin.items() if f["test_gain"] is not None}
-    best_rel = [
-        best_gain[(r["task"], r["aspect"])] / abs(r["baseline"])
-        for r in rows
-        if (r["task"], r["aspect"]) in best_gain and r["baseline"]
-    ]
-    ens_gains = [r["ensemble_gain"] for r in rows if r.get("ensemble_gain") is not None]
-    ens_rel = [
-        r["ensemble_gain"] / abs(r["baseline"])
-        for r in rows
-        if r.get("ensemble_gain") is not None and r["baseline"]
-    ]
-    # The mean of per-pair relative gains explodes on a near-zero baseline (0.063 turns
-    # -0.18 into -287 %); the mean gain over the mean baseline is the robust companion.
-    bases = [abs(r["baseline"]) for r in rows if r["baseline"] is not None]
-    base = float(np.mean(bases)) if bases else 0.0
-    shipped = [r["shipped_gain"] for r in rows if r.get("shipped_gain") is not None]
-    shipped_rel = [
-        r["shipped_relative_gain"] for r in rows if r.get("shipped_relative_gain") is not None
-    ]
-    out = {
-        "mean_gain_shipped": float(np.mean(shipped)) if shipped else None,
-        "mean_relative_gain_shipped": float(np.mean(shipped_rel)) if shipped_rel else None,
-        "pairs_significantly_worse_shipped": sum(
-            bool(r.get("shipped_significantly_worse")) for r in rows
-        ),
-        "mean_relative_gain": float(np.mean(rel)) if rel else None,
-        "mean_gain": float(np.mean(gains)) if gains else None,
-        "mean_relative_gain_ensemble": float(np.mean(ens_rel)) if ens_rel else None,
-        "pairs_significantly_worse": sum(r["significantly_worse"] for r in rows),
-        "pairs_significantly_better": sum(
-            r["gain_ci"][0] is not None and r["gain_ci"][0] > 0 for r in rows
-        ),
-        "n_pairs": len(rows),
-        "mean_relative_gain_best_search_score": float(np.mean(best_rel)) if best_rel else None,
-        "mean_baseline": base if bases else None,
-        "relative_mean_gain": float(np.mean(gains)) / base if gains and base else None,
-        "relative_mean_gain_ensemble": (
-            float(np.mean(ens_gains)) / base if ens_gains and base else None
-        ),
-        "relative_mean_gain_best_search_score": (
-            float(np.mean(list(best_gain.values()))) / base if best_gain and base else None
-        ),
-        "mean_relative_gain_veto": (
-            float(
-                np.mean(
-                    [
-                        veto_gain[(r["task"], r["aspect"])] / abs(r["baseline"])
-                        for r in rows
-                        if (r["task"], r["aspect"]) in veto_gain and r["baseline"]
-                    ]
-                )
-            )
-            if veto_gain
-            else None
-        ),
-        "relative_mean_gain_veto": (
-            float(np.mean(list(veto_gain.values()))) / base if veto_gain and base else None
-        ),
-        "pairs_significantly_worse_veto": sum(
-            f["test_gain_ci"] is not None
-            and f["test_gain_ci"][1] is not None
-            and f["test_gain_ci"][1] < 0
-            for f in veto_rows.values()
-        ),
-        "mean_gain_intervals": {
-            "chosen": across_pairs([r["gain"] for r in rows], [r["gain_ci"] for r in rows]),
-            "ensemble": across_pairs(
-                [r.get("ensemble_gain") for r in rows], [r.get("ensemble_gain_ci") for r in rows]
-            ),
-            "ensemble_minus_chosen": across_pairs(
-                [r.get("ensemble_minus_chosen") for r in rows],
-                [r.get("ensemble_minus_chosen_ci") for r in rows],
-            ),
-            "best_search_score": across_pairs(
-                [best_fin.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
-                [best_fin.get((r["task"], r["aspect"]), {}).get("test_gain_ci") for r in rows],
-            ),
-            "veto": across_pairs(
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain_ci") for r in rows],
-            ),
-            "veto_minus_chosen": across_pairs(
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("minus_chosen") for r in rows],
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci") for r in rows],
-            ),
-            "best_search_score_minus_chosen": across_pairs(
-                [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen") for r in rows],
-                [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci") for r in rows],
-            ),
-        },
-    }
-    out["criteria"] = {
-        "n_pairs": len(rows),
-        "ensemble": _criterion(
-            rows,
-            out["mean_gain_intervals"]["ensemble_minus_chosen"],
-            lambda r: r.get("ensemble_gain_ci"),
-        ),
-        "veto": _criterion(
-            rows,
-            out["mean_gain_intervals"]["veto_minus_chosen"],
-            lambda r: veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain_ci"),
-        ),
-        "best_search_score": _criterion(
-            rows,
-            out["mean_gain_intervals"]["best_search_score_minus_chosen"],
-            lambda r: best_fin.get((r["task"], r["aspect"]), {}).get("test_gain_ci"),
-        ),
-    }
-    return out
-
-
-def _criterion(
-    rows: list[dict[str, Any]], margin: dict[str, Any] | None, gain_ci: Any
-) -> dict[str, Any]:
-    """The pre-registered test of a candidate default (docs/benchmarks.md section 11,
-    "Held-out pairs"): over the pairs, its mean margin over the chosen judge has an items
-    interval above zero, and on no pair is it significantly worse than the baseline (every
-    pair must have both numbers)."""
-    worse, missing = [], []
-    for r in rows:
-        ci = gain_ci(r)
-        name = f"{r['task']}/{r['aspect']}"
-        if ci is None or None in ci:
-            missing.append(name)
-        elif ci[1] < 0:
-            worse.append(name)
-    above = margin is not None and margin["n_pairs"] == len(rows) and margin["ci_items"][0] > 0
-    return {
-        "margin_over_chosen": None if margin is None else margin["mean"],
-        "margin_ci_items": None if margin is None else margin["ci_items"],
-        "pairs_significantly_worse_than_baseline": worse,
-        "pairs_missing": missing,
-        "met": bool(rows) and above and not worse and not missing,
-    }
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    def f(x: Any) -> str:
-        return "n/a" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
-
-    def ci(pair: Any) -> str:
-        lo, hi = pair or [None, None]
-        return f"[{f(lo)}, {f(hi)}]"
-
-    main_rows = [
-        [
-            f"{r['task']}/{r['aspect']}",
-            r["level"],
-            f"{r['n_valid']} / {r['n_test']}",
-            f(r["baseline"]),
-            f(r["chosen"]),
-            f"{f(r['gain'])} {ci(r['gain_ci'])}",
-            f(r["ensemble"]),
-            f"{f(r['ensemble_gain'])} {ci(r['ensemble_gain_ci'])}",
-            "yes" if r["chosen_is_baseline"] else "no",
-            r.get("shipped", "chosen"),
-        ]
-        for r in rows
-    ]
-    rule_rows = []
-    for r in rows:
-        rules = r.get("rules_on_test") or {}
-        b, v = rules.get("best_search_score"), rules.get("veto")
-        if b is None or v is None:
-            continue
-        rule_rows.append(
-            [
-                f"{r['task']}/{r['aspect']}",
-                f(rules["baseline_search_score"]),
-                b["returns"],
-                f"{f(b['test_gain'])} {ci(b['test_gain_ci'])}",
-                v["returns"],
-                f"{f(v['confirm_gain'])} ({f(v['upper_bound'])})",
-                f"{f(v['test_gain'])} {ci(v['test_gain_ci'])}",
-            ]
-        )
-    finalist_rows = [
-        [
-            f"{r['task']}/{r['aspect']}",
-            fin["key"],
-            fin["search_rank"],
-            f(fin["search_score"]),
-            f(fin["confirm_gain"]),
-            "yes" if fin["confirmed"] else "no",
-            f(fin["test"]),
-            f"{f(fin['test_gain'])} {ci(fin['test_gain_ci'])}",
-        ]
-        for r in rows
-        for fin in r.get("finalists_on_test") or []
-    ]
-    return "\n".join(
-        [
-            markdown_table(
-                [
-                    "pair",
-                    "level",
-                    "n valid / test",
-                    "baseline",
-                    "chosen",
-                    "gain [95% CI]",
-                    "ensemble",
-                    "ensemble gain [95% CI]",
-                    "chosen = baseline",
-                    "shipped",
-                ],
-                main_rows,
-            ),
-            "",
-            "Other selection rules on test (from the stored judgements, no call; the "
-            "baseline's own search score counts):",
-            "",
-            markdown_table(
-                [
-                    "pair",
-                    "baseline search score",
-                    "best search score: returns",
-                    "test gain [95% CI]",
-                    "veto: returns",
-                    "confirmation gain (80% upper bound)",
-                    "test gain [95% CI]",
-                ],
-                rule_rows,
-            ),
-            "",
-            "Finalists on test (search rank 1 is the paper's rule's pick unless the "
-            "baseline's search score is higher):",
-            "",
-            markdown_table(
-                [
-                    "pair",
-                    "finalist",
-                    "search rank",
-                    "search score",
-                    "confirmation gain",
-                    "confirmed",
-                    "test",
-                    "test gain [95% CI]",
-                ],
-                finalist_rows,
-            ),
-        ]
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -851,10 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         # written by an older version of this script gets the newer fields.
         complete_row(r, args.seed, out_dir, args.optimizer)
     if args.report_only:
-        result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
+        result = {"settings": _settings(args), "pairs": rows, **summarise_e2e(rows)}
         if rows:
             write_json(out, result)
-        print(table(rows))
+        print(e2e_table(rows))
         print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
         return 0
     done = {(r["task"], r["aspect"]) for r in rows}
@@ -897,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["ensemble"],
             )
             rows.sort(key=lambda r: pairs.index((r["task"], r["aspect"])))
-            write_json(out, {"settings": _settings(args), "pairs": rows, **summarise(rows)})
-            print(table(rows), flush=True)
+            write_json(out, {"settings": _settings(args), "pairs": rows, **summarise_e2e(rows)})
+            print(e2e_table(rows), flush=True)
         return 0
 
     def stopped() -> None:
@@ -908,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if run_interruptible(run_pairs, on_stop=stopped) == EXIT_INTERRUPTED:
         return EXIT_INTERRUPTED
-    result = {"settings": _settings(args), "pairs": rows, **summarise(rows)}
-    print(table(rows))
+    result = {"settings": _settings(args), "pairs": rows, **summarise_e2e(rows)}
+    print(e2e_table(rows))
     print(json.dumps({k: v for k, v in result.items() if k not in ("pairs", "settings")}))
     return 0
 

@@ -52,6 +52,7 @@ import numpy as np
 from judgeopt.bench import (
     EXIT_INTERRUPTED,
     evaluate_stored,
+    finite_or_none,
     run_interruptible,
     stored_result,
     strategy_key,
@@ -212,8 +213,8 @@ def rescore_pair(
             return {"test": None, "test_gain": None, "test_gain_ci": None}
         c = compare(res, base_test, test, seed=0)
         return {
-            "test": e2e._num(res.metric("spearman")),
-            "test_gain": e2e._num(c.gain),
+            "test": finite_or_none(res.metric("spearman")),
+            "test_gain": finite_or_none(c.gain),
             "test_gain_ci": list(c.gain_ci),
         }
 
@@ -254,7 +255,9 @@ def rescore_pair(
             "unrated": base_entry["unrated"],
             "n": base_entry["n"],
         },
-        "baseline_test": None if base_test is None else e2e._num(base_test.metric("spearman")),
+        "baseline_test": None
+        if base_test is None
+        else finite_or_none(base_test.metric("spearman")),
         "finalists_before": [brief(s) for s in ranked("old", False)],
         "finalists_now": [brief(s) for s in ranked("new", True)],
         "changed": [s["key"] for s in ranked("old", False)] != [s["key"] for s in now],
@@ -314,7 +317,7 @@ def apply_rules(
         out["confirm"] = {
             "reason": c.reason,
             "confirm_gains": [
-                e2e._num(f.gain.delta) if f.gain is not None else None for f in c.finalists
+                finite_or_none(f.gain.delta) if f.gain is not None else None for f in c.finalists
             ],
             **(
                 baseline_pick
@@ -338,8 +341,8 @@ def apply_rules(
     )
     out["veto"] = {
         "reason": v.reason,
-        "confirm_gain": e2e._num(v.finalists[0].gain.delta),
-        "upper_bound": e2e._num(v.finalists[0].upper_bound),
+        "confirm_gain": finite_or_none(v.finalists[0].gain.delta),
+        "upper_bound": finite_or_none(v.finalists[0].upper_bound),
         **(
             baseline_pick
             if v.chosen is None

@@ -24,6 +24,10 @@ whole groups), :func:`normal_interval`, :func:`markdown_table`, :func:`write_jso
 the same command resumes it) and the judged-item files that make a resumed run repeat no call
 (:func:`stored_items`, :func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
 
+The end-to-end benchmark's (``benchmarks/e2e.py``) reports, from stored judgements without a
+call: :func:`finalist_report` and :func:`rules_report` per pair, :func:`summarise_e2e`,
+:func:`across_pairs` and :func:`e2e_table` over the pairs.
+
 The judgement bank (``benchmarks/bank.py``): :func:`load_bank` reads it, :data:`RULES` are the
 decision rules it replays, :func:`replay_bank` replays them over many splits and chooses the
 default leave-one-pair-out (:func:`choose_default`), and :func:`selection_settings` /
@@ -44,6 +48,8 @@ from ._bank import (
     strategy_json,
 )
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
+from ._e2e_rules import finalist_report, finite_or_none, rules_report
+from ._e2e_summary import across_pairs, e2e_table, summarise_e2e
 from ._harness import (
     EXIT_INTERRUPTED,
     markdown_table,
@@ -75,6 +81,12 @@ from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 from ._surface import Surface, load_surfaces
 
 __all__ = [
+    "across_pairs",
+    "e2e_table",
+    "finalist_report",
+    "finite_or_none",
+    "rules_report",
+    "summarise_e2e",
     "RULES",
     "RuleSpec",
     "bank_splits",
