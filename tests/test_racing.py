@@ -193,7 +193,7 @@ def compile_with(
 ) -> tuple[Any, ScriptedLM]:
     fake = ScriptedLM(respond, cache=cache)
     # selection="best": these tests count the search's calls (the confirmation stage of the
-    # default rule is tested in test_selection.py).
+    # default rule is tested in test_selection_compile.py).
     opt = HPSS(
         budget=budget,
         space=SPACE,

@@ -1,0 +1,235 @@
+"""Ensembles of the best strategies from a compile, the anchored ensemble and the guard that
+refutes an ensemble which costs on the confirmation items (scripted LM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _selection_scripts import ASPECT, compile_with, respond_with, topical_records, topical_task
+from judgeopt.judge import JudgeEnsemble, JudgeProgram, baseline_strategy, load_any_judge
+from judgeopt.teleprompt import HPSS
+
+
+@pytest.fixture(scope="module")
+def task() -> Any:
+    return topical_task()
+
+
+@pytest.fixture(scope="module")
+def records(shared_data: Path) -> Any:
+    return topical_records(shared_data)
+
+
+def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
+    respond = respond_with(records, "scale10")
+    judge, fake = compile_with(task, records, respond, ensemble=2)
+    ens = judge.ensemble
+    assert isinstance(ens, JudgeEnsemble) and len(ens.members) == 2
+    assert ens.members[0].strategy.as_dict() == judge.selection["finalists"][0]["strategy"]
+    comp = ens.comparisons["confirmation"]
+    assert comp["chosen"]["label"] == "ensemble" and comp["n"] == judge.selection["confirm_items"]
+    # No call beyond the search and the confirmation (members are finalists).
+    assert len(fake.judge_requests) == judge.search_result.calls + judge.selection["cost"]["calls"]
+    # A prediction is the mean z of the members, on the first member's scale.
+    r = records[0]
+    pred = ens(**r.inputs)
+    scores = [m(**r.inputs).score for m in ens.members]
+    assert pred.member_scores == scores
+    z = sum((s - mu) / sd for s, mu, sd in zip(scores, ens.means, ens.sds, strict=True)) / 2
+    assert pred.score == pytest.approx(ens.means[0] + ens.sds[0] * z)
+    path = tmp_path / "ens.json"
+    ens.save(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "judgeopt-ensemble" and len(data["members"]) == 2
+    loaded = load_any_judge(path, lm=fake.lm)
+    assert isinstance(loaded, JudgeEnsemble) and loaded(**r.inputs).score == pred.score
+    assert loaded.comparisons == ens.comparisons
+    with pytest.raises(ValueError, match="is a judge ensemble"):
+        JudgeProgram.load(path)
+    with pytest.raises(ValueError, match="at least 2 members"):
+        JudgeEnsemble(ens.members[:1], [1.0], [1.0])
+    with pytest.raises(ValueError, match="standard deviation > 0"):
+        JudgeEnsemble(ens.members, [1.0, 2.0], [1.0, 0.0])
+
+
+def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_path) -> None:
+    """``ensemble_anchor=w``: the baseline first at weight ``w``, then the ``ensemble`` best
+    other strategies sharing the rest (``ensemble=1`` is allowed then); a prediction is the
+    weighted mean z; the weights survive export and load."""
+    respond = respond_with(records, "scale10")
+    judge, fake = compile_with(task, records, respond, ensemble=2, ensemble_anchor=0.4)
+    ens = judge.ensemble
+    assert isinstance(ens, JudgeEnsemble) and len(ens.members) == 3
+    assert ens.members[0].strategy == baseline_strategy(task)
+    assert all(m.strategy != baseline_strategy(task) for m in ens.members[1:])
+    assert ens.weights == pytest.approx([0.4, 0.3, 0.3])
+    assert ens.selection["anchor"] == 0.4 and ens.selection["weights"] == ens.weights
+    r = records[0]
+    pred = ens(**r.inputs)
+    zs = [(s - mu) / sd for s, mu, sd in zip(pred.member_scores, ens.means, ens.sds, strict=True)]
+    z = sum(w * x for w, x in zip(ens.weights, zs, strict=True))
+    assert pred.score == pytest.approx(ens.means[0] + ens.sds[0] * z)
+    # an unparsed member's weight is shared by the others
+    score, z2 = ens.combine([pred.member_scores[0], None, pred.member_scores[2]])
+    assert z2 == pytest.approx((0.4 * zs[0] + 0.3 * zs[2]) / 0.7)
+    path = tmp_path / "anchored.json"
+    ens.save(path)
+    data = json.loads(path.read_text())
+    assert [m["weight"] for m in data["members"]] == pytest.approx([0.4, 0.3, 0.3])
+    loaded = load_any_judge(path, lm=fake.lm)
+    assert loaded.weights == pytest.approx(ens.weights) and loaded(**r.inputs).score == pred.score
+    del data["members"][1]["weight"]
+    with pytest.raises(ValueError, match="every member needs a `weight`, or none"):
+        JudgeEnsemble.from_dict(data)
+    data["members"][1]["weight"] = "heavy"
+    with pytest.raises(ValueError, match=r"`members\[1\].weight` must be a number"):
+        JudgeEnsemble.from_dict(data)
+    with pytest.raises(ValueError, match="`weights` must be finite, >= 0"):
+        JudgeEnsemble(ens.members, ens.means, ens.sds, weights=[1.0, -1.0, 1.0])
+    # a baseline whose ratings do not vary cannot anchor: left out, and said
+    from judgeopt.judge import render_messages
+
+    base_texts = {
+        render_messages(task, ASPECT, baseline_strategy(task), r.inputs)[-1]["content"]
+        for r in records
+    }
+
+    def flat_baseline(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1]["content"])
+        return "Rating: [[2]]" if text in base_texts else respond(messages)
+
+    lost, _ = compile_with(task, records, flat_baseline, ensemble=2, ensemble_anchor=0.4)
+    assert lost.ensemble is not None and lost.ensemble.selection["anchor"] == 0.0
+    assert all(m.strategy != baseline_strategy(task) for m in lost.ensemble.members)
+    assert any("no anchor" in m for m in lost.selection["messages"])
+    one, _ = compile_with(task, records, respond, ensemble=1, ensemble_anchor=0.5)
+    assert one.ensemble is not None and len(one.ensemble.members) == 2
+    plain, _ = compile_with(task, records, respond, ensemble=1)
+    assert plain.ensemble is None  # one strategy alone is no ensemble
+    with pytest.raises(ValueError, match="ensemble_anchor"):
+        HPSS(ensemble=2, ensemble_anchor=1.0)
+
+
+def test_ensemble_result_combines_the_members_judged_items(task, records) -> None:
+    """``judgeopt.evaluate.ensemble_result``: an ensemble's evaluation from its members'
+    (no call), each item as the ensemble judges it, the members' costs summed."""
+    from judgeopt.evaluate import ensemble_result, evaluate
+
+    judge, fake = compile_with(task, records, respond_with(records, "scale10"), ensemble=2)
+    ens = judge.ensemble
+    assert ens is not None
+    few = records[:12]
+    members = [evaluate(m, few, progress=False) for m in ens.members]
+    n_calls = len(fake.judge_requests)
+    res = ensemble_result(ens, members, few)
+    assert len(fake.judge_requests) == n_calls and res.n == 12
+    for item, r in zip(res.items, few, strict=True):
+        assert item.score == pytest.approx(ens(**r.inputs).score)
+    assert res.calls == sum(m.calls for m in members)
+    with pytest.raises(ValueError, match="1 member evaluations for an ensemble of 2"):
+        ensemble_result(ens, members[:1], few)
+    with pytest.raises(ValueError, match="was not judged by every member"):
+        ensemble_result(ens, members, records[:13])
+
+
+def test_an_ensemble_takes_the_baseline_when_it_ranks_among_the_best(task, records) -> None:
+    """``--ensemble M`` without an anchor is the M best strategies of the search, the
+    baseline among them when its search score ranks there (as the bank's ``ensemble``)."""
+    judge, _ = compile_with(task, records, respond_with(records, "baseline"), ensemble=2)
+    ens = judge.ensemble
+    assert ens is not None and len(ens.members) == 2
+    assert ens.members[0].strategy == baseline_strategy(task)
+    assert ens.members[1].strategy != baseline_strategy(task)
+
+
+def test_the_guard_keeps_a_real_gain_and_refutes_an_ensemble_that_costs(task, records) -> None:
+    """``guard``: what rule ``best`` and the ensemble chose on the items they are scored on
+    is chosen again on each half and scored on the other; kept only above 0, else no
+    ensemble and (rule best) the baseline. From the stored judgements: no call."""
+    guarded_best = {"rule": "best", "guard": True}
+    good, fake = compile_with(
+        task,
+        records,
+        respond_with(records, "scale10"),
+        selection=guarded_best,
+        ensemble=2,
+        ensemble_anchor=0.4,
+    )
+    sel = good.selection
+    assert sel["guard"]["checked"] == "ensemble" and sel["guard"]["passed"] is True
+    assert sel["guard"]["crossfit_gain"] > 0.3 and sel["guard"]["items"] == 96
+    assert good.ensemble is not None and good.strategy["scale"] == 10
+    assert any(m.startswith("selection: the guard kept the choice: ") for m in sel["messages"])
+    assert sel["cost"]["calls"] == 0 and len(fake.judge_requests) == good.search_result.calls
+    # a margin above the cross-fitted gain refutes it (no ensemble; rule best: the baseline)
+    strict, _ = compile_with(
+        task,
+        records,
+        respond_with(records, "scale10"),
+        selection=guarded_best | {"guard_margin": 0.99},
+        ensemble=2,
+        ensemble_anchor=0.4,
+    )
+    assert strict.selection["guard"]["passed"] is False and strict.ensemble is None
+    assert strict.selection["guard"]["margin"] == 0.99
+    assert strict.strategy == baseline_strategy(task)
+    assert any("(not above 0.99)" in m for m in strict.selection["messages"])
+    # halves below min_confirm_items cannot show anything: the guard does not vouch
+    few, _ = compile_with(
+        task, records[:30], respond_with(records, "scale10"), selection=guarded_best, ensemble=2
+    )
+    assert few.selection["guard"]["passed"] is False and few.ensemble is None
+    assert any(
+        "cannot be cross-fitted on 30 items (halves of 15 items, below min_confirm_items=20)" in m
+        for m in few.selection["messages"]
+    )
+    # The baseline is the informative judge: the ensemble of the two best (the baseline and
+    # the best noise) is worse than the baseline on the half it did not see.
+    lost, _ = compile_with(
+        task, records, respond_with(records, "baseline"), selection=guarded_best, ensemble=2
+    )
+    sel = lost.selection
+    assert sel["guard"]["passed"] is False and sel["guard"]["crossfit_gain"] < 0
+    assert lost.ensemble is None and lost.strategy == baseline_strategy(task)
+    said = [m for m in sel["messages"] if m.startswith("selection: the guard refuted")]
+    assert said and "the baseline is returned" in said[0] and "(not above 0)" in said[0]
+    # Nothing to check: rule best kept the baseline; rule confirm held items out.
+    kept, _ = compile_with(task, records, respond_with(records, "baseline"), selection=guarded_best)
+    assert kept.selection["guard"] == {"checked": None}
+    assert any("rule best kept the baseline" in m for m in kept.selection["messages"])
+    confirm, _ = compile_with(
+        task, records, respond_with(records, "scale10"), selection={"guard": True}
+    )
+    assert confirm.selection["guard"] == {"checked": None} and confirm.strategy["scale"] == 10
+    assert any("rule confirm does not choose on" in m for m in confirm.selection["messages"])
+
+
+def test_the_guard_is_a_preset_setting_a_flag_and_no_part_of_the_checkpoint(
+    task, records, tmp_path: Path
+) -> None:
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+
+    preset = tmp_path / "guarded.toml"
+    preset.write_text('ensemble = 2\n[selection]\nrule = "best"\nguard = true\n')
+    cfg = load_optimizer(preset)
+    assert cfg.selection.guard is True
+    assert JudgeSearch.from_config(cfg, guard=False).config.selection.guard is False
+    on = JudgeSearch.from_config(cfg, selection="veto")
+    assert on.config.selection.guard is True and on.config.selection.rule == "veto"
+    # Switching the guard on for a finished compile reuses its judgements.
+    ckpt = tmp_path / "ckpt"
+    respond = respond_with(records, "scale10")
+    compile_with(task, records, respond, selection="best", ensemble=2, checkpoint_dir=ckpt)
+    again, fake = compile_with(
+        task,
+        records,
+        respond,
+        selection={"rule": "best", "guard": True, "guard_margin": 0.05},
+        ensemble=2,
+        checkpoint_dir=ckpt,
+    )
+    assert again.selection["guard"]["passed"] is True and len(fake.judge_requests) == 0
