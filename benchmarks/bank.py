@@ -6,7 +6,7 @@ be tried over hundreds of validation/test splits in seconds, without an LLM call
 
 Three steps, each resumable:
 
-``plan``
+``plan`` (``benchmarks/bank_plan.py``)
     Writes ``benchmarks/bank_plan.json``: for each task-aspect pair of the end-to-end benchmark
     (``benchmarks/e2e.py``'s stored runs), the pool of items (whole groups; at least
     ``--min-pool``: the e2e search items and test items, then e2e confirmation groups in a
@@ -24,8 +24,9 @@ Three steps, each resumable:
     few of them are judged again as a check of the import (``verify`` lines). Written to
     ``benchmarks/results/bank/<pair>.jsonl`` line by line: Ctrl-C or SIGTERM stop with exit
     130 and the same command resumes. Breadth first: the first ``--first`` pairs each reach
-    ``--levels`` items judged by every column (in waves of whole groups, see ``_needed``)
-    one level at a time, then are completed; then the other pairs the same way.
+    ``--levels`` items judged by every column (in waves of whole groups, see
+    :func:`judgeopt.bench.bank_todo`) one level at a time, then are completed; then the
+    other pairs the same way.
 
 ``pack``
     Moves the plain lines into ``<pair>.jsonl.gz`` (the committed form); the loader
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import logging
 import sys
@@ -55,304 +55,41 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from judgeopt.bench import (
-    BANK_FORMAT,
     EXIT_INTERRUPTED,
+    bank_base,
     bank_lines,
-    judgement_covers,
+    bank_todo,
     keep_judgement,
     markdown_table,
     run_interruptible,
-    shared_data_dir,
-    stored_items,
     strategy_json,
-    strategy_key,
     write_json,
 )
-from judgeopt.data import Record, load_records, split_holdout
-from judgeopt.demo import E2E_SPLIT, PER_GROUP
 from judgeopt.evaluate import CallPool
 from judgeopt.judge import ArtifactStore, JudgeProgram, load_task
 from judgeopt.scoring import parse_rating
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bank_plan import (  # noqa: E402 - the sibling script, found through the line above
+    BANK_DIR,
+    PAIRS,
+    PLAN,
+    ROOT,
+    e2e_imports,
+    e2e_split,
+    make_plan,
+    plan_sha,
+    pool_records,
+)
+
 log = logging.getLogger("bank")
 
-DATA = shared_data_dir()
-ROOT = Path(__file__).resolve().parent
-PLAN = ROOT / "bank_plan.json"
-E2E_DIR = ROOT / "results" / "e2e_runs"
-BANK_DIR = ROOT / "results" / "bank"
-#: The e2e pairs, in the order they are recorded (the four of e2e.json, then the held-out three).
-PAIRS = (
-    "sfres_naturalness",
-    "topical_chat_naturalness",
-    "topical_chat_coherence",
-    "summeval_coherence",
-    "sfhot_informativeness",
-    "summeval_relevance",
-    "hanna_coherence",
-)
 VERIFY_ITEMS = 8
 #: Judged lines between two ``chunk`` lines (calls, tokens, seconds).
 STAT_EVERY = 32
-#: Items per wave of whole groups the recorder completes before the next (see ``_needed``).
+#: Items per wave of whole groups the recorder completes before the next (``bank_todo``).
 WAVE_ITEMS = 16
-
-
-# Plan ------------------------------------------------------------------------------------
-def _e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
-    records = load_records(DATA / row["task"] / "full.jsonl")
-    return split_holdout(
-        records,
-        row["n_valid"],
-        row["n_test"],
-        seed=E2E_SPLIT["seed"],
-        per_group=PER_GROUP.get(row["task"]),
-    )
-
-
-_plain_key = strategy_json
-
-
-def _pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from judgeopt.selection import confirmation_split
-    from judgeopt.teleprompt import load_optimizer
-
-    row = json.loads((E2E_DIR / name / "result.json").read_text(encoding="utf-8"))
-    task, aspect = row["task"], row["aspect"]
-    valid, test = _e2e_split(row)
-    if len(valid) != row["n_valid"] or len(test) != row["n_test"]:
-        raise RuntimeError(f"{name}: the redone e2e split differs from the stored run")
-    baseline = row.get("baseline_strategy") or JudgeProgram(task, aspect).strategy.as_dict()
-    roles: dict[str, list[str]] = {}
-
-    def add(strategy: dict[str, Any], role: str) -> None:
-        roles.setdefault(_plain_key(strategy), []).append(role)
-
-    add(baseline, "baseline")
-    for t in row["search"]["trace"]:
-        add(t["strategy"], f"search #{int(t['number']) + 1}")
-    for f in (row.get("selection") or {}).get("finalists") or []:
-        add(f["strategy"], "finalist")
-    for m in row.get("ensemble_members") or []:
-        add(m, "ensemble member")
-    columns, excluded = [], []
-    for key, rs in roles.items():
-        strategy = json.loads(key)
-        if str(strategy["decoding"]).startswith("sc"):
-            excluded.append(
-                {
-                    "pair": name,
-                    "strategy": strategy,
-                    "roles": sorted(set(rs)),
-                    "reason": "self-consistency: five sampled calls per item, about five "
-                    "times the cost of a column; its decision is replayed without it",
-                }
-            )
-            continue
-        columns.append({"strategy": strategy, "roles": sorted(set(rs))})
-    # The pool: the e2e search items and test items (stored for many strategies), then whole
-    # confirmation groups in a seeded order until it holds at least min_pool items.
-    sel = load_optimizer("auto").selection
-    humans = [r.scores[aspect] for r in valid]
-    grouped = any(r.group_id for r in valid)
-    groups = [r.group_id or r.id for r in valid] if grouped else None
-    search_idx, confirm_idx = confirmation_split(
-        humans, groups, fraction=sel.confirm_fraction, seed=sel.seed
-    )
-    pool = [valid[i] for i in search_idx] + list(test)
-    confirm = [valid[i] for i in confirm_idx]
-    conf_groups = sorted({r.group_id or r.id for r in confirm})
-    order = np.random.default_rng(0).permutation(len(conf_groups))
-    for i in order:
-        if len(pool) >= min_pool:
-            break
-        g = conf_groups[int(i)]
-        pool += [r for r in confirm if (r.group_id or r.id) == g]
-    plan = {
-        "name": name,
-        "task": task,
-        "aspect": aspect,
-        "level": row["level"],
-        "e2e_dir": f"benchmarks/results/e2e_runs/{name}",
-        "e2e_split": {
-            "n_valid": row["n_valid"],
-            "n_test": row["n_test"],
-            "seed": E2E_SPLIT["seed"],
-            "per_group": PER_GROUP.get(task),
-        },
-        "example_pool": "the e2e validation set (in-context examples are drawn from it, "
-        "as in the e2e compile; an item is never an example in its own prompt)",
-        "n_pool": len(pool),
-        "n_groups": len({r.group_id or r.id for r in pool}),
-        "pool": [r.id for r in pool],
-        "columns": [
-            {"key": f"C{k + 1:02d}", **c}
-            for k, c in enumerate(sorted(columns, key=lambda c: _column_order(c["roles"])))
-        ],
-    }
-    return plan, excluded
-
-
-def _column_order(roles: list[str]) -> tuple[int, int]:
-    if "baseline" in roles:
-        return (0, 0)
-    numbers = [int(r.split("#")[1]) for r in roles if r.startswith("search #")]
-    return (1, min(numbers)) if numbers else (2, 0)
-
-
-def make_plan(min_pool: int) -> dict[str, Any]:
-    pairs, excluded = [], []
-    for name in PAIRS:
-        p, ex = _pair_plan(name, min_pool)
-        pairs.append(p)
-        excluded += ex
-    return {
-        "format": BANK_FORMAT,
-        "model": "local:qwen2.5-coder-1.5b",
-        "model_weights": "gguf-sha256:"
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        "min_pool": min_pool,
-        "decoding": "one call per (strategy without decoding, item) with expected decoding "
-        "(top_logprobs 20, temperature 0): 'greedy' is the answer's parsed rating, "
-        "'expected' the probability-weighted rating of the rating token",
-        "pairs": pairs,
-        "excluded": excluded,
-    }
-
-
-def plan_sha(path: Path = PLAN) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-# Record ----------------------------------------------------------------------------------
-def _base(strategy: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in strategy.items() if k != "decoding"}
-
-
-def _imports(plan: dict[str, Any], bounds_of: Any) -> list[dict[str, Any]]:
-    """Bank lines for the stored e2e judgements of the pair's columns on pool items."""
-    pair_dir = ROOT.parent / plan["e2e_dir"]
-    pool = set(plan["pool"])
-    found: dict[str, dict[str, Any]] = {}  # base key + item id -> line
-    sources: dict[str, list[tuple[str, Any]]] = {}  # strategy key -> [(source, items)]
-    ckpt = pair_dir / "ckpt" / "items.jsonl"
-    if ckpt.is_file():
-        for text in ckpt.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(text)
-            except ValueError:
-                continue
-            sources.setdefault(row["strategy"], []).append(("e2e:ckpt/items.jsonl", row["item"]))
-    for column in plan["columns"]:
-        strategy = column["strategy"]
-        skey = _plain_key(strategy)
-        key16 = strategy_key(strategy)
-        rows = list(sources.get(skey, []))
-        for prefix in ("test", "confirm"):
-            path = pair_dir / f"{prefix}_{key16}.jsonl"
-            rows += [(f"e2e:{path.name}", it.__dict__) for it in stored_items(path).values()]
-        lo, hi = bounds_of(strategy)
-        for source, item in rows:
-            if item.get("error") is not None or item["id"] not in pool:
-                continue
-            base = _plain_key(_base(strategy))
-            line = found.setdefault(
-                base + "\n" + item["id"],
-                {
-                    "kind": "judgement",
-                    "strategy": _base(strategy),
-                    "id": item["id"],
-                    "greedy": None,
-                    "expected": None,
-                    "probs": None,
-                    "parse_error": None,
-                    "error": None,
-                    "raw": item.get("raw"),
-                    "seconds": None,
-                    "source": source,
-                },
-            )
-            if strategy["decoding"] == "greedy":
-                line["greedy"] = item["score"]
-                if item["score"] is None:
-                    line["parse_error"] = item.get("parse_error")
-            elif strategy["decoding"] == "expected":
-                line["expected"] = item["score"]
-                if item["score"] is None:
-                    line["expected_error"] = item.get("parse_error")
-                if line["greedy"] is None:
-                    parsed = parse_rating(item.get("raw"), scale=hi, rating_min=lo)
-                    line["greedy"] = parsed.score
-                    line["parse_error"] = parsed.error
-    return list(found.values())
-
-
-def _pool_records(pair: dict[str, Any]) -> tuple[dict[str, Record], dict[str, str]]:
-    """A pair's pool records by id, and each pool item's group (the item itself when it has
-    none): the one map the recorder and ``status`` order their waves by."""
-    by_id = {r.id: r for r in load_records(DATA / pair["task"] / "full.jsonl")}
-    records = {rid: by_id[rid] for rid in pair["pool"]}
-    return records, {rid: r.group_id or rid for rid, r in records.items()}
-
-
-def _needed(
-    plan: dict[str, Any],
-    have: dict[tuple[str, str], dict[str, Any]],
-    groups: dict[str, str] | None = None,
-    wave: int = 1,
-    upto: int | None = None,
-) -> list[Any]:
-    """(base strategy, record id) pairs still to judge: a column's judgement of the item is
-    absent (or only a failed call).
-
-    Ordered in *waves* of whole groups (at least ``wave`` items each), the groups with the
-    fewest calls per item first (ties in pool order), and column by column inside a wave:
-    a pair only partly recorded then holds whole groups judged by every column, a pool
-    usable for a replay before the pair is complete (the pool's groups were drawn without
-    looking at labels, so any such subset is too), while the calls in flight together
-    mostly share their strategy's instructions, whose prompt blocks the batch engine
-    evaluates once. ``groups`` maps a pool item to its group (default: each item its own).
-    With ``upto``, only the waves until at least ``upto`` pool items are judged by every
-    column (every wave when ``None``).
-    """
-    groups = groups or {}
-    bases = []
-    for column in plan["columns"]:
-        strategy = column["strategy"]
-        decoding = "greedy" if strategy["decoding"] == "greedy" else "expected"
-        bases.append((_plain_key(_base(strategy)), decoding))
-    members: dict[str, list[str]] = {}
-    for rid in plan["pool"]:
-        members.setdefault(groups.get(rid, rid), []).append(rid)
-
-    def missing(rid: str) -> set[str]:
-        return {b for b, dec in bases if not judgement_covers(have.get((b, rid)), dec)}
-
-    todo = {rid: missing(rid) for rid in plan["pool"]}
-    columns = list(dict.fromkeys(b for b, _ in bases))  # greedy and expected share a call
-    calls = {g: sum(len(todo[r]) for r in rids) for g, rids in members.items()}
-    order = [
-        g
-        for g in sorted(members, key=lambda g: calls[g] / len(members[g]))  # stable
-        if calls[g]
-    ]
-    out: list[Any] = []
-    start = 0
-    whole = sum(len(rids) for g, rids in members.items() if not calls[g])
-    while start < len(order) and (upto is None or whole < upto):
-        items: list[str] = []
-        stop = start
-        while stop < len(order) and len(items) < wave:
-            items += members[order[stop]]
-            stop += 1
-        for base in columns:
-            out += [(base, rid) for rid in items if base in todo[rid]]
-        start = stop
-        whole += len(items)
-    return out
 
 
 class Recorder:
@@ -368,9 +105,9 @@ class Recorder:
         row = json.loads(
             (ROOT.parent / plan["e2e_dir"] / "result.json").read_text(encoding="utf-8")
         )
-        valid, _ = _e2e_split(row)
+        valid, _ = e2e_split(row)
         self.valid = valid
-        self.records, self.groups = _pool_records(plan)
+        self.records, self.groups = pool_records(plan)
         art = ROOT.parent / plan["e2e_dir"] / "ckpt" / "artifacts.json"
         self.artifacts = ArtifactStore(BANK_DIR / f"{plan['name']}.artifacts.json")
         if art.is_file() and len(self.artifacts) == 0:
@@ -415,7 +152,7 @@ class Recorder:
         t0 = time.perf_counter()
         line: dict[str, Any] = {
             "kind": "judgement",
-            "strategy": _base(program.strategy.as_dict()),
+            "strategy": bank_base(program.strategy.as_dict()),
             "id": rid,
             "source": "bank",
         }
@@ -489,7 +226,7 @@ class Recorder:
         programs: dict[str, JudgeProgram] = {}
         calls = []
         for base, rid in jobs:
-            key = _plain_key(base)
+            key = strategy_json(base)
             if key not in programs:
                 programs[key] = self.program(base)
             calls.append(functools.partial(self.judge, programs[key], rid))
@@ -567,12 +304,12 @@ class Recorder:
             self.write([{"kind": "header", "plan_sha": self.sha, "pair": self.plan["name"]}])
         have = self.have()
         if not any(str(ln["source"]).startswith("e2e:") for ln in have.values()):
-            imported = _imports(self.plan, self.bounds)
+            imported = e2e_imports(self.plan, self.bounds)
             self.write(imported)
             log.info("%s: imported %d stored e2e judgements", self.plan["name"], len(imported))
             have = self.have()
         self.verify(have)
-        todo = _needed(self.plan, have, self.groups, wave=WAVE_ITEMS, upto=upto)
+        todo = bank_todo(self.plan, have, self.groups, wave=WAVE_ITEMS, upto=upto)
         log.info(
             "%s: %d (strategy, item) calls to make%s",
             self.plan["name"],
@@ -591,7 +328,7 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
     hours."""
     rows = []
     for p in plan["pairs"]:
-        _, groups = _pool_records(p)
+        _, groups = pool_records(p)
         have: dict[tuple[str, str], dict[str, Any]] = {}
         seconds = 0.0
         n_bank = 0
@@ -607,9 +344,9 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
             def bounds(s: dict[str, Any], task: Any = task, aspect: str = aspect) -> Any:
                 return task.rating_bounds(aspect, int(s["scale"]))
 
-            for line in _imports(p, bounds):
-                have[(_plain_key(line["strategy"]), line["id"])] = line
-        todo = _needed(p, have)
+            for line in e2e_imports(p, bounds):
+                have[(strategy_json(line["strategy"]), line["id"])] = line
+        todo = bank_todo(p, have)
         open_groups = {groups[rid] for _, rid in todo}
         rows.append(
             [

@@ -51,6 +51,7 @@ import numpy as np
 
 from judgeopt.bench import (
     EXIT_INTERRUPTED,
+    confirmation_kwargs,
     evaluate_stored,
     finite_or_none,
     run_interruptible,
@@ -291,13 +292,7 @@ def apply_rules(
     fin_res = [on_confirm(f["strategy"]) for f in finalists]
     human = [r.scores[aspect] for r in confirm]
     groups = [r.group_id or r.id for r in confirm] if level == "group" else None
-    kw = {
-        "method": "spearman",
-        "groups": groups,
-        "confidence": sel_cfg.confidence,
-        "n_resamples": sel_cfg.n_resamples,
-        "seed": sel_cfg.seed,
-    }
+    kw = confirmation_kwargs(sel_cfg, groups)
 
     def vec(res: EvalResult) -> list[float]:
         by_id = {i.id: i for i in res.items}

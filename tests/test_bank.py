@@ -22,6 +22,7 @@ from judgeopt.bench import (
     RuleSpec,
     bank_lines,
     bank_splits,
+    bank_todo,
     choose_default,
     judgement_covers,
     keep_judgement,
@@ -158,12 +159,6 @@ def test_load_bank_reads_packed_and_recent_lines_and_counts_what_is_missing(
 
 
 def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bank_recorder", ROOT / "benchmarks" / "bank.py")
-    assert spec is not None and spec.loader is not None
-    recorder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recorder)
     ids = [f"x{i:02d}" for i in range(6)]
     groups = {i: f"g{int(i[1:]) // 2}" for i in ids}  # g0: x00 x01, g1: x02 x03, g2: x04 x05
     have: dict[tuple[str, str], dict[str, Any]] = {}
@@ -171,20 +166,22 @@ def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
     keep_judgement(have, _judgement("x03", 3.0, source="e2e:items"))  # greedy only
     keep_judgement(have, _judgement("x04", 3.0, expected=2.9))
     keep_judgement(have, _judgement("x05", None, error="Timeout"))  # a failed call
-    todo = recorder._needed(_plan(ids)["pairs"][0], have, groups)
+    todo = bank_todo(_plan(ids)["pairs"][0], have, groups)
     # g1 and g2 need one call each (x03's expected rating; x05 again), g0 two: the groups
     # with the fewest calls per item first, ties in pool order, each group's items together
     assert [rid for _, rid in todo] == ["x03", "x05", "x00", "x01"]
     assert len({b for b, _ in todo}) == 1  # one base strategy: greedy and expected share a call
     # only until 2 or 4 items are judged by every column (waves of one group here)
     plan = _plan(ids)["pairs"][0]
-    assert [rid for _, rid in recorder._needed(plan, have, groups, upto=2)] == ["x03"]
-    assert [rid for _, rid in recorder._needed(plan, have, groups, upto=4)] == ["x03", "x05"]
+    assert [rid for _, rid in bank_todo(plan, have, groups, upto=2)] == ["x03"]
+    assert [rid for _, rid in bank_todo(plan, have, groups, upto=4)] == ["x03", "x05"]
+    with pytest.raises(ValueError, match="`wave` must be at least 1"):
+        bank_todo(plan, have, groups, wave=0)
     # waves of >= 4 items (whole groups), column by column inside a wave: the calls in
     # flight together share their strategy's instructions
     plan = _plan(ids)["pairs"][0]
     plan["columns"].append({"key": "C03", "strategy": {**BASE, "scale": 10}, "roles": ["x"]})
-    todo = recorder._needed(plan, have, groups, wave=4)
+    todo = bank_todo(plan, have, groups, wave=4)
     first, ten = (
         json.dumps({"cot": "prefix", "scale": 5}),
         json.dumps({"cot": "prefix", "scale": 10}),
@@ -712,3 +709,21 @@ def test_the_committed_plan_meets_the_issue_and_the_bank_files_match_it() -> Non
         for line in bank_lines(ROOT / "benchmarks" / "results" / "bank", p["name"]):
             if line.get("kind") == "header":
                 assert line["plan_sha"] == sha, p["name"]
+
+
+def test_the_plan_script_reproduces_the_committed_plan_from_the_stored_e2e_runs() -> None:
+    """``bank.py plan`` is a function of the stored e2e runs and the shared data: rerun, it
+    writes the committed plan again (the plan every bank file names by its sha256)."""
+    import importlib.util
+
+    from judgeopt.bench import shared_data_dir
+
+    if not (shared_data_dir() / "sfres" / "full.jsonl").is_file():
+        pytest.skip("the shared data is not beside the project")
+    path = ROOT / "benchmarks" / "bank_plan.py"
+    spec = importlib.util.spec_from_file_location("bank_plan_script", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    committed = json.loads(script.PLAN.read_text(encoding="utf-8"))
+    assert script.make_plan(committed["min_pool"]) == committed

@@ -25,10 +25,12 @@ the same command resumes it) and the judged-item files that make a resumed run r
 (:func:`stored_items`, :func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
 
 The end-to-end benchmark's (``benchmarks/e2e.py``) reports, from stored judgements without a
-call: :func:`finalist_report` and :func:`rules_report` per pair, :func:`summarise_e2e`,
-:func:`across_pairs` and :func:`e2e_table` over the pairs.
+call: :func:`finalist_report` and :func:`rules_report` per pair (the confirmation's
+:func:`confirmation_kwargs`), :func:`summarise_e2e`, :func:`across_pairs` and
+:func:`e2e_table` over the pairs.
 
-The judgement bank (``benchmarks/bank.py``): :func:`load_bank` reads it, :data:`RULES` are the
+The judgement bank (``benchmarks/bank.py``): :func:`bank_todo` orders what its recorder still
+judges, :func:`load_bank` reads it, :data:`RULES` are the
 decision rules it replays, :func:`replay_bank` replays them over many splits and chooses the
 default leave-one-pair-out (:func:`choose_default`), and :func:`selection_settings` /
 :func:`preset_toml` turn the choice into a preset's settings.
@@ -47,8 +49,9 @@ from ._bank import (
     pack_bank,
     strategy_json,
 )
+from ._bank_todo import bank_base, bank_todo
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
-from ._e2e_rules import finalist_report, finite_or_none, rules_report
+from ._e2e_rules import confirmation_kwargs, finalist_report, finite_or_none, rules_report
 from ._e2e_summary import across_pairs, e2e_table, summarise_e2e
 from ._harness import (
     EXIT_INTERRUPTED,
@@ -82,6 +85,7 @@ from ._surface import Surface, load_surfaces
 
 __all__ = [
     "across_pairs",
+    "confirmation_kwargs",
     "e2e_table",
     "finalist_report",
     "finite_or_none",
@@ -99,7 +103,9 @@ __all__ = [
     "BANK_FORMAT",
     "BankColumn",
     "BankPair",
+    "bank_base",
     "bank_lines",
+    "bank_todo",
     "judgement_covers",
     "keep_judgement",
     "strategy_json",

@@ -13,6 +13,20 @@ from ..evaluate import EvalResult, compare, item_predictions
 from ..selection import choose, confirmation_split, veto
 from ._stored import stored_result, strategy_key
 
+
+def confirmation_kwargs(selection: Any, groups: list[str] | None) -> dict[str, Any]:
+    """The keyword arguments of :func:`~judgeopt.selection.choose` and
+    :func:`~judgeopt.selection.veto` on a compile's confirmation items under the
+    ``[selection]`` settings ``selection`` (Spearman; ``groups`` at group level, else None)."""
+    return {
+        "method": "spearman",
+        "groups": groups,
+        "confidence": selection.confidence,
+        "n_resamples": selection.n_resamples,
+        "seed": selection.seed,
+    }
+
+
 __all__ = ["finalist_report", "finite_or_none", "rules_report"]
 
 
@@ -138,13 +152,7 @@ def rules_report(
     level = row["level"]
     human = [r.scores[aspect] for r in confirm]
     cgroups = [r.group_id or r.id for r in confirm] if level == "group" else None
-    kw = {
-        "method": "spearman",
-        "groups": cgroups,
-        "confidence": sel_cfg.confidence,
-        "n_resamples": sel_cfg.n_resamples,
-        "seed": sel_cfg.seed,
-    }
+    kw = confirmation_kwargs(sel_cfg, cgroups)
     base_vec = vector(base_strategy)
     vecs = [vector(f["strategy"]) for f in fins]
     if base_vec is None or any(v is None for v in vecs):

@@ -1,0 +1,237 @@
+"""The plan of the judgement bank (``benchmarks/bank.py plan``) and what it draws on.
+
+For each task-aspect pair of the end-to-end benchmark, :func:`pair_plan` fixes the pool of
+items and the strategy columns from the pair's stored ``benchmarks/e2e.py`` run;
+:func:`make_plan` writes them all, :func:`plan_sha` names the plan in every bank file, and
+:func:`e2e_imports` turns the stored e2e judgements of the columns on pool items into bank
+lines, so the recorder makes no call already made. ``benchmarks/bank.py`` imports this
+sibling module; see its docstring for the steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from judgeopt.bench import (
+    BANK_FORMAT,
+    bank_base,
+    shared_data_dir,
+    stored_items,
+    strategy_json,
+    strategy_key,
+)
+from judgeopt.data import Record, load_records, split_holdout
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.judge import JudgeProgram
+from judgeopt.scoring import parse_rating
+
+DATA = shared_data_dir()
+ROOT = Path(__file__).resolve().parent
+PLAN = ROOT / "bank_plan.json"
+E2E_DIR = ROOT / "results" / "e2e_runs"
+BANK_DIR = ROOT / "results" / "bank"
+#: The e2e pairs, in the order they are recorded (the four of e2e.json, then the held-out three).
+PAIRS = (
+    "sfres_naturalness",
+    "topical_chat_naturalness",
+    "topical_chat_coherence",
+    "summeval_coherence",
+    "sfhot_informativeness",
+    "summeval_relevance",
+    "hanna_coherence",
+)
+
+
+# Plan ------------------------------------------------------------------------------------
+def e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
+    records = load_records(DATA / row["task"] / "full.jsonl")
+    return split_holdout(
+        records,
+        row["n_valid"],
+        row["n_test"],
+        seed=E2E_SPLIT["seed"],
+        per_group=PER_GROUP.get(row["task"]),
+    )
+
+
+def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from judgeopt.selection import confirmation_split
+    from judgeopt.teleprompt import load_optimizer
+
+    row = json.loads((E2E_DIR / name / "result.json").read_text(encoding="utf-8"))
+    task, aspect = row["task"], row["aspect"]
+    valid, test = e2e_split(row)
+    if len(valid) != row["n_valid"] or len(test) != row["n_test"]:
+        raise RuntimeError(f"{name}: the redone e2e split differs from the stored run")
+    baseline = row.get("baseline_strategy") or JudgeProgram(task, aspect).strategy.as_dict()
+    roles: dict[str, list[str]] = {}
+
+    def add(strategy: dict[str, Any], role: str) -> None:
+        roles.setdefault(strategy_json(strategy), []).append(role)
+
+    add(baseline, "baseline")
+    for t in row["search"]["trace"]:
+        add(t["strategy"], f"search #{int(t['number']) + 1}")
+    for f in (row.get("selection") or {}).get("finalists") or []:
+        add(f["strategy"], "finalist")
+    for m in row.get("ensemble_members") or []:
+        add(m, "ensemble member")
+    columns, excluded = [], []
+    for key, rs in roles.items():
+        strategy = json.loads(key)
+        if str(strategy["decoding"]).startswith("sc"):
+            excluded.append(
+                {
+                    "pair": name,
+                    "strategy": strategy,
+                    "roles": sorted(set(rs)),
+                    "reason": "self-consistency: five sampled calls per item, about five "
+                    "times the cost of a column; its decision is replayed without it",
+                }
+            )
+            continue
+        columns.append({"strategy": strategy, "roles": sorted(set(rs))})
+    # The pool: the e2e search items and test items (stored for many strategies), then whole
+    # confirmation groups in a seeded order until it holds at least min_pool items.
+    sel = load_optimizer("auto").selection
+    humans = [r.scores[aspect] for r in valid]
+    grouped = any(r.group_id for r in valid)
+    groups = [r.group_id or r.id for r in valid] if grouped else None
+    search_idx, confirm_idx = confirmation_split(
+        humans, groups, fraction=sel.confirm_fraction, seed=sel.seed
+    )
+    pool = [valid[i] for i in search_idx] + list(test)
+    confirm = [valid[i] for i in confirm_idx]
+    conf_groups = sorted({r.group_id or r.id for r in confirm})
+    order = np.random.default_rng(0).permutation(len(conf_groups))
+    for i in order:
+        if len(pool) >= min_pool:
+            break
+        g = conf_groups[int(i)]
+        pool += [r for r in confirm if (r.group_id or r.id) == g]
+    plan = {
+        "name": name,
+        "task": task,
+        "aspect": aspect,
+        "level": row["level"],
+        "e2e_dir": f"benchmarks/results/e2e_runs/{name}",
+        "e2e_split": {
+            "n_valid": row["n_valid"],
+            "n_test": row["n_test"],
+            "seed": E2E_SPLIT["seed"],
+            "per_group": PER_GROUP.get(task),
+        },
+        "example_pool": "the e2e validation set (in-context examples are drawn from it, "
+        "as in the e2e compile; an item is never an example in its own prompt)",
+        "n_pool": len(pool),
+        "n_groups": len({r.group_id or r.id for r in pool}),
+        "pool": [r.id for r in pool],
+        "columns": [
+            {"key": f"C{k + 1:02d}", **c}
+            for k, c in enumerate(sorted(columns, key=lambda c: column_order(c["roles"])))
+        ],
+    }
+    return plan, excluded
+
+
+def column_order(roles: list[str]) -> tuple[int, int]:
+    if "baseline" in roles:
+        return (0, 0)
+    numbers = [int(r.split("#")[1]) for r in roles if r.startswith("search #")]
+    return (1, min(numbers)) if numbers else (2, 0)
+
+
+def make_plan(min_pool: int) -> dict[str, Any]:
+    pairs, excluded = [], []
+    for name in PAIRS:
+        p, ex = pair_plan(name, min_pool)
+        pairs.append(p)
+        excluded += ex
+    return {
+        "format": BANK_FORMAT,
+        "model": "local:qwen2.5-coder-1.5b",
+        "model_weights": "gguf-sha256:"
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "min_pool": min_pool,
+        "decoding": "one call per (strategy without decoding, item) with expected decoding "
+        "(top_logprobs 20, temperature 0): 'greedy' is the answer's parsed rating, "
+        "'expected' the probability-weighted rating of the rating token",
+        "pairs": pairs,
+        "excluded": excluded,
+    }
+
+
+def plan_sha(path: Path = PLAN) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+# Imports ----------------------------------------------------------------------------------
+def e2e_imports(plan: dict[str, Any], bounds_of: Any) -> list[dict[str, Any]]:
+    """Bank lines for the stored e2e judgements of the pair's columns on pool items."""
+    pair_dir = ROOT.parent / plan["e2e_dir"]
+    pool = set(plan["pool"])
+    found: dict[str, dict[str, Any]] = {}  # base key + item id -> line
+    sources: dict[str, list[tuple[str, Any]]] = {}  # strategy key -> [(source, items)]
+    ckpt = pair_dir / "ckpt" / "items.jsonl"
+    if ckpt.is_file():
+        for text in ckpt.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(text)
+            except ValueError:
+                continue
+            sources.setdefault(row["strategy"], []).append(("e2e:ckpt/items.jsonl", row["item"]))
+    for column in plan["columns"]:
+        strategy = column["strategy"]
+        skey = strategy_json(strategy)
+        key16 = strategy_key(strategy)
+        rows = list(sources.get(skey, []))
+        for prefix in ("test", "confirm"):
+            path = pair_dir / f"{prefix}_{key16}.jsonl"
+            rows += [(f"e2e:{path.name}", it.__dict__) for it in stored_items(path).values()]
+        lo, hi = bounds_of(strategy)
+        for source, item in rows:
+            if item.get("error") is not None or item["id"] not in pool:
+                continue
+            base = strategy_json(bank_base(strategy))
+            line = found.setdefault(
+                base + "\n" + item["id"],
+                {
+                    "kind": "judgement",
+                    "strategy": bank_base(strategy),
+                    "id": item["id"],
+                    "greedy": None,
+                    "expected": None,
+                    "probs": None,
+                    "parse_error": None,
+                    "error": None,
+                    "raw": item.get("raw"),
+                    "seconds": None,
+                    "source": source,
+                },
+            )
+            if strategy["decoding"] == "greedy":
+                line["greedy"] = item["score"]
+                if item["score"] is None:
+                    line["parse_error"] = item.get("parse_error")
+            elif strategy["decoding"] == "expected":
+                line["expected"] = item["score"]
+                if item["score"] is None:
+                    line["expected_error"] = item.get("parse_error")
+                if line["greedy"] is None:
+                    parsed = parse_rating(item.get("raw"), scale=hi, rating_min=lo)
+                    line["greedy"] = parsed.score
+                    line["parse_error"] = parsed.error
+    return list(found.values())
+
+
+def pool_records(pair: dict[str, Any]) -> tuple[dict[str, Record], dict[str, str]]:
+    """A pair's pool records by id, and each pool item's group (the item itself when it has
+    none): the one map the recorder and ``status`` order their waves by."""
+    by_id = {r.id: r for r in load_records(DATA / pair["task"] / "full.jsonl")}
+    records = {rid: by_id[rid] for rid in pair["pool"]}
+    return records, {rid: r.group_id or rid for rid, r in records.items()}
