@@ -87,3 +87,28 @@ def _dspy_global_lm_restored() -> object:
     dspy = sys.modules.get("dspy")
     if dspy is not None and dspy.settings.lm is not before:
         dspy.configure(lm=before)
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> object:
+    """A test that runs a benchmark script's ``main`` (``logging.basicConfig(force=True)``)
+    must not leave its root handler behind: it writes to this test's captured stderr, which
+    is closed after the test, and every later log record would print a "Logging error"
+    into the stderr a later test reads. Logger levels set by the test are put back too."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = set(root.handlers), root.level
+    levels = {
+        name: lg.level
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    yield
+    for handler in list(root.handlers):  # pytest's own handlers change with each phase
+        if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
+    for name, lg in list(logging.root.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger) and name in levels and lg.level != levels[name]:
+            lg.setLevel(levels[name])
