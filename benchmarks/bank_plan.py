@@ -49,6 +49,7 @@ PAIRS = (
 
 # Plan ------------------------------------------------------------------------------------
 def e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
+    """The (validation, test) records of a stored e2e run ``row``, redrawn as e2e.py drew them."""
     records = load_records(DATA / row["task"] / "full.jsonl")
     return split_holdout(
         records,
@@ -60,6 +61,8 @@ def e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
 
 
 def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One pair's plan (pool of whole groups, at least ``min_pool`` items; its columns) from
+    its stored e2e run, and the strategies left out of it with the reason."""
     from judgeopt.selection import confirmation_split
     from judgeopt.teleprompt import load_optimizer
 
@@ -140,6 +143,7 @@ def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, 
 
 
 def column_order(roles: list[str]) -> tuple[int, int]:
+    """A column's place: the baseline first, then search strategies in search order."""
     if "baseline" in roles:
         return (0, 0)
     numbers = [int(r.split("#")[1]) for r in roles if r.startswith("search #")]
@@ -147,6 +151,7 @@ def column_order(roles: list[str]) -> tuple[int, int]:
 
 
 def make_plan(min_pool: int) -> dict[str, Any]:
+    """The whole plan of :data:`PAIRS` (what ``bank.py plan`` writes to :data:`PLAN`)."""
     pairs, excluded = [], []
     for name in PAIRS:
         p, ex = pair_plan(name, min_pool)
@@ -167,6 +172,7 @@ def make_plan(min_pool: int) -> dict[str, Any]:
 
 
 def plan_sha(path: Path = PLAN) -> str:
+    """The plan file's name in every bank file: the first 16 hex digits of its sha256."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
