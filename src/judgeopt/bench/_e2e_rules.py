@@ -10,11 +10,13 @@ from typing import Any
 
 from ..data import Record
 from ..evaluate import EvalResult, compare, item_predictions
-from ..selection import choose, confirmation_split, veto
+from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._stored import stored_result, strategy_key
 
+__all__ = ["confirmation_kwargs", "finalist_report", "finite_or_none", "rules_report"]
 
-def confirmation_kwargs(selection: Any, groups: list[str] | None) -> dict[str, Any]:
+
+def confirmation_kwargs(selection: SelectionConfig, groups: list[str] | None) -> dict[str, Any]:
     """The keyword arguments of :func:`~judgeopt.selection.choose` and
     :func:`~judgeopt.selection.veto` on a compile's confirmation items under the
     ``[selection]`` settings ``selection`` (Spearman; ``groups`` at group level, else None)."""
@@ -25,9 +27,6 @@ def confirmation_kwargs(selection: Any, groups: list[str] | None) -> dict[str, A
         "n_resamples": selection.n_resamples,
         "seed": selection.seed,
     }
-
-
-__all__ = ["finalist_report", "finite_or_none", "rules_report"]
 
 
 def finite_or_none(x: Any) -> float | None:
