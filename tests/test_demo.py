@@ -77,8 +77,9 @@ def test_demo_runs_end_to_end_with_a_real_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "demo"
-    # 10 items: too few to confirm (the compile says so and keeps the best score); the
-    # 0.5B model writes short explanations, so this takes a minute or two.
+    # 10 items: the default rule (lcb) compares every strategy with the baseline on them and
+    # keeps the baseline unless a gain is shown; the 0.5B model writes short explanations,
+    # so this takes a minute or two.
     code = main(
         [
             "demo",
@@ -107,6 +108,7 @@ def test_demo_runs_end_to_end_with_a_real_model(
     assert test["n"] == summary["n_test"]
     assert test["baseline"]["label"] == "baseline" and len(test["gain_ci"]) == 2
     assert "held-out test" in text and "gain" in text
+    assert summary["selection"]["rule"] == "lcb"
     exported = json.loads((out / "judge.json").read_text())
     assert exported["comparisons"]["test"]["n"] == summary["n_test"]
 

@@ -8,11 +8,13 @@ with the embedded default model (Qwen2.5-Coder-1.5B-Instruct in process):
    the first ``n_valid`` items of the benchmark's *validation* part to compile on and the
    first ``n_test`` items of its *test* part to test on. The demo's setup was chosen from the
    benchmark's validation results, so its test items have chosen nothing.
-2. Compile with the default selection rule: search the ``quick`` space (plus the ``expected``
+2. Compile with the default selection (the ``auto`` preset's, :func:`demo_selection`: rule
+   ``lcb``, chosen on the judgement bank): search the ``quick`` space (plus the ``expected``
    decoding when the LM gives logprobs; no explanation except the baseline's, which is what
-   makes it fast: :func:`explanations_only_in_baseline`) on half the validation items,
-   re-judge the best strategies and the baseline on the other half, keep a strategy only if
-   its gain over the baseline is confirmed there (otherwise keep the baseline, and say so).
+   makes it fast: :func:`explanations_only_in_baseline`) on all the validation items, then
+   keep the strategy whose paired gain over the baseline has the best lower bound (95 %,
+   corrected for the number of strategies compared) if that bound is above zero, otherwise
+   keep the baseline, and say so.
 3. Judge the held-out test items with the MT-Bench baseline and the chosen judge and print
    both correlations with the paired bootstrap interval of the gain.
 
@@ -25,14 +27,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .data import load_records, split_holdout
+
+if TYPE_CHECKING:
+    from .selection import SelectionConfig
 
 __all__ = [
     "DEMO_PAIR",
     "E2E_SPLIT",
     "PER_GROUP",
+    "demo_selection",
     "explanations_only_in_baseline",
     "find_shared_data",
     "run_demo",
@@ -49,6 +55,14 @@ PER_GROUP: dict[str, int] = {"summeval": 8}
 """Items kept per group in that split: SummEval has 16 summaries of each of 100 articles; 8 per
 article (seeded) give twice as many articles for the same number of items, which a group-level
 correlation needs."""
+
+
+def demo_selection() -> SelectionConfig:
+    """How the demo chooses its judge: the default compile's selection (``optimizers/auto.toml``,
+    the judgement bank's choice; ``docs/judge.md``, "How many labels you need")."""
+    from .teleprompt import load_optimizer
+
+    return load_optimizer("auto").selection
 
 
 def find_shared_data() -> Path:
@@ -166,7 +180,7 @@ def run_demo(
         api_base: Server URL for a served model.
         task: Task (a folder of the shared data with ``full.jsonl``).
         aspect: The task's aspect.
-        n_valid: Validation items (compile: half search, half confirmation).
+        n_valid: Validation items (the compile searches and selects on all of them).
         n_test: Held-out test items.
         budget: Strategies the search evaluates.
         out_dir: Where the judge, its checkpoint and ``summary.json`` go.
@@ -191,7 +205,7 @@ def run_demo(
     spec.aspect(aspect)  # a clear error for an unknown aspect before the model loads
     print(
         f"judgeopt demo: {task} / {aspect}, model {model}; {len(valid)} labelled items to "
-        f"compile on (half search, half confirmation), {len(test)} held-out test items, "
+        f"compile on, {len(test)} held-out test items, "
         f"{budget} strategies.",
         flush=True,
     )
@@ -219,6 +233,7 @@ def run_demo(
         budget=budget,
         space=space,
         forbid=forbid,
+        selection=demo_selection(),
         threads=threads,
         checkpoint_dir=out_dir / "checkpoint",
         progress=progress,
@@ -238,12 +253,16 @@ def run_demo(
     for message in sel.get("messages", []):
         print(message)
     kept = judge.strategy == student.strategy
-    confirmed = sel.get("rule") in ("confirm", "veto") and bool(sel.get("confirm_items"))
+    rule = sel.get("rule")
+    confirmed = rule in ("confirm", "veto") and bool(sel.get("confirm_items"))
+    pooled = "candidates" in sel  # a pooled rule compared every strategy with the baseline
     why = (
         "no gain confirmed"
-        if confirmed and sel.get("rule") == "confirm"
+        if confirmed and rule == "confirm"
         else "the search's best was the baseline or was vetoed"
         if confirmed
+        else f"rule {rule}: no strategy's gain over the baseline was shown above zero"
+        if pooled
         else "the best validation score"
     )
     print(f"chosen: {f'the MT-Bench baseline ({why})' if kept else judge.strategy}")
@@ -260,7 +279,7 @@ def run_demo(
     for line in comp.lines("held-out test"):
         print(line)
     lo, hi = comp.gain_ci
-    if kept and confirmed:
+    if kept and (confirmed or pooled):
         verdict = f"The compile kept the baseline ({why}), so the judge is not made worse."
     elif kept:
         verdict = (

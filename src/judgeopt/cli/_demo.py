@@ -55,7 +55,7 @@ def add_parser(sub: Subparsers) -> None:
         "--n-valid",
         type=positive_int,
         default=40,
-        help="items to compile on: half search, half confirmation (40)",
+        help="items to compile on: the search and the selection use all of them (40)",
     )
     d.add_argument("--n-test", type=positive_int, default=100, help="held-out test items (100)")
     d.add_argument("--budget", type=positive_int, default=6, help="strategies to try (6)")
