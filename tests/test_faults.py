@@ -684,8 +684,21 @@ def test_help_prints_no_doubled_percent(command: str, capsys: pytest.CaptureFixt
     assert "%%" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        # 10 items are too few to confirm: said once, in the summary.
+        ("confirm", "winner's curse"),
+        # the default rule compares every strategy with the baseline: said once.
+        ("lcb", "selection: rule lcb"),
+    ],
+)
 def test_cli_prints_each_selection_message_once(
-    data_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    rule: str,
+    message: str,
+    data_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with ScriptedServer(reply=lambda body: rating(body["messages"])) as srv:
         status = main(
@@ -707,14 +720,15 @@ def test_cli_prints_each_selection_message_once(
                 srv.api_base,
                 "--no-progress",
                 "--no-report",
+                "--selection",
+                rule,
                 "--out",
                 str(tmp_path / "j.json"),
             ]
         )
     cap = capsys.readouterr()
     assert status == 0
-    # 10 items are too few to confirm: said once, in the summary.
-    assert (cap.out + cap.err).count("winner's curse") == 1
+    assert (cap.out + cap.err).count(message) == 1
 
 
 def test_cli_several_aspects_report_problems_per_aspect_and_exit_1(
