@@ -14,7 +14,8 @@ chosen leave-one-pair-out. Prints one table per size and writes
 ``default`` is the rule chosen on every pair (what the compile ships; ``preset`` holds it as
 the optimizer-preset settings, :func:`judgeopt.bench.selection_settings`, and the script
 prints them as preset TOML, ``preset_error`` says why when the compile cannot run it);
-``lopo_default``
+``shipped`` replays that rule at the preset's
+constants (chosen at 100 labelled items) at every size, in-sample; ``lopo_default``
 scores that choice left out (for each pair the rule and its constants chosen on the other
 pairs only), the number the targets are checked on.
 
@@ -57,6 +58,7 @@ from judgeopt.bench import (
     markdown_table,
     preset_toml,
     replay_bank,
+    replay_fixed,
     selection_settings,
     shared_data_dir,
     stored_result,
@@ -128,6 +130,11 @@ def tables(payload: dict[str, Any]) -> str:
         named = [(name, r["n_valid"][str(n)]) for name, r in payload["rules"].items()]
         if str(n) in lopo:
             named.append(("(default chosen left out)", lopo[str(n)]))
+        shipped = payload.get("shipped", {}).get("n_valid", {})
+        if str(n) in shipped:
+            named.append(
+                (f"(shipped: {payload['shipped']['rule']} at its preset)", shipped[str(n)])
+            )
         ceiling = payload.get("ceiling", {}).get("n_valid", {})
         if str(n) in ceiling:
             named.append(("(ceiling: pool-best judge, not a rule)", ceiling[str(n)]))
@@ -172,6 +179,8 @@ def labels_table(payload: dict[str, Any], rules: Sequence[str]) -> str:
     for name in rules:
         if name == "(default chosen left out)":
             by_n = payload.get("lopo_default", {}).get("n_valid", {})
+        elif name.startswith("(shipped"):
+            by_n = payload.get("shipped", {}).get("n_valid", {})
         else:
             by_n = payload["rules"].get(name, {}).get("n_valid", {})
         for n in payload["settings"]["n_valids"]:
@@ -270,6 +279,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload["preset"] = settings
     except ValueError as e:
         payload["preset_error"] = str(e)
+    if settings is not None and not (args.partial or args.e2e_preview):
+        # What the preset ships at every size: the default at the constants chosen at `at`
+        # (its own row above re-chooses them per size). In-sample: chosen on these pairs.
+        shipped_setting = payload["rules"][payload["default"]]["n_valid"][str(at)]["setting"]
+        payload["shipped"] = replay_fixed(
+            bank,
+            payload["default"],
+            shipped_setting,
+            n_valids=sizes,
+            n_splits=args.splits,
+            seed=args.seed,
+        )
     write_json(path, payload)
     print(tables(payload))
     print(
@@ -286,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"\nno preset: {payload['preset_error']}")
     shown = ["baseline", "confirm", payload["default"]]
+    if "shipped" in payload:
+        shown.append(f"(shipped: {payload['default']} at {payload['shipped']['setting']})")
     if "lopo_default" in payload:
         shown.append("(default chosen left out)")
     print("\nHow many labels you need (docs/judge.md):\n")

@@ -520,6 +520,26 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
         replay_bank({"a": bank["a"]}, n_valids=(100,), n_splits=2)
 
 
+def test_replay_fixed_scores_one_setting_at_every_size_on_replay_banks_splits() -> None:
+    """What a preset ships: one rule at one setting, whatever the size; on the same splits
+    as :func:`replay_bank` (same seed), so a setting's rows agree between the two."""
+    from judgeopt.bench import replay_fixed
+
+    bank = {"a": _pair("a", 2, 0), "b": _pair("b", 2, 1), "c": _pair("c", 0, 2, good_noise=1.6)}
+    spec = RuleSpec(lambda d, col: Pick((col,)), {"col": (2,)})
+    fixed = replay_fixed(
+        bank, "fixed", {"col": 2}, rules={"fixed": spec}, n_valids=(50, 100), n_splits=20
+    )
+    assert fixed["rule"] == "fixed" and fixed["setting"] == {"col": 2}
+    assert set(fixed["n_valid"]) == {"50", "100"}
+    full = replay_bank(bank, {"fixed": spec}, n_valids=(100,), n_splits=20)
+    got, want = fixed["n_valid"]["100"], full["rules"]["fixed"]["n_valid"]["100"]
+    assert got["mean_gain"] == pytest.approx(want["mean_gain"])
+    assert got["per_pair"]["c"]["worse_share"] == want["per_pair"]["c"]["worse_share"] > 0.5
+    with pytest.raises(ValueError, match="unknown rule 'nope'"):
+        replay_fixed(bank, "nope", {}, n_valids=(100,), n_splits=2)
+
+
 def test_a_rules_constants_are_chosen_by_the_defaults_criterion() -> None:
     """A setting is chosen on the other pairs as the default rule is: the best mean gain
     among the settings that are rarely worse than the baseline on every one of them. Column

@@ -68,6 +68,7 @@ from ._replay import (
     choose_default,
     prior_strategy,
     replay_bank,
+    replay_fixed,
     replay_rule,
 )
 from ._rulebook import RULES, RuleSpec
@@ -97,6 +98,7 @@ __all__ = [
     "choose_default",
     "prior_strategy",
     "replay_bank",
+    "replay_fixed",
     "replay_rule",
     "preset_toml",
     "selection_settings",

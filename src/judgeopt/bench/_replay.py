@@ -37,6 +37,7 @@ __all__ = [
     "pool_gains",
     "prior_strategy",
     "replay_bank",
+    "replay_fixed",
     "replay_rule",
 ]
 
@@ -287,6 +288,43 @@ def replay_bank(
             out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
                 _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
             )
+    return out
+
+
+def replay_fixed(
+    bank: Mapping[str, BankPair],
+    rule: str,
+    setting: Mapping[str, Any],
+    *,
+    rules: Mapping[str, RuleSpec] | None = None,
+    n_valids: Sequence[int] = (50, 100, 200),
+    n_splits: int = 200,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One rule at one fixed setting on every pair and size: what a preset ships, whose
+    constants do not change with the user's number of labels (:func:`replay_bank` chooses a
+    rule's constants per size). The splits are :func:`replay_bank`'s (same ``seed``); a prior
+    is each pair's leave-one-pair-out prior. Returns ``{"rule", "setting", "n_valid": {N:
+    {...}}}`` with :func:`replay_bank`'s fields per size."""
+    spec = dict(RULES if rules is None else rules).get(rule)
+    if spec is None:
+        raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(rules or RULES)}")
+    names = sorted(bank)
+    kw: dict[str, Any] = dict(setting)
+    out: dict[str, Any] = {"rule": rule, "setting": dict(setting), "n_valid": {}}
+    for n_valid in n_valids:
+        per_pair: dict[str, Any] = {}
+        for p in names:
+            others = [bank[q] for q in names if q != p]
+            pkw = dict(kw)
+            if spec.uses_prior:
+                pkw["strategy"] = prior_strategy(others)
+            if spec.uses_gain_prior:
+                pkw["prior"] = gain_prior(others)
+            splits = prepare_splits(bank[p], bank_splits(bank[p], n_valid, n_splits, seed))
+            r = replay_rule(bank[p], lambda d, fn=spec.fn, pkw=pkw: fn(d, **pkw), splits)
+            per_pair[p] = _summary(r) | {"setting": dict(setting)}
+        out["n_valid"][str(n_valid)] = _across(per_pair)
     return out
 
 
