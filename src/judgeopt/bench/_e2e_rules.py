@@ -19,11 +19,19 @@ __all__ = ["confirmation_kwargs", "finalist_report", "finite_or_none", "rules_re
 def confirmation_kwargs(selection: SelectionConfig, groups: list[str] | None) -> dict[str, Any]:
     """The keyword arguments of :func:`~judgeopt.selection.choose` and
     :func:`~judgeopt.selection.veto` on a compile's confirmation items under the
-    ``[selection]`` settings ``selection`` (Spearman; ``groups`` at group level, else None)."""
+    ``[selection]`` settings ``selection`` (Spearman; ``groups`` at group level, else None).
+
+    A preset's ``confidence`` belongs to its rule: when that rule is neither ``confirm`` nor
+    ``veto`` (the ``auto`` preset's ``lcb`` at 0.95), the two are replayed at their own
+    default level (:class:`~judgeopt.selection.SelectionConfig`'s, 0.8), as they ran when they
+    were the default."""
+    own = selection.rule in ("confirm", "veto")
     return {
         "method": "spearman",
         "groups": groups,
-        "confidence": selection.confidence,
+        "confidence": selection.confidence
+        if own
+        else SelectionConfig.model_fields["confidence"].default,
         "n_resamples": selection.n_resamples,
         "seed": selection.seed,
     }
