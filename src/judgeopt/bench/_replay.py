@@ -252,14 +252,8 @@ def replay_bank(
             for k, setting in enumerate(settings):
                 runs[k] = {}
                 for p in names:
-                    kw = dict(setting)
-                    if spec.uses_prior:
-                        kw["strategy"] = priors[p]
-                    if spec.uses_gain_prior:
-                        kw["prior"] = gain_priors[p]
-                    fn = spec.fn
-                    runs[k][p] = replay_rule(
-                        bank[p], lambda d, fn=fn, kw=kw: fn(d, **kw), splits[p]
+                    runs[k][p] = _replay_setting(
+                        bank[p], spec, setting, priors[p], gain_priors[p], splits[p]
                     )
             every[rname] = runs
             per_pair: dict[str, Any] = {}
@@ -310,22 +304,36 @@ def replay_fixed(
     if spec is None:
         raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(rules or RULES)}")
     names = sorted(bank)
-    kw: dict[str, Any] = dict(setting)
+    others = {p: [bank[q] for q in names if q != p] for p in names}
+    priors = {p: prior_strategy(others[p]) if spec.uses_prior else None for p in names}
+    gains = {p: gain_prior(others[p]) if spec.uses_gain_prior else None for p in names}
     out: dict[str, Any] = {"rule": rule, "setting": dict(setting), "n_valid": {}}
     for n_valid in n_valids:
         per_pair: dict[str, Any] = {}
         for p in names:
-            others = [bank[q] for q in names if q != p]
-            pkw = dict(kw)
-            if spec.uses_prior:
-                pkw["strategy"] = prior_strategy(others)
-            if spec.uses_gain_prior:
-                pkw["prior"] = gain_prior(others)
             splits = prepare_splits(bank[p], bank_splits(bank[p], n_valid, n_splits, seed))
-            r = replay_rule(bank[p], lambda d, fn=spec.fn, pkw=pkw: fn(d, **pkw), splits)
+            r = _replay_setting(bank[p], spec, setting, priors[p], gains[p], splits)
             per_pair[p] = _summary(r) | {"setting": dict(setting)}
         out["n_valid"][str(n_valid)] = _across(per_pair)
     return out
+
+
+def _replay_setting(
+    pair: BankPair,
+    spec: RuleSpec,
+    setting: Mapping[str, Any],
+    prior: Mapping[str, Any] | None,
+    gain: GainPrior | None,
+    splits: Sequence[_Split],
+) -> _Replay:
+    """``spec``'s rule at ``setting`` on ``pair``'s splits, given the pair's leave-one-pair-out
+    prior and gain prior where the rule uses them."""
+    kw = dict(setting)
+    if spec.uses_prior:
+        kw["strategy"] = prior
+    if spec.uses_gain_prior:
+        kw["prior"] = gain
+    return replay_rule(pair, lambda d: spec.fn(d, **kw), splits)
 
 
 def _lopo_default(
