@@ -62,6 +62,14 @@ def respond_with(records, good: str) -> Any:
 
 
 def compile_with(task, records, respond, **kw: Any) -> tuple[JudgeProgram, ScriptedLM]:
+    """An HPSS compile over ``SPACE`` with the scripted ``respond``; the selection rule is
+    ``confirm`` unless ``selection`` names another (these scripts were written for its
+    confirmation stage; the default rule's compile is tested on its own)."""
+    sel = kw.get("selection")
+    if sel is None:
+        kw["selection"] = "confirm"
+    elif isinstance(sel, dict) and "rule" not in sel:
+        kw["selection"] = {"rule": "confirm", **sel}
     fake = ScriptedLM(respond)
     opt = HPSS(budget=kw.pop("budget", 8), space=SPACE, progress=False, params={"k": 2}, **kw)
     return opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records), fake
@@ -75,8 +83,9 @@ def respond_noise(messages: list[dict[str, Any]]) -> str:
     return f"Rating: [[{1 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % hi}]]"
 
 
-def write_preset(tmp_path: Path, budget: int | None = None) -> Path:
-    """A small HPSS preset (``SPACE``, k = 2, optional budget) under ``tmp_path``."""
+def write_preset(tmp_path: Path, budget: int | None = None, rule: str | None = None) -> Path:
+    """A small HPSS preset (``SPACE``, k = 2, optional budget and selection rule; without
+    one, the default rule) under ``tmp_path``."""
     preset = tmp_path / "preset.toml"
     preset.write_text(
         "search = 'hpss'\n"
@@ -84,6 +93,7 @@ def write_preset(tmp_path: Path, budget: int | None = None) -> Path:
         + "[params]\nk = 2\n[space]\n"
         + "\n".join(f"{k} = {json.dumps(v)}" for k, v in SPACE.items())
         + "\n"
+        + (f"[selection]\nrule = {json.dumps(rule)}\n" if rule else "")
     )
     return preset
 

@@ -18,14 +18,15 @@ from judgeopt.testing import ScriptedLM
 
 def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
     """benchmarks/e2e.py loaded as module ``name``, and a small HPSS preset (``SPACE``,
-    k = 2) written under ``tmp_path`` for its ``--optimizer``."""
+    k = 2, rule ``confirm``: its finalists and confirmation are what the report replays)
+    written under ``tmp_path`` for its ``--optimizer``."""
     import importlib.util
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
     spec = importlib.util.spec_from_file_location(name, path)
     e2e = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(e2e)
-    return e2e, write_preset(tmp_path)
+    return e2e, write_preset(tmp_path, rule="confirm")
 
 
 def _e2e_args(preset: Path, out_dir: Path, out: Path) -> list[str]:

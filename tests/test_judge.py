@@ -209,7 +209,9 @@ def scale_loving(messages: list[dict[str, Any]]) -> str:
 def test_compile_returns_best_program_with_search_result(task, records) -> None:
     fake = ScriptedLM(scale_loving)
     judge = JudgeProgram(task, ASPECT, lm=fake.lm)
-    best = HPSS(budget=6, space=SPACE, progress=False, params={"k": 2}).compile(
+    # Rule best: the search's best strategy is returned (the other rules are tested in
+    # test_selection_compile.py).
+    best = HPSS(budget=6, space=SPACE, progress=False, params={"k": 2}, selection="best").compile(
         judge, trainset=records
     )
     res = best.search_result

@@ -177,7 +177,7 @@ def test_simulation_veto_sits_between_best_and_confirm() -> None:
     kw = {"n_valid": 100, "budget": 12, "n_resamples": 300}
     rules = {
         "best": SelectionConfig(rule="best"),
-        "confirm": SelectionConfig(),
+        "confirm": SelectionConfig(rule="confirm"),
         "veto": SelectionConfig(rule="veto"),
     }
     bad = simulate_selection(gain_mean=-0.10, gain_sd=1e-4, n_runs=100, seed=5, configs=rules, **kw)
@@ -220,14 +220,15 @@ def test_simulation_rules_are_paired_and_independent_of_each_other() -> None:
         "seed": 3,
     }
     two = simulate_selection(
-        configs={"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}, **kw
+        configs={"best": SelectionConfig(rule="best"), "confirm": SelectionConfig(rule="confirm")},
+        **kw,
     )
     more = simulate_selection(
         configs={
-            "one": SelectionConfig(finalists=1),
+            "one": SelectionConfig(rule="confirm", finalists=1),
             "best": SelectionConfig(rule="best"),
-            "confirm": SelectionConfig(),
-            "confirm again": SelectionConfig(),
+            "confirm": SelectionConfig(rule="confirm"),
+            "confirm again": SelectionConfig(rule="confirm"),
         },
         **kw,
     )
@@ -285,6 +286,43 @@ def test_selection_config_validation() -> None:
     assert cfg.rule == "best" and cfg.finalists == 3
     assert HPSS(selection={"confidence": 0.9}).config.selection.confidence == 0.9
     assert HPSS(selection="shrink").config.selection.rule == "shrink"
+
+
+def test_one_default_rule_with_its_own_level(tmp_path: Path) -> None:
+    """``SelectionConfig()``, a teleprompter without ``selection`` and every preset without
+    a ``[selection]`` table choose by the bank's rule (``lcb`` at 0.95, as ``auto`` ships);
+    a level nobody stated is the rule's own, so switching the rule switches it, and a stated
+    one is kept for whichever rule runs."""
+    from judgeopt.bench import confirmation_kwargs
+    from judgeopt.selection import default_confidence
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+
+    default = SelectionConfig()
+    assert (default.rule, default.confidence) == ("lcb", 0.95)
+    assert default.model_dump(exclude_unset=True) == {}  # the level was not stated
+    assert SelectionConfig(rule="confirm").confidence == 0.8 == default_confidence("veto")
+    assert SelectionConfig(rule="lcb", confidence=0.9).confidence == 0.9
+    assert SelectionConfig(confidence=0.6).rule == "lcb"
+    assert JudgeSearch().config.selection == default == HPSS().config.selection
+    for name in ("hpss", "quick", "greedy"):
+        assert load_optimizer(name).selection == default, name
+    auto = load_optimizer("auto")
+    assert auto.selection == default
+    # --selection RULE: the new rule at its own level, the preset's stated settings kept.
+    switched = JudgeSearch.from_config(auto, selection="confirm").config.selection
+    assert (switched.rule, switched.confidence) == ("confirm", 0.8)
+    assert JudgeSearch.from_config(auto).config.selection.confidence == 0.95
+    preset = tmp_path / "stated.toml"
+    preset.write_text('search = "auto"\n[selection]\nrule = "lcb"\nconfidence = 0.9\nseed = 3\n')
+    stated = load_optimizer(str(preset))
+    kept = JudgeSearch.from_config(stated, selection="veto").config.selection
+    assert (kept.rule, kept.confidence, kept.seed) == ("veto", 0.9, 3)
+    # The e2e report replays confirm and veto at the level --selection confirm would use.
+    assert confirmation_kwargs(auto.selection, None)["confidence"] == 0.8
+    assert confirmation_kwargs(stated.selection, ["g"])["confidence"] == 0.9
+    # The simulation runs best, confirm and veto only, and says so for another rule.
+    with pytest.raises(ValueError, match=r"configs\['d'\]: rule 'lcb' is not simulated"):
+        simulate_selection(configs={"d": default}, n_runs=2)
 
 
 def test_an_unknown_rule_is_named_with_the_allowed_ones(tmp_path: Path) -> None:

@@ -56,6 +56,8 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
             str(space),
             "--ensemble",
             "2",
+            "--selection",
+            "confirm",
             "--model",
             "scripted",
             "--out",

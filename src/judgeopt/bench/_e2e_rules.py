@@ -10,7 +10,7 @@ from typing import Any
 
 from ..data import Record
 from ..evaluate import EvalResult, compare, item_predictions
-from ..selection import SelectionConfig, choose, confirmation_split, veto
+from ..selection import SelectionConfig, choose, confirmation_split, default_confidence, veto
 from ._stored import stored_result, strategy_key
 
 __all__ = ["confirmation_kwargs", "finalist_report", "finite_or_none", "rules_report"]
@@ -21,17 +21,14 @@ def confirmation_kwargs(selection: SelectionConfig, groups: list[str] | None) ->
     :func:`~judgeopt.selection.veto` on a compile's confirmation items under the
     ``[selection]`` settings ``selection`` (Spearman; ``groups`` at group level, else None).
 
-    A preset's ``confidence`` belongs to its rule: when that rule is neither ``confirm`` nor
-    ``veto`` (the ``auto`` preset's ``lcb`` at 0.95), the two are replayed at their own
-    default level (:class:`~judgeopt.selection.SelectionConfig`'s, 0.8), as they ran when they
-    were the default."""
-    own = selection.rule in ("confirm", "veto")
+    The level is the one ``--selection confirm`` would run at with these settings: the
+    preset's ``confidence`` when it states one, else the rule's own (0.8; the ``auto``
+    preset's ``lcb`` runs at its own 0.95, :func:`~judgeopt.selection.default_confidence`)."""
+    stated = "confidence" in selection.model_fields_set
     return {
         "method": "spearman",
         "groups": groups,
-        "confidence": selection.confidence
-        if own
-        else SelectionConfig.model_fields["confidence"].default,
+        "confidence": selection.confidence if stated else default_confidence("confirm"),
         "n_resamples": selection.n_resamples,
         "seed": selection.seed,
     }

@@ -459,7 +459,8 @@ def add_parser(sub: Subparsers) -> None:
         "--selection",
         choices=("confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"),
         default=None,
-        help="how the judge is chosen (default: the preset's, confirm): 'confirm' "
+        help="how the judge is chosen (default: the preset's, lcb; a level the "
+        "preset does not state is the rule's own: lcb 0.95, else 0.8): 'confirm' "
         "searches on half the scoring set and keeps a strategy only if its "
         "gain over the baseline is confirmed on the other half; 'veto' keeps "
         "the best search score unless the other half shows it worse than the "

@@ -5,7 +5,9 @@ dozen items each score carries sampling noise of about +-0.2 (Spearman), so the 
 twenty noisy scores is biased upward: the "best" strategy is often one that was lucky on
 those items, and on new items it can be worse than the baseline it replaced.
 
-judgeopt's rule (``rule="confirm"``, the default; ``docs/judge.md``, "Choosing the judge"):
+The default rule is ``rule="lcb"`` (below; the judgement bank's choice, ``docs/judge.md``,
+"How many labels you need"). The rule that holds items out, ``rule="confirm"`` (the default
+before the bank; ``docs/judge.md``, "Choosing the judge"):
 
 1. **Split** the scoring set once, seeded, into a *search* part and a *confirmation* part
    (:func:`confirmation_split`): whole groups (items that share a source) go to one side,
@@ -66,7 +68,7 @@ rules on such a table), ``_prior`` (the rules that read other tasks' results) an
 ``_simulation`` (:func:`simulate_selection`).
 """
 
-from ._config import GainPriorChange, GainPriorTable, SelectionConfig
+from ._config import GainPriorChange, GainPriorTable, SelectionConfig, default_confidence
 from ._config import Rule as Rule
 from ._pooled import (
     anchored_rule,
@@ -120,6 +122,7 @@ __all__ = [
     "SelectionResult",
     "choose",
     "confirmation_split",
+    "default_confidence",
     "simulate_selection",
     "veto",
 ]

@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._prior import GainPrior, change_key
 
 Rule = Literal["confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"]
+
+#: Each rule's own ``confidence`` when a config does not set one: ``lcb``'s 0.95 is what the
+#: judgement bank chose it at (``benchmarks/results/bank_rules.json``); ``confirm`` and
+#: ``veto`` keep the 0.8 they were measured at (docs/benchmarks.md sections 11-13).
+DEFAULT_CONFIDENCE: dict[str, float] = {"lcb": 0.95}
+#: The ``confidence`` of a rule :data:`DEFAULT_CONFIDENCE` does not name.
+BASE_CONFIDENCE = 0.8
 
 #: A factor value in a strategy change (``{"scale": 10, "decoding": "expected"}``).
 Value = str | int | float | bool
@@ -68,32 +75,33 @@ class SelectionConfig(BaseModel):
     """How the compiled judge is chosen (``[selection]`` in an optimizer preset).
 
     Attributes:
-        rule: ``"confirm"`` (default): search on one part of the scoring set, re-judge the
-            finalists and the baseline on the rest, keep a finalist only if its gain is
-            confirmed there (see :mod:`judgeopt.selection`). ``"veto"``: search on one part,
-            keep the best search score unless the rest shows it worse than the baseline
-            (:func:`veto`). ``"best"``: search on everything and keep the best validation
-            score (the paper's rule; biased upward). ``"shrink"`` / ``"lcb"``: search on
-            everything, then compare every strategy judged on all the items with the
-            baseline there, pooled: the best empirical-Bayes shrunk gain if positive
-            (:func:`shrink_rule`), or the best lower bound of the gain at ``confidence``
-            corrected for the number of strategies compared if above zero
-            (:func:`lcb_rule`); else the baseline. ``"factor"``: the same, the gains
-            pooled by factor value (a ridge regression of every strategy's gain on its
-            factor values, as HPSS pools its advantages; :func:`factor_rule`): the best
-            fitted gain if positive, else the baseline. ``"posterior"``: the same, each
-            strategy's gain weighed against what the model's judgement bank measured for
-            the same change from the baseline (``gain_prior``; :func:`posterior_rule`): the
-            best posterior gain above ``margin``, else the baseline. Without a gain prior
-            for the compile's model it is ``"shrink"`` (the same weighing with the prior
-            estimated from these labels alone), and the compile says so.
+        rule: ``"lcb"`` (default; the judgement bank's choice, docs/judge.md "How many labels you
+            need"; see below). ``"confirm"``: search on one part of the scoring set, re-judge the
+            finalists and the baseline on the rest, keep a finalist only if its gain is confirmed
+            there (see :mod:`judgeopt.selection`). ``"veto"``: search on one part, keep the best
+            search score unless the rest shows it worse than the baseline (:func:`veto`).
+            ``"best"``: search on everything and keep the best validation score (the paper's rule;
+            biased upward). ``"shrink"`` / ``"lcb"``: search on everything, then compare every
+            strategy judged on all the items with the baseline there, pooled: the best
+            empirical-Bayes shrunk gain if positive (:func:`shrink_rule`), or the best lower bound
+            of the gain at ``confidence`` corrected for the number of strategies compared if above
+            zero (:func:`lcb_rule`); else the baseline. ``"factor"``: the same, the gains pooled by
+            factor value (a ridge regression of every strategy's gain on its factor values, as HPSS
+            pools its advantages; :func:`factor_rule`): the best fitted gain if positive, else the
+            baseline. ``"posterior"``: the same, each strategy's gain weighed against what the
+            model's judgement bank measured for the same change from the baseline (``gain_prior``;
+            :func:`posterior_rule`): the best posterior gain above ``margin``, else the baseline.
+            Without a gain prior for the compile's model it is ``"shrink"`` (the same weighing with
+            the prior estimated from these labels alone), and the compile says so.
         confirm_fraction: Share of the scoring set (whole groups) held out for confirmation.
         finalists: How many of the search's best distinct strategies are confirmed (rule
             ``"confirm"``; ``"veto"`` judges only the best one).
         confidence: One-sided level of the bound: for ``"confirm"`` the lower bound of a
             finalist's gain must be above zero (0.5: a positive point estimate is enough);
             for ``"veto"`` an upper bound below zero vetoes the search's best; for
-            ``"lcb"`` the family-wise level of the lower bounds (Bonferroni).
+            ``"lcb"`` the family-wise level of the lower bounds (Bonferroni). Not set: the
+            rule's own (:func:`default_confidence`: 0.95 for ``"lcb"``, else 0.8), so
+            switching the rule of a config that does not set it switches the level too.
         min_confirm_items: Below this many confirmation items (or 3 groups at group level)
             the confirmation cannot tell judges apart; the compile then uses ``"best"`` on the
             whole set and says so.
@@ -133,10 +141,10 @@ class SelectionConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rule: Rule = "confirm"
+    rule: Rule = "lcb"
     confirm_fraction: float = Field(0.5, gt=0.0, lt=1.0)
     finalists: int = Field(3, ge=1)
-    confidence: float = Field(0.8, ge=0.5, lt=1.0)
+    confidence: float = Field(BASE_CONFIDENCE, ge=0.5, lt=1.0)
     min_confirm_items: int = Field(20, ge=3)
     n_resamples: int = Field(2000, ge=100)
     seed: int = Field(0, ge=0)
@@ -149,6 +157,15 @@ class SelectionConfig(BaseModel):
     gain_priors: dict[str, GainPriorTable] = Field(default_factory=dict)
     guard: bool = False
     guard_margin: float = Field(0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _rule_confidence(self) -> SelectionConfig:
+        # NOTE: a level the caller did not set is the rule's own. It is written into the
+        # (frozen) instance without marking it set, so ``model_dump(exclude_unset=True)``
+        # still leaves it out and a rule switched later gets its own level again.
+        if "confidence" not in self.model_fields_set:
+            self.__dict__["confidence"] = default_confidence(self.rule)
+        return self
 
     def prior_for(self, model: str | None) -> dict[str, str | int | float | bool] | None:
         """The prior default a compile with ``model`` uses: ``prior`` if set, else the
@@ -172,3 +189,9 @@ class SelectionConfig(BaseModel):
         """How many of the search's best strategies the rule compares with the baseline on
         the confirmation part (``"veto"`` tests the search's best only)."""
         return 1 if self.rule == "veto" else self.finalists
+
+
+def default_confidence(rule: str) -> float:
+    """The ``confidence`` rule ``rule`` runs at when a :class:`SelectionConfig` does not set
+    one (:data:`DEFAULT_CONFIDENCE`, else :data:`BASE_CONFIDENCE`)."""
+    return DEFAULT_CONFIDENCE.get(rule, BASE_CONFIDENCE)

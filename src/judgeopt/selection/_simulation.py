@@ -17,6 +17,9 @@ from ._config import SelectionConfig
 from ._rules import choose, veto
 from ._split import confirmation_split
 
+#: The rules :func:`simulate_selection` runs.
+_SIMULATED = ("best", "confirm", "veto")
+
 
 def _spearman_rows(h: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman of ``h`` (n,) with each row of ``y`` (R, n), average ranks for ties."""
@@ -115,7 +118,8 @@ def simulate_selection(
             splitting the rest equally (``None``: all values equally likely). The embedded
             1.5B gives its most frequent rating to a median 0.62-0.82 of the items on the
             five e2e pairs, using a median of 2-3 values (docs/judge.md).
-        configs: Rules to compare by name (default: ``best`` and the default ``confirm``).
+        configs: Rules to compare by name (default: ``best`` and ``confirm``; the
+            simulation runs these two and ``veto``).
         n_runs: Simulated compiles.
         n_resamples: Bootstrap resamples per comparison.
         seed: Seed of the whole simulation.
@@ -151,7 +155,14 @@ def simulate_selection(
                 f"below 1, got {mode_share!r}"
             )
     if configs is None:
-        configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig()}
+        configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig(rule="confirm")}
+    for name, cfg in configs.items():
+        if cfg.rule not in _SIMULATED:
+            raise ValueError(
+                f"configs[{name!r}]: rule {cfg.rule!r} is not simulated here (one of "
+                f"{', '.join(_SIMULATED)}; the pooled rules are replayed on a judgement bank, "
+                "judgeopt.bench)"
+            )
     # One stream for the simulated data and one per run for the rules' randomness, so the
     # rules compared in a run see the same data, split and resamples, and adding a rule to
     # ``configs`` does not change the data of later runs.

@@ -41,10 +41,10 @@ class OptimizerConfig(BaseModel):
         racing: Early stopping of hopeless candidates (:class:`judgeopt.racing.RacingConfig`;
             off by default: every candidate is judged on every item).
         selection: How the compiled judge is chosen (:class:`judgeopt.selection.
-            SelectionConfig`; default: search on half the scoring set, confirm the best
-            strategies against the baseline on the other half; TOML ``[selection]`` with
-            ``rule = "confirm"``, ``"veto"``, ``"best"``, ``"shrink"``, ``"lcb"``,
-            ``"factor"`` or ``"posterior"``).
+            SelectionConfig`; default: search on the whole scoring set, keep the strategy
+            with the best Bonferroni lower bound of its gain over the baseline at 0.95 if
+            above zero; TOML ``[selection]`` with ``rule = "lcb"``, ``"confirm"``,
+            ``"veto"``, ``"best"``, ``"shrink"``, ``"factor"`` or ``"posterior"``).
         ensemble: Also build a prompt ensemble of this many of the best strategies
             (:class:`judgeopt.judge.JudgeEnsemble`; 0 or 1: none).
         ensemble_anchor: The baseline's weight in the ensemble (0: none, the ``ensemble``

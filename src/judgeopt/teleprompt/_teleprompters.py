@@ -45,7 +45,7 @@ class JudgeSearch(Teleprompter):
         example_seed: Seed of the in-context example selection.
         racing: ``True`` / ``False`` to switch racing on or off with default settings, or a
             :class:`judgeopt.racing.RacingConfig` (or its fields as a mapping).
-        selection: ``"confirm"`` (default), ``"veto"``, ``"best"``, ``"shrink"``, ``"lcb"``,
+        selection: ``"lcb"`` (default), ``"confirm"``, ``"veto"``, ``"best"``, ``"shrink"``,
             ``"factor"`` or ``"posterior"`` (the rule, other settings default), or a
             :class:`judgeopt.selection.SelectionConfig` (or its fields as a mapping): how the
             compiled judge is chosen (``docs/judge.md``, "Choosing the judge").
@@ -147,9 +147,10 @@ class JudgeSearch(Teleprompter):
             kw["racing"] = race
         rule = overrides.pop("selection", None)
         if isinstance(rule, str):
-            # Validated (a model_copy would not check the name).
+            # Validated (a model_copy would not check the name). Only the settings the
+            # preset states carry over: a level it left to its rule becomes the new rule's.
             kw["selection"] = SelectionConfig.model_validate(
-                {**config.selection.model_dump(), "rule": rule}
+                {**config.selection.model_dump(exclude_unset=True), "rule": rule}
             )
         elif rule is not None:
             kw["selection"] = rule
