@@ -122,6 +122,11 @@ def e2e_preview_bank() -> dict[str, BankPair]:
     return out
 
 
+def shipped_label(payload: dict[str, Any]) -> str:
+    """The ``shipped`` row's name in both printed tables: the rule at the preset's setting."""
+    return f"(shipped: {payload['shipped']['rule']} at {payload['shipped']['setting']})"
+
+
 def tables(payload: dict[str, Any]) -> str:
     out = []
     lopo = payload.get("lopo_default", {}).get("n_valid", {})
@@ -132,9 +137,7 @@ def tables(payload: dict[str, Any]) -> str:
             named.append(("(default chosen left out)", lopo[str(n)]))
         shipped = payload.get("shipped", {}).get("n_valid", {})
         if str(n) in shipped:
-            named.append(
-                (f"(shipped: {payload['shipped']['rule']} at its preset)", shipped[str(n)])
-            )
+            named.append((shipped_label(payload), shipped[str(n)]))
         ceiling = payload.get("ceiling", {}).get("n_valid", {})
         if str(n) in ceiling:
             named.append(("(ceiling: pool-best judge, not a rule)", ceiling[str(n)]))
@@ -308,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nno preset: {payload['preset_error']}")
     shown = ["baseline", "confirm", payload["default"]]
     if "shipped" in payload:
-        shown.append(f"(shipped: {payload['default']} at {payload['shipped']['setting']})")
+        shown.append(shipped_label(payload))
     if "lopo_default" in payload:
         shown.append("(default chosen left out)")
     print("\nHow many labels you need (docs/judge.md):\n")
