@@ -10,7 +10,7 @@ from typing import Any
 
 from ..data import Record
 from ..evaluate import EvalResult, compare, item_predictions
-from ..selection import SelectionConfig, choose, confirmation_split, default_confidence, veto
+from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._stored import stored_result, strategy_key
 
 __all__ = ["confirmation_kwargs", "finalist_report", "finite_or_none", "rules_report"]
@@ -24,11 +24,10 @@ def confirmation_kwargs(selection: SelectionConfig, groups: list[str] | None) ->
     The level is the one ``--selection confirm`` would run at with these settings: the
     preset's ``confidence`` when it states one, else the rule's own (0.8; the ``auto``
     preset's ``lcb`` runs at its own 0.95, :func:`~judgeopt.selection.default_confidence`)."""
-    stated = "confidence" in selection.model_fields_set
     return {
         "method": "spearman",
         "groups": groups,
-        "confidence": selection.confidence if stated else default_confidence("confirm"),
+        "confidence": selection.with_rule("confirm").confidence,
         "n_resamples": selection.n_resamples,
         "seed": selection.seed,
     }

@@ -167,6 +167,12 @@ class SelectionConfig(BaseModel):
             self.__dict__["confidence"] = default_confidence(self.rule)
         return self
 
+    def with_rule(self, rule: str) -> SelectionConfig:
+        """These settings under ``rule`` (validated: an unknown name is refused): the
+        settings this config states carry over, a level it left to its rule becomes the new
+        rule's own (what ``--selection RULE`` does to a preset)."""
+        return SelectionConfig.model_validate({**self.model_dump(exclude_unset=True), "rule": rule})
+
     def prior_for(self, model: str | None) -> dict[str, str | int | float | bool] | None:
         """The prior default a compile with ``model`` uses: ``prior`` if set, else the
         model's entry in ``priors`` (``None``: the baseline is the fallback)."""

@@ -147,11 +147,7 @@ class JudgeSearch(Teleprompter):
             kw["racing"] = race
         rule = overrides.pop("selection", None)
         if isinstance(rule, str):
-            # Validated (a model_copy would not check the name). Only the settings the
-            # preset states carry over: a level it left to its rule becomes the new rule's.
-            kw["selection"] = SelectionConfig.model_validate(
-                {**config.selection.model_dump(exclude_unset=True), "rule": rule}
-            )
+            kw["selection"] = config.selection.with_rule(rule)
         elif rule is not None:
             kw["selection"] = rule
         guard = overrides.pop("guard", None)
