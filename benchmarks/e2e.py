@@ -2,15 +2,18 @@
 
 For every task-aspect pair: whole groups of the dataset's full file are split, seeded, into a
 validation set (at least ``--n-valid`` items) and a disjoint test set (at least ``--n-test``
-items). ``judgeopt``'s default compile (the default search, the default selection rule: search
-on half the validation items, confirm the finalists against the baseline on the other half)
-runs with ``--budget`` strategies and an ensemble of the ``--ensemble`` best; then the MT-Bench
+items). ``judgeopt``'s default compile (the default search and selection rule of the
+``--optimizer`` preset; ``auto``'s ``lcb`` keeps the baseline unless a strategy's paired gain
+on the validation items has a lower bound above zero, corrected for the number compared) runs
+with ``--budget`` strategies and an ensemble of the ``--ensemble`` best; then the MT-Bench
 baseline, the chosen judge and the ensemble are scored on the test items; the *shipped* judge
 is what ``judgeopt compile`` writes (the preset's ensemble when it builds one, else the chosen
 judge; ``shipped_*`` fields). Per pair: the test
 correlations, each gain over the baseline with its paired bootstrap interval (whole groups are
 resampled for a group-level correlation), the confirmation results (what the compile saw), the
-chosen strategy, calls and seconds.
+chosen strategy, calls and seconds. With ``--judge-passed-over K`` (default 1) the ``K``
+strategies with the best search scores that the compile did not ship are judged on the same
+test items too (``passed_over_on_test``: what the selection rule gave up or saved).
 
 Every pair checkpoints its compile (``OUT_DIR/<task>_<aspect>/ckpt``) and judge calls are
 cached (``OUT_DIR/lm-cache``): an interrupted run resumes where it stopped, across sessions.
@@ -24,8 +27,8 @@ The JSON is rewritten after each pair::
 Usage:
     python benchmarks/e2e.py [--pairs sfres:naturalness,topical_chat:naturalness,
         topical_chat:coherence,summeval:coherence] [--model local] [--budget 20] [--n-valid 100]
-        [--n-test 200] [--ensemble M] [--parallel 8] [--out-dir benchmarks/results/e2e_runs]
-        [--json benchmarks/results/e2e.json]
+        [--n-test 200] [--ensemble M] [--judge-passed-over K] [--parallel 8]
+        [--out-dir benchmarks/results/e2e_runs] [--json benchmarks/results/e2e.json]
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 """
@@ -48,6 +51,8 @@ from judgeopt.bench import (
     evaluate_stored,
     finalist_report,
     finite_or_none,
+    passed_over,
+    passed_over_report,
     rules_report,
     run_interruptible,
     shared_data_dir,
@@ -61,6 +66,7 @@ from judgeopt.demo import E2E_SPLIT, PER_GROUP
 from judgeopt.evaluate import EvalResult, compare, ensemble_result
 from judgeopt.judge import JudgeProgram, load_task
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
+from judgeopt.search import Strategy
 from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
 # NOTE: stored_items, evaluate_stored, stored_result and strategy_key (judgeopt.bench) are
@@ -101,6 +107,7 @@ def run_pair(
     out_dir: Path,
     optimizer: str,
     progress: bool,
+    judge_passed_over: int = 0,
 ) -> dict[str, Any]:
     task = load_task(task_name)
     full = DATA / task_name / "full.jsonl"
@@ -233,6 +240,14 @@ def run_pair(
     row["scoring"] = dict(SCORING)
     row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
     row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
+    # What the rule gave up: the best strategies it did not ship, judged on the same test
+    # items (their calls are counted in ``calls_this_run.passed_over``, not in ``test``).
+    s3 = lm.stats()
+    for t in passed_over(row, judge_passed_over):
+        strategy = Strategy.from_json(t["strategy"], student.space)
+        stored(judge.with_strategy(strategy), f"passed over {t['key']}")
+    row["calls_this_run"]["passed_over"] = lm.stats().calls - s3.calls
+    row["passed_over_on_test"] = passed_over_report(pair_dir, test, row, seed)
     write_json(pair_dir / "result.json", row)
     return row
 
@@ -287,6 +302,8 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
         row["finalists_on_test"] = finalist_report(pair_dir, test, row, seed)
     if not (frozen and "rules_on_test" in row):
         row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
+    if not (frozen and "passed_over_on_test" in row):
+        row["passed_over_on_test"] = passed_over_report(pair_dir, test, row, seed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,6 +340,16 @@ def main(argv: list[str] | None = None) -> int:
         default=RECOMMENDED_PARALLEL,
         help="local model: judge calls decoded together, as many in flight "
         "(default %(default)s, the CLI's; 1: one at a time)",
+    )
+    p.add_argument(
+        "--judge-passed-over",
+        type=int,
+        default=1,
+        metavar="K",
+        help="after a pair's compile, also judge on its test items the K strategies with the "
+        "best search scores that it did not ship (neither chosen nor baseline), so that the "
+        "report says what the selection rule gave up (``passed_over_on_test``; default "
+        "%(default)s; 0: none)",
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
@@ -386,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir=out_dir,
                 optimizer=args.optimizer,
                 progress=not args.no_progress,
+                judge_passed_over=args.judge_passed_over,
             )
             rows.append(row)
             log.info(

@@ -207,6 +207,88 @@ def test_e2e_ships_the_presets_guarded_ensemble(
     assert data["pairs_significantly_worse_shipped"] == 0
 
 
+def test_e2e_judges_the_strategies_the_rule_passed_over(
+    shared_data: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Under ``lcb`` with an informative baseline and noise elsewhere, the compile keeps the
+    baseline; ``--judge-passed-over 2`` judges the two best other search scores on the test
+    items and reports them against the baseline and the chosen judge. A finished pair is
+    not judged again, and ``--report-only`` rebuilds the report from the stored items."""
+    e2e, _ = _e2e_script("e2e_benchmark_passed_over", tmp_path)
+    preset = write_preset(tmp_path, rule="lcb")
+    full = load_records(shared_data / "topical_chat" / "full.jsonl")
+    fakes: list[ScriptedLM] = []
+
+    def fake_make_lm(model: str, **kw: Any) -> Any:
+        fakes.append(ScriptedLM(respond_with(full, "baseline")))
+        return fakes[-1].lm
+
+    monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
+    out = tmp_path / "passed.json"
+    args = _e2e_args(preset, tmp_path / "run", out)
+    i = args.index("--ensemble")
+    args = [*args[:i], *args[i + 2 :], "--judge-passed-over", "2"]
+    assert e2e.main(args) == 0
+    (row,) = json.loads(out.read_text())["pairs"]
+    assert row["selection"]["rule"] == "lcb" and row["chosen_is_baseline"]
+    passed = row["passed_over_on_test"]
+    assert len(passed) == 2 and row["calls_this_run"]["passed_over"] == 2 * row["n_test"]
+    trace = {t["number"]: t for t in row["search"]["trace"]}
+    scores = sorted(
+        (t["score"] for t in trace.values() if t["strategy"] != row["baseline_strategy"]),
+        reverse=True,
+    )
+    assert [p["search_score"] for p in passed] == pytest.approx(scores[:2])
+    for p in passed:
+        assert p["strategy"] not in (row["baseline_strategy"], row["chosen_strategy"])
+        assert trace[int(p["key"][1:]) - 1]["strategy"] == p["strategy"]
+        assert p["test_gain"] == pytest.approx(p["test"] - row["baseline"])
+        assert p["test_gain_ci"][0] <= p["test_gain"] <= p["test_gain_ci"][1]
+        # The chosen judge is the baseline here: the two margins are the same numbers.
+        assert p["minus_chosen"] == p["test_gain"]
+        assert p["test_gain"] < 0  # hash noise against the informative baseline
+    data = json.loads(out.read_text())
+    best = data["mean_gain_intervals"]["passed_over_best"]
+    assert best["mean"] == pytest.approx(passed[0]["test_gain"]) and best["n_pairs"] == 1
+    assert "Strategies the compile passed over" in e2e.e2e_table([row])
+    # Finished: the same command makes no call; the report comes back from stored items.
+    assert e2e.main(args) == 0 and len(fakes[-1].judge_requests) == 0
+    del data["pairs"][0]["passed_over_on_test"]
+    out.write_text(json.dumps(data))
+    assert e2e.main([*args, "--report-only"]) == 0
+    assert json.loads(out.read_text())["pairs"][0]["passed_over_on_test"] == passed
+
+
+def test_passed_over_names_the_best_unshipped_strategies() -> None:
+    """:func:`judgeopt.bench.passed_over`: best search score first, the chosen judge, the
+    baseline, unscored trials and repeats left out; ``k = 0`` names none; k < 0 is refused."""
+    from judgeopt.bench import passed_over
+
+    def s(scale: int, cot: bool = False) -> dict[str, Any]:
+        return {"scale": scale, "cot": cot}
+
+    row = {
+        "baseline_strategy": s(10),
+        "chosen_strategy": s(5),
+        "search": {
+            "trace": [
+                {"number": 0, "score": 0.30, "strategy": s(10)},
+                {"number": 1, "score": 0.50, "strategy": s(5)},
+                {"number": 2, "score": 0.40, "strategy": s(3)},
+                {"number": 3, "score": None, "strategy": s(7)},
+                {"number": 4, "score": 0.45, "strategy": s(3, True)},
+                {"number": 5, "score": 0.40, "strategy": s(3)},
+                {"number": 6, "score": 0.10, "strategy": s(2)},
+            ]
+        },
+    }
+    names = [(t["key"], t["search_rank"]) for t in passed_over(row, 3)]
+    assert names == [("#5", 2), ("#3", 3), ("#7", 6)]
+    assert passed_over(row, 0) == [] and len(passed_over(row, 99)) == 3
+    with pytest.raises(ValueError, match="k .* must be >= 0, got -1"):
+        passed_over(row, -1)
+
+
 def test_e2e_benchmark_stops_on_sigterm_and_resumes(
     shared_data: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:

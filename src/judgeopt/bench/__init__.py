@@ -25,8 +25,9 @@ the same command resumes it) and the judged-item files that make a resumed run r
 (:func:`stored_items`, :func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
 
 The end-to-end benchmark's (``benchmarks/e2e.py``) reports, from stored judgements without a
-call: :func:`finalist_report` and :func:`rules_report` per pair (the confirmation's
-:func:`confirmation_kwargs`), :func:`summarise_e2e`, :func:`across_pairs` and
+call: :func:`finalist_report`, :func:`rules_report` and :func:`passed_over_report` (the
+strategies :func:`passed_over` names) per pair (the confirmation's
+:func:`confirmation_kwargs`); :func:`summarise_e2e`, :func:`across_pairs` and
 :func:`e2e_table` over the pairs.
 
 The judgement bank (``benchmarks/bank.py``): :func:`bank_todo` orders what its recorder still
@@ -51,6 +52,7 @@ from ._bank import (
 )
 from ._bank_todo import bank_base, bank_todo
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
+from ._e2e_passed_over import passed_over, passed_over_report
 from ._e2e_rules import confirmation_kwargs, finalist_report, finite_or_none, rules_report
 from ._e2e_summary import across_pairs, e2e_table, summarise_e2e
 from ._harness import (
@@ -90,6 +92,8 @@ __all__ = [
     "e2e_table",
     "finalist_report",
     "finite_or_none",
+    "passed_over",
+    "passed_over_report",
     "rules_report",
     "summarise_e2e",
     "RULES",

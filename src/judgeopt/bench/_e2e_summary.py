@@ -75,6 +75,7 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for r in rows
         if (r.get("rules_on_test") or {}).get("veto") is not None
     }
+    passed = {_pair(r): r["passed_over_on_test"][0] for r in rows if r.get("passed_over_on_test")}
     veto_gain = {k: f["test_gain"] for k, f in veto_rows.items() if f["test_gain"] is not None}
     best_gain = {k: f["test_gain"] for k, f in best_fin.items() if f["test_gain"] is not None}
     best_rel = [
@@ -166,6 +167,16 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen") for r in rows],
                 [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci") for r in rows],
             ),
+            # The best search score among the strategies the compile did not ship, where
+            # judged on test (``--judge-passed-over``): what the selection rule gave up.
+            "passed_over_best": across_pairs(
+                [passed.get(_pair(r), {}).get("test_gain") for r in rows],
+                [passed.get(_pair(r), {}).get("test_gain_ci") for r in rows],
+            ),
+            "passed_over_best_minus_chosen": across_pairs(
+                [passed.get(_pair(r), {}).get("minus_chosen") for r in rows],
+                [passed.get(_pair(r), {}).get("minus_chosen_ci") for r in rows],
+            ),
         },
     }
     out["criteria"] = {
@@ -187,6 +198,10 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
         ),
     }
     return out
+
+
+def _pair(row: dict[str, Any]) -> tuple[str, str]:
+    return (row["task"], row["aspect"])
 
 
 def _criterion(
@@ -270,6 +285,19 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
         for r in rows
         for fin in r.get("finalists_on_test") or []
     ]
+    passed_rows = [
+        [
+            f"{r['task']}/{r['aspect']}",
+            t["key"],
+            t["search_rank"],
+            f(t["search_score"]),
+            f(t["test"]),
+            f"{f(t['test_gain'])} {ci(t['test_gain_ci'])}",
+            f"{f(t['minus_chosen'])} {ci(t['minus_chosen_ci'])}",
+        ]
+        for r in rows
+        for t in r.get("passed_over_on_test") or []
+    ]
     return "\n".join(
         [
             markdown_table(
@@ -319,6 +347,22 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
                     "test gain [95% CI]",
                 ],
                 finalist_rows,
+            ),
+            "",
+            "Strategies the compile passed over, on test (``--judge-passed-over``; the "
+            "margin is their paired test difference from the shipped chosen judge):",
+            "",
+            markdown_table(
+                [
+                    "pair",
+                    "strategy",
+                    "search rank",
+                    "search score",
+                    "test",
+                    "test gain [95% CI]",
+                    "minus chosen [95% CI]",
+                ],
+                passed_rows,
             ),
         ]
     )
