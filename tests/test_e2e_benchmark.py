@@ -29,6 +29,20 @@ def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
     return e2e, write_preset(tmp_path, rule="confirm")
 
 
+def _scripted_lms(monkeypatch: Any, e2e: Any, shared_data: Path, good: str) -> list[ScriptedLM]:
+    """Every LM ``e2e`` makes is a :class:`ScriptedLM` answering Topical-Chat naturalness
+    with :func:`respond_with` (``good``); the returned list collects them."""
+    full = load_records(shared_data / "topical_chat" / "full.jsonl")
+    fakes: list[ScriptedLM] = []
+
+    def fake_make_lm(model: str, **kw: Any) -> Any:
+        fakes.append(ScriptedLM(respond_with(full, good)))
+        return fakes[-1].lm
+
+    monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
+    return fakes
+
+
 def _e2e_args(preset: Path, out_dir: Path, out: Path) -> list[str]:
     """A small e2e run of Topical-Chat naturalness (budget 5, 60 / 30 items, ensemble 2)."""
     return [
@@ -58,14 +72,7 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(
     """benchmarks/e2e.py end to end with a scripted LM in place of the local model: the
     split, the compile, the test comparisons, the JSON schema and the resume."""
     e2e, preset = _e2e_script("e2e_benchmark", tmp_path)
-    full = load_records(shared_data / "topical_chat" / "full.jsonl")
-    fakes: list[ScriptedLM] = []
-
-    def fake_make_lm(model: str, **kw: Any) -> Any:
-        fakes.append(ScriptedLM(respond_with(full, "scale10")))
-        return fakes[-1].lm
-
-    monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
+    fakes = _scripted_lms(monkeypatch, e2e, shared_data, "scale10")
     out = tmp_path / "e2e.json"
     args = _e2e_args(preset, tmp_path / "run", out)
     assert e2e.main(args) == 0
@@ -101,6 +108,7 @@ def test_e2e_benchmark_plumbing_with_a_scripted_lm(
     assert two["ci_pairs"] == pytest.approx([0.2 - 12.706 * 0.1, 0.2 + 12.706 * 0.1], abs=1e-3)
     assert (tmp_path / "run" / "topical_chat_naturalness" / "ensemble.json").is_file()
     # Validation and test are disjoint whole groups.
+    full = load_records(shared_data / "topical_chat" / "full.jsonl")
     valid, test = e2e.split_groups(full, 60, 30, 0)
     assert not {r.group_id for r in valid} & {r.group_id for r in test}
     # A second run with the same settings keeps the finished pair: no judge call.
@@ -216,14 +224,7 @@ def test_e2e_judges_the_strategies_the_rule_passed_over(
     not judged again, and ``--report-only`` rebuilds the report from the stored items."""
     e2e, _ = _e2e_script("e2e_benchmark_passed_over", tmp_path)
     preset = write_preset(tmp_path, rule="lcb")
-    full = load_records(shared_data / "topical_chat" / "full.jsonl")
-    fakes: list[ScriptedLM] = []
-
-    def fake_make_lm(model: str, **kw: Any) -> Any:
-        fakes.append(ScriptedLM(respond_with(full, "baseline")))
-        return fakes[-1].lm
-
-    monkeypatch.setattr(e2e, "make_lm", fake_make_lm)
+    fakes = _scripted_lms(monkeypatch, e2e, shared_data, "baseline")
     out = tmp_path / "passed.json"
     args = _e2e_args(preset, tmp_path / "run", out)
     i = args.index("--ensemble")
