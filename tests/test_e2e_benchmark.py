@@ -286,6 +286,9 @@ def test_passed_over_names_the_best_unshipped_strategies() -> None:
     names = [(t["key"], t["search_rank"]) for t in passed_over(row, 3)]
     assert names == [("#5", 2), ("#3", 3), ("#7", 6)]
     assert passed_over(row, 0) == [] and len(passed_over(row, 99)) == 3
+    # A shipped ensemble's members were not passed over.
+    shipped = {**row, "shipped": "ensemble", "ensemble_members": [s(5), s(3, True)]}
+    assert [t["key"] for t in passed_over(shipped, 3)] == ["#3", "#7"]
     with pytest.raises(ValueError, match="k .* must be >= 0, got -1"):
         passed_over(row, -1)
 

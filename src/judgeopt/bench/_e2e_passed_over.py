@@ -39,13 +39,18 @@ def _ranked_trace(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 def passed_over(row: dict[str, Any], k: int) -> list[dict[str, Any]]:
     """The ``k`` strategies with the best search scores that are neither the chosen judge
-    nor the baseline (each a trace entry with ``search_rank`` and ``key``), best first.
+    nor the baseline, nor a member of the ensemble when the compile shipped one
+    (``row["shipped"] == "ensemble"``), each a trace entry with ``search_rank`` and ``key``,
+    best first.
 
     A strategy evaluated twice in the trace is named once. ``k = 0`` names none.
     """
     if k < 0:
         raise ValueError(f"k (the strategies passed over to judge) must be >= 0, got {k}")
-    skip = {strategy_key(row["chosen_strategy"]), strategy_key(row["baseline_strategy"])}
+    shipped = [row["chosen_strategy"], row["baseline_strategy"]]
+    if row.get("shipped") == "ensemble":
+        shipped += row.get("ensemble_members") or []
+    skip = {strategy_key(s) for s in shipped}
     out: list[dict[str, Any]] = []
     for t in _ranked_trace(row):
         if len(out) >= k:

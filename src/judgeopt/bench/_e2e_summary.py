@@ -167,8 +167,8 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen") for r in rows],
                 [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci") for r in rows],
             ),
-            # The best search score among the strategies the compile did not ship, where
-            # judged on test (``--judge-passed-over``): what the selection rule gave up.
+            # The best-ranked strategy the compile did not ship among those judged on test
+            # (rank 1 of ``--judge-passed-over``): what the selection rule gave up.
             "passed_over_best": across_pairs(
                 [passed.get(_pair(r), {}).get("test_gain") for r in rows],
                 [passed.get(_pair(r), {}).get("test_gain_ci") for r in rows],
