@@ -89,7 +89,11 @@ def passed_over_report(
         if res is None:
             continue
         gain = compare(res, base, test, labels=("baseline", t["key"]), seed=seed)
-        margin = compare(res, chosen, test, labels=("chosen", t["key"]), seed=seed)
+        margin = (  # the same bootstrap when the compile kept the baseline
+            gain
+            if row["chosen_strategy"] == row["baseline_strategy"]
+            else compare(res, chosen, test, labels=("chosen", t["key"]), seed=seed)
+        )
         out.append(
             {
                 "key": t["key"],

@@ -61,17 +61,14 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # items of the finalists: what the confirmation step changed. It returns the baseline
     # (gain 0) when the baseline's own search score is the best (``rules_on_test``).
     best_fin = {
-        (r["task"], r["aspect"]): f
-        for r in rows
-        for f in r.get("finalists_on_test") or []
-        if f["search_rank"] == 1
+        _pair(r): f for r in rows for f in r.get("finalists_on_test") or [] if f["search_rank"] == 1
     }
     for r in rows:
         rule = (r.get("rules_on_test") or {}).get("best_search_score")
         if rule is not None:
-            best_fin[(r["task"], r["aspect"])] = rule
+            best_fin[_pair(r)] = rule
     veto_rows = {
-        (r["task"], r["aspect"]): r["rules_on_test"]["veto"]
+        _pair(r): r["rules_on_test"]["veto"]
         for r in rows
         if (r.get("rules_on_test") or {}).get("veto") is not None
     }
@@ -79,9 +76,9 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
     veto_gain = {k: f["test_gain"] for k, f in veto_rows.items() if f["test_gain"] is not None}
     best_gain = {k: f["test_gain"] for k, f in best_fin.items() if f["test_gain"] is not None}
     best_rel = [
-        best_gain[(r["task"], r["aspect"])] / abs(r["baseline"])
+        best_gain[_pair(r)] / abs(r["baseline"])
         for r in rows
-        if (r["task"], r["aspect"]) in best_gain and r["baseline"]
+        if _pair(r) in best_gain and r["baseline"]
     ]
     ens_gains = [r["ensemble_gain"] for r in rows if r.get("ensemble_gain") is not None]
     ens_rel = [
@@ -124,9 +121,9 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
             float(
                 np.mean(
                     [
-                        veto_gain[(r["task"], r["aspect"])] / abs(r["baseline"])
+                        veto_gain[_pair(r)] / abs(r["baseline"])
                         for r in rows
-                        if (r["task"], r["aspect"]) in veto_gain and r["baseline"]
+                        if _pair(r) in veto_gain and r["baseline"]
                     ]
                 )
             )
@@ -151,32 +148,14 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 [r.get("ensemble_minus_chosen") for r in rows],
                 [r.get("ensemble_minus_chosen_ci") for r in rows],
             ),
-            "best_search_score": across_pairs(
-                [best_fin.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
-                [best_fin.get((r["task"], r["aspect"]), {}).get("test_gain_ci") for r in rows],
-            ),
-            "veto": across_pairs(
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain") for r in rows],
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain_ci") for r in rows],
-            ),
-            "veto_minus_chosen": across_pairs(
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("minus_chosen") for r in rows],
-                [veto_rows.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci") for r in rows],
-            ),
-            "best_search_score_minus_chosen": across_pairs(
-                [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen") for r in rows],
-                [best_fin.get((r["task"], r["aspect"]), {}).get("minus_chosen_ci") for r in rows],
-            ),
+            "best_search_score": _across(rows, best_fin, "test_gain"),
+            "veto": _across(rows, veto_rows, "test_gain"),
+            "veto_minus_chosen": _across(rows, veto_rows, "minus_chosen"),
+            "best_search_score_minus_chosen": _across(rows, best_fin, "minus_chosen"),
             # The best-ranked strategy the compile did not ship among those judged on test
             # (rank 1 of ``--judge-passed-over``): what the selection rule gave up.
-            "passed_over_best": across_pairs(
-                [passed.get(_pair(r), {}).get("test_gain") for r in rows],
-                [passed.get(_pair(r), {}).get("test_gain_ci") for r in rows],
-            ),
-            "passed_over_best_minus_chosen": across_pairs(
-                [passed.get(_pair(r), {}).get("minus_chosen") for r in rows],
-                [passed.get(_pair(r), {}).get("minus_chosen_ci") for r in rows],
-            ),
+            "passed_over_best": _across(rows, passed, "test_gain"),
+            "passed_over_best_minus_chosen": _across(rows, passed, "minus_chosen"),
         },
     }
     out["criteria"] = {
@@ -189,12 +168,12 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "veto": _criterion(
             rows,
             out["mean_gain_intervals"]["veto_minus_chosen"],
-            lambda r: veto_rows.get((r["task"], r["aspect"]), {}).get("test_gain_ci"),
+            lambda r: veto_rows.get(_pair(r), {}).get("test_gain_ci"),
         ),
         "best_search_score": _criterion(
             rows,
             out["mean_gain_intervals"]["best_search_score_minus_chosen"],
-            lambda r: best_fin.get((r["task"], r["aspect"]), {}).get("test_gain_ci"),
+            lambda r: best_fin.get(_pair(r), {}).get("test_gain_ci"),
         ),
     }
     return out
@@ -202,6 +181,15 @@ def summarise_e2e(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _pair(row: dict[str, Any]) -> tuple[str, str]:
     return (row["task"], row["aspect"])
+
+
+def _across(
+    rows: list[dict[str, Any]], by_pair: dict[tuple[str, str], dict[str, Any]], key: str
+) -> dict[str, Any] | None:
+    """:func:`across_pairs` of the per-pair outcomes ``by_pair`` (a rule's pick, a
+    finalist, a passed-over strategy): their ``key`` and its interval ``key_ci``."""
+    picked = [by_pair.get(_pair(r), {}) for r in rows]
+    return across_pairs([p.get(key) for p in picked], [p.get(f"{key}_ci") for p in picked])
 
 
 def _criterion(
