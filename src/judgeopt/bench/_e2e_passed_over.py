@@ -80,7 +80,9 @@ def passed_over_report(
     def result(strategy: dict[str, Any]) -> Any:
         return stored_result(pair_dir / f"test_{strategy_key(strategy)}.jsonl", test, level)
 
-    base, chosen = result(row["baseline_strategy"]), result(row["chosen_strategy"])
+    kept_baseline = row["chosen_is_baseline"]
+    base = result(row["baseline_strategy"])
+    chosen = base if kept_baseline else result(row["chosen_strategy"])
     if base is None or chosen is None:
         return []
     out = []
@@ -91,7 +93,7 @@ def passed_over_report(
         gain = compare(res, base, test, labels=("baseline", t["key"]), seed=seed)
         margin = (  # the same bootstrap when the compile kept the baseline
             gain
-            if row["chosen_strategy"] == row["baseline_strategy"]
+            if kept_baseline
             else compare(res, chosen, test, labels=("chosen", t["key"]), seed=seed)
         )
         out.append(
