@@ -215,8 +215,13 @@ def test_cli_resume_says_where_and_a_changed_run_stops(
         assert left_out() == 1
         n = len(srv.requests)
         assert main([*args, "--limit", "10"]) == 0
-        err = capsys.readouterr().err
+        printed = capsys.readouterr()
+        err = printed.err
         assert f"resuming from {out}.ckpt (3 of 3 strategies done)" in err
+        # The calls are every session's; the seconds only this run's, and the summary says so.
+        assert re.search(
+            r"\(\d+ calls, 0 of them in this run, \d+ tokens, \d+ s in this run\)", printed.out
+        )
         assert not any(is_judge_call(b) for b in srv.requests[n:])
         assert left_out() == 1
         # A larger budget extends the search (the budget is not part of the fingerprint).

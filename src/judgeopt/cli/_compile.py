@@ -318,7 +318,7 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
     print(
         f"search: {res.search}, {res.evaluations} strategies {part}; best {res.metric} "
         f"{best} ({res.calls} calls{resumed}, {res.prompt_tokens + res.completion_tokens} "
-        f"tokens, {res.seconds:.0f} s)"
+        f"tokens, {res.seconds:.0f} s{' in this run' if resumed else ''})"
     )
     print(
         f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "

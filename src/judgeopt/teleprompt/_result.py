@@ -18,6 +18,7 @@ class CompileResult:
 
     ``calls`` (and the token counts) are the LM calls of the search's strategy evaluations
     over every session of a resumed compile; ``calls_this_run`` those made by this process;
+    ``seconds`` is this process's wall time (each evaluation summary carries its own);
     ``selection_calls`` those of choosing the judge after the search (confirmation,
     comparison with the baseline, ensemble). ``problems`` lists why the returned judge
     should not be trusted (every strategy scored NaN, too many answers without a rating);
