@@ -29,7 +29,12 @@ import pytest
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 
 SCRIPT = r"""
-import sys, threading, time
+import signal, sys, threading, time
+
+# A program started at a terminal, where Ctrl-C reaches it: Python's own SIGINT handler. A
+# suite started in the background (`nohup ... &`, some CI runners) hands its children SIGINT
+# ignored, so without this line the run never sees the interrupt and waits for its calls.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import judgeopt.lm
 
 WHICH, IN_FLIGHT = sys.argv[1], 8
