@@ -5,6 +5,7 @@ compile with a shipped preset runs from it."""
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import textwrap
@@ -15,8 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Run inside a virtual environment that holds only the wheel (its dependencies come from this
-# environment's site-packages, read-only), from a folder outside the checkout.
+# Run inside a virtual environment that holds only the wheel (its dependencies come from the
+# running environment's site-packages, read-only), from a folder outside the checkout.
 SCRIPT = textwrap.dedent("""
     import json, pathlib, sys
     import judgeopt
@@ -37,6 +38,24 @@ SCRIPT = textwrap.dedent("""
     print(json.dumps({"file": str(where), "tasks": list(tasks), "search": preset.search,
                       "evaluated": len(judge.search_result.evaluation_summaries)}))
 """)
+
+
+def _see_running_site_packages(python: Path) -> None:
+    """Let the virtual environment at ``python`` import this process's packages.
+
+    ``venv --system-site-packages`` would give it the *base* interpreter's site-packages, which
+    lack the dependencies when this suite runs inside a virtual environment itself (the usual
+    way). Instead, one ``.pth`` file in the new environment adds every site-packages folder of
+    the running interpreter after its own (``site.addsitedir``, so their ``.pth`` files apply
+    too): the wheel installed there comes first, the dependencies come from here.
+    """
+    probe = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    purelib = subprocess.run(
+        [str(python), "-c", probe], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    folders = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in folders)
+    (Path(purelib) / "_running_site_packages.pth").write_text(lines)
 
 
 @pytest.mark.slow
@@ -67,13 +86,19 @@ def test_wheel_ships_tasks_and_presets_and_compiles(tmp_path: Path) -> None:
     assert {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/optimizers/")} == presets
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
+    _see_running_site_packages(python)
     subprocess.run(
         [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
         check=True,
         capture_output=True,
     )
+    # The wheel's own files went into the new environment, nothing into the running one.
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "show", "-f", "judgeopt"], capture_output=True, text=True
+    )
+    assert str(venv) in installed.stdout, installed.stdout[-2000:]
     away = tmp_path / "elsewhere"
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
