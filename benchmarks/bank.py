@@ -126,6 +126,9 @@ class Recorder:
             trainset=self.valid,
             artifacts=self.artifacts,
             lm=self.lm,
+            # A strategy that rates first stops at its rating (the same rating and
+            # distribution; the explanation after it is not judged).
+            explain=False,
         )
 
     def write(self, lines: Sequence[dict[str, Any]]) -> None:

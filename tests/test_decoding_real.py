@@ -119,3 +119,45 @@ def test_qwen_compile_with_decoding_export_load_fresh_process(
     assert expected_run["scores"][:2] == pytest.approx(ref, abs=0.05)
     # Probability-weighted ratings lie inside the scale.
     assert all(1.0 <= s <= 3.0 for s in expected_run["scores"] if s is not None)
+
+
+def test_qwen_stop_at_score_changes_no_rating_and_no_distribution(shared_data: Path) -> None:
+    """A judge that rates first, scored without its explanation (``explain=False``: the call
+    stops at ``]]``), gives the same greedy rating, expected rating and distribution on every
+    item as the same judge writing its explanation after the rating, for fewer generated
+    tokens (``benchmarks/stop_at_score.py`` measures it on more items with the 1.5B)."""
+    from judgeopt.lm import make_lm
+
+    try:
+        # The batched engine, as compiles use it: every response a function of its request.
+        lm = make_lm(MODEL, n_threads=2, n_ctx=4096, parallel=4, cache=False)
+    except Exception as e:  # noqa: BLE001 - the model packages are an optional install
+        pytest.skip(f"{MODEL} is not installed: {e}")
+    task = load_task("topical_chat")
+    # The third of these items is one the 0.5B explains after its rating.
+    items = load_records(shared_data / "topical_chat" / "valid.jsonl")[2:6]
+    strategy = baseline_strategy(task).replace(cot="suffix", decoding="expected")
+    # 48 tokens of explanation are enough to show the stop; the rating comes before them.
+    explaining = JudgeProgram(task, "naturalness", strategy, lm=lm, max_tokens=48)
+    scoring = explaining.with_explain(False)
+    assert scoring.stops_at_score and not explaining.stops_at_score
+    assert scoring.lm_kwargs() == {"max_tokens": 48, "stop": ["]]"]}
+    assert explaining.lm_kwargs() == {"max_tokens": 48}
+    tokens = {True: 0, False: 0}
+    stopped = 0
+    for record in items:
+        preds = {}
+        for explain, judge in ((True, explaining), (False, scoring)):
+            before = lm.stats().completion_tokens
+            preds[explain] = judge.judge(record.inputs, sample_id=record.id)
+            tokens[explain] += lm.stats().completion_tokens - before
+        full, short = preds[True], preds[False]
+        assert short.score == full.score and short.greedy_score == full.greedy_score
+        assert short.distribution == full.distribution
+        if short.raw != full.raw:
+            stopped += 1
+            # The stopped answer is where the whole one begins, its ``]]`` put back.
+            assert full.raw.startswith(short.raw) and short.raw.endswith("]]")
+            assert short.rationale is None and full.rationale
+    assert stopped >= 1  # the model wrote past its rating, and the stop cut that off
+    assert tokens[False] < tokens[True]

@@ -281,14 +281,16 @@ def test_greedy_sequence_rules_with_scripted_logits(smol: LlamaCppLM) -> None:
         return r
 
     prompt = llama.tokenize(b"Rate it:", add_bos=True)
-    # A stop string cuts the text before it, and logprobs keep only the tokens inside it.
+    # A stop string cuts the text before it; the logprobs keep every generated token, the one
+    # that completed the stop string included (as llama-cpp-python's logits_all path does).
     seq = DecodingSequence(llama, prompt, ["]]"], 50, 2)
     for t in words:
         if seq.step(row(t)) is None:
             break
     assert seq.done and seq.finish == "stop" and seq.text == " so [[7"
     assert seq.content is not None
-    assert "".join(e["token"] for e in seq.content).startswith(" so [[7")
+    assert "".join(e["token"] for e in seq.content).startswith(" so [[7]]")
+    assert len(seq.content) == len(seq.tokens)
     assert all(len(e["top_logprobs"]) >= 1 for e in seq.content)
     # The budget ends a completion with finish_reason "length"; no logprobs without a top-k.
     seq = DecodingSequence(llama, prompt, [], 2, None)

@@ -88,6 +88,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                 threads=args.threads,
                 progress=not args.no_progress,
                 max_consecutive_failures=args.max_consecutive_failures,
+                explain=args.explanations,
             )
             payload: dict[str, Any] = result.summary()
             print(json.dumps(payload, indent=2))
@@ -100,6 +101,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                 threads=args.threads,
                 progress=not args.no_progress,
                 max_consecutive_failures=args.max_consecutive_failures,
+                explain=args.explanations,
             )
             payload = {
                 "judge": result.summary(),
@@ -246,6 +248,13 @@ def add_evaluate_parser(sub: Subparsers) -> None:
         help="write one JSON line per judged item: id, judge, prediction, human "
         "score, status (ok / unparsed / failed), parse_error, error, raw "
         "answer and inputs (with --baseline/--compare: both judges' items)",
+    )
+    e.add_argument(
+        "--explanations",
+        action="store_true",
+        help="let a judge that rates before it explains write its explanation too (into "
+        "--items' raw answers); by default its calls stop at the end of the rating, which "
+        "gives the same scores for a fraction of the tokens",
     )
     against = e.add_mutually_exclusive_group()
     against.add_argument(

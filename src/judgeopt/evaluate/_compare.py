@@ -212,6 +212,7 @@ def evaluate_against(
     note: str | None = None,
     seed: int = 0,
     max_consecutive_failures: int | None = None,
+    explain: bool = False,
 ) -> tuple[EvalResult, EvalResult, Comparison]:
     """Evaluate ``program`` and ``reference`` on the same records and compare them.
 
@@ -228,6 +229,8 @@ def evaluate_against(
         seed: Bootstrap seed.
         max_consecutive_failures: Stop (:class:`judgeopt.lm.LMUnavailable`) after this many
             judge calls in a row failed transiently (see :func:`evaluate`).
+        explain: Let judges that rate first write their explanations (see
+            :func:`evaluate`); default: stop at the rating.
 
     Returns:
         ``(program's result, reference's result, comparison)``.
@@ -241,6 +244,7 @@ def evaluate_against(
         progress=progress,
         desc=f"{prefix}{labels[0]}",
         max_consecutive_failures=max_consecutive_failures,
+        explain=explain,
     )
     res = evaluate(
         program,
@@ -250,5 +254,6 @@ def evaluate_against(
         progress=progress,
         desc=f"{prefix}{labels[1]}",
         max_consecutive_failures=max_consecutive_failures,
+        explain=explain,
     )
     return res, ref, compare(res, ref, records, labels=labels, seed=seed, note=note)

@@ -33,12 +33,17 @@ def evaluate(
     desc: str | None = None,
     on_item: Callable[[ItemResult], None] | None = None,
     max_consecutive_failures: int | None = None,
+    explain: bool = False,
 ) -> EvalResult:
     """Judge every record and compare with the human labels.
 
     Failed calls and unparseable outputs are recorded and counted, never raised; only a
     streak of transient call failures (the endpoint is down) stops the run, when
     ``max_consecutive_failures`` is set.
+
+    A judge that rates before it explains is scored without its explanation (its calls stop
+    at the end of the rating; see ``explain`` of :class:`~judgeopt.judge.JudgeProgram`): the
+    score is the same, the explanation is not paid for. ``explain=True`` keeps it.
 
     Args:
         program: The judge.
@@ -53,6 +58,8 @@ def evaluate(
         max_consecutive_failures: Stop after this many judge calls in a row (in completion
             order) failed transiently (connection, timeout, 5xx, rate limit after the LM's
             own retries); ``None``: never stop.
+        explain: Let a judge that rates first write its explanation too (each item's
+            ``raw`` then holds it); default: stop at the rating.
 
     Returns:
         An :class:`EvalResult` at the task's correlation level (group level for tasks whose
@@ -77,6 +84,7 @@ def evaluate(
         owner="evaluate",
     )
     check_records(program, records)
+    program = scoring_program(program, explain=explain)
     breaker = _Breaker(max_consecutive_failures)
     the_lm = program.resolve_lm(lm)
     if threads is None:
@@ -154,6 +162,15 @@ def evaluate(
             "completion_tokens": after.completion_tokens - before.completion_tokens,
         }
     return result_of(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
+
+
+def scoring_program(program: Any, *, explain: bool = False) -> Any:
+    """``program`` as measured: a copy that stops at its rating unless ``explain``.
+
+    Programs without the switch (``with_explain``, e.g. PrExMe's) are returned unchanged.
+    """
+    switch = getattr(program, "with_explain", None)
+    return switch(explain) if callable(switch) else program
 
 
 def evaluate_retrying(

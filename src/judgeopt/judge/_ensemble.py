@@ -17,6 +17,7 @@ sharing the rest); its exported JSON holds every member's own export and weight
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -125,6 +126,16 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
         """The LM a call uses: ``lm``, else the ensemble's, else the first member's rule."""
         return self.members[0].resolve_lm(lm or self.lm)
+
+    def with_explain(self, explain: bool) -> JudgeEnsemble:
+        """This ensemble, or a copy whose members write (``True``) or skip (``False``) the
+        explanation after their rating (``explain`` of :class:`JudgeProgram`)."""
+        members = [m.with_explain(explain) for m in self.members]
+        if all(a is b for a, b in zip(members, self.members, strict=True)):
+            return self
+        new = copy.copy(self)
+        new.members = members
+        return new
 
     def combine(self, ratings: Sequence[float | None]) -> tuple[float | None, float | None]:
         """``(score, mean z)`` of the members' ratings (``None`` for an unparsed one)."""

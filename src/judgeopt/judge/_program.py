@@ -40,9 +40,28 @@ from ._records import as_example_pool
 from ._render import render_messages
 from ._task import JudgeTask
 
-__all__ = ["JudgeAdapter", "JudgeProgram", "NoLMError"]
+__all__ = ["SCORE_STOP", "JudgeAdapter", "JudgeProgram", "NoLMError", "close_score"]
 
 ARTIFACTS_KEY = "__judge_artifacts__"
+
+#: Where a judge that rates first stops when it is only scored (``explain=False``): the end
+#: of its ``[[rating]]`` (or pairwise ``[[A]]``). The LM stops before it (OpenAI semantics);
+#: :func:`close_score` puts it back.
+SCORE_STOP = "]]"
+
+
+def close_score(text: str) -> str:
+    """``text`` with its last ``[[`` closed by :data:`SCORE_STOP` when the stop cut it off.
+
+    A judge scored without its explanation asks the LM to stop at ``]]``, which the LM leaves
+    out of its answer: ``"Rating: [[4"`` becomes ``"Rating: [[4]]"`` again, the answer the
+    judge would have begun with. Text whose last ``[[`` is already closed (or that has none)
+    is returned unchanged.
+    """
+    opened = text.rfind("[[")
+    if opened < 0 or text.rfind(SCORE_STOP) > opened:
+        return text
+    return text + SCORE_STOP
 
 
 class NoLMError(JudgeoptError, RuntimeError):
@@ -146,8 +165,9 @@ class JudgeAdapter(dspy.Adapter):
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         p = self.program
-        cot = str(p.strategy["cot"])
-        rationale = completion.strip() if cot != "none" else None
+        if p.stops_at_score:
+            completion = close_score(completion)
+        rationale = completion.strip() if p.writes_explanation else None
         if p.task.mode == "pairwise":
             pref = parse_preference(completion)
             return {
@@ -231,6 +251,13 @@ class JudgeProgram(CompiledViews, dspy.Module):
         decoding_params: Overrides of the parameters of the strategy's ``decoding`` (keys
             of :class:`~judgeopt.judge._decoding.Decoding`: ``samples``, ``temperature``,
             ``top_logprobs``, ``seed``); ``load`` passes the exported ones.
+        explain: Whether a strategy that rates *before* explaining (``cot`` ``none`` or
+            ``suffix``, without a ``dialectic`` reference) writes its explanation. ``False``
+            stops the answer at the end of its rating (:data:`SCORE_STOP`): the rating and its
+            distribution are those of the whole answer (a causal model has fixed them before
+            the explanation after them), for a fraction of the tokens. Measuring a judge
+            (``evaluate``, a compile, a grid) scores it this way; a judge you call yourself
+            explains (``True``). Strategies that explain first always do.
 
     Raises:
         ValueError: On an unknown aspect or an invalid strategy (naming factor, value and
@@ -250,6 +277,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
         max_tokens: int | None = None,
         fixed_examples: Mapping[str, list[dict[str, Any]]] | None = None,
         decoding_params: Mapping[str, Any] | None = None,
+        explain: bool = True,
     ) -> None:
         super().__init__()
         self.task = task if isinstance(task, JudgeTask) else load_task(task)
@@ -273,6 +301,9 @@ class JudgeProgram(CompiledViews, dspy.Module):
             fixed_examples=fixed_examples,
         )
         self.max_tokens = max_tokens
+        if not isinstance(explain, bool):
+            raise TypeError(f"The `explain` argument must be a bool. Got {explain!r} instead.")
+        self.explain = explain
         self.adapter = JudgeAdapter(self)
         self.signature = _signature(self.task)
         #: What DSPy sees of the judge (``named_predictors``, ``set_lm``); holds its LM.
@@ -301,15 +332,46 @@ class JudgeProgram(CompiledViews, dspy.Module):
         """How this judge's answers become a score (its strategy's ``decoding``)."""
         return decoding_for(self.strategy, self.decoding_params)
 
+    @property
+    def rates_first(self) -> bool:
+        """Whether the answer begins with the rating: ``cot`` ``none`` or ``suffix``, and no
+        reference of the judge's own written before it (``dialectic``)."""
+        return (
+            self.strategy.get("cot", "none") in ("none", "suffix")
+            and self.strategy.get("reference", "none") != "dialectic"
+        )
+
+    @property
+    def stops_at_score(self) -> bool:
+        """Whether calls stop at the end of the rating (``explain=False`` and the strategy
+        rates first)."""
+        return not self.explain and self.rates_first
+
+    @property
+    def writes_explanation(self) -> bool:
+        """Whether the answer carries an explanation (the prediction's ``rationale``)."""
+        return self.strategy.get("cot", "none") != "none" and not self.stops_at_score
+
+    def with_explain(self, explain: bool) -> JudgeProgram:
+        """This judge, or a copy of it that writes (``True``) or skips (``False``) the
+        explanation after its rating (see ``explain`` in the class docstring)."""
+        if explain == self.explain:
+            return self
+        new = self._copy()
+        new.explain = bool(explain)
+        return new
+
     def lm_kwargs(self) -> dict[str, Any]:
-        """Per-call LM arguments (the output budget depends on the strategy)."""
+        """Per-call LM arguments (the output budget depends on the strategy; a judge scored
+        without its explanation stops at the end of its rating)."""
+        stop = {"stop": [SCORE_STOP]} if self.stops_at_score else {}
         if self.max_tokens is not None:
-            return {"max_tokens": self.max_tokens}
+            return {"max_tokens": self.max_tokens, **stop}
         # NOTE: small models at temperature 0 sometimes loop until the limit; a "short
         # explanation" fits in 256 tokens, so the limit caps what a loop costs.
         if self.strategy["reference"] == "dialectic":
-            return {"max_tokens": 512}
-        return {"max_tokens": 256 if self.strategy["cot"] != "none" else 64}
+            return {"max_tokens": 512, **stop}
+        return {"max_tokens": 256 if self.strategy["cot"] != "none" else 64, **stop}
 
     # Copies (the protocol teleprompters compile through, :class:`JudgeStudent`) -----------
     def _copy(self) -> JudgeProgram:
@@ -369,6 +431,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
             max_tokens=self.max_tokens,
             decoding_params=self.decoding_params,
             fixed_examples=self.maker.fixed_examples if trainset is None else None,
+            explain=self.explain,
         )
 
     def search_graph(self) -> FactorGraph:
@@ -417,10 +480,12 @@ class JudgeProgram(CompiledViews, dspy.Module):
         self, decoding: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]
     ) -> dspy.Prediction:
         """Judge with a decoding other than greedy (pointwise only)."""
-        rationale_too = self.strategy["cot"] != "none"
+        rationale_too = self.writes_explanation
+        closing = close_score if self.stops_at_score else str
         if decoding.needs_logprobs:
             kwargs = {**self.lm_kwargs(), **decoding.call_kwargs()}
             text, logprobs = _answers(self.adapter, lm, kwargs, self.signature, inputs)[0]
+            text = closing(text)
             fields = expected_prediction(
                 text,
                 logprobs,
@@ -431,7 +496,9 @@ class JudgeProgram(CompiledViews, dspy.Module):
             texts = []
             for i in range(decoding.samples):
                 kwargs = {**self.lm_kwargs(), **decoding.call_kwargs(i)}
-                texts.append(_answers(self.adapter, lm, kwargs, self.signature, inputs)[0][0])
+                texts.append(
+                    closing(_answers(self.adapter, lm, kwargs, self.signature, inputs)[0][0])
+                )
             fields = samples_prediction(texts, bounds=self.rating_bounds)
             text = texts[0]
         return dspy.Prediction(

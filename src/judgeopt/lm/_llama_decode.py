@@ -300,18 +300,13 @@ class DecodingSequence:
         )
         hit = [s for s in self.stops if s in self.text]
         if hit:
+            # NOTE: the text ends before the stop string; the logprobs keep every generated
+            # token, the one that completed the stop string included, as llama-cpp-python's
+            # logits_all path and vLLM report them. A rating read at the end of the text
+            # (``10`` after ``1``, or ``1`` alone) needs the distribution of that last token.
             self.text = self.text[: self.text.index(hit[0])]
             self.finish = "stop"
             self.done = True
-            if self.content is not None:
-                # Logprobs only for the tokens that start inside the returned text.
-                kept, start = [], 0
-                for entry in self.content:
-                    if start >= len(self.text):
-                        break
-                    kept.append(entry)
-                    start += len(entry["token"])
-                self.content = kept
             return None
         if len(self.tokens) >= self.budget:
             self.done = True

@@ -109,13 +109,22 @@ class ScriptedLM:
         reply = self.respond(list(request["messages"]))
         if isinstance(reply, BaseException):
             raise reply
+        # Stop strings as a server applies them: the text ends before the first one found;
+        # the logprobs (below) cover the generated text through that stop string.
+        stops = request.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else list(stops)
+        found = [(reply.find(s), s) for s in stops if s and s in reply]
+        generated = reply
+        if found:
+            at, stop = min(found)
+            reply, generated = reply[:at], reply[: at + len(stop)]
         choice: dict[str, Any] = {
             "index": 0,
             "finish_reason": "stop",
             "message": {"role": "assistant", "content": reply},
         }
         if request.get("logprobs") and self.logprobs is not None:
-            content = self.logprobs(reply, request)
+            content = self.logprobs(generated, request)
             if isinstance(content, BaseException):
                 raise content
             if content is not None:
