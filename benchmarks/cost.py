@@ -1,12 +1,12 @@
 """Cost of a compile with and without racing: calls, tokens, wall time, and the judges found.
 
-Compiles a Topical-Chat judge twice with a real local model, the same search, seed, budget,
-space and validation items: once judging every candidate on every item (full), once with
-racing (docs/judge.md, "Racing"). Each compile gets its own fresh LM cache, so the racing
-run cannot profit from the full run's judgements (and no checkpoint is reused). Both chosen
-judges are then scored on held-out test items (one shared test cache: identical test
-judgements are made once; test calls are not part of the compile cost). Prints a table and
-the JSON summary (last line), and writes the JSON with both traces.
+Compiles a judge (Topical-Chat by default, ``--task``) twice with a real local model, the same
+search, seed, budget, space and validation items: once judging every candidate on every item
+(full), once with racing (docs/judge.md, "Racing"). Each compile gets its own fresh LM cache,
+so the racing run cannot profit from the full run's judgements (and no checkpoint is reused).
+Both chosen judges are then scored on held-out test items (one shared test cache: identical
+test judgements are made once; test calls are not part of the compile cost). Prints a table
+and the JSON summary (last line), and writes the JSON with both traces.
 
 Usage:
     python benchmarks/cost.py [--model local:qwen2.5-coder-0.5b] [--aspect naturalness]
@@ -33,7 +33,7 @@ from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task
 from judgeopt.teleprompt import JudgeSearch
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = shared_data_dir() / "topical_chat"
+DATA = shared_data_dir()
 
 # A reduced HPSS space that a 2-core CPU can search in minutes (that of the first end-to-end
 # runs, docs/benchmarks.md sections 1-2): the factors whose values need no generated
@@ -87,7 +87,11 @@ def compile_once(
 ) -> dict[str, Any]:
     """One compile on a fresh LM: the chosen judge and what the compile cost."""
     start = baseline_strategy(task)
-    for factor in ("cot", "decoding"):  # the baseline, moved into a space that lacks its value
+    for factor in (
+        "cot",
+        "decoding",
+        "scale",
+    ):  # the baseline, moved into a space that lacks its value
         if start[factor] not in space[factor]:
             start = start.replace(**{factor: space[factor][0]})
     student = JudgeProgram(task, aspect, start, lm=lm)
@@ -257,6 +261,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=None,
         help="make_lm model string (default local:qwen2.5-coder-0.5b; --quick: local:smollm2-135m)",
     )
+    ap.add_argument(
+        "--task",
+        default="topical_chat",
+        help="a shipped task with valid.jsonl and test.jsonl in the shared data (topical_chat)",
+    )
     ap.add_argument("--aspect", default="naturalness")
     ap.add_argument("--n-valid", type=int, default=None, help="validation items (default 120)")
     ap.add_argument("--n-test", type=int, default=None, help="test items (default 120)")
@@ -330,10 +339,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from judgeopt.lm import make_lm
 
-    task = load_task("topical_chat")
-    # Whole dialogue contexts, as in the end-to-end runs.
-    valid = sample_groups(load_records(DATA / "valid.jsonl"), n_valid, seed=0)
-    test = sample_groups(load_records(DATA / "test.jsonl"), n_test, seed=1)
+    task = load_task(args.task)
+    # Whole dialogue contexts (whole groups), as in the end-to-end runs.
+    valid = sample_groups(load_records(DATA / args.task / "valid.jsonl"), n_valid, seed=0)
+    test = sample_groups(load_records(DATA / args.task / "test.jsonl"), n_test, seed=1)
     racing = {"min_items": min_items, "confidence": args.confidence}
     print(
         f"model {model}; {len(valid)} validation items, {len(test)} test items; "
@@ -359,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     result.update(
         model=model,
+        task=args.task,
         aspect=args.aspect,
         n_valid=len(valid),
         n_test=len(test),

@@ -1,7 +1,9 @@
 """The `decoding` factor against a real local model (llama.cpp in process, two threads).
 
-Marked slow: one tiny compile (4 items, budget 3) over greedy/expected decoding with
-Qwen2.5-Coder-0.5B, then export, load in a fresh process and score with the chosen decoding.
+Marked slow: one tiny compile (4 SFRES items, budget 3) over greedy/expected decoding with
+Qwen2.5-Coder-0.5B, then export, load in a fresh process and score with the chosen decoding;
+and the stop at the score (a rating-first judge scored without its explanation) on
+Topical-Chat items.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.slow
 llama_cpp = pytest.importorskip("llama_cpp")
 
 MODEL = "local:qwen2.5-coder-0.5b"
-N_CTX = 2048  # the Topical-Chat prompts without CoT fit
+N_CTX = 2048  # the SFRES prompts fit
 SPACE = {
     "scale": [3],
     "examples": [0],
@@ -53,7 +55,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def items(shared_data: Path):
-    return load_records(shared_data / "topical_chat" / "valid.jsonl")[:4]
+    # SFRES: real judge prompts of a few hundred tokens.
+    return load_records(shared_data / "sfres" / "valid.jsonl")[:4]
 
 
 def test_qwen_compile_with_decoding_export_load_fresh_process(
@@ -66,8 +69,10 @@ def test_qwen_compile_with_decoding_export_load_fresh_process(
         lm = make_lm(MODEL, n_threads=2, n_ctx=N_CTX, cache=tmp_path / "c")
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{MODEL} is not installed: {e}")
-    task = load_task("topical_chat")
-    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
+    task = load_task("sfres")
+    student = JudgeProgram(
+        task, "naturalness", baseline_strategy(task).replace(cot="none", scale=3), lm=lm
+    )
     best = HPSS(budget=3, space=SPACE, progress=False, params={"k": 2}).compile(
         student, trainset=items
     )
@@ -134,8 +139,8 @@ def test_qwen_stop_at_score_changes_no_rating_and_no_distribution(shared_data: P
     except Exception as e:  # noqa: BLE001 - the model packages are an optional install
         pytest.skip(f"{MODEL} is not installed: {e}")
     task = load_task("topical_chat")
-    # The third of these items is one the 0.5B explains after its rating.
-    items = load_records(shared_data / "topical_chat" / "valid.jsonl")[2:6]
+    # The second of these items is one the 0.5B explains after its rating.
+    items = load_records(shared_data / "topical_chat" / "valid.jsonl")[3:6]
     strategy = baseline_strategy(task).replace(cot="suffix", decoding="expected")
     # 48 tokens of explanation are enough to show the stop; the rating comes before them.
     explaining = JudgeProgram(task, "naturalness", strategy, lm=lm, max_tokens=48)

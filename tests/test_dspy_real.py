@@ -119,9 +119,11 @@ def test_python_compile_records_a_model_that_cli_evaluate_loads(
 ) -> None:
     monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "cache"))
-    task = load_task("topical_chat")
-    items = load_records(shared_data / "topical_chat" / "valid.jsonl")[:4]
-    student = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
+    task = load_task("sfres")
+    items = load_records(shared_data / "sfres" / "valid.jsonl")[:4]
+    student = JudgeProgram(
+        task, "naturalness", baseline_strategy(task).replace(cot="none", scale=3), lm=lm
+    )
     space = {
         "scale": [3, 10],
         "examples": [0],
@@ -144,7 +146,7 @@ def test_python_compile_records_a_model_that_cli_evaluate_loads(
             "evaluate",
             str(tmp_path / "judge.json"),
             "--data",
-            str(shared_data / "topical_chat" / "valid.jsonl"),
+            str(shared_data / "sfres" / "valid.jsonl"),
             "--limit",
             "4",
             "--no-progress",

@@ -131,7 +131,9 @@ def test_real_local_compile_resumes_and_reports_its_failures(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("JUDGEOPT_THREADS", str(THREADS))
+    # Both cores: the baseline's explanations are most of this test's time, and nothing else
+    # runs beside it (the suite runs its real-model tests one at a time).
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
     monkeypatch.setenv("JUDGEOPT_CACHE_DIR", str(tmp_path / "lm-cache"))
     out = tmp_path / "judge.json"
     # No generated artifacts, greedy ratings.

@@ -339,9 +339,36 @@ def test_forced_decoding_agrees_with_llama_cpp_on_the_same_gguf(
     assert np.mean(np.argmax(ours.logits, 1) == np.argmax(theirs.logits, 1)) >= 0.9
 
 
+@pytest.fixture(scope="module")
+def hf_folder(backend: TransformersBackend, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """SmolLM2 saved from its dequantised GGUF as a Hugging Face model folder (loading a folder
+    takes seconds; dequantising the GGUF again would take half a minute)."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("hf") / "smollm2"
+    net = backend._get()
+    config = copy.deepcopy(net.config)  # a GGUF-loaded model refuses save_pretrained
+    for key in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, key):
+            delattr(config, key)
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(net.state_dict())
+    plain.generation_config = net.generation_config
+    plain.save_pretrained(folder)
+    backend._tok.save_pretrained(folder)
+    del plain
+    return folder
+
+
 @pytest.mark.slow
-def test_bfloat16_weights_stay_close_to_float32(backend: TransformersBackend) -> None:
-    half = TransformersBackend("smollm2-135m", n_threads=1, n_ctx=1024, dtype="bfloat16")
+def test_bfloat16_weights_stay_close_to_float32(backend: TransformersBackend, hf_folder) -> None:
+    # The same weights as the float32 backend's, loaded in bfloat16 from the saved folder.
+    half = gb.make_backend(
+        f"local:{hf_folder}", backend="transformers", n_threads=1, dtype="bfloat16"
+    )
+    assert half.dtype == "bfloat16"
     try:
         low = half.score(MESSAGES, RESPONSE)
         weights = half.attentions(MESSAGES, RESPONSE)
@@ -354,26 +381,9 @@ def test_bfloat16_weights_stay_close_to_float32(backend: TransformersBackend) ->
 
 
 @pytest.mark.slow
-def test_a_hugging_face_folder_loads_like_the_gguf(
-    backend: TransformersBackend, tmp_path: Any
-) -> None:
+def test_a_hugging_face_folder_loads_like_the_gguf(backend: TransformersBackend, hf_folder) -> None:
     """A model folder (here SmolLM2 saved from its dequantised GGUF) is the third input."""
-    import copy
-
-    from transformers import AutoModelForCausalLM
-
-    folder = tmp_path / "smollm2"
-    net = backend._get()
-    config = copy.deepcopy(net.config)  # a GGUF-loaded model refuses save_pretrained
-    for key in ("quantization_config", "_pre_quantization_dtype"):
-        if hasattr(config, key):
-            delattr(config, key)
-    plain = AutoModelForCausalLM.from_config(config)
-    plain.load_state_dict(net.state_dict())
-    plain.generation_config = net.generation_config
-    plain.save_pretrained(folder)
-    backend._tok.save_pretrained(folder)
-    del plain
+    folder = hf_folder
     local = gb.make_backend(f"local:{folder}", backend="transformers", n_threads=1)
     try:
         assert local.model == f"local:{folder.resolve()}"

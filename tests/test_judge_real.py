@@ -37,7 +37,8 @@ NO_COT = {
 
 @pytest.fixture(scope="module")
 def items(shared_data: Path):
-    return load_records(shared_data / "topical_chat" / "valid.jsonl")[:6]
+    # SFRES: real judge prompts, a few hundred tokens each (Topical-Chat's are about 1,000).
+    return load_records(shared_data / "sfres" / "valid.jsonl")[:6]
 
 
 @pytest.fixture
@@ -58,9 +59,11 @@ def _lm(name: str, **kw):
 
 def test_qwen_compile_export_load_fresh_process_same_scores(env: Path, items) -> None:
     """Compile -> export -> load in a fresh process -> the same scores at temperature 0."""
-    task = load_task("topical_chat")
+    task = load_task("sfres")
     lm = _lm("qwen2.5-coder-0.5b", cache=env / "c1")
-    judge = JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none"), lm=lm)
+    judge = JudgeProgram(
+        task, "naturalness", baseline_strategy(task).replace(cot="none", scale=3), lm=lm
+    )
     best = HPSS(budget=3, space=NO_COT, progress=False, params={"k": 2}).compile(
         judge, trainset=items
     )
@@ -94,13 +97,13 @@ def test_qwen_compile_export_load_fresh_process_same_scores(env: Path, items) ->
 
 def test_cli_compile_evaluate_show_with_smollm2(env: Path, shared_data: Path, capsys) -> None:
     _lm("smollm2-135m")
-    data = str(shared_data / "topical_chat" / "valid.jsonl")
+    data = str(shared_data / "sfres" / "valid.jsonl")
     out = env / "judge.json"
     rc = main(
         [
             "compile",
             "--task",
-            "topical_chat",
+            "sfres",
             "--aspect",
             "naturalness",
             "--data",
@@ -166,7 +169,7 @@ def test_cli_compile_evaluate_show_with_smollm2(env: Path, shared_data: Path, ca
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
     shown = capsys.readouterr().out
-    assert "{response}" in shown and "[system]" in shown
+    assert "{output}" in shown and "[system]" in shown
 
 
 def _free_port() -> int:
@@ -185,7 +188,7 @@ def test_server_down_is_recorded_and_stops_a_compile_at_once(env: Path, items) -
         timeout=5,
         cache=False,
     )
-    task = load_task("topical_chat")
+    task = load_task("sfres")
     judge = JudgeProgram(task, "naturalness", lm=lm)
     res = evaluate(judge, items, progress=False)
     assert res.call_failures == len(items) and res.spearman is None

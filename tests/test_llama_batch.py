@@ -320,16 +320,16 @@ def test_qwen_batched_is_deterministic_and_agrees_with_one_at_a_time(shared_data
 
     lm = _lm("qwen2.5-coder-0.5b", parallel=4)
     _check_deterministic(lm, n=6)
-    task = load_task("topical_chat")
-    records = load_records(shared_data / "topical_chat" / "valid.jsonl", limit=8)
+    task = load_task("sfres")
+    records = load_records(shared_data / "sfres" / "valid.jsonl", limit=8)
     strategy = baseline_strategy(task).replace(scale=10, cot="none", decoding="expected")
     one = evaluate(
-        JudgeProgram(task, "coherence", strategy, lm=lm.copy(parallel=1)),
+        JudgeProgram(task, "naturalness", strategy, lm=lm.copy(parallel=1)),
         records,
         threads=1,
         progress=False,
     )
-    batched = evaluate(JudgeProgram(task, "coherence", strategy, lm=lm), records, progress=False)
+    batched = evaluate(JudgeProgram(task, "naturalness", strategy, lm=lm), records, progress=False)
     assert batched.parse_failures == one.parse_failures == 0
     diffs = [
         abs(float(a.score) - float(b.score))  # type: ignore[arg-type]

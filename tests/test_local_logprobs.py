@@ -1,9 +1,9 @@
 """Greedy logprobs from the embedded model without ``logits_all`` (the decoding loop of
 ``judgeopt.lm._llama_decode``) equal the ``logits_all`` path, on real models.
 
-SmolLM2 (fast) checks the raw responses token by token; the slow test judges real
-Topical-Chat items with the ``expected`` decoding through both paths with Qwen2.5-Coder-0.5B
-and requires the same ratings.
+SmolLM2 (fast) checks the raw responses token by token; the slow test judges real SFRES
+items with the ``expected`` decoding through both paths with Qwen2.5-Coder-0.5B and requires
+the same ratings.
 """
 
 from __future__ import annotations
@@ -142,13 +142,15 @@ def test_qwen_expected_ratings_equal_the_logits_all_path(shared_data: Path) -> N
     from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 
     new, old = _lms("qwen2.5-coder-0.5b", n_ctx=2048)
-    task = load_task("topical_chat")
-    records = load_records(shared_data / "topical_chat" / "valid.jsonl")[:6]
+    # SFRES: real judge prompts, short enough that the logits_all path (every prompt
+    # position's logits) costs seconds, not minutes.
+    task = load_task("sfres")
+    records = load_records(shared_data / "sfres" / "valid.jsonl")[:4]
     for scale, cot in ((10, "none"), (3, "prefix")):
         strategy = baseline_strategy(task).replace(scale=scale, cot=cot, decoding="expected")
-        a = JudgeProgram(task, "coherence", strategy, lm=new)
-        b = JudgeProgram(task, "coherence", strategy, lm=old)
-        for r in records[: 6 if cot == "none" else 2]:
+        a = JudgeProgram(task, "naturalness", strategy, lm=new)
+        b = JudgeProgram(task, "naturalness", strategy, lm=old)
+        for r in records[: 4 if cot == "none" else 1]:
             pa = a.judge(r.inputs, sample_id=r.id)
             pb = b.judge(r.inputs, sample_id=r.id)
             assert pa.raw == pb.raw

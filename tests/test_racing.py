@@ -408,7 +408,8 @@ def test_racing_module_imports_no_llm_stack() -> None:
 
 @pytest.mark.slow
 def test_cost_quick_runs_with_smollm2(tmp_path, monkeypatch, capsys) -> None:
-    """benchmarks/cost.py --quick (smaller still) end to end with the real SmolLM2."""
+    """benchmarks/cost.py --quick (smaller still, on SFRES's short prompts) end to end with
+    the real SmolLM2."""
     import importlib.util
     import json
 
@@ -428,10 +429,12 @@ def test_cost_quick_runs_with_smollm2(tmp_path, monkeypatch, capsys) -> None:
     cost.main(
         [
             "--quick",
+            "--task",
+            "sfres",
             "--n-valid",
-            "8",
+            "6",
             "--n-test",
-            "4",
+            "2",
             "--budget",
             "2",
             "--no-progress",
