@@ -1,4 +1,5 @@
-"""SIGTERM as Ctrl-C for long runs, and either of them only once.
+"""SIGTERM as Ctrl-C for long runs, either of them only once, and the spending limit that
+stops a run the same way.
 
 A run started in the background (``nohup judgeopt compile ... &``) ignores SIGINT, so
 SIGTERM is how it is stopped. Python's default for SIGTERM ends the process at once, with
@@ -14,7 +15,20 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["interrupt_reason", "sigterm_as_interrupt"]
+__all__ = ["SpendLimitReached", "interrupt_reason", "sigterm_as_interrupt"]
+
+
+class SpendLimitReached(KeyboardInterrupt):
+    """The next LM call would cross a spending limit (``max_calls``, ``max_cost``).
+
+    A ``KeyboardInterrupt`` on purpose: a run stops as it does on Ctrl-C, keeping what it has
+    judged (a compile's checkpoint, ``evaluate``'s finished items), and the same command with
+    a higher limit resumes. ``limit`` names the limit reached.
+    """
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 @contextmanager
@@ -59,6 +73,7 @@ def sigterm_as_interrupt(*, ignore_after: bool = False) -> Iterator[None]:
 
 
 def interrupt_reason(error: KeyboardInterrupt) -> str:
-    """``"SIGTERM"`` for an interrupt raised by :func:`sigterm_as_interrupt`, else
-    ``"Ctrl-C"`` (Python's own SIGINT handler raises it without arguments)."""
+    """``"SIGTERM"`` for an interrupt raised by :func:`sigterm_as_interrupt`, the limit's
+    message for :class:`SpendLimitReached`, else ``"Ctrl-C"`` (Python's own SIGINT handler
+    raises it without arguments)."""
     return str(error.args[0]) if error.args else "Ctrl-C"

@@ -63,6 +63,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
 def seconds(text: str) -> float:
     """argparse type: a number of seconds > 0."""
     try:
@@ -204,7 +226,52 @@ def lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> 
     the tests do with a scripted LM) reaches every command that loads a model.
     """
     face = sys.modules[__package__]
-    return face._lm_from_args(args, default_model)
+    model, lm = face._lm_from_args(args, default_model)
+    limit_spending(args, lm)
+    return model, lm
+
+
+def limit_spending(args: argparse.Namespace, lm: Any) -> None:
+    """Set the command's ``--max-calls`` / ``--max-cost`` on ``lm`` (see :func:`add_spend_limits`).
+
+    Raises:
+        CLIError: On a dollar limit for a model without a known price, or an LM that cannot
+            count its calls.
+    """
+    max_calls = getattr(args, "max_calls", None)
+    max_cost = getattr(args, "max_cost", None)
+    if max_calls is None and max_cost is None:
+        return
+    limit = getattr(lm, "limit_spending", None)
+    if not callable(limit):
+        raise CLIError(
+            f"--max-calls / --max-cost need a judgeopt LM; {type(lm).__name__} counts no calls"
+        )
+    try:
+        limit(max_calls=max_calls, max_cost=max_cost)
+    except ValueError as e:
+        raise CLIError(str(e).replace("max_cost=", "--max-cost ")) from e
+
+
+def add_spend_limits(p: argparse.ArgumentParser) -> None:
+    """Add ``--max-calls`` and ``--max-cost`` to a command that judges."""
+    p.add_argument(
+        "--max-calls",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="stop before the model call that would make more than N calls in this run "
+        "(answers from the cache are free): the run stops as on Ctrl-C, with what it "
+        "judged kept (a compile's checkpoint); the same command with a higher limit goes on",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=non_negative_float,
+        default=None,
+        metavar="USD",
+        help="stop, the same way, before the call that could take the run's spending above "
+        "USD dollars by LiteLLM's price list (hosted models; the embedded model is free)",
+    )
 
 
 def add_model(

@@ -23,6 +23,7 @@ from ._common import (
     CLIError,
     Subparsers,
     add_model,
+    add_spend_limits,
     csv_list,
     lm_from_args,
     load_data,
@@ -511,4 +512,5 @@ def add_parser(sub: Subparsers) -> None:
         help="do not write the HTML report (OUT stem + .report/index.html)",
     )
     add_model(c)
+    add_spend_limits(c)
     c.set_defaults(func=_cmd_compile)

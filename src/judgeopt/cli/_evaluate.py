@@ -17,6 +17,7 @@ from ._common import (
     CLIError,
     Subparsers,
     add_model,
+    add_spend_limits,
     lm_from_args,
     load_data,
     positive_int,
@@ -290,6 +291,7 @@ def add_evaluate_parser(sub: Subparsers) -> None:
         default="default: the model the judge records (its `model`, e.g. "
         "'local:qwen2.5-coder-1.5b'), else 'local'",
     )
+    add_spend_limits(e)
     e.set_defaults(func=_cmd_evaluate)
 
 

@@ -32,6 +32,7 @@ from ._common import (
     CLIError,
     Subparsers,
     add_model,
+    add_spend_limits,
     csv_list,
     json_object,
     lm_from_args,
@@ -303,6 +304,7 @@ def add_grid_parser(sub: Subparsers) -> None:
         f"endpoint's answer (default {CHECK_TIMEOUT:g}; the judge calls keep their own timeout)",
     )
     add_model(g)
+    add_spend_limits(g)
     g.set_defaults(func=_cmd_grid)
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from .._signals import interrupt_reason, sigterm_as_interrupt
+from .._signals import SpendLimitReached, interrupt_reason, sigterm_as_interrupt
 from . import _bench, _compile, _demo, _evaluate, _glassbox, _grid, _init_report, _serve
 from ._common import EXIT_UNAVAILABLE, CLIError
 
@@ -103,6 +103,9 @@ def _run(args: argparse.Namespace, *, owns_process: bool) -> int:
     except KeyboardInterrupt as e:
         # A long command sets `resume_hint` once it has something to resume from.
         hint = getattr(args, "resume_hint", None)
+        if isinstance(e, SpendLimitReached):
+            flag = "--max-calls" if e.limit == "max_calls" else "--max-cost"
+            hint = f"{hint}, with a higher {flag}" if hint else f"raise {flag} to go on"
         print(
             f"judgeopt {args.command}: stopped ({interrupt_reason(e)})"
             + (f"; {hint}" if hint else ""),

@@ -8,6 +8,9 @@
 * Both LMs share a persistent response cache (:class:`LMCache`, keyed by model, endpoint,
   messages and decoding parameters), thread-safe accounting (:meth:`stats` ->
   :class:`LMStats`) and one error tree (:class:`LMError`, see :mod:`judgeopt.lm._errors`).
+  ``lm.limit_spending(max_calls=..., max_cost=...)`` sets a :class:`SpendLimit`: the request
+  that would cross it is not sent, :class:`SpendLimitReached` (a ``KeyboardInterrupt``)
+  stops the run instead.
 * :func:`ensure_local_model` joins and verifies the GGUF of a registry model
   (:data:`LOCAL_MODELS`); :func:`start_llama_server` serves a GGUF on loopback;
   :func:`start_servers` starts several replicas and writes their router config.
@@ -78,6 +81,10 @@ _LAZY: dict[str, str] = {
     "start_llama_server": "_server",
     "loadable_spec": "_spec",
     "model_spec": "_spec",
+    "SpendLimit": "_spend",
+    "SpendLimitReached": "_spend",
+    "UnpricedModelError": "_spend",
+    "price_of": "_spend",
     "DeploymentStats": "_stats",
     "LMStats": "_stats",
     "VLLMEnvironment": "_vllm",
@@ -124,6 +131,9 @@ __all__ = [
     "RouterDeployment",
     "RouterLM",
     "ServerGroup",
+    "SpendLimit",
+    "SpendLimitReached",
+    "UnpricedModelError",
     "VLLMEnvironment",
     "VLLMServer",
     "cache_key",
@@ -135,6 +145,7 @@ __all__ = [
     "local_model_dir",
     "make_lm",
     "model_spec",
+    "price_of",
     "resolve_endpoint",
     "start_llama_server",
     "start_servers",
@@ -185,6 +196,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
     from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
     from ._server import LlamaServer, start_llama_server
     from ._spec import loadable_spec, model_spec
+    from ._spend import SpendLimit, SpendLimitReached, UnpricedModelError, price_of
     from ._stats import DeploymentStats, LMStats
     from ._vllm import (
         VLLMEnvironment,

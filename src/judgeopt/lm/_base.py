@@ -18,6 +18,7 @@ from typing import Any
 from dspy.utils.callback import with_callbacks
 
 from ._cache import LMCache, cache_key
+from ._spend import SpendLimit
 from ._stats import LMStats, StatsRecorder
 
 __all__ = ["AttrDict", "JudgeoptLMMixin", "attributes", "resolve_cache", "to_plain", "usage_of"]
@@ -183,6 +184,43 @@ class JudgeoptLMMixin:
         """Set this LM's call accounting back to zero."""
         self._stats.reset()
 
+    def limit_spending(
+        self, *, max_calls: int | None = None, max_cost: float | None = None
+    ) -> SpendLimit | None:
+        """Stop before the request that would cross ``max_calls`` requests or ``max_cost``
+        US dollars (LiteLLM's price list), counted from now, for this LM and its copies.
+
+        The request is not sent: :class:`judgeopt.lm.SpendLimitReached` (a
+        ``KeyboardInterrupt``) is raised instead, so a run stops as on Ctrl-C with what it
+        judged kept. Responses from the cache are free. ``None`` for both removes the limit.
+
+        Returns:
+            The :class:`judgeopt.lm.SpendLimit` now in force (``None``: none).
+
+        Raises:
+            ValueError: On a negative limit, or ``max_cost`` for a model LiteLLM does not
+                price (:class:`judgeopt.lm.UnpricedModelError`).
+        """
+        limit = (
+            None
+            if max_calls is None and max_cost is None
+            else SpendLimit(
+                max_calls=max_calls,
+                max_cost=max_cost,
+                model=self.priced_model(),
+                free=self.runs_in_process,
+            )
+        )
+        self._stats.limit = limit
+        return limit
+
+    #: Whether calls run on this machine's CPU in this process (the embedded model): free.
+    runs_in_process: bool = False
+
+    def priced_model(self) -> str | None:
+        """The LiteLLM model string a price is looked up for (``None``: none known)."""
+        return str(self.model)
+
     @property
     def response_cache(self) -> LMCache | None:
         """The persistent cache this LM reads and writes, or ``None`` when disabled."""
@@ -256,7 +294,15 @@ class JudgeoptLMMixin:
                     self._stats.record_cache_hit()
                     return attributes({**hit, "usage": {}, "cache_hit": True})
 
-        response = self._generate(chat, params)
+        limit = self._stats.limit
+        reserved = limit.reserve(chat, params) if limit is not None else 0.0
+        response = None
+        try:
+            response = self._generate(chat, params)
+        finally:
+            if limit is not None:
+                # A failed request was still made (it counts as a call), but costs nothing.
+                limit.settle(reserved, None if response is None else usage_of(response))
         if cache is not None and key is not None:
             value = self._to_cacheable(response)
             if value.get("choices"):

@@ -245,6 +245,13 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         """Rebuild a LlamaCppLM from :meth:`dump_state` output."""
         return cls(**{k: v for k, v in state.items() if k != LM_CLASS_STATE_KEY})
 
+    #: In process on this machine's CPU: a spending limit counts calls, never dollars.
+    runs_in_process = True
+
+    def priced_model(self) -> str | None:
+        """``None``: the embedded model has no price (it runs here)."""
+        return None
+
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
         """Whether calls can ask for ``logprobs``: always.

@@ -288,6 +288,11 @@ class RouterLM(JudgeoptLMMixin, dspy.LM):
         """The deployments of the model group this LM calls."""
         return self.config.group()
 
+    def priced_model(self) -> str | None:
+        """The deployments' model when they all serve one (priced by LiteLLM), else ``None``."""
+        models = {model for model, _ in self.endpoints}
+        return next(iter(models)) if len(models) == 1 else None
+
     @property
     def endpoints(self) -> tuple[tuple[str, str | None], ...]:
         """``(model, api_base)`` of every deployment of the group (the logprob check reads

@@ -125,10 +125,15 @@ class _DeploymentCounters:
 
 
 class StatsRecorder:
-    """Thread-safe counters behind :class:`LMStats`; one per LM, shared by its copies."""
+    """Thread-safe counters behind :class:`LMStats`; one per LM, shared by its copies.
+
+    ``limit`` is the spending limit the LM and its copies obey (a
+    :class:`judgeopt.lm.SpendLimit`, or ``None``).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.limit: Any = None
         self._reset_unlocked()
 
     def _reset_unlocked(self) -> None:
