@@ -141,7 +141,7 @@ def test_qwen_expected_ratings_equal_the_logits_all_path(shared_data: Path) -> N
     from judgeopt.data import load_records
     from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 
-    new, old = _lms("qwen2.5-coder-0.5b", n_ctx=2048)
+    new, old = _lms("qwen2.5-coder-0.5b", n_ctx=1024)
     # SFRES: real judge prompts, short enough that the logits_all path (every prompt
     # position's logits) costs seconds, not minutes.
     task = load_task("sfres")
