@@ -31,14 +31,16 @@ strategies :func:`passed_over` names) per pair (the confirmation's
 :func:`e2e_table` over the pairs.
 
 The judgement bank (``benchmarks/bank.py``): :func:`bank_todo` orders what its recorder still
-judges, :func:`load_bank` reads it, :data:`RULES` are the
-decision rules it replays, :func:`replay_bank` replays them over many splits and chooses the
-default leave-one-pair-out (:func:`choose_default`), and :func:`selection_settings` /
-:func:`preset_toml` turn the choice into a preset's settings.
+judges, :func:`load_bank` reads it, :data:`RULES` (``judgeopt.selection``'s registry, the
+one the compile reads too) are the decision rules it replays, :func:`replay_bank` replays
+them over many splits and chooses the default leave-one-pair-out (:func:`choose_default`),
+and :func:`selection_settings` / :func:`preset_toml` turn the choice into a preset's
+settings.
 """
 
 from __future__ import annotations
 
+from ..selection import RULES, RuleSpec
 from ._bank import (
     BANK_FORMAT,
     BankColumn,
@@ -73,7 +75,6 @@ from ._replay import (
     replay_fixed,
     replay_rule,
 )
-from ._rulebook import RULES, RuleSpec
 from ._runner import (
     METHODS,
     PRIOR_METHODS,

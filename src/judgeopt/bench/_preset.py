@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..selection import GainPrior, GainPriorTable, SelectionConfig
+from ..selection import RULES, GainPrior, GainPriorTable, SelectionConfig
 
 __all__ = ["preset_toml", "selection_settings"]
 
@@ -69,21 +69,12 @@ def selection_settings(
     base, _, suffix = name.partition("+")
     sel: dict[str, Any] = {}
     out: dict[str, Any] = {"selection": sel}
-    if base in ("confirm", "veto", "best"):
-        sel["rule"] = base
-    elif base == "shrink":
-        sel |= {"rule": "shrink", "margin": setting.get("margin", 0.0)}
-    elif base == "lcb":
-        sel |= {"rule": "lcb", "confidence": 1.0 - float(setting.get("alpha", 0.2))}
-    elif base == "factor":
-        sel |= {"rule": "factor", "ridge": setting.get("ridge", 1.0)}
-    elif base == "ensemble":
-        sel["rule"] = "best"
-        out["ensemble"] = int(setting["m"])
-    elif base == "anchored":
-        sel["rule"] = "best"
-        out["ensemble"] = int(setting["m"])
-        out["ensemble_anchor"] = float(setting["w"])
+    spec = RULES.get(base)
+    if spec is not None and spec.config is not None:
+        # The registry's translation of the rule's setting (judgeopt.selection.RULES).
+        made = spec.config(setting)
+        sel |= made.get("selection", {})
+        out |= {k: v for k, v in made.items() if k != "selection"}
     elif base == "posterior":
         table = payload.get("gain_prior")
         if not table:

@@ -25,9 +25,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..selection import GainPrior, Pick, RuleInput, change_from, change_key, column_scores
+from ..selection import (
+    RULES,
+    GainPrior,
+    Pick,
+    RuleInput,
+    RuleSpec,
+    change_from,
+    change_key,
+    column_scores,
+)
 from ._bank import BankPair
-from ._rulebook import RULES, RuleSpec
 
 __all__ = [
     "choose_default",
@@ -328,12 +336,7 @@ def _replay_setting(
 ) -> _Replay:
     """``spec``'s rule at ``setting`` on ``pair``'s splits, given the pair's leave-one-pair-out
     prior and gain prior where the rule uses them."""
-    kw = dict(setting)
-    if spec.uses_prior:
-        kw["strategy"] = prior
-    if spec.uses_gain_prior:
-        kw["prior"] = gain
-    return replay_rule(pair, lambda d: spec.fn(d, **kw), splits)
+    return replay_rule(pair, spec.bind(setting, strategy=prior, prior=gain), splits)
 
 
 def _lopo_default(

@@ -64,7 +64,8 @@ The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
 (:func:`confirmation_split`), ``_result`` (:class:`Finalist`, :class:`SelectionResult`),
 ``_rules`` (the decision rules :func:`choose` and :func:`veto`), ``_table`` (a whole table
 of judgements: :class:`RuleInput`, its scores, a rule's :class:`Pick`), ``_pooled`` (the
-rules on such a table), ``_prior`` (the rules that read other tasks' results) and
+rules on such a table), ``_prior`` (the rules that read other tasks' results), ``_registry``
+(:data:`RULES`: every rule by name, as the compile and the judgement bank both read them) and
 ``_simulation`` (:func:`simulate_selection`).
 """
 
@@ -85,6 +86,7 @@ from ._pooled import (
     with_fallback,
 )
 from ._prior import GainPrior, change_from, change_key, posterior_rule, prior_rule
+from ._registry import RULES, RuleSpec, compile_rule, table_rules
 from ._result import Finalist, SelectionResult
 from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
@@ -93,8 +95,12 @@ from ._split import confirmation_split
 from ._table import Pick, RuleInput, bootstrap_scores, column_scores, impute
 
 __all__ = [
+    "RULES",
     "Pick",
     "RuleInput",
+    "RuleSpec",
+    "compile_rule",
+    "table_rules",
     "best_rule",
     "bootstrap_scores",
     "GainPrior",

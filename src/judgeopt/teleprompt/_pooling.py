@@ -26,14 +26,11 @@ from ..data import Record
 from ..search import SearchStrategy
 from ..selection import (
     GainPrior,
-    Pick,
     RuleInput,
     SelectionConfig,
     change_from,
-    factor_rule,
-    lcb_rule,
-    posterior_rule,
-    shrink_rule,
+    compile_rule,
+    table_rules,
 )
 from ._journal import strategy_key
 from ._judging import Evaluator
@@ -47,8 +44,9 @@ __all__ = [
     "validation_table",
 ]
 
-#: The rules that choose on all the validation items from the stored judgements.
-POOLED_RULES = ("shrink", "lcb", "factor", "posterior")
+#: The rules that choose on all the validation items from the stored judgements (those of
+#: :data:`judgeopt.selection.RULES` that a compile runs on its validation table).
+POOLED_RULES = table_rules()
 
 
 def pooled_note(rule: str, metric: str) -> str | None:
@@ -204,19 +202,10 @@ def choose_pooled(
     passed, partial = table.passed, table.partial
     n_items = data.human.size
     n = sel.n_resamples
-    rule = sel.rule
-    no_prior = rule == "posterior" and gain_prior is None
-    if no_prior:
-        rule = "shrink"
-    pick: Pick
-    if rule == "shrink":
-        pick = shrink_rule(data, n_resamples=n, margin=sel.margin)
-    elif rule == "posterior":
-        pick = posterior_rule(data, prior=gain_prior, margin=sel.margin, n_resamples=n)
-    elif rule == "factor":
-        pick = factor_rule(data, ridge=sel.ridge, n_resamples=n)
-    else:
-        pick = lcb_rule(data, alpha=1.0 - sel.confidence, n_resamples=n)
+    # The registry binds the rule's constants from the settings (judgeopt.selection.RULES).
+    rule, spec, apply = compile_rule(sel, gain_prior=gain_prior)
+    no_prior = rule != sel.rule
+    pick = apply(data)
     scores = data.scores
     boot = data.resampled(n)  # the rule's own resamples (cached): the same standard errors
     se = (boot - boot[:, [0]]).std(axis=0, ddof=1)
@@ -246,18 +235,8 @@ def choose_pooled(
             c["prior_gain"] = gain_prior.of(change_from(c["strategy"], base_strategy))[0]
     if partial:
         record["not_judged_on_all"] = partial
-    what = (
-        "empirical-Bayes shrunk gain over the baseline"
-        if rule == "shrink"
-        else "gain over the baseline weighed against the model's judgement bank"
-        if rule == "posterior"
-        else "gain over the baseline pooled by factor value"
-        if rule == "factor"
-        else f"one-sided {sel.confidence:.0%} lower bound of the gain over the baseline, "
-        f"corrected for {max(1, len(cands))} comparisons"
-    )
-    if sel.margin and rule in ("shrink", "posterior"):
-        what += f" above {sel.margin:g}"
+    assert spec.summary is not None  # every rule a compile runs on its table has one
+    what = spec.summary(sel, len(cands))
     if no_prior:
         what += (
             "; rule posterior has no gain prior for this model (gain_prior / gain_priors), "
