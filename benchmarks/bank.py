@@ -28,6 +28,15 @@ Three steps, each resumable:
     :func:`judgeopt.bench.bank_todo`) one level at a time, then are completed; then the
     other pairs the same way.
 
+``twins``
+    Makes the bank's *twin* columns whole (``load_bank(twins=True)``): a strategy that rates
+    before it explains gives its greedy and its expected rating from one call, and the bank's
+    own calls recorded both; the judgements imported from ``benchmarks/e2e.py`` hold the
+    greedy rating only. Those items are judged again (stopped at the rating, which changes
+    nothing in it) into ``<pair>.twins.jsonl`` as ``twin`` lines, never replacing a planned
+    column's own rating; each line keeps the imported greedy rating beside the new one
+    (``stored_greedy``), a check of the re-judging. Resumable like ``record``.
+
 ``pack``
     Moves the plain lines into ``<pair>.jsonl.gz`` (the committed form); the loader
     (:func:`judgeopt.bench.load_bank`) reads both.
@@ -36,6 +45,7 @@ Usage:
     python benchmarks/bank.py plan [--min-pool 250]
     python benchmarks/bank.py record [--pairs summeval_coherence,...] [--parallel 8]
         [--max-minutes M] [--levels 150,200] [--first 5]
+    python benchmarks/bank.py twins [--pairs ...] [--parallel 8] [--max-minutes M]
     python benchmarks/bank.py status
     python benchmarks/bank.py pack
 
@@ -60,6 +70,7 @@ from judgeopt.bench import (
     bank_base,
     bank_lines,
     bank_todo,
+    judgement_covers,
     keep_judgement,
     markdown_table,
     run_interruptible,
@@ -324,6 +335,74 @@ class Recorder:
         return deadline is None or time.time() <= deadline
 
 
+def twin_todo(plan: dict[str, Any], have: dict[tuple[str, str], dict[str, Any]]) -> list[Any]:
+    """The (base strategy, item, stored line) of every rating-first planned column whose
+    other decoding the bank does not hold (imported greedy judgements), minus those already
+    in the pair's twin file."""
+    done = {
+        (strategy_json(ln["strategy"]), str(ln["id"]))
+        for ln in bank_lines(BANK_DIR, f"{plan['name']}.twins")
+        if ln.get("kind") == "twin" and ln.get("error") is None
+    }
+    out, seen = [], set()
+    for c in plan["columns"]:
+        base = dict(c["strategy"])
+        decoding = base.pop("decoding")
+        rates_first = base.get("cot", "none") in ("none", "suffix")
+        if not rates_first or base.get("reference") == "dialectic":
+            continue
+        other = "expected" if decoding == "greedy" else "greedy"
+        key = strategy_json(base)
+        for rid in plan["pool"]:
+            line = have.get((key, rid))
+            if (key, rid) in seen or (key, rid) in done or judgement_covers(line, other):
+                continue
+            seen.add((key, rid))
+            out.append((base, rid, line))
+    return out
+
+
+def record_twins(recorder: Recorder, deadline: float | None) -> bool:
+    """Judge the pair's missing twin judgements into ``<pair>.twins.jsonl``; False when
+    ``deadline`` stopped it first."""
+    name = recorder.plan["name"]
+    todo = twin_todo(recorder.plan, recorder.have())
+    log.info("%s: %d twin judgements to make", name, len(todo))
+    if not todo:
+        return True
+    path = BANK_DIR / f"{name}.twins.jsonl"
+    if not path.exists():
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"kind": "header", "plan_sha": recorder.sha, "pair": name}) + "\n")
+    stored = {(strategy_json(b), rid): line for b, rid, line in todo}
+    pool: CallPool[dict[str, Any]] = CallPool(
+        recorder._calls([(b, rid) for b, rid, _ in todo]), recorder.parallel, name="twins"
+    )
+    done = 0
+    t0 = time.perf_counter()
+    try:
+        with path.open("a", encoding="utf-8") as fh:
+            for _, line in pool:
+                old = stored.get((strategy_json(line["strategy"]), line["id"])) or {}
+                row = {**line, "kind": "twin", "stored_greedy": old.get("greedy")}
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                fh.flush()
+                done += 1
+                if done % 32 == 0:
+                    log.info(
+                        "%s: %d/%d twins (%.1f s/item)",
+                        name,
+                        done,
+                        len(todo),
+                        (time.perf_counter() - t0) / done,
+                    )
+                if deadline is not None and time.time() > deadline:
+                    break
+    finally:
+        pool.stop()
+    return deadline is None or time.time() <= deadline
+
+
 def status(plan: dict[str, Any]) -> list[list[object]]:
     """Per pair: pool, columns, judgements held, calls still to make (a pair not started
     counts the stored e2e judgements it will import), the pool items in groups judged by
@@ -368,7 +447,7 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("command", choices=["plan", "record", "status", "pack"])
+    p.add_argument("command", choices=["plan", "record", "twins", "status", "pack"])
     p.add_argument("--min-pool", type=int, default=250)
     p.add_argument("--pairs", default=",".join(PAIRS))
     p.add_argument("--parallel", type=int, default=8)
@@ -412,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         for pair in plan["pairs"]:
             pack_bank(BANK_DIR, pair["name"])
+            pack_bank(BANK_DIR, f"{pair['name']}.twins")
         return 0
     from judgeopt.lm import make_lm
 
@@ -428,7 +508,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     levels = [int(x) for x in args.levels.split(",") if x] if args.levels else []
     recorders: dict[str, Recorder] = {}
 
+    def run_twins() -> int:
+        for name in wanted:
+            recorder = recorders.setdefault(name, Recorder(by_name[name], sha, lm, args.parallel))
+            if not record_twins(recorder, deadline):
+                return 0
+        return 0
+
     def run() -> int:
+        if args.command == "twins":
+            return run_twins()
         # Breadth first over the first pairs (the bank's required five): each reaches every
         # level of judged items in turn, then the next level; then the other pairs the same
         # way. A session's CPU then widens the part every interim replay can use.

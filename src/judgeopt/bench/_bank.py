@@ -113,7 +113,8 @@ class BankPair:
 
     ``complete`` is False when some column lacks a judgement of some pool item (a bank
     still being recorded); such a column's missing items are ``nan`` like unparsed ones,
-    and :attr:`missing` counts them.
+    and :attr:`missing` counts them. ``twins_missing``: the rating-first columns whose twin
+    (the other decoding of the same calls) the bank cannot give (``load_bank(twins=True)``).
     """
 
     name: str
@@ -128,6 +129,7 @@ class BankPair:
     seconds: float = 0.0
     calls: int = 0
     tokens: Mapping[str, int] = field(default_factory=dict)
+    twins_missing: int = 0
 
     @property
     def complete(self) -> bool:
@@ -174,6 +176,7 @@ class BankPair:
             seconds=self.seconds,
             calls=self.calls,
             tokens=self.tokens,
+            twins_missing=self.twins_missing,
         )
 
 
@@ -201,8 +204,19 @@ def load_bank(
     data_dir: str | os.PathLike[str] | None = None,
     pairs: Sequence[str] | None = None,
     complete_only: bool = False,
+    twins: bool = False,
 ) -> dict[str, BankPair]:
     """The bank's pairs by name, from its plan and the recorded files in ``directory``.
+
+    With ``twins``, each planned column of a strategy that rates before it explains (``cot``
+    ``none`` or ``suffix``, no ``dialectic`` reference) also gets its *twin*: the same calls
+    read with the other decoding (``greedy`` <-> ``expected``), which a bank call records
+    both of. A twin is added when the plan lacks it and every pool item's judgement carries
+    its rating: an imported greedy judgement has no expected one, so the ``twin`` lines of
+    ``<pair>.twins.jsonl`` (``benchmarks/bank.py twins``: those items judged again, stopped at
+    the rating) fill the gaps; they never replace a planned column's own ratings. Its key is
+    the column's with ``~``, its role ``twin of KEY``. :attr:`BankPair.twins_missing`
+    counts the rating-first columns whose twin the bank cannot give.
 
     Args:
         plan: The plan (``benchmarks/bank_plan.json``) or its path.
@@ -240,7 +254,7 @@ def load_bank(
     for p in plan["pairs"]:
         if pairs is not None and p["name"] not in pairs:
             continue
-        bp = _load_pair(p, directory, data, sha, load_records)
+        bp = _load_pair(p, directory, data, sha, load_records, twins=twins)
         if bp is None or (complete_only and not bp.complete):
             continue
         out[bp.name] = bp
@@ -253,6 +267,8 @@ def _load_pair(
     data: Path,
     sha: str | None,
     load_records: Any,
+    *,
+    twins: bool = False,
 ) -> BankPair | None:
     lines: dict[tuple[str, str], dict[str, Any]] = {}
     seconds, calls = 0.0, 0
@@ -272,27 +288,25 @@ def _load_pair(
                 tokens[k] += int(line.get(k) or 0)
     if not seen:
         return None
+    twin_lines: dict[tuple[str, str], dict[str, Any]] = {}
+    if twins:
+        for line in bank_lines(directory, f"{p['name']}.twins"):
+            if line.get("kind") == "twin":
+                keep_judgement(twin_lines, {**line, "source": "bank"})
     records = {r.id: r for r in load_records(data / p["task"] / "full.jsonl")}
     ids = tuple(p["pool"])
     human = np.array([float(records[i].scores[p["aspect"]]) for i in ids], dtype=float)
     groups = np.array([records[i].group_id or records[i].id for i in ids], dtype=object)
     columns, missing = [], 0
+    planned = {strategy_json(c["strategy"]) for c in p["columns"]}
+    twin_columns, twins_missing = [], 0
     for c in p["columns"]:
         strategy = dict(c["strategy"])
         decoding = strategy.pop("decoding")
         field_name = "greedy" if decoding == "greedy" else "expected"
         base = strategy_json(strategy)
-        preds = np.full(len(ids), np.nan)
-        judged = np.ones(len(ids), dtype=bool)
-        for k, rid in enumerate(ids):
-            line = lines.get((base, rid))
-            if line is None or not judgement_covers(line, field_name):
-                missing += 1
-                judged[k] = False
-                continue
-            value = line.get(field_name)
-            if value is not None and math.isfinite(float(value)):
-                preds[k] = float(value)
+        preds, judged = _read(lines, base, ids, field_name)
+        missing += int((~judged).sum())
         columns.append(
             BankColumn(
                 c["key"],
@@ -302,6 +316,20 @@ def _load_pair(
                 judged=judged,
             )
         )
+        twin = {**strategy, "decoding": "expected" if field_name == "greedy" else "greedy"}
+        if not twins or not _rates_first(strategy) or strategy_json(twin) in planned:
+            continue
+        merged = {**twin_lines, **{k: v for k, v in lines.items() if k[0] == base}}
+        for key, line in twin_lines.items():
+            if key[0] == base and not judgement_covers(merged.get(key), str(twin["decoding"])):
+                merged[key] = line
+        twin_preds, twin_judged = _read(merged, base, ids, str(twin["decoding"]))
+        if not twin_judged.all():
+            twins_missing += 1
+            continue
+        twin_columns.append(
+            BankColumn(f"{c['key']}~", twin, (f"twin of {c['key']}",), predictions=twin_preds)
+        )
     return BankPair(
         name=p["name"],
         task=p["task"],
@@ -310,12 +338,41 @@ def _load_pair(
         ids=ids,
         human=human,
         groups=groups,
-        columns=tuple(columns),
+        columns=tuple(columns + twin_columns),
         missing=missing,
         seconds=seconds,
         calls=calls,
         tokens=tokens,
+        twins_missing=twins_missing,
     )
+
+
+def _rates_first(strategy: Mapping[str, Any]) -> bool:
+    """The answer begins with the rating (``JudgeProgram.rates_first``)."""
+    return strategy.get("cot", "none") in ("none", "suffix") and (
+        strategy.get("reference", "none") != "dialectic"
+    )
+
+
+def _read(
+    lines: Mapping[tuple[str, str], Mapping[str, Any]],
+    base: str,
+    ids: Sequence[str],
+    decoding: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One decoding's ratings of a base strategy on the pool (``nan``: none) and which items
+    the bank holds a judgement of."""
+    preds = np.full(len(ids), np.nan)
+    judged = np.ones(len(ids), dtype=bool)
+    for k, rid in enumerate(ids):
+        line = lines.get((base, rid))
+        if line is None or not judgement_covers(line, decoding):
+            judged[k] = False
+            continue
+        value = line.get(decoding)
+        if value is not None and math.isfinite(float(value)):
+            preds[k] = float(value)
+    return preds, judged
 
 
 def judgement_covers(line: Mapping[str, Any] | None, decoding: str) -> bool:
