@@ -158,6 +158,65 @@ def test_load_bank_reads_packed_and_recent_lines_and_counts_what_is_missing(
         load_bank(plan, bank, data_dir=tmp_path / "data", pairs=["nope"])
 
 
+def test_twin_columns_come_from_the_same_calls_and_the_twin_file_fills_the_imports(
+    tmp_path: Path,
+) -> None:
+    rows = _write_data(tmp_path / "data")
+    ids = [r["id"] for r in rows]
+    rate_first = {"scale": 5, "cot": "suffix"}
+    plan = _plan(ids)
+    plan["pairs"][0]["columns"] = [
+        {"key": "C01", "strategy": BASE, "roles": ["baseline"]},  # explains first: no twin
+        {"key": "C02", "strategy": {**rate_first, "decoding": "greedy"}, "roles": ["x"]},
+    ]
+    bank = tmp_path / "bank"
+    bank.mkdir()
+
+    def line(strategy: dict[str, Any], rid: str, **kw: Any) -> dict[str, Any]:
+        return {"kind": "judgement", "strategy": strategy, "id": rid, "error": None, **kw}
+
+    base_first = {k: v for k, v in BASE.items() if k != "decoding"}
+    lines = [line(base_first, i, greedy=3.0, expected=2.9, source="bank") for i in ids]
+    # the rating-first column: bank calls (both ratings) for 8 items, greedy imports for 4
+    lines += [line(rate_first, i, greedy=4.0, expected=3.6, source="bank") for i in ids[:8]]
+    lines += [line(rate_first, i, greedy=2.0, expected=None, source="e2e:x") for i in ids[8:]]
+    (bank / "toy_quality.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    pair = load_bank(_plan_file(tmp_path, plan), bank, data_dir=tmp_path / "data", twins=True)
+    p = pair["toy_quality"]
+    assert [c.key for c in p.columns] == ["C01", "C02"] and p.twins_missing == 1
+    # the re-judged imports (stopped at the rating) complete the twin; the planned column
+    # keeps its own (imported) greedy ratings
+    twins = [
+        {**line(rate_first, i, greedy=2.0, expected=2.4), "kind": "twin", "stored_greedy": 2.0}
+        for i in ids[8:]
+    ]
+    (bank / "toy_quality.twins.jsonl").write_text("".join(json.dumps(x) + "\n" for x in twins))
+    p = load_bank(_plan_file(tmp_path, plan), bank, data_dir=tmp_path / "data", twins=True)[
+        "toy_quality"
+    ]
+    assert [c.key for c in p.columns] == ["C01", "C02", "C02~"] and p.twins_missing == 0
+    planned, twin = p.columns[1], p.columns[2]
+    assert planned.predictions.tolist() == [4.0] * 8 + [2.0] * 4
+    assert twin.strategy == {**rate_first, "decoding": "expected"}
+    assert twin.roles == ("twin of C02",)
+    assert twin.predictions.tolist() == [3.6] * 8 + [2.4] * 4
+    # without twins=True nothing changes
+    assert (
+        len(
+            load_bank(_plan_file(tmp_path, plan), bank, data_dir=tmp_path / "data")[
+                "toy_quality"
+            ].columns
+        )
+        == 2
+    )
+
+
+def _plan_file(root: Path, plan: dict[str, Any]) -> Path:
+    path = root / "plan.json"
+    path.write_text(json.dumps(plan), encoding="utf-8")
+    return path
+
+
 def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
     ids = [f"x{i:02d}" for i in range(6)]
     groups = {i: f"g{int(i[1:]) // 2}" for i in ids}  # g0: x00 x01, g1: x02 x03, g2: x04 x05
