@@ -297,10 +297,37 @@ def _load_pair(
     ids = tuple(p["pool"])
     human = np.array([float(records[i].scores[p["aspect"]]) for i in ids], dtype=float)
     groups = np.array([records[i].group_id or records[i].id for i in ids], dtype=object)
+    columns, missing, twins_missing = _columns(p["columns"], lines, twin_lines, ids, twins)
+    return BankPair(
+        name=p["name"],
+        task=p["task"],
+        aspect=p["aspect"],
+        level=p["level"],
+        ids=ids,
+        human=human,
+        groups=groups,
+        columns=tuple(columns),
+        missing=missing,
+        seconds=seconds,
+        calls=calls,
+        tokens=tokens,
+        twins_missing=twins_missing,
+    )
+
+
+def _columns(
+    planned_columns: Sequence[Mapping[str, Any]],
+    lines: Mapping[tuple[str, str], Mapping[str, Any]],
+    twin_lines: Mapping[tuple[str, str], Mapping[str, Any]],
+    ids: Sequence[str],
+    twins: bool,
+) -> tuple[list[BankColumn], int, int]:
+    """The planned columns (then, with ``twins``, the twin columns), the judgements they
+    miss, and the rating-first columns whose twin the bank cannot give."""
     columns, missing = [], 0
-    planned = {strategy_json(c["strategy"]) for c in p["columns"]}
+    planned = {strategy_json(c["strategy"]) for c in planned_columns}
     twin_columns, twins_missing = [], 0
-    for c in p["columns"]:
+    for c in planned_columns:
         strategy = dict(c["strategy"])
         decoding = strategy.pop("decoding")
         field_name = "greedy" if decoding == "greedy" else "expected"
@@ -330,21 +357,7 @@ def _load_pair(
         twin_columns.append(
             BankColumn(f"{c['key']}~", twin, (f"twin of {c['key']}",), predictions=twin_preds)
         )
-    return BankPair(
-        name=p["name"],
-        task=p["task"],
-        aspect=p["aspect"],
-        level=p["level"],
-        ids=ids,
-        human=human,
-        groups=groups,
-        columns=tuple(columns + twin_columns),
-        missing=missing,
-        seconds=seconds,
-        calls=calls,
-        tokens=tokens,
-        twins_missing=twins_missing,
-    )
+    return columns + twin_columns, missing, twins_missing
 
 
 def _rates_first(strategy: Mapping[str, Any]) -> bool:

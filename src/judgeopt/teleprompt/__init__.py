@@ -22,9 +22,11 @@ The package's modules, one concept each:
 * ``_searching``: the compile's data, space and search;
 * ``_loop``: the compile loop (ask, judge, tell, record; then choose and report);
 * ``_choosing``: choosing the compiled judge (finalists, confirmation; the order of it all);
+* ``_choice``: the state of one choice (its record, table and judged results) and its outcome;
 * ``_ensembling``: the prompt ensemble built beside the chosen judge (``--ensemble``);
 * ``_pooling``: the table of every strategy's stored ratings on the validation items, and
-  the pooled rules' choice (``shrink``, ``lcb``, ``factor``, ``posterior``) on it;
+  the choice of the rules a compile runs on it (``shrink``, ``lcb``, ``factor``,
+  ``posterior``: :func:`judgeopt.selection.compile_rule`);
 * ``_guard``: the cross-fitted guard of rule ``best`` and the ensemble (``[selection]
   guard``);
 * ``_prior``: the prior default returned instead of the baseline (``[selection] prior``);

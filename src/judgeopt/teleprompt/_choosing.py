@@ -11,68 +11,31 @@ returned when the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior`.
 
 from __future__ import annotations
 
-import functools
 import math
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from ..data import Record
-from ..evaluate import EvalResult, ItemResult, compare, correct, item_predictions
+from ..evaluate import EvalResult, compare
 from ..judge import JudgeEnsemble
 from ..lm import model_spec
 from ..search import SearchStrategy
 from ..selection import SelectionConfig, choose, confirmation_split, veto
+from ._choice import ChoiceRun, Selected, Step, lm_stats, trial_key
 from ._config import OptimizerConfig
 from ._ensembling import build_ensemble
 from ._guard import run_guard
 from ._journal import strategy_key
 from ._judging import Evaluator
-from ._pooling import POOLED_RULES, ValidationTable, choose_pooled, pooled_note, validation_table
+from ._pooling import (
+    POOLED_RULES,
+    choose_pooled,
+    pooled_note,
+)
 from ._prior import prior_fallback
 
 __all__ = ["Chooser", "Selected", "lm_stats"]
-
-
-def lm_stats(lm: Any) -> dict[str, int]:
-    """The LM's call and token counters (zeros for an LM without ``stats()``)."""
-    fn = getattr(lm, "stats", None)
-    st = fn() if callable(fn) else None
-    keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
-    return {k: int(getattr(st, k, 0) or 0) for k in keys}
-
-
-def trial_key(trial: Any) -> str:
-    """How the compile names a search trial in its messages and its selection record
-    (``#1`` is the first, as in the summary table; the journal's numbers start at 0)."""
-    return f"#{trial.number + 1}"
-
-
-def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
-    """The items of ``res`` in the order of ``records``."""
-    by_id = {i.id: i for i in res.items}
-    return [by_id[r.id] for r in records]
-
-
-@dataclass(frozen=True)
-class Selected:
-    """The outcome of :meth:`Chooser.select`.
-
-    Attributes:
-        judge: The chosen judge (a fresh copy, without compile results).
-        record: How it was chosen (the ``selection`` of the compile's report).
-        comparisons: Split name -> the chosen judge against the baseline.
-        ensemble: The prompt ensemble, when one was asked for and could be built.
-        warn: Whether the record's messages are warnings (a rule fell back, or the chosen
-            judge scores below the baseline).
-    """
-
-    judge: Any
-    record: dict[str, Any]
-    comparisons: dict[str, dict[str, Any]]
-    ensemble: JudgeEnsemble | None
-    warn: bool
 
 
 class Chooser:
@@ -216,6 +179,10 @@ class Chooser:
     ) -> Selected:
         """Choose the compiled judge among the search's trials and ``baseline``.
 
+        The rule's table (every strategy's stored ratings on the search items), the
+        rule (:data:`judgeopt.selection.RULES`), its pick, the guard, the confirmation, the
+        prior default and the ensemble, each recorded in the selection record.
+
         Args:
             search: The finished search.
             base: The compile's program (any strategy): the trials' judges are its copies.
@@ -227,138 +194,139 @@ class Chooser:
                 them (from :meth:`split`).
             summaries: The evaluation summaries (their unrated counts).
         """
-        sel, metric, evaluator = self.sel, self.metric, self.evaluator
-        best_trial = search.best_trial
-        assert best_trial is not None
-        stats0 = lm_stats(evaluator.lm)
-        t0 = time.perf_counter()
-        anchor = self.config.ensemble_anchor
-        n_members = self.config.ensemble if self.config.ensemble >= (1 if anchor else 2) else 0
-        # An anchored ensemble takes the n best strategies other than the baseline: one
-        # finalist more, in case the baseline is among the best.
-        n_fin = n_members + 1 if anchor and n_members else n_members
-        record: dict[str, Any] = {
-            "rule": sel.rule,
-            **sel.model_dump(mode="json"),
-            "search_items": len(search_val),
-            "messages": [],
-        }
-        comparisons: dict[str, dict[str, Any]] = {}
-        unrated = {
-            int(s["number"]): (
-                int(s.get("parse_failures") or 0) + int(s.get("call_failures") or 0),
-                int(s.get("n") or 0),
-            )
-            for s in summaries
-        }
-        excluded: list[dict[str, Any]] = []
-        baseline_key = strategy_key(baseline.strategy)
-        baseline_keys = {
-            trial_key(t)
-            for t in search.trials
-            if strategy_key(base.with_strategy(t.strategy).strategy) == baseline_key
-        }
-        fallback = None
-        pooled = None
-
-        @functools.cache
-        def table() -> ValidationTable:
-            """Every strategy's stored ratings on the search's items (built once)."""
-            return validation_table(
-                evaluator,
-                search,
-                base,
-                baseline,
-                search_val,
-                unrated=unrated,
-                max_parse_failures=self.config.max_parse_failures,
-                key_of=trial_key,
-                seed=sel.seed,
-            )
-
-        if confirm_val is None and sel.rule in POOLED_RULES and split_note is None:
-            # A pooled rule: every strategy judged on all the validation items is compared
-            # with the baseline there (judgeopt.teleprompt._pooling).
-            pooled = choose_pooled(
-                sel,
-                table(),
-                baseline,
-                max_parse_failures=self.config.max_parse_failures,
-                key_of=trial_key,
-                gain_prior=sel.gain_prior_for(model_spec(evaluator.lm)),
-            )
-            record.update(pooled.record)
-            record["confirm_items"] = 0
-            excluded.extend(pooled.excluded)
-            chosen = pooled.chosen
-            finalists = self.finalists(search, base, n_fin, unrated, excluded) if n_members else []
-            judged_on, split = search_val, "validation"
-            note = (
-                "the items the rule chose the judge on: the gain is biased upward (the rule "
-                "corrects for the number of strategies compared, not for this estimate); "
-                "evaluate on held-out test items for an unbiased estimate"
-            )
+        run = ChoiceRun(self, search, base, baseline, search_val, summaries)
+        if confirm_val is None and self.sel.rule in POOLED_RULES and split_note is None:
+            step = self._by_table(run)
         elif confirm_val is None:
-            # Rule "best" (asked for, or too few items to confirm): the best search score
-            # among the strategies that rated enough of their items.
-            record["rule"] = "best"
-            record["confirm_items"] = 0
-            if sel.rule != "best":
-                record["messages"].append(
-                    f"selection: {split_note}; the judge with the best validation score "
-                    "is returned, which is biased upward (winner's curse)"
-                )
-            top = self.best_rated(search, unrated, excluded)
-            if top is None:
-                # Every strategy was passed over: the baseline is the fallback
-                # (docs/judge.md), never the search's best, whose score rests on the few
-                # answers that parsed.
-                chosen = baseline
-                excluded = [e for e in excluded if e["key"] not in baseline_keys]
-                fallback = (
-                    "selection: every strategy with a search score gave no rating for more "
-                    f"than max_parse_failures={self.config.max_parse_failures:g} of its "
-                    "search items; the baseline is returned"
-                    + (
-                        ""
-                        if trial_key(best_trial) in baseline_keys
-                        else f", not the search's best ({trial_key(best_trial)})"
-                    )
-                )
-            else:
-                chosen = base.with_strategy(top.strategy)
-                if trial_key(top) in baseline_keys and excluded:
-                    fallback = (
-                        "selection: the baseline is returned: every strategy with a better "
-                        "search score was passed over"
-                    )
-            finalists = (
-                ([] if top is None else [top])
-                if n_members == 0
-                else self.finalists(search, base, n_fin, unrated, excluded)
+            step = self._by_search(run, split_note)
+        else:
+            step = self._finalists_to_confirm(run, confirm_val)
+        self._say_passed_over(run, step)
+        if self.sel.guard:
+            step = self._guard(run, step)
+        judged_on = confirm_val if confirm_val is not None else search_val
+        base_res = run.judged(baseline, f"{step.split}: baseline", judged_on)
+        programs = [base.with_strategy(t.strategy) for t in step.finalists]
+        results = [
+            run.judged(prog, f"{step.split}: finalist {i + 1}", judged_on)
+            for i, prog in enumerate(programs)
+        ]
+        labels = run.labels(judged_on)
+        if confirm_val is not None:
+            step = self._confirm(run, step, programs, labels, base_res, results, judged_on)
+        step = self._prior_default(run, step, labels, judged_on)
+        comparison = compare(
+            run.judged(step.chosen, f"{step.split}: chosen", judged_on),
+            base_res,
+            judged_on,
+            metric=self.metric,
+            n_resamples=self.sel.n_resamples,
+            seed=self.sel.seed,
+            note=step.note,
+        )
+        ensemble = None
+        if step.n_members:
+            ensemble = self._ensemble(run, step, programs, results, base_res, judged_on)
+        return run.finish(step, comparison, ensemble)
+
+    def _by_table(self, run: ChoiceRun) -> Step:
+        """A pooled rule: every strategy judged on all the validation items is compared with
+        the baseline there (:mod:`judgeopt.teleprompt._pooling`)."""
+        sel = self.sel
+        pooled = choose_pooled(
+            sel,
+            run.table(),
+            run.baseline,
+            max_parse_failures=self.config.max_parse_failures,
+            key_of=trial_key,
+            gain_prior=sel.gain_prior_for(model_spec(self.evaluator.lm)),
+        )
+        run.record.update(pooled.record)
+        run.record["confirm_items"] = 0
+        run.excluded.extend(pooled.excluded)
+        n_fin = run.n_finalists
+        finalists = (
+            self.finalists(run.search, run.base, n_fin, run.unrated, run.excluded)
+            if run.n_members
+            else []
+        )
+        note = (
+            "the items the rule chose the judge on: the gain is biased upward (the rule "
+            "corrects for the number of strategies compared, not for this estimate); "
+            "evaluate on held-out test items for an unbiased estimate"
+        )
+        return Step(pooled.chosen, finalists, "validation", note, run.n_members, None, pooled)
+
+    def _by_search(self, run: ChoiceRun, split_note: str | None) -> Step:
+        """Rule ``best`` (asked for, or too few items to confirm): the best search score
+        among the strategies that rated enough of their items."""
+        sel, record = self.sel, run.record
+        record["rule"] = "best"
+        record["confirm_items"] = 0
+        if sel.rule != "best":
+            record["messages"].append(
+                f"selection: {split_note}; the judge with the best validation score "
+                "is returned, which is biased upward (winner's curse)"
             )
-            if not finalists and top is not None:
-                finalists = [top]
-            judged_on, split = search_val, "validation"
-            note = (
-                "the items the search chose the judge on: the gain is biased upward; "
-                "evaluate on held-out test items for an unbiased estimate"
+        best_trial = run.search.best_trial
+        assert best_trial is not None
+        top = self.best_rated(run.search, run.unrated, run.excluded)
+        fallback = None
+        if top is None:
+            # Every strategy was passed over: the baseline is the fallback (docs/judge.md),
+            # never the search's best, whose score rests on the few answers that parsed.
+            chosen = run.baseline
+            run.excluded[:] = [e for e in run.excluded if e["key"] not in run.baseline_keys]
+            fallback = (
+                "selection: every strategy with a search score gave no rating for more "
+                f"than max_parse_failures={self.config.max_parse_failures:g} of its "
+                "search items; the baseline is returned"
+                + (
+                    ""
+                    if trial_key(best_trial) in run.baseline_keys
+                    else f", not the search's best ({trial_key(best_trial)})"
+                )
             )
         else:
-            finalists = self.finalists(search, base, max(sel.compared, n_fin), unrated, excluded)
-            record["confirm_items"] = len(confirm_val)
-            judged_on, split = confirm_val, "confirmation"
-            note = (
-                "the confirmation items also chose among the finalists: the gain is "
-                "somewhat optimistic; evaluate on held-out test items for an unbiased "
-                "estimate"
-            )
-            chosen = baseline
-        if excluded:
-            unique = list({e["key"]: e for e in excluded}.values())
+            chosen = run.base.with_strategy(top.strategy)
+            if trial_key(top) in run.baseline_keys and run.excluded:
+                fallback = (
+                    "selection: the baseline is returned: every strategy with a better "
+                    "search score was passed over"
+                )
+        finalists = (
+            ([] if top is None else [top])
+            if run.n_members == 0
+            else self.finalists(run.search, run.base, run.n_finalists, run.unrated, run.excluded)
+        )
+        if not finalists and top is not None:
+            finalists = [top]
+        note = (
+            "the items the search chose the judge on: the gain is biased upward; "
+            "evaluate on held-out test items for an unbiased estimate"
+        )
+        return Step(chosen, finalists, "validation", note, run.n_members, fallback)
+
+    def _finalists_to_confirm(self, run: ChoiceRun, confirm_val: list[Record]) -> Step:
+        """Rules ``confirm`` and ``veto``: the finalists, judged on the confirmation items."""
+        n = max(self.sel.compared, run.n_finalists)
+        finalists = self.finalists(run.search, run.base, n, run.unrated, run.excluded)
+        run.record["confirm_items"] = len(confirm_val)
+        note = (
+            "the confirmation items also chose among the finalists: the gain is "
+            "somewhat optimistic; evaluate on held-out test items for an unbiased "
+            "estimate"
+        )
+        return Step(run.baseline, finalists, "confirmation", note, run.n_members)
+
+    def _say_passed_over(self, run: ChoiceRun, step: Step) -> None:
+        """The messages of the strategies passed over, the fallback and the pooled rule."""
+        record = run.record
+        if run.excluded:
+            unique = list({e["key"]: e for e in run.excluded}.values())
             record["excluded"] = unique
             listed = ", ".join(
-                f"{e['key']}{' (the baseline)' if e['key'] in baseline_keys else ''} "
+                f"{e['key']}{' (the baseline)' if e['key'] in run.baseline_keys else ''} "
                 f"({e['unrated']} of {e['n']}; search score {e['search_score']:.3f})"
                 for e in unique
             )
@@ -368,171 +336,172 @@ class Chooser:
                 f"max_parse_failures={self.config.max_parse_failures:g} of their search "
                 f"items (their score rests on the few answers that parsed): {listed}"
             )
-        if fallback is not None:
-            record["messages"].append(fallback)
-        if pooled is not None:
-            record["messages"].append(pooled.message)
-        if sel.guard:
-            check = run_guard(
-                sel,
-                table,
-                n_items=len(search_val),
-                ensemble=n_members,
-                anchor=anchor,
-                rule=record["rule"],
-                chose_baseline=strategy_key(chosen.strategy) == baseline_key,
-                metric=metric,
+        if step.fallback is not None:
+            record["messages"].append(step.fallback)
+        if step.pooled is not None:
+            record["messages"].append(step.pooled.message)
+
+    def _guard(self, run: ChoiceRun, step: Step) -> Step:
+        """The cross-fitted guard of the ensemble or of rule best's pick."""
+        check = run_guard(
+            self.sel,
+            run.table,
+            n_items=len(run.search_val),
+            ensemble=step.n_members,
+            anchor=run.anchor,
+            rule=run.record["rule"],
+            chose_baseline=strategy_key(step.chosen.strategy) == run.baseline_key,
+            metric=self.metric,
+        )
+        run.record["guard"] = check.record
+        run.record["messages"].append(check.message)
+        if check.passed:
+            return step
+        # No ensemble; rule best's own pick is refuted too.
+        if run.record["rule"] == "best":
+            return replace(
+                step,
+                chosen=run.baseline,
+                finalists=[],
+                fallback=step.fallback or check.message,
+                n_members=0,
             )
-            record["guard"] = check.record
-            record["messages"].append(check.message)
-            if not check.passed:  # no ensemble; rule best's own pick is refuted too
-                n_members = 0
-                if record["rule"] == "best":
-                    chosen, finalists, fallback = baseline, [], fallback or check.message
-        pairwise = base.task.mode == "pairwise"
-        level = evaluator.level
-        results: dict[str, EvalResult] = {}
+        return replace(step, n_members=0)
 
-        def judged(program: Any, desc: str) -> EvalResult:
-            key = strategy_key(program.strategy)
-            if key not in results:
-                results[key] = evaluator.stored(program, judged_on, desc=desc)
-            return results[key]
-
-        base_res = judged(baseline, f"{split}: baseline")
-        fin_progs = [base.with_strategy(t.strategy) for t in finalists]
-        fin_res = [judged(p, f"{split}: finalist {i + 1}") for i, p in enumerate(fin_progs)]
-        humans: list[Any] = [r.label if pairwise else r.scores[base.aspect] for r in judged_on]
-        groups = [r.group_id or r.id for r in judged_on] if level == "group" else None
-
-        def vector(res: EvalResult) -> list[float]:
-            items = in_order(res, judged_on)
-            return correct(items) if pairwise else item_predictions(items)
-
-        if confirm_val is not None and fin_progs:
-            confirm_n = min(sel.compared, len(fin_progs))
-            try:
-                if sel.rule == "veto":
-                    base_score = self.search_score(search, base, baseline)
-                    record["baseline_search_score"] = base_score
-                    result = veto(
-                        humans,
-                        vector(base_res),
-                        vector(fin_res[0]),
-                        search_score=finalists[0].score,
-                        baseline_search_score=base_score,
-                        key=trial_key(finalists[0]),
-                        method=metric,
-                        groups=groups,
-                        confidence=sel.confidence,
-                        n_resamples=sel.n_resamples,
-                        seed=sel.seed,
-                    )
-                else:
-                    result = choose(
-                        humans,
-                        vector(base_res),
-                        [vector(r) for r in fin_res[:confirm_n]],
-                        search_scores=[t.score for t in finalists[:confirm_n]],
-                        keys=[trial_key(t) for t in finalists[:confirm_n]],
-                        method=metric,
-                        groups=groups,
-                        confidence=sel.confidence,
-                        n_resamples=sel.n_resamples,
-                        seed=sel.seed,
-                    )
-            except ValueError as e:
-                record["messages"].append(
-                    f"selection: the confirmation failed ({e}); the baseline is kept"
-                )
-                result = None
-            if result is not None:
-                record.update(result.to_dict())
-                for f, t in zip(record["finalists"], finalists, strict=False):
-                    f["strategy"] = base.with_strategy(t.strategy).strategy.as_dict()
-                record["messages"].append(f"selection: {result.reason}")
-                if result.chosen is not None:
-                    chosen = fin_progs[result.chosen]
-        elif confirm_val is not None:
+    def _confirm(
+        self,
+        run: ChoiceRun,
+        step: Step,
+        programs: list[Any],
+        labels: tuple[list[Any], list[str] | None],
+        base_res: EvalResult,
+        results: list[EvalResult],
+        judged_on: list[Record],
+    ) -> Step:
+        """Rules ``confirm`` and ``veto`` decide on the confirmation items."""
+        sel, record, finalists = self.sel, run.record, step.finalists
+        if not programs:
             record["messages"].append(
                 "selection: every strategy other than the baseline was passed over (above); "
                 "the baseline is kept"
-                if excluded
+                if run.excluded
                 else "selection: the search found no strategy other than "
                 "the baseline with a score; the baseline is kept"
             )
-        change = sel.prior_for(model_spec(evaluator.lm))
-        if change is not None and strategy_key(chosen.strategy) == baseline_key:
-            prior = prior_fallback(
-                sel,
-                change,
-                baseline,
-                judged=judged,
-                vector=vector,
-                humans=humans,
-                groups=groups,
-                metric=metric,
-                split=split,
-                forbid=self.config.forbid,
-            )
-            record["prior_fallback"] = prior.record
-            record["messages"].append(prior.message)
-            if prior.program is not None:
-                chosen = prior.program
-        chosen_res = judged(chosen, f"{split}: chosen")
-        comparison = compare(
-            chosen_res,
-            base_res,
-            judged_on,
-            metric=metric,
-            n_resamples=sel.n_resamples,
-            seed=sel.seed,
-            note=note,
-        )
-        comparisons[split] = comparison.to_dict()
-        ensemble = None
-        if n_members:
-            members, member_res, weights = fin_progs[:n_members], fin_res[:n_members], None
-            if anchor:
-                others = [
-                    (p, r)
-                    for p, r in zip(fin_progs, fin_res, strict=True)
-                    if strategy_key(p.strategy) != baseline_key
-                ][:n_members]
-                members = [baseline, *(p for p, _ in others)]
-                member_res = [base_res, *(r for _, r in others)]
-                weights = [anchor] + [(1.0 - anchor) / max(1, len(others))] * len(others)
+            return step
+        humans, groups = labels
+        confirm_n = min(sel.compared, len(programs))
+        try:
+            if sel.rule == "veto":
+                base_score = self.search_score(run.search, run.base, run.baseline)
+                record["baseline_search_score"] = base_score
+                result = veto(
+                    humans,
+                    run.vector(base_res, judged_on),
+                    run.vector(results[0], judged_on),
+                    search_score=finalists[0].score,
+                    baseline_search_score=base_score,
+                    key=trial_key(finalists[0]),
+                    method=self.metric,
+                    groups=groups,
+                    confidence=sel.confidence,
+                    n_resamples=sel.n_resamples,
+                    seed=sel.seed,
+                )
             else:
-                # The M best by search score, the baseline among them when it ranks there
-                # (as the bank's `ensemble` rule; a tie goes to the baseline).
-                b_score = self.search_score(search, base, baseline)
-                ranked = [] if b_score is None else [(b_score, baseline, base_res)]
-                found = zip(finalists, fin_progs, fin_res, strict=True)
-                ranked += [(t.score, p, r) for t, p, r in found]
-                ranked = sorted(ranked, key=lambda x: -x[0])[:n_members]
-                members, member_res = [p for _, p, _ in ranked], [r for _, _, r in ranked]
-            ensemble = build_ensemble(
-                members,
-                member_res,
-                judged_on,
-                base_res,
-                split=split,
-                note=note,
-                record=record,
-                pairwise=pairwise,
-                metric=metric,
-                sel=sel,
-                weights=weights,
-            )
-        stats1 = lm_stats(evaluator.lm)
-        record["cost"] = {k: stats1[k] - stats0[k] for k in stats0}
-        record["cost"]["seconds"] = round(time.perf_counter() - t0, 3)
-        compiled = chosen.with_strategy(chosen.strategy)
-        warn = comparison.gain is not None and comparison.gain < 0
-        if warn:
+                result = choose(
+                    humans,
+                    run.vector(base_res, judged_on),
+                    [run.vector(r, judged_on) for r in results[:confirm_n]],
+                    search_scores=[t.score for t in finalists[:confirm_n]],
+                    keys=[trial_key(t) for t in finalists[:confirm_n]],
+                    method=self.metric,
+                    groups=groups,
+                    confidence=sel.confidence,
+                    n_resamples=sel.n_resamples,
+                    seed=sel.seed,
+                )
+        except ValueError as e:
             record["messages"].append(
-                f"selection: the returned judge scores {comparison.gain:+.3f} against the "
-                f"baseline on the {split} items"
+                f"selection: the confirmation failed ({e}); the baseline is kept"
             )
-        warn = warn or fallback is not None or record["rule"] != sel.rule
-        return Selected(compiled, record, comparisons, ensemble, warn)
+            return step
+        record.update(result.to_dict())
+        for f, t in zip(record["finalists"], finalists, strict=False):
+            f["strategy"] = run.base.with_strategy(t.strategy).strategy.as_dict()
+        record["messages"].append(f"selection: {result.reason}")
+        if result.chosen is None:
+            return step
+        return replace(step, chosen=programs[result.chosen])
+
+    def _prior_default(
+        self,
+        run: ChoiceRun,
+        step: Step,
+        labels: tuple[list[Any], list[str] | None],
+        judged_on: list[Record],
+    ) -> Step:
+        """The prior default, returned instead of a kept baseline unless refuted."""
+        change = self.sel.prior_for(model_spec(self.evaluator.lm))
+        if change is None or strategy_key(step.chosen.strategy) != run.baseline_key:
+            return step
+        humans, groups = labels
+        prior = prior_fallback(
+            self.sel,
+            change,
+            run.baseline,
+            judged=lambda program, desc: run.judged(program, desc, judged_on),
+            vector=lambda res: run.vector(res, judged_on),
+            humans=humans,
+            groups=groups,
+            metric=self.metric,
+            split=step.split,
+            forbid=self.config.forbid,
+        )
+        run.record["prior_fallback"] = prior.record
+        run.record["messages"].append(prior.message)
+        return step if prior.program is None else replace(step, chosen=prior.program)
+
+    def _ensemble(
+        self,
+        run: ChoiceRun,
+        step: Step,
+        programs: list[Any],
+        results: list[EvalResult],
+        base_res: EvalResult,
+        judged_on: list[Record],
+    ) -> JudgeEnsemble | None:
+        """The prompt ensemble of the best strategies (anchored on the baseline if asked)."""
+        n_members, anchor = step.n_members, run.anchor
+        members, member_res, weights = programs[:n_members], results[:n_members], None
+        if anchor:
+            others = [
+                (p, r)
+                for p, r in zip(programs, results, strict=True)
+                if strategy_key(p.strategy) != run.baseline_key
+            ][:n_members]
+            members = [run.baseline, *(p for p, _ in others)]
+            member_res = [base_res, *(r for _, r in others)]
+            weights = [anchor] + [(1.0 - anchor) / max(1, len(others))] * len(others)
+        else:
+            # The M best by search score, the baseline among them when it ranks there
+            # (as the bank's `ensemble` rule; a tie goes to the baseline).
+            b_score = self.search_score(run.search, run.base, run.baseline)
+            ranked = [] if b_score is None else [(b_score, run.baseline, base_res)]
+            found = zip(step.finalists, programs, results, strict=True)
+            ranked += [(t.score, p, r) for t, p, r in found]
+            ranked = sorted(ranked, key=lambda x: -x[0])[:n_members]
+            members, member_res = [p for _, p, _ in ranked], [r for _, _, r in ranked]
+        return build_ensemble(
+            members,
+            member_res,
+            judged_on,
+            base_res,
+            split=step.split,
+            note=step.note,
+            record=run.record,
+            pairwise=run.base.task.mode == "pairwise",
+            metric=self.metric,
+            sel=self.sel,
+            weights=weights,
+        )

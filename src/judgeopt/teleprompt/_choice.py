@@ -1,0 +1,173 @@
+"""The state of one choice of the compiled judge (:meth:`Chooser.select`): what it returns
+(:class:`Selected`), where it stands (:class:`Step`) and what it holds (:class:`ChoiceRun`:
+the selection record, the strategies passed over, the validation table and every judged
+result, each made once)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..data import Record
+from ..evaluate import EvalResult, ItemResult, correct, item_predictions
+from ..judge import JudgeEnsemble
+from ..search import SearchStrategy
+from ._journal import strategy_key
+from ._pooling import PooledChoice, ValidationTable, validation_table
+
+__all__ = ["ChoiceRun", "Selected", "Step", "in_order", "lm_stats", "trial_key"]
+
+
+def lm_stats(lm: Any) -> dict[str, int]:
+    """The LM's call and token counters (zeros for an LM without ``stats()``)."""
+    fn = getattr(lm, "stats", None)
+    st = fn() if callable(fn) else None
+    keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+    return {k: int(getattr(st, k, 0) or 0) for k in keys}
+
+
+def trial_key(trial: Any) -> str:
+    """How the compile names a search trial in its messages and its selection record
+    (``#1`` is the first, as in the summary table; the journal's numbers start at 0)."""
+    return f"#{trial.number + 1}"
+
+
+def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
+    """The items of ``res`` in the order of ``records``."""
+    by_id = {i.id: i for i in res.items}
+    return [by_id[r.id] for r in records]
+
+
+@dataclass(frozen=True)
+class Selected:
+    """The outcome of :meth:`Chooser.select`.
+
+    Attributes:
+        judge: The chosen judge (a fresh copy, without compile results).
+        record: How it was chosen (the ``selection`` of the compile's report).
+        comparisons: Split name -> the chosen judge against the baseline.
+        ensemble: The prompt ensemble, when one was asked for and could be built.
+        warn: Whether the record's messages are warnings (a rule fell back, or the chosen
+            judge scores below the baseline).
+    """
+
+    judge: Any
+    record: dict[str, Any]
+    comparisons: dict[str, dict[str, Any]]
+    ensemble: JudgeEnsemble | None
+    warn: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where a choice stands: the judge chosen so far, the finalists to judge, the items
+    the comparison is made on (``validation`` or ``confirmation``) with its caveat, the
+    ensemble's size, the fallback's message (a warning) and a pooled rule's choice."""
+
+    chosen: Any
+    finalists: list[Any]
+    split: str
+    note: str
+    n_members: int
+    fallback: str | None = None
+    pooled: PooledChoice | None = None
+
+
+class ChoiceRun:
+    """The state of one ``Chooser.select`` (``chooser`` gives its ``config``, ``sel`` and
+    ``evaluator``): the selection record, the strategies passed
+    over, the validation table (built once), every judged result (judged once) and the
+    cost counters."""
+
+    def __init__(
+        self,
+        chooser: Any,
+        search: SearchStrategy,
+        base: Any,
+        baseline: Any,
+        search_val: list[Record],
+        summaries: Sequence[Mapping[str, Any]],
+    ) -> None:
+        config, sel = chooser.config, chooser.sel
+        self.chooser, self.search, self.base, self.baseline = chooser, search, base, baseline
+        self.search_val = search_val
+        self.stats0, self.t0 = lm_stats(chooser.evaluator.lm), time.perf_counter()
+        self.anchor = config.ensemble_anchor
+        self.n_members = config.ensemble if config.ensemble >= (1 if self.anchor else 2) else 0
+        # An anchored ensemble takes the n best strategies other than the baseline: one
+        # finalist more, in case the baseline is among the best.
+        self.n_finalists = self.n_members + 1 if self.anchor and self.n_members else self.n_members
+        self.record: dict[str, Any] = {
+            "rule": sel.rule,
+            **sel.model_dump(mode="json"),
+            "search_items": len(search_val),
+            "messages": [],
+        }
+        self.unrated = {
+            int(s["number"]): (
+                int(s.get("parse_failures") or 0) + int(s.get("call_failures") or 0),
+                int(s.get("n") or 0),
+            )
+            for s in summaries
+        }
+        self.excluded: list[dict[str, Any]] = []
+        self.baseline_key = strategy_key(baseline.strategy)
+        self.baseline_keys = {
+            trial_key(t)
+            for t in search.trials
+            if strategy_key(base.with_strategy(t.strategy).strategy) == self.baseline_key
+        }
+        self._results: dict[str, EvalResult] = {}
+
+    @functools.cache  # noqa: B019 - one run, one table
+    def table(self) -> ValidationTable:
+        """Every strategy's stored ratings on the search's items (built once)."""
+        return validation_table(
+            self.chooser.evaluator,
+            self.search,
+            self.base,
+            self.baseline,
+            self.search_val,
+            unrated=self.unrated,
+            max_parse_failures=self.chooser.config.max_parse_failures,
+            key_of=trial_key,
+            seed=self.chooser.sel.seed,
+        )
+
+    def judged(self, program: Any, desc: str, records: list[Record]) -> EvalResult:
+        """``program`` on ``records`` (the run's comparison items), judged once."""
+        key = strategy_key(program.strategy)
+        if key not in self._results:
+            self._results[key] = self.chooser.evaluator.stored(program, records, desc=desc)
+        return self._results[key]
+
+    def labels(self, records: list[Record]) -> tuple[list[Any], list[str] | None]:
+        """The human scores (or labels) of ``records`` and their groups at group level."""
+        pairwise = self.base.task.mode == "pairwise"
+        humans = [r.label if pairwise else r.scores[self.base.aspect] for r in records]
+        group_level = self.chooser.evaluator.level == "group"
+        return humans, [r.group_id or r.id for r in records] if group_level else None
+
+    def vector(self, res: EvalResult, records: list[Record]) -> list[float]:
+        """A judge's predictions (pairwise: correct or not) in the order of ``records``."""
+        items = in_order(res, records)
+        return correct(items) if self.base.task.mode == "pairwise" else item_predictions(items)
+
+    def finish(self, step: Step, comparison: Any, ensemble: JudgeEnsemble | None) -> Selected:
+        """The record's cost and last warning, and the outcome."""
+        record, sel = self.record, self.chooser.sel
+        stats1 = lm_stats(self.chooser.evaluator.lm)
+        record["cost"] = {k: stats1[k] - self.stats0[k] for k in self.stats0}
+        record["cost"]["seconds"] = round(time.perf_counter() - self.t0, 3)
+        warn = comparison.gain is not None and comparison.gain < 0
+        if warn:
+            record["messages"].append(
+                f"selection: the returned judge scores {comparison.gain:+.3f} against the "
+                f"baseline on the {step.split} items"
+            )
+        warn = warn or step.fallback is not None or record["rule"] != sel.rule
+        compiled = step.chosen.with_strategy(step.chosen.strategy)
+        return Selected(compiled, record, {step.split: comparison.to_dict()}, ensemble, warn)
