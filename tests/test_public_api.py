@@ -31,6 +31,22 @@ def test_search_core_imports_no_llm_stack() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_the_command_lines_help_loads_no_llm_stack_and_no_scipy() -> None:
+    """``judgeopt --help`` (and every subcommand's parser) is built without DSPy, LiteLLM or
+    scipy: their imports took seconds before anything was printed."""
+    code = (
+        "import sys\n"
+        "from judgeopt.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('dspy', 'litellm', 'scipy', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "compile" in out.stdout and out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_every_library_exception_derives_from_judgeopt_error() -> None:
     """One exception tree: each exception class judgeopt defines has JudgeoptError as a base
     (and keeps its built-in base, so ``except ValueError`` still catches what it caught)."""

@@ -18,8 +18,10 @@ class _Stopped(Exception):
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     # lazy: judgeopt.lm loads DSPy and LiteLLM
-    from ..lm import DEFAULT_SERVE_SETTINGS, parse_local_model, start_servers
+    from ..lm import DEFAULT_SERVE_SETTINGS, ENGINES, parse_local_model, start_servers
 
+    if args.engine not in ENGINES:
+        raise CLIError(f"--engine must be one of {sorted(ENGINES)}; got {args.engine!r}")
     try:
         model = parse_local_model(args.model) or args.model
     except ValueError as e:
@@ -115,7 +117,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Subparsers) -> None:
     """Add ``judgeopt serve``."""
-    from ..lm import ENGINES  # lazy: judgeopt.lm loads DSPy and LiteLLM
+    from ..lm import SERVE_ENGINES  # one light module of judgeopt.lm (no DSPy)
 
     sv = sub.add_parser(
         "serve",
@@ -157,7 +159,7 @@ def add_parser(sub: Subparsers) -> None:
     )
     sv.add_argument(
         "--engine",
-        choices=sorted(ENGINES),
+        metavar="{" + ",".join(sorted(SERVE_ENGINES)) + "}",
         default="llama.cpp",
         help="inference runtime: llama.cpp (default) or vllm (needs a vLLM "
         "environment: $JUDGEOPT_VLLM_PYTHON, see scripts/install_vllm.sh)",

@@ -67,6 +67,7 @@ _LAZY: dict[str, str] = {
     "ensure_local_model": "_models",
     "local_model_dir": "_models",
     "parse_local_model": "_models",
+    "SERVE_ENGINES": "_router_config",
     "RouterConfig": "_router_config",
     "RouterConfigError": "_router_config",
     "RouterDeployment": "_router_config",
@@ -107,6 +108,7 @@ __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODELS",
     "RECOMMENDED_PARALLEL",
+    "SERVE_ENGINES",
     "DeploymentStats",
     "JudgeLM",
     "LMAuthError",
@@ -187,6 +189,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
     )
     from ._router import RouterLM
     from ._router_config import (
+        SERVE_ENGINES,
         RouterConfig,
         RouterConfigError,
         RouterDeployment,

@@ -27,6 +27,7 @@ from ._router_checks import (
 )
 
 __all__ = [
+    "SERVE_ENGINES",
     "MODEL_ID_KEY",
     "PER_DEPLOYMENT_CONCURRENCY",
     "ROUTER_PREFIX",
@@ -40,6 +41,10 @@ __all__ = [
     "parse_router_model",
     "write_router_config",
 ]
+
+#: The inference servers ``judgeopt serve`` starts (:data:`judgeopt.lm.ENGINES` holds how);
+#: named here, in a module without DSPy, so the command line can list them cheaply.
+SERVE_ENGINES: tuple[str, ...] = ("llama.cpp", "vllm")
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from .._validation import check_int
 from ._llama_load import gguf_identity
 from ._models import LOCAL_MODELS
-from ._router_config import ROUTER_PREFIX, write_router_config
+from ._router_config import ROUTER_PREFIX, SERVE_ENGINES, write_router_config
 from ._server import start_llama_server
 from ._vllm import start_vllm_server
 
@@ -101,6 +101,7 @@ ENGINES: dict[str, Engine] = {
     "llama.cpp": Engine("llama.cpp", _start_llama, _llama_model_id),
     "vllm": Engine("vllm", _start_vllm, _vllm_model_id),
 }
+assert tuple(ENGINES) == SERVE_ENGINES  # the names the command line lists
 
 #: Router settings written for local replicas: spread requests by the fewest in flight,
 #: retry a failed request on another replica, and take a replica that failed out of the

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 # scipy ships no type information unless scipy-stubs is installed.
-from scipy import stats  # type: ignore[import-untyped, unused-ignore]
-
 from judgeopt.metrics._validation import (
     FloatArray,
     Groups,
@@ -50,6 +49,14 @@ __all__ = [
 _KENDALL_VECTOR_MAX_PAIRS = 5_000
 # Largest number of (row, pair) cells materialised at once by the vectorised path.
 _KENDALL_CELL_BUDGET = 1_000_000
+
+
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use: it takes about half a second to import,
+    which every ``judgeopt`` command (``--help`` included) would pay otherwise."""
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ def _kendall_rows(x: FloatArray, y: FloatArray) -> FloatArray:
         xb = np.broadcast_to(x, (n_rows, n))
         yb = np.broadcast_to(y, (n_rows, n))
         return np.array(
-            [float(stats.kendalltau(xb[k], yb[k]).statistic) for k in range(n_rows)],
+            [float(_scipy_stats().kendalltau(xb[k], yb[k]).statistic) for k in range(n_rows)],
             dtype=np.float64,
         )
     i, j = np.triu_indices(n, k=1)
@@ -150,8 +157,8 @@ def rowwise_correlation(x: FloatArray, y: FloatArray, method: Method) -> FloatAr
     if method == "pearson":
         out[valid] = _pearson_rows(xv, yv)
     elif method == "spearman":
-        rx = np.asarray(stats.rankdata(xv, axis=1), dtype=np.float64)
-        ry = np.asarray(stats.rankdata(yv, axis=1), dtype=np.float64)
+        rx = np.asarray(_scipy_stats().rankdata(xv, axis=1), dtype=np.float64)
+        ry = np.asarray(_scipy_stats().rankdata(yv, axis=1), dtype=np.float64)
         out[valid] = _pearson_rows(rx, ry)
     else:
         out[valid] = _kendall_rows(xv, yv)

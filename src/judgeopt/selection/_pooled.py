@@ -39,8 +39,6 @@ from typing import Any
 import numpy as np
 
 # scipy ships no type information unless scipy-stubs is installed.
-from scipy import stats  # type: ignore[import-untyped, unused-ignore]
-
 from ._rules import choose, veto
 from ._split import confirmation_split
 from ._table import (
@@ -69,6 +67,14 @@ __all__ = [
     "veto_rule",
     "with_fallback",
 ]
+
+
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use: it takes about half a second to import,
+    which every ``judgeopt`` command (``--help`` included) would pay otherwise."""
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]
+
+    return stats
 
 
 def _combination(data: RuleInput, members: Sequence[int], weights: Sequence[float]) -> Pick:
@@ -191,7 +197,7 @@ def lcb_rule(data: RuleInput, *, alpha: float = 0.2, n_resamples: int = 200) -> 
     choosing among them); the baseline unless that bound is above 0."""
     gains, se = _gains(data, n_resamples)
     k = max(1, gains.size - 1)
-    z = float(stats.norm.ppf(1.0 - alpha / k))
+    z = float(_scipy_stats().norm.ppf(1.0 - alpha / k))
     lower = gains - z * se
     lower[data.baseline] = 0.0
     i = _argmax(lower, data.baseline)
@@ -287,7 +293,7 @@ def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
     rows = list(range(data.preds.shape[0]))
     base = _combination(data, rows, [1.0] * len(rows))
     z = (impute(data.preds) - np.asarray(base.center)[:, None]) / np.asarray(base.scale)[:, None]
-    y = stats.rankdata(data.human)
+    y = _scipy_stats().rankdata(data.human)
     y = (y - y.mean()) / (y.std() or 1.0)
     n = y.size
     beta = np.linalg.solve(z @ z.T + ridge * n * np.eye(len(rows)), z @ y)

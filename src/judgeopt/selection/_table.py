@@ -18,14 +18,20 @@ import numpy as np
 import numpy.typing as npt
 
 # scipy ships no type information unless scipy-stubs is installed.
-from scipy import stats  # type: ignore[import-untyped, unused-ignore]
-
 from ..scoring import combine_z
 
 __all__ = ["Pick", "RuleInput", "bootstrap_scores", "column_scores", "impute"]
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
+
+
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use: it takes about half a second to import,
+    which every ``judgeopt`` command (``--help`` included) would pay otherwise."""
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]
+
+    return stats
 
 
 def impute(preds: FloatArray) -> FloatArray:
@@ -43,8 +49,8 @@ def impute(preds: FloatArray) -> FloatArray:
 def _rank_corr(h: FloatArray, p: FloatArray) -> FloatArray:
     """Spearman correlation of ``h`` (..., n) with each row of ``p`` (..., n), last axis;
     ``nan`` where either side is constant."""
-    rh = stats.rankdata(h, axis=-1)
-    rp = stats.rankdata(p, axis=-1)
+    rh = _scipy_stats().rankdata(h, axis=-1)
+    rp = _scipy_stats().rankdata(p, axis=-1)
     rh = rh - rh.mean(axis=-1, keepdims=True)
     rp = rp - rp.mean(axis=-1, keepdims=True)
     num = (rh * rp).sum(axis=-1)
