@@ -13,6 +13,15 @@ from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.testing import ScriptedLM
 
 
+def judged(respond: Any) -> Any:
+    """``respond`` for the judge calls; the check call ``evaluate`` makes first is answered
+    without counting as one (the responders below count calls)."""
+    from judgeopt.evaluate import ENDPOINT_CHECK
+
+    check = [dict(m) for m in ENDPOINT_CHECK]
+    return lambda messages: "OK" if list(messages) == check else respond(messages)
+
+
 def test_evaluate_items_writes_prediction_raw_status_human(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -24,7 +33,7 @@ def test_evaluate_items_writes_prediction_raw_status_human(
         text = next(answers)
         return RuntimeError("boom") if text == "[[2]]" else text
 
-    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond).lm)
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(respond)).lm)
     task = load_task("topical_chat")
     path = tmp_path / "judge.json"
     JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
@@ -63,7 +72,7 @@ def test_evaluate_items_writes_prediction_raw_status_human(
     # With --baseline both judges' items are written, labelled.
     answers = iter(["[[2]]", "[[3]]"] * 8)
     monkeypatch.setattr(
-        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(lambda m: next(answers)).lm
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(lambda m: next(answers))).lm
     )
     assert (
         main(
@@ -120,7 +129,7 @@ def test_evaluate_with_most_answers_unrated_is_not_trustworthy(
     summary = tmp_path / "summary.json"
     args = ["--limit", "16", "--threads", "1", "--items", str(items), "--json", str(summary)]
     monkeypatch.setattr(
-        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with({1, 2, 3})).lm
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(respond_with({1, 2, 3}))).lm
     )
     assert _evaluate(path, data, *args) == EXIT_UNTRUSTED == 1
     out, err = capsys.readouterr()
@@ -131,12 +140,14 @@ def test_evaluate_with_most_answers_unrated_is_not_trustworthy(
     assert len(items.read_text().splitlines()) == 16 and summary.is_file()
     # A looser gate accepts it; a judge that rated 13 of 16 passes the default one.
     monkeypatch.setattr(
-        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with({1, 2, 3})).lm
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(respond_with({1, 2, 3}))).lm
     )
     assert _evaluate(path, data, *args, "--max-parse-failures", "0.9") == 0
     assert "problem" not in capsys.readouterr().err
     monkeypatch.setattr(
-        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(set(range(4, 17)))).lm
+        judgeopt.lm,
+        "make_lm",
+        lambda model, **kw: ScriptedLM(judged(respond_with(set(range(4, 17))))).lm,
     )
     assert _evaluate(path, data, *args) == 0
     assert "problem" not in capsys.readouterr().err
@@ -146,7 +157,9 @@ def test_evaluate_with_most_answers_unrated_is_not_trustworthy(
         explains = "Begin your evaluation by providing" in str(messages[-1]["content"])
         return "It reads well enough." if explains else "Rating: [[2]]"  # the baseline explains
 
-    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judge_rates).lm)
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(judge_rates)).lm
+    )
     assert _evaluate(path, data, "--limit", "16", "--baseline") == 0
     err = capsys.readouterr().err
     assert "problem: the baseline gave no rating for 16 of 16" in err
@@ -171,7 +184,7 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
         os.kill(os.getpid(), signal.SIGTERM)
         return "[[2]]"
 
-    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond).lm)
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(respond)).lm)
     task = load_task("topical_chat")
     path = tmp_path / "judge.json"
     JudgeProgram(task, "naturalness", baseline_strategy(task).replace(cot="none")).save(path)
@@ -200,7 +213,7 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
     def ctrl_c(messages: list[dict[str, Any]]) -> str:
         raise KeyboardInterrupt  # what Python's SIGINT handler raises
 
-    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(ctrl_c).lm)
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(judged(ctrl_c)).lm)
     assert (
         main(
             [

@@ -842,6 +842,31 @@ def test_check_call_gives_up_after_its_own_short_timeout(
         assert status == 3 and 1.5 < elapsed < 8.0, (status, elapsed, err_text)
         assert "does not answer a check call made before the search" in err_text
         assert not (tmp_path / "judge.json").exists()
+        # ... and `evaluate --check-timeout 2` on an exported judge: exit 3, no item judged.
+        exported = tmp_path / "exported.json"
+        JudgeProgram(load_task("topical_chat"), ASPECT).save(exported)
+        t0 = time.monotonic()
+        status = main(
+            [
+                "evaluate",
+                str(exported),
+                "--data",
+                str(data_path),
+                "--limit",
+                "4",
+                "--model",
+                "openai/x",
+                "--api-base",
+                f"http://127.0.0.1:{server.port}/v1",
+                "--check-timeout",
+                "2",
+                "--no-progress",
+            ]  # fmt: skip
+        )
+        elapsed = time.monotonic() - t0
+        err_text = capsys.readouterr().err
+        assert status == 3 and 1.5 < elapsed < 8.0, (status, elapsed, err_text)
+        assert "does not answer a check call made before evaluating" in err_text
     finally:
         server.close()
 

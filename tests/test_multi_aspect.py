@@ -99,6 +99,16 @@ def test_aspects_all_and_mistakes(shared_data: Path, tmp_path: Path, fake_lm, ca
     assert "more than once" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         _compile(data, tmp_path / "z", "--aspect", "coherence", "--aspects", "all")
+    # One aspect into a directory: --aspects writes the index; --aspect needs a .json file,
+    # refused before any call (and no checkpoint left to block the next run).
+    calls_before = len(fake_lm)
+    assert _compile(data, tmp_path / "one", "--aspect", "coherence") == 2
+    assert "a file ending in .json" in capsys.readouterr().err
+    assert len(fake_lm) == calls_before and not (tmp_path / "one.ckpt").exists()
+    assert _compile(data, tmp_path / "one", "--aspects", "coherence") == 0
+    assert json.loads((tmp_path / "one" / "index.json").read_text())["judges"] == {
+        "coherence": "coherence.json"
+    }
     bad = tmp_path / "index.json"
     bad.write_text(json.dumps({"format": "judgeopt-index", "judges": {}}))
     with pytest.raises(ValueError, match="`judges` must be a non-empty object"):

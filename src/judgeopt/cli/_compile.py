@@ -48,6 +48,25 @@ def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
     return names
 
 
+def _optimizer(search_class: Any, preset: Any, args: argparse.Namespace, **run: Any) -> Any:
+    """The teleprompter of the command's preset and options (``run``: the settings of one
+    run: threads, checkpoint, progress, restart)."""
+    return search_class.from_config(
+        preset,
+        budget=args.budget,
+        seed=args.seed,
+        racing=args.racing,
+        selection=args.selection,
+        guard=args.guard,
+        ensemble=args.ensemble,
+        ensemble_anchor=args.ensemble_anchor,
+        max_consecutive_failures=args.max_consecutive_failures,
+        max_parse_failures=args.max_parse_failures,
+        check_timeout=args.check_timeout,
+        **run,
+    )
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     # lazy: judgeopt.judge and judgeopt.teleprompt load DSPy
     from ..judge import ArtifactStore, load_task
@@ -62,27 +81,21 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         task = load_task(args.task)
         aspects = _compile_aspects(args, task)
         preset = load_optimizer(args.optimizer)
-        JudgeSearch.from_config(
-            preset,
-            budget=args.budget,
-            seed=args.seed,
-            racing=args.racing,
-            selection=args.selection,
-            guard=args.guard,
-            ensemble=args.ensemble,
-            ensemble_anchor=args.ensemble_anchor,
-            max_consecutive_failures=args.max_consecutive_failures,
-            max_parse_failures=args.max_parse_failures,
-            check_timeout=args.check_timeout,
-        )  # validate before loading a model
+        _optimizer(JudgeSearch, preset, args)  # validate before loading a model
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise CLIError(str(e)) from e
-    several = len(aspects) > 1
+    # --aspects always writes an index directory (even of one aspect); --aspect a,b too.
+    several = len(aspects) > 1 or args.aspects is not None
     root = Path(args.out)
     if several and root.suffix == ".json":
         raise CLIError(
-            f"with several aspects ({', '.join(aspects)}), --out names a directory "
+            f"with --aspects (here {', '.join(aspects)}), --out names a directory "
             f"(one judge per aspect plus index.json); got {args.out!r}"
+        )
+    if not several and root.suffix != ".json":
+        raise CLIError(
+            f"--out names the exported judge, a file ending in .json, for one aspect; got "
+            f"{args.out!r} (--aspects {aspects[0]} writes an index directory instead)"
         )
     # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = lm_from_args(args)
@@ -101,21 +114,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             else f"{out}.ckpt"
         )
         try:
-            optimizer = JudgeSearch.from_config(
+            optimizer = _optimizer(
+                JudgeSearch,
                 preset,
-                budget=args.budget,
-                seed=args.seed,
+                args,
                 threads=args.threads,
                 checkpoint_dir=ckpt,
                 progress=not args.no_progress,
-                racing=args.racing,
-                selection=args.selection,
-                guard=args.guard,
-                ensemble=args.ensemble,
-                ensemble_anchor=args.ensemble_anchor,
-                max_consecutive_failures=args.max_consecutive_failures,
-                max_parse_failures=args.max_parse_failures,
-                check_timeout=args.check_timeout,
                 restart=args.restart,
             )
         except ValueError as e:

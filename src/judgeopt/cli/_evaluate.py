@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluate import check_label_spread, check_records, evaluate, evaluate_against
+from ..evaluate import (
+    CHECK_TIMEOUT,
+    check_endpoint,
+    check_label_spread,
+    check_records,
+    evaluate,
+    evaluate_against,
+)
 from ..search import Strategy
 from ._common import (
     EXIT_UNTRUSTED,
@@ -21,6 +28,7 @@ from ._common import (
     lm_from_args,
     load_data,
     positive_int,
+    seconds,
     share,
 )
 
@@ -61,6 +69,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise CLIError(str(e)) from e
     _, lm = lm_from_args(args, judge.model_name)
     judge.lm = lm
+    # One short call first, as compile and grid make: a dead or hung endpoint stops here
+    # (exit 3) in seconds, not after every item's timeout.
+    check_endpoint(lm, timeout=args.check_timeout, before="evaluating")
     other: Any = None
     labels = ("baseline", Path(args.judge).name)
     if args.baseline:
@@ -80,6 +91,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             other.lm = lm
         else:
             _, other.lm = lm_from_args(args, other.model_name)
+            check_endpoint(other.lm, timeout=args.check_timeout, before="evaluating")
         labels = (Path(args.compare).name, Path(args.judge).name)
     try:
         if other is None:
@@ -277,6 +289,14 @@ def add_evaluate_parser(sub: Subparsers) -> None:
         metavar="SHARE",
         help="largest share of the judge's answers without a rating before evaluate "
         "exits with 1, as compile does (default: compile's, 0.25)",
+    )
+    e.add_argument(
+        "--check-timeout",
+        type=seconds,
+        default=CHECK_TIMEOUT,
+        metavar="SECONDS",
+        help="how long the check call made before judging waits for the endpoint's answer "
+        f"({CHECK_TIMEOUT:g}; the judge calls keep their own timeout)",
     )
     e.add_argument(
         "--max-consecutive-failures",
