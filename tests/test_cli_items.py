@@ -207,7 +207,12 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
         )
         == 130
     )
-    assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (SIGTERM)"
+    # The plan printed before judging, then the one line of the stop.
+    plan, stop = capsys.readouterr().err.strip().splitlines()
+    assert (
+        plan.startswith("judgeopt evaluate: plan (")
+        and stop == "judgeopt evaluate: stopped (SIGTERM)"
+    )
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
     def ctrl_c(messages: list[dict[str, Any]]) -> str:
@@ -232,7 +237,9 @@ def test_a_command_stopped_by_sigterm_exits_130_with_one_line(
         )
         == 130
     )
-    assert capsys.readouterr().err.strip() == "judgeopt evaluate: stopped (Ctrl-C)"
+    plan, stop = capsys.readouterr().err.strip().splitlines()
+    assert plan.startswith("judgeopt evaluate: plan (")
+    assert stop == "judgeopt evaluate: stopped (Ctrl-C)"
 
 
 def test_evaluate_on_a_csv_without_a_column_names_the_file(

@@ -307,6 +307,23 @@ def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
             print(line)
 
 
+def _planned_and_spent(res: Any) -> str:
+    """The search's plan (made before its first call) beside what this run spent on it."""
+    from ..evaluate import duration
+
+    plan = res.plan
+    planned = (
+        f"planned {plan['calls']:,} calls at most, "
+        f"{plan['prompt_tokens'] + plan['completion_tokens']:,} tokens"
+        + (f", {duration(plan['seconds'])} one call at a time" if plan["seconds"] else "")
+    )
+    spent = (
+        f"the search made {res.calls:,} calls ({res.prompt_tokens + res.completion_tokens:,} "
+        f"tokens), the choice {res.selection_calls:,}; the run took {duration(res.seconds)}"
+    )
+    return f"cost: {planned}; {spent}"
+
+
 def _print_compile_summary(judge: Any, ensemble: Any) -> None:
     res = judge.search_result
     sel = judge.selection or {}
@@ -326,6 +343,8 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
         f"{best} ({res.calls} calls{resumed}, {res.prompt_tokens + res.completion_tokens} "
         f"tokens, {res.seconds:.0f} s{' in this run' if resumed else ''})"
     )
+    if res.plan is not None:
+        print(f"  {_planned_and_spent(res)}")
     print(
         f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "
         "the first)"

@@ -94,6 +94,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             check_endpoint(other.lm, timeout=args.check_timeout, before="evaluating")
         labels = (Path(args.compare).name, Path(args.judge).name)
     try:
+        _print_plan(args, [judge] if other is None else [judge, other], records)
+    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
+        print(f"judgeopt evaluate: no cost plan ({e})", file=sys.stderr)
+    try:
         if other is None:
             result = evaluate(
                 judge,
@@ -134,6 +138,33 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         n = _write_items(args.items, runs, records)
         print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
     return _gate(args, result, None if other is None else ref, labels)
+
+
+#: Items whose prompts are counted for the plan (a sample of a larger file).
+PLAN_ITEMS = 50
+
+
+def _print_plan(args: argparse.Namespace, judges: Sequence[Any], records: Sequence[Any]) -> None:
+    """Print what judging ``records`` will cost (stderr) before the first judge call."""
+    from ..evaluate import call_cost, plan_cost, time_judgement
+
+    explain = bool(args.explanations)
+    step = max(1, len(records) // PLAN_ITEMS)
+    sample = list(records[::step][:PLAN_ITEMS])
+    parts, timing = [], None
+    for judge in judges:
+        # The judge's first item is judged and timed (it is read back from the cache).
+        timing = time_judgement(judge, records, judge.lm, explain=explain) or timing
+        parts.append(
+            (call_cost(judge, sample, judge.lm, timing=timing, explain=explain), len(records))
+        )
+    what = (
+        f"{len(judges)} judges on {len(records)} items"
+        if len(judges) > 1
+        else f"{len(records)} items"
+    )
+    plan = plan_cost(parts, judges[0].lm, timing=timing, what=what)
+    print(f"judgeopt evaluate: {plan.line()}", file=sys.stderr, flush=True)
 
 
 def _gate(args: argparse.Namespace, result: Any, ref: Any, labels: tuple[str, str]) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..analysis import (
     load_results,
     write_report,
 )
-from ..evaluate import CHECK_TIMEOUT
+from ..evaluate import CHECK_TIMEOUT, CallCost, check_endpoint
 from ..grid import (
     GridConfig,
     GridError,
@@ -130,6 +131,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     args.resume_hint = (
         f"the strategies finished so far are in {args.out}: run the same command to resume"
     )
+    check_endpoint(program.lm, timeout=args.check_timeout, before="the grid")
+    try:
+        _print_plan(program, space, records)
+    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
+        print(f"grid: no cost plan ({e})", file=sys.stderr)
     try:
         result = run_grid(
             program,
@@ -143,7 +149,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             keep_outputs=args.keep_outputs,
             overwrite=args.overwrite,
-            check_timeout=args.check_timeout,
+            check=False,  # made above, before the plan's timed judgement
             max_consecutive_failures=args.max_consecutive_failures,
         )
     except GridError as e:
@@ -163,6 +169,31 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         )
     print(f"wrote {result.table} and {result.items}")
     return 0
+
+
+#: Strategies of the grid whose prompts are counted for the plan, and items of each.
+PLAN_STRATEGIES, PLAN_ITEMS = 24, 8
+
+
+def _print_plan(program: Any, space: Any, records: Sequence[Any]) -> None:
+    """Print what the grid will cost (stderr) before its first judge call: the mean cost of
+    up to :data:`PLAN_STRATEGIES` of its strategies, spread evenly over the space."""
+    from ..evaluate import call_cost, plan_cost, time_judgement
+
+    lm = program.lm
+    step = max(1, space.size // PLAN_STRATEGIES)
+    drawn = [space.from_index(i) for i in range(0, space.size, step)][:PLAN_STRATEGIES]
+    items = list(records[:PLAN_ITEMS])
+    timing = time_judgement(program.with_strategy(drawn[0]), records, lm)
+    costs = [call_cost(program.with_strategy(s), items, lm, timing=timing) for s in drawn]
+    mean = CallCost(
+        calls=sum(c.calls for c in costs) / len(costs),
+        prompt_tokens=sum(c.prompt_tokens for c in costs) / len(costs),
+        completion_tokens=sum(c.completion_tokens for c in costs) / len(costs),
+    )
+    what = f"{space.size} strategies on {len(records)} items"
+    plan = plan_cost([(mean, space.size * len(records))], lm, timing=timing, what=what)
+    print(f"grid: {plan.line()}", file=sys.stderr, flush=True)
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

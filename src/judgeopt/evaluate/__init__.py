@@ -3,7 +3,8 @@
 :func:`evaluate` judges every record (:mod:`._run`) after checking that the records fit the
 judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._results`);
 :func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`);
-:func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`).
+:func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`);
+:class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
+from ._plan import CallCost, CostPlan, Timing, call_cost, duration, plan_cost, time_judgement
 from ._pool import CallPool
 from ._results import (
     EvalResult,
@@ -26,21 +28,28 @@ from ._run import default_threads, evaluate, evaluate_retrying
 __all__ = [
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",
+    "CallCost",
     "CallPool",
     "Comparison",
+    "CostPlan",
     "EvalResult",
     "ItemResult",
+    "Timing",
+    "call_cost",
     "check_endpoint",
     "check_label_spread",
     "check_records",
     "compare",
     "correct",
     "default_threads",
+    "duration",
     "ensemble_result",
     "evaluate",
     "evaluate_against",
     "evaluate_retrying",
     "item_predictions",
     "merge_results",
+    "plan_cost",
     "score_items",
+    "time_judgement",
 ]

@@ -45,7 +45,7 @@ from ._prexme import (
     render_prexme,
 )
 from ._prexme import resolve_value as resolve_prexme_value
-from ._program import JudgeAdapter, JudgeProgram, NoLMError
+from ._program import ARTIFACTS_KEY, JudgeAdapter, JudgeProgram, NoLMError
 from ._records import to_records
 from ._render import (
     criteria_for,
@@ -61,6 +61,7 @@ from ._vocabulary import RESERVED as RESERVED_FIELDS
 
 __all__ = [
     "ANY_ASPECT",
+    "ARTIFACTS_KEY",
     "RESERVED_FIELDS",
     "ONE_SHOT_BASE_PROMPTS",
     "ZERO_SHOT_BASE_PROMPTS",

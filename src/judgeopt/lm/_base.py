@@ -18,7 +18,7 @@ from typing import Any
 from dspy.utils.callback import with_callbacks
 
 from ._cache import LMCache, cache_key
-from ._spend import SpendLimit
+from ._spend import SpendLimit, prompt_tokens_of
 from ._stats import LMStats, StatsRecorder
 
 __all__ = ["AttrDict", "JudgeoptLMMixin", "attributes", "resolve_cache", "to_plain", "usage_of"]
@@ -220,6 +220,14 @@ class JudgeoptLMMixin:
     def priced_model(self) -> str | None:
         """The LiteLLM model string a price is looked up for (``None``: none known)."""
         return str(self.model)
+
+    def count_prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The prompt tokens ``messages`` make on this model, without a call.
+
+        By LiteLLM's tokenizer for the model (a close estimate for models it does not know:
+        about 4 characters a token); the embedded model counts with its own vocabulary.
+        """
+        return prompt_tokens_of(self.priced_model() or "", messages)
 
     @property
     def response_cache(self) -> LMCache | None:

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from ._errors import (
     overflow_from_llama,
 )
 from ._llama_batch import BatchEngine, EngineClosed, batch_width
-from ._llama_decode import Sampling, greedy_with_logprobs
+from ._llama_decode import Sampling, chat_prompt, greedy_with_logprobs
 from ._llama_load import LlamaHandle as _Handle
 from ._llama_load import _handles as _handles  # tests release loaded models through it
 from ._llama_load import (
@@ -251,6 +251,18 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
     def priced_model(self) -> str | None:
         """``None``: the embedded model has no price (it runs here)."""
         return None
+
+    def count_prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The prompt tokens of ``messages``, exactly: the model's chat template applied and
+        tokenized (loads the model); estimated as any model's when the chat handler builds
+        no token prompt."""
+        handle = self._get_handle()
+        try:
+            with handle.lock:
+                tokens, _ = chat_prompt(handle.llama, messages)
+        except Exception:  # noqa: BLE001 - a chat handler without a token prompt: estimate
+            return super().count_prompt_tokens(messages)
+        return len(tokens)
 
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]

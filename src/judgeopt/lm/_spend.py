@@ -25,7 +25,13 @@ from .._errors import JudgeoptError
 from .._signals import SpendLimitReached
 from .._validation import check_int, check_number
 
-__all__ = ["SpendLimit", "SpendLimitReached", "UnpricedModelError", "price_of"]
+__all__ = [
+    "SpendLimit",
+    "SpendLimitReached",
+    "UnpricedModelError",
+    "price_of",
+    "prompt_tokens_of",
+]
 
 
 class UnpricedModelError(JudgeoptError, ValueError):
@@ -47,7 +53,9 @@ def price_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | 
     return total if math.isfinite(total) else None
 
 
-def _prompt_tokens(model: str, messages: Sequence[Mapping[str, Any]]) -> int:
+def prompt_tokens_of(model: str, messages: Sequence[Mapping[str, Any]]) -> int:
+    """The prompt tokens of ``messages`` by LiteLLM's tokenizer for ``model`` (about 4
+    characters a token when none is known)."""
     try:
         import litellm
 
@@ -108,7 +116,7 @@ class SpendLimit:
         if self.max_cost is not None and not self.free:
             n_out = int(params.get("max_tokens") or params.get("max_completion_tokens") or 0)
             n_out *= int(params.get("n") or 1)
-            bound = price_of(self.model or "", _prompt_tokens(self.model or "", messages), n_out)
+            bound = price_of(self.model or "", prompt_tokens_of(self.model or "", messages), n_out)
             bound = 0.0 if bound is None else bound
         with self._lock:
             if self.max_calls is not None and self.calls + 1 > self.max_calls:

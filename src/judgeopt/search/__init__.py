@@ -11,7 +11,7 @@ from ._auto import BUDGET_DEFAULTS, AutoSearch
 from ._base import Kind, SearchStrategy, Trial
 from ._baselines import Greedy, GridSearch, RandomSearch, StepwiseGreedy
 from ._csv import read_csv_rows
-from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph
+from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph, sample_valid
 from ._hpss import HPSS
 from ._priors import FactorPriors
 from ._registry import SEARCHES
@@ -19,6 +19,7 @@ from ._space import Factor, FactorSpace, Strategy, Value
 from ._tpe import TPESearch
 
 __all__ = [
+    "sample_valid",
     "read_csv_rows",
     "BUDGET_DEFAULTS",
     "HPSS",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from ._space import FactorSpace, Strategy, Value, _same_value
 
@@ -297,3 +298,18 @@ class FactorGraph:
                 description=a.get("description", ""),
             )
         return g
+
+
+def sample_valid(graph: FactorGraph, n: int, rng: np.random.Generator) -> list[Strategy]:
+    """Up to ``n`` strategies of ``graph``'s space that break no constraint, each drawn
+    uniformly from the whole space with ``rng`` (the invalid draws are redrawn, at most
+    ``50 * n`` draws in all, so a space with few valid strategies returns fewer)."""
+    space = graph.space
+    out: list[Strategy] = []
+    for _ in range(50 * n):
+        if len(out) == n:
+            break
+        strategy = space.from_index(int(rng.integers(space.size)))
+        if graph.is_valid(strategy):
+            out.append(strategy)
+    return out

@@ -33,6 +33,7 @@ from ._choosing import Chooser
 from ._config import OptimizerConfig
 from ._journal import RunJournal, progress_log
 from ._judging import Evaluator, check_endpoint, race_plan
+from ._planning import compile_plan
 from ._result import CompileResult, find_problems
 from ._searching import build_graph, compile_metric, make_search, student_records
 
@@ -58,6 +59,8 @@ class CompileRun:
         restart: Discard the checkpoint's results first.
         check_lm: Make one short call before judging (a dead endpoint stops at once).
         progress: Show progress bars (else one log line per strategy).
+        plan: Estimate the compile's cost before its first judge call (one baseline
+            judgement timed; :mod:`~judgeopt.teleprompt._planning`) and log it.
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class CompileRun:
         restart: bool,
         check_lm: bool,
         progress: bool,
+        plan: bool = True,
     ) -> None:
         task = self.task = student.task
         self.config, self.student, self.progress = config, student, progress
@@ -105,7 +109,8 @@ class CompileRun:
         self.base = student.fresh_copy(
             trainset=train, artifacts=self.artifacts, example_seed=config.example_seed, lm=lm
         )
-        search = make_search(config, student, build_graph(config, student, lm))
+        graph = build_graph(config, student, lm)
+        search = make_search(config, student, graph)
         self.search, self.summaries = journal.resume(
             search, name=config.search, seed=config.seed, budget=config.budget
         )
@@ -130,6 +135,23 @@ class CompileRun:
             s["number"] for s in self.summaries if (s.get("racing") or {}).get("dropped")
         }
         self.this_run = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.cost_plan = None
+        left = config.budget - self.search.n_evaluations
+        if plan and left > 0:
+            try:
+                self.cost_plan = compile_plan(
+                    graph,
+                    self.base,
+                    student.strategy,
+                    self.search_val,
+                    self.confirm_val,
+                    strategies_left=left,
+                    lm=lm,
+                )
+            except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
+                log.warning("no cost plan: %s", e)
+            else:
+                progress_log.info("%s", self.cost_plan.line())
 
     # The loop -----------------------------------------------------------------------------
     def run(self) -> Any:
@@ -287,6 +309,7 @@ class CompileRun:
             completion_tokens=totals["completion_tokens"],
             calls_this_run=self.this_run["calls"],
             selection_calls=int(selected.record.get("cost", {}).get("calls", 0)),
+            plan=None if self.cost_plan is None else self.cost_plan.to_dict(),
             problems=problems,
         )
         for line in problems:

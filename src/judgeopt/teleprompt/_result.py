@@ -22,7 +22,8 @@ class CompileResult:
     ``selection_calls`` those of choosing the judge after the search (confirmation,
     comparison with the baseline, ensemble). ``problems`` lists why the returned judge
     should not be trusted (every strategy scored NaN, too many answers without a rating);
-    empty when none was found.
+    empty when none was found. ``plan`` is the cost estimated before the first judge call
+    (:meth:`judgeopt.evaluate.CostPlan.to_dict`; ``None`` when none was made).
     """
 
     search: str
@@ -42,6 +43,7 @@ class CompileResult:
     calls_this_run: int = 0
     selection_calls: int = 0
     problems: list[str] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
 
     def best_so_far(self) -> list[tuple[int, float]]:
         """``(evaluation number, best score so far)`` after each evaluation."""
@@ -73,6 +75,7 @@ class CompileResult:
             "calls_this_run": self.calls_this_run,
             "selection_calls": self.selection_calls,
             "problems": list(self.problems),
+            "plan": self.plan,
         }
 
 

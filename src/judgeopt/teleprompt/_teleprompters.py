@@ -64,6 +64,10 @@ class JudgeSearch(Teleprompter):
             it belongs to a run with other data, settings or model).
         check_endpoint: Make one short call before the search, so a dead or misnamed
             endpoint stops the compile at once with a clear error.
+        plan_cost: Estimate the compile's calls, tokens, time and money before its first
+            judge call and log the plan (``judgeopt.progress``); one baseline judgement is
+            made and timed for it (the search reads it from the response cache). The
+            compile's :class:`CompileResult` keeps the plan beside what was spent.
 
     Raises:
         ValueError: On an unknown search, parameter, factor or value, or a subclass given
@@ -96,6 +100,7 @@ class JudgeSearch(Teleprompter):
         max_parse_failures: float = 0.25,
         restart: bool = False,
         check_endpoint: bool = True,
+        plan_cost: bool = True,
     ) -> None:
         super().__init__()
         own = type(self)._search
@@ -126,6 +131,7 @@ class JudgeSearch(Teleprompter):
         self.progress = progress
         self.restart = restart
         self.check_endpoint = check_endpoint
+        self.plan_cost = plan_cost
 
     @classmethod
     def from_config(cls, config: OptimizerConfig, **overrides: Any) -> JudgeSearch:
@@ -213,6 +219,7 @@ class JudgeSearch(Teleprompter):
             restart=self.restart,
             check_lm=self.check_endpoint,
             progress=self.progress,
+            plan=self.plan_cost,
         )
         return run.run()
 

@@ -1,0 +1,314 @@
+"""What a run will cost before it starts: calls, tokens, time and money.
+
+A :class:`CostPlan` is estimated from the prompts the run will send, rendered and counted
+with the model's own tokenizer (:meth:`judgeopt.lm.JudgeLM.count_prompt_tokens`), and from
+one real judgement timed on the endpoint (:func:`time_judgement`; it goes through the
+response cache, so the run that follows does not pay for it again). The estimate's parts:
+
+* **calls**: items x answers per item (5 for ``sc5``) for every judge the run evaluates;
+* **prompt tokens**: counted on the rendered prompts; what a strategy generates during the
+  run (its criteria, AutoCoT steps, metrics questions, a self-written reference) is not
+  written yet and is stood in for by a text of about its length (the task's criteria, the
+  judged text), and in-context examples by other items of the same data;
+* **completion tokens**: a judge that stops at its rating writes a few tokens
+  (:data:`RATING_TOKENS`); a judge that explains first writes about what the timed
+  judgement wrote, scaled to its own ``max_tokens`` (at most ``max_tokens``);
+* **time**: the timed judgement's seconds, scaled to each call by its tokens with prompt
+  tokens :data:`PREFILL_SPEEDUP` times cheaper than written ones, summed as if one call ran
+  at a time (a server or the embedded model judging several at once finishes sooner);
+* **money**: LiteLLM's price list for the tokens (``None`` when the model is not in it; 0
+  for the embedded model).
+
+The compile's summary prints the figures it spent beside the plan's, so the estimate is
+checked on every run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ._run import scoring_program
+
+__all__ = [
+    "PREFILL_SPEEDUP",
+    "RATING_TOKENS",
+    "CallCost",
+    "CostPlan",
+    "Timing",
+    "call_cost",
+    "duration",
+    "plan_cost",
+    "time_judgement",
+]
+
+#: Tokens a judge that stops at its rating writes (``"[[4"`` and the stop: 2.5 a call on
+#: average in benchmarks/results/stop_at_score.json).
+RATING_TOKENS = 8
+
+#: How many prompt tokens cost the time of one written token. On the embedded 1.5B on two
+#: CPU cores, stopping at the rating saved 2.54 s for 36 fewer written tokens per item and
+#: the remaining 1.89 s read about 500 prompt tokens: about 15 (benchmarks section 14).
+PREFILL_SPEEDUP = 15.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One judgement timed on the endpoint: wall seconds, the tokens it used and the
+    ``max_tokens`` it was given."""
+
+    seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+    cap: int = 256
+
+    def per_call(self, prompt_tokens: float, completion_tokens: float) -> float:
+        """Seconds of a call of these tokens, scaled from this one."""
+        mine = self.prompt_tokens / PREFILL_SPEEDUP + self.completion_tokens
+        if mine <= 0:
+            return self.seconds
+        return self.seconds * (prompt_tokens / PREFILL_SPEEDUP + completion_tokens) / mine
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """What judging one item costs: calls and tokens (over its calls; a mean over several
+    judges may count fractions of a call)."""
+
+    calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    #: The judge writes an explanation before it stops (its completion is an estimate).
+    explains: bool = False
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    """A run's cost, estimated before its first judge call.
+
+    Attributes:
+        calls: Judge calls the run makes at most (racing and answers already in the cache
+            or the checkpoint make fewer).
+        prompt_tokens: Prompt tokens of those calls.
+        completion_tokens: Tokens they write (an estimate; see the module docstring).
+        seconds: Time on this endpoint, one call at a time (``None``: not timed).
+        dollars: Price by LiteLLM's list (``None``: the model is not in it).
+        what: What the plan covers (``"120 items"``, ``"20 strategies on 100 items"``).
+    """
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float | None
+    dollars: float | None
+    what: str = ""
+
+    def line(self) -> str:
+        """The plan in one line, as the CLI prints it before judging."""
+        parts = [
+            f"{self.calls:,} judge calls at most",
+            f"about {self.prompt_tokens:,} prompt and {self.completion_tokens:,} completion tokens",
+        ]
+        if self.seconds is not None:
+            parts.append(f"about {duration(self.seconds)} one call at a time")
+        if self.dollars is not None:
+            parts.append(f"${self.dollars:,.2f}")
+        head = f"plan ({self.what}): " if self.what else "plan: "
+        return head + ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable figures."""
+        out = asdict(self)
+        if out["seconds"] is not None:
+            out["seconds"] = round(out["seconds"], 1)
+        return out
+
+
+def duration(seconds: float) -> str:
+    """``"45 s"``, ``"12 min"``, ``"2 h 05 min"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _programs(judge: Any) -> list[Any]:
+    """The single judges an ensemble (or a judge) calls for each item."""
+    members = getattr(judge, "members", None)
+    return list(members) if members else [judge]
+
+
+def _inputs(program: Any, record: Any) -> dict[str, str]:
+    return {f: str(record.inputs[f]) for f in program.task.input_names}
+
+
+def _cap(judge: Any) -> int:
+    """The judge's ``max_tokens`` per call."""
+    kwargs = getattr(judge, "lm_kwargs", None)
+    if callable(kwargs):
+        return int(kwargs().get("max_tokens") or 256)
+    return int(getattr(judge, "max_tokens", None) or 256)
+
+
+def _stand_ins(judge: Any, records: Sequence[Any], index: int) -> dict[str, Any]:
+    """Artifacts of a realistic length for rendering a prompt before the run makes them:
+    the task's human criteria for generated criteria, AutoCoT steps and metrics questions;
+    the judged text for a self-written reference; the next records as in-context examples."""
+    from ..judge import ARTIFACTS_KEY, Artifacts  # lazy: judgeopt.judge loads DSPy
+
+    strategy = judge.strategy.as_dict()
+    task, aspect = judge.task, judge.aspect
+    try:
+        criteria = task.criteria_text(aspect, int(strategy.get("scale", 5)))
+    except (TypeError, ValueError):
+        criteria = ""
+    record = records[index]
+    shots = int(strategy.get("examples", 0) or 0)
+    others = [records[(index + 1 + k) % len(records)] for k in range(shots)]
+    lo, hi = getattr(judge, "rating_bounds", (1, 5))
+    names = task.input_names
+    return {
+        ARTIFACTS_KEY: Artifacts(
+            criteria_text=criteria,
+            autocot_steps=criteria,
+            metrics=criteria,
+            reference=str(record.inputs[names[-1]]),
+            examples=[({f: str(r.inputs[f]) for f in names}, (lo + hi) // 2) for r in others],
+        )
+    }
+
+
+def _prompt_tokens(judge: Any, records: Sequence[Any], index: int, lm: Any) -> int:
+    """Prompt tokens of the call judging ``records[index]``, artifacts not made yet stood in
+    for by texts of about their length (:func:`_stand_ins`)."""
+    fields = _inputs(judge, records[index])
+    render = getattr(judge, "render", None)  # a PrExMe judge renders one user prompt
+    if callable(render):
+        messages = [{"role": "user", "content": str(render(fields))}]
+    else:
+        inputs = {**fields, **_stand_ins(judge, records, index)}
+        messages = judge.adapter.format(judge.signature, [], inputs)
+    return int(lm.count_prompt_tokens(messages))
+
+
+def call_cost(
+    program: Any,
+    records: Sequence[Any],
+    lm: Any,
+    *,
+    timing: Timing | None = None,
+    explain: bool = False,
+) -> CallCost:
+    """The mean cost of judging one of ``records`` with ``program`` as it is measured (a
+    judge stopped at its rating when it rates first; an ensemble: its members' costs
+    added), its prompts rendered and counted on ``lm``; ``explain``: as judged with its
+    explanation written (``evaluate(..., explain=True)``)."""
+    calls, prompt, completion, explains = 0.0, 0.0, 0.0, False
+    for member in _programs(program):
+        judge = scoring_program(member, explain=explain)
+        prompts = [_prompt_tokens(judge, records, i, lm) for i in range(len(records))]
+        pointwise = judge.task.mode != "pairwise"
+        decoding = getattr(judge, "decoding", None) if pointwise else None
+        samples = int(decoding.samples) if decoding is not None else 1
+        cap = _cap(judge)
+        if pointwise and getattr(judge, "stops_at_score", False):
+            written = float(min(cap, RATING_TOKENS))
+        else:
+            explains = True
+            written = float(cap)
+            if timing is not None and timing.completion_tokens > 0:
+                written = min(float(cap), timing.completion_tokens * cap / max(1, timing.cap))
+        calls += samples
+        prompt += samples * (sum(prompts) / max(1, len(prompts)))
+        completion += samples * written
+    return CallCost(calls, prompt, completion, explains)
+
+
+def time_judgement(
+    program: Any, records: Iterable[Any], lm: Any, *, tries: int = 3, explain: bool = False
+) -> Timing | None:
+    """Judge one item for real and time it: the first of ``records`` whose answer is not in
+    the response cache (at most ``tries``); ``None`` when every one was (nothing to time),
+    when ``lm`` has no response cache (the run would make the call again) or the call failed.
+
+    The answer goes into the response cache, so the run that judges the item next reads it.
+    An ensemble is timed on its first member.
+    """
+    if getattr(lm, "response_cache", None) is None:
+        return None  # the run would pay for the timed judgement a second time
+    judge = scoring_program(_programs(program)[0], explain=explain)
+    for record in list(records)[:tries]:
+        before = lm.stats()
+        started = time.perf_counter()
+        if not _judged(judge, record, lm):
+            return None
+        seconds = time.perf_counter() - started
+        after = lm.stats()
+        if after.calls == before.calls:
+            continue  # from the cache: no time measured
+        return Timing(
+            seconds=seconds,
+            prompt_tokens=after.prompt_tokens - before.prompt_tokens,
+            completion_tokens=after.completion_tokens - before.completion_tokens,
+            cap=_cap(judge),
+        )
+    return None
+
+
+def _judged(judge: Any, record: Any, lm: Any) -> bool:
+    """Judge ``record`` in a worker thread, waiting in short steps so that Ctrl-C stops the
+    caller at once (a call in flight is left to its daemon thread, as :func:`evaluate`
+    leaves its calls); whether the call succeeded."""
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            judge.judge(_inputs(judge, record), sample_id=record.id, lm=lm)
+        except Exception as e:  # noqa: BLE001 - a failed call leaves the plan without a time
+            failed.append(e)
+
+    worker = threading.Thread(target=work, name="judgeopt-plan", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    return not failed
+
+
+def plan_cost(
+    costs: Sequence[tuple[CallCost, int]],
+    lm: Any,
+    *,
+    timing: Timing | None,
+    what: str = "",
+) -> CostPlan:
+    """Add up ``(cost of one item, items)`` pairs into a plan on ``lm``."""
+    from ..lm import price_of  # lazy: judgeopt.lm loads DSPy and LiteLLM
+
+    calls = sum(c.calls * n for c, n in costs)
+    prompt = sum(c.prompt_tokens * n for c, n in costs)
+    completion = sum(c.completion_tokens * n for c, n in costs)
+    seconds = None
+    if timing is not None:
+        seconds = sum(
+            n * c.calls * timing.per_call(c.prompt_tokens / c.calls, c.completion_tokens / c.calls)
+            for c, n in costs
+            if c.calls
+        )
+    if getattr(lm, "runs_in_process", False):
+        dollars: float | None = 0.0
+    else:
+        model = lm.priced_model() if hasattr(lm, "priced_model") else None
+        dollars = price_of(model, int(prompt), int(completion)) if model else None
+    return CostPlan(
+        calls=round(calls),
+        prompt_tokens=int(round(prompt)),
+        completion_tokens=int(round(completion)),
+        seconds=seconds,
+        dollars=dollars,
+        what=what,
+    )

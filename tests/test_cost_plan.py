@@ -1,0 +1,189 @@
+"""The cost plan a run prints before its first judge call (calls, tokens, time, money)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _selection_scripts import respond_with, topical_records, topical_task
+from judgeopt.evaluate import (
+    CallCost,
+    CostPlan,
+    Timing,
+    call_cost,
+    duration,
+    plan_cost,
+    time_judgement,
+)
+from judgeopt.judge import JudgeProgram, baseline_strategy
+from judgeopt.search import sample_valid
+from judgeopt.teleprompt import HPSS
+from judgeopt.testing import ScriptedLM
+
+
+@pytest.fixture(scope="module")
+def task() -> Any:
+    return topical_task()
+
+
+@pytest.fixture(scope="module")
+def records(shared_data: Path) -> Any:
+    return topical_records(shared_data)
+
+
+def test_prompt_tokens_are_counted_on_the_rendered_prompt(task, records) -> None:
+    fake = ScriptedLM(lambda m: "Rating: [[3]]")
+    judge = JudgeProgram(task, "naturalness", lm=fake.lm)
+    cost = call_cost(judge, records[:3], fake.lm)
+    counted = [
+        fake.lm.count_prompt_tokens(judge.adapter.format(judge.signature, [], dict(r.inputs)))
+        for r in records[:3]
+    ]
+    # The baseline needs no artifact: its prompts are counted exactly as they are sent.
+    assert cost.prompt_tokens == pytest.approx(sum(counted) / 3)
+    # The baseline explains first: it may write up to its max_tokens.
+    assert cost.calls == 1 and cost.explains and cost.completion_tokens == 256
+
+
+def test_a_rating_first_judge_writes_a_few_tokens_and_sc5_calls_five_times(task, records) -> None:
+    fake = ScriptedLM(lambda m: "Rating: [[3]]")
+    judge = JudgeProgram(task, "naturalness", lm=fake.lm)
+    first = call_cost(
+        judge.with_strategy({**judge.strategy.as_dict(), "cot": "none"}), records[:2], fake.lm
+    )
+    assert first.calls == 1 and not first.explains and first.completion_tokens == 8
+    sc5 = call_cost(
+        judge.with_strategy({**judge.strategy.as_dict(), "cot": "none", "decoding": "sc5"}),
+        records[:2],
+        fake.lm,
+    )
+    assert sc5.calls == 5 and sc5.prompt_tokens == pytest.approx(5 * first.prompt_tokens)
+    # Examples not drawn yet are stood in for by other items; generated criteria by the
+    # human ones (about their length).
+    shots = call_cost(
+        judge.with_strategy({**judge.strategy.as_dict(), "cot": "none", "examples": 3}),
+        records[:2],
+        fake.lm,
+    )
+    assert shots.prompt_tokens > first.prompt_tokens + 3 * 20
+    generated = call_cost(
+        judge.with_strategy({**judge.strategy.as_dict(), "cot": "none", "criteria": "self"}),
+        records[:2],
+        fake.lm,
+    )
+    assert generated.prompt_tokens == pytest.approx(first.prompt_tokens, rel=0.02)
+
+
+def test_timing_scales_by_tokens_and_the_plan_adds_up() -> None:
+    timing = Timing(seconds=10.0, prompt_tokens=600, completion_tokens=160, cap=256)
+    # 600 prompt tokens cost the time of 40 written ones: 10 s for 200 units.
+    assert timing.per_call(600, 160) == pytest.approx(10.0)
+    assert timing.per_call(600, 8) == pytest.approx(10.0 * 48 / 200)
+
+    class Free:
+        runs_in_process = True
+
+    plan = plan_cost(
+        [(CallCost(1, 600, 160, True), 10), (CallCost(2, 1200, 16, False), 5)],
+        Free(),
+        timing=timing,
+        what="test",
+    )
+    assert plan.calls == 20 and plan.prompt_tokens == 12000 and plan.completion_tokens == 1680
+    assert plan.seconds == pytest.approx(10 * 10.0 + 5 * 2 * 10.0 * 48 / 200)
+    assert plan.dollars == 0.0
+    line = plan.line()
+    assert line.startswith("plan (test): 20 judge calls at most") and "$0.00" in line
+    assert "12,000 prompt" in line and "2 min" in line
+    assert duration(45) == "45 s" and duration(3 * 3600 + 300) == "3 h 05 min"
+
+
+def test_a_hosted_model_is_priced_by_litellm_and_an_unknown_one_is_not() -> None:
+    priced = ScriptedLM(lambda m: "x", model="openai/gpt-4o-mini").lm
+    plan = plan_cost([(CallCost(1, 1_000_000, 0, False), 1)], priced, timing=None)
+    assert plan.dollars is not None and plan.dollars > 0 and plan.seconds is None
+    unknown = ScriptedLM(lambda m: "x", model="openai/not-a-model-anyone-prices").lm
+    assert plan_cost([(CallCost(1, 100, 1, False), 1)], unknown, timing=None).dollars is None
+
+
+def test_the_timed_judgement_needs_a_cache_and_is_not_paid_twice(task, records, tmp_path) -> None:
+    fake = ScriptedLM(lambda m: "Rating: [[3]]")
+    judge = JudgeProgram(task, "naturalness", lm=fake.lm)
+    assert time_judgement(judge, records, fake.lm) is None and fake.requests == []
+    cached = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
+    judge = JudgeProgram(task, "naturalness", lm=cached.lm)
+    timing = time_judgement(judge, records, cached.lm)
+    assert timing is not None and timing.seconds >= 0 and len(cached.requests) == 1
+    # The same item again is read from the cache: the next item is timed instead.
+    again = time_judgement(judge, records, cached.lm)
+    assert again is not None and len(cached.requests) == 2
+    assert cached.requests[0]["messages"] != cached.requests[1]["messages"]
+
+
+def test_sampled_strategies_are_valid_and_reproducible(task) -> None:
+    graph = JudgeProgram(task, "naturalness").search_graph()
+    a = sample_valid(graph, 12, np.random.default_rng(3))
+    assert len(a) == 12 and all(graph.is_valid(s) for s in a)
+    assert a == sample_valid(graph, 12, np.random.default_rng(3))
+    assert a != sample_valid(graph, 12, np.random.default_rng(4))
+
+
+def test_compile_logs_its_plan_first_and_keeps_it_beside_what_it_spent(
+    task, records, tmp_path, caplog
+) -> None:
+    fake = ScriptedLM(respond_with(records, "scale10"), cache=tmp_path / "cache")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    with caplog.at_level(logging.INFO, logger="judgeopt.progress"):
+        judge = HPSS(budget=6, progress=False, threads=2).compile(student, trainset=records)
+    lines = [r.getMessage() for r in caplog.records if r.name == "judgeopt.progress"]
+    plan_lines = [line for line in lines if line.startswith("plan (")]
+    assert plan_lines and lines.index(plan_lines[0]) == 0
+    res = judge.search_result
+    plan = CostPlan(**res.plan)
+    assert plan.what.startswith("6 strategies on ")
+    # At most: the search judged no more than the plan's search calls.
+    assert 0 < res.calls <= plan.calls and plan.seconds is not None
+    # The timed baseline judgement was read back from the cache by the search: no request
+    # reached the backend twice.
+    sent = [json.dumps(r, sort_keys=True, default=str) for r in fake.judge_requests]
+    assert len(sent) == res.calls + res.selection_calls + 2  # + the timed one, the probe
+    assert len(sent) == len(set(sent))
+    baseline = baseline_strategy(task).as_dict()
+    assert any(s["strategy"] == baseline for s in res.evaluation_summaries)
+
+
+def test_compile_without_a_plan_makes_no_extra_call(task, records, tmp_path) -> None:
+    fake = ScriptedLM(respond_with(records, "scale10"), cache=tmp_path / "cache")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    judge = HPSS(budget=4, progress=False, plan_cost=False).compile(student, trainset=records)
+    res = judge.search_result
+    assert res.plan is None
+    # The search's calls, and the one-digit probe of whether the endpoint gives logprobs.
+    assert len(fake.judge_requests) == res.calls + res.selection_calls + 1
+
+
+def test_the_embedded_model_counts_the_prompt_tokens_it_is_sent(
+    task, records, tmp_path: Path
+) -> None:
+    """Real model: the plan's count is the prompt the model reads (its chat template and
+    vocabulary), and the timed judgement is one real call the next judgement reads back."""
+    from judgeopt.lm import LlamaCppLM
+
+    lm = LlamaCppLM("smollm2-135m", n_threads=2, cache=tmp_path / "cache")
+    judge = JudgeProgram(task, "naturalness", lm=lm).with_strategy(
+        {**baseline_strategy(task).as_dict(), "cot": "none"}
+    )
+    timing = time_judgement(judge, records, lm)
+    assert timing is not None and timing.seconds > 0
+    messages = judge.adapter.format(judge.signature, [], dict(records[0].inputs))
+    assert timing.prompt_tokens == lm.count_prompt_tokens(messages)
+    cost = call_cost(judge, records[:1], lm, timing=timing)
+    assert cost.prompt_tokens == timing.prompt_tokens and not cost.explains
+    calls = lm.stats().calls
+    judge.with_explain(False).judge(dict(records[0].inputs), sample_id=records[0].id, lm=lm)
+    assert lm.stats().calls == calls  # read from the cache
