@@ -242,6 +242,8 @@ def time_judgement(
     if getattr(lm, "response_cache", None) is None:
         return None  # the run would pay for the timed judgement a second time
     judge = scoring_program(_programs(program)[0], explain=explain)
+    # The embedded model loads on first use: loaded here, its loading is not timed.
+    lm.count_prompt_tokens([{"role": "user", "content": "OK"}])
     for record in list(records)[:tries]:
         before = lm.stats()
         started = time.perf_counter()
