@@ -12,11 +12,14 @@ from typing import Any
 
 from ..evaluate import (
     CHECK_TIMEOUT,
+    call_cost,
     check_endpoint,
     check_label_spread,
     check_records,
     evaluate,
     evaluate_against,
+    plan_cost,
+    time_judgement,
 )
 from ..search import Strategy
 from ._common import (
@@ -146,8 +149,6 @@ PLAN_ITEMS = 50
 
 def _print_plan(args: argparse.Namespace, judges: Sequence[Any], records: Sequence[Any]) -> None:
     """Print what judging ``records`` will cost (stderr) before the first judge call."""
-    from ..evaluate import call_cost, plan_cost, time_judgement
-
     explain = bool(args.explanations)
     step = max(1, len(records) // PLAN_ITEMS)
     sample = list(records[::step][:PLAN_ITEMS])

@@ -20,7 +20,14 @@ from ..analysis import (
     load_results,
     write_report,
 )
-from ..evaluate import CHECK_TIMEOUT, CallCost, check_endpoint
+from ..evaluate import (
+    CHECK_TIMEOUT,
+    call_cost,
+    check_endpoint,
+    mean_cost,
+    plan_cost,
+    time_judgement,
+)
 from ..grid import (
     GridConfig,
     GridError,
@@ -178,19 +185,13 @@ PLAN_STRATEGIES, PLAN_ITEMS = 24, 8
 def _print_plan(program: Any, space: Any, records: Sequence[Any]) -> None:
     """Print what the grid will cost (stderr) before its first judge call: the mean cost of
     up to :data:`PLAN_STRATEGIES` of its strategies, spread evenly over the space."""
-    from ..evaluate import call_cost, plan_cost, time_judgement
-
     lm = program.lm
     step = max(1, space.size // PLAN_STRATEGIES)
     drawn = [space.from_index(i) for i in range(0, space.size, step)][:PLAN_STRATEGIES]
     items = list(records[:PLAN_ITEMS])
     timing = time_judgement(program.with_strategy(drawn[0]), records, lm)
     costs = [call_cost(program.with_strategy(s), items, lm, timing=timing) for s in drawn]
-    mean = CallCost(
-        calls=sum(c.calls for c in costs) / len(costs),
-        prompt_tokens=sum(c.prompt_tokens for c in costs) / len(costs),
-        completion_tokens=sum(c.completion_tokens for c in costs) / len(costs),
-    )
+    mean = mean_cost(costs)
     what = f"{space.size} strategies on {len(records)} items"
     plan = plan_cost([(mean, space.size * len(records))], lm, timing=timing, what=what)
     print(f"grid: {plan.line()}", file=sys.stderr, flush=True)

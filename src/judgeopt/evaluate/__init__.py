@@ -12,7 +12,16 @@ from __future__ import annotations
 from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
-from ._plan import CallCost, CostPlan, Timing, call_cost, duration, plan_cost, time_judgement
+from ._plan import (
+    CallCost,
+    CostPlan,
+    Timing,
+    call_cost,
+    duration,
+    mean_cost,
+    plan_cost,
+    time_judgement,
+)
 from ._pool import CallPool
 from ._results import (
     EvalResult,
@@ -48,6 +57,7 @@ __all__ = [
     "evaluate_against",
     "evaluate_retrying",
     "item_predictions",
+    "mean_cost",
     "merge_results",
     "plan_cost",
     "score_items",

@@ -41,6 +41,7 @@ __all__ = [
     "Timing",
     "call_cost",
     "duration",
+    "mean_cost",
     "plan_cost",
     "time_judgement",
 ]
@@ -83,6 +84,18 @@ class CallCost:
     completion_tokens: float
     #: The judge writes an explanation before it stops (its completion is an estimate).
     explains: bool = False
+
+
+def mean_cost(costs: Sequence[CallCost]) -> CallCost:
+    """The mean of several judges' costs per item (a run that judges one of them at a time,
+    not known in advance which)."""
+    n = max(1, len(costs))
+    return CallCost(
+        calls=sum(c.calls for c in costs) / n,
+        prompt_tokens=sum(c.prompt_tokens for c in costs) / n,
+        completion_tokens=sum(c.completion_tokens for c in costs) / n,
+        explains=any(c.explains for c in costs),
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluate import CallCost, CostPlan, call_cost, plan_cost, time_judgement
+from ..evaluate import CostPlan, call_cost, mean_cost, plan_cost, time_judgement
 from ..search import FactorGraph, Strategy, sample_valid
 
 __all__ = ["PLAN_ITEMS", "PLAN_STRATEGIES", "compile_plan"]
@@ -24,16 +24,6 @@ __all__ = ["PLAN_ITEMS", "PLAN_STRATEGIES", "compile_plan"]
 PLAN_STRATEGIES = 24
 #: Search items each drawn strategy's prompts are counted on.
 PLAN_ITEMS = 8
-
-
-def _mean(costs: Sequence[CallCost]) -> CallCost:
-    n = max(1, len(costs))
-    return CallCost(
-        calls=sum(c.calls for c in costs) / n,
-        prompt_tokens=sum(c.prompt_tokens for c in costs) / n,
-        completion_tokens=sum(c.completion_tokens for c in costs) / n,
-        explains=any(c.explains for c in costs),
-    )
 
 
 def compile_plan(
@@ -54,7 +44,8 @@ def compile_plan(
     items = list(search_items[:PLAN_ITEMS])
     timing = time_judgement(base.with_strategy(baseline), search_items, lm)
     drawn = sample_valid(graph, PLAN_STRATEGIES, np.random.default_rng(0))
-    per_item = _mean([call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn])
+    costs = [call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn]
+    per_item = mean_cost(costs)
     parts = [(per_item, strategies_left * len(search_items))]
     if confirm_items:
         parts.append((per_item, 2 * len(confirm_items)))
