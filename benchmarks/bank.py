@@ -25,7 +25,7 @@ Three steps, each resumable:
     ``benchmarks/results/bank/<pair>.jsonl`` line by line: Ctrl-C or SIGTERM stop with exit
     130 and the same command resumes. Breadth first: the first ``--first`` pairs each reach
     ``--levels`` items judged by every column (in waves of whole groups, see
-    :func:`judgeopt.bench.bank_todo`) one level at a time, then are completed; then the
+    :func:`judgeopt_lab.bank_todo`) one level at a time, then are completed; then the
     other pairs the same way.
 
 ``twins``
@@ -39,7 +39,7 @@ Three steps, each resumable:
 
 ``pack``
     Moves the plain lines into ``<pair>.jsonl.gz`` (the committed form); the loader
-    (:func:`judgeopt.bench.load_bank`) reads both.
+    (:func:`judgeopt_lab.load_bank`) reads both.
 
 Usage:
     python benchmarks/bank.py plan [--min-pool 250]
@@ -65,7 +65,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from judgeopt.bench import (
+from judgeopt.evaluate import CallPool
+from judgeopt.judge import ArtifactStore, JudgeProgram, load_task
+from judgeopt.scoring import parse_rating
+from judgeopt_lab import (
     EXIT_INTERRUPTED,
     bank_base,
     bank_lines,
@@ -77,9 +80,6 @@ from judgeopt.bench import (
     strategy_json,
     write_json,
 )
-from judgeopt.evaluate import CallPool
-from judgeopt.judge import ArtifactStore, JudgeProgram, load_task
-from judgeopt.scoring import parse_rating
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bank_plan import (  # noqa: E402 - the sibling script, found through the line above
@@ -487,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 0
     if args.command == "pack":
-        from judgeopt.bench import pack_bank
+        from judgeopt_lab import pack_bank
 
         for pair in plan["pairs"]:
             pack_bank(BANK_DIR, pair["name"])

@@ -17,7 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from judgeopt.bench import (
+from judgeopt.data import Record, load_records, split_holdout
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.judge import JudgeProgram
+from judgeopt.scoring import parse_rating
+from judgeopt_lab import (
     BANK_FORMAT,
     bank_base,
     shared_data_dir,
@@ -25,10 +29,6 @@ from judgeopt.bench import (
     strategy_json,
     strategy_key,
 )
-from judgeopt.data import Record, load_records, split_holdout
-from judgeopt.demo import E2E_SPLIT, PER_GROUP
-from judgeopt.judge import JudgeProgram
-from judgeopt.scoring import parse_rating
 
 DATA = shared_data_dir()
 ROOT = Path(__file__).resolve().parent

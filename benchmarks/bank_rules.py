@@ -1,7 +1,7 @@
 """Replay the compile's decision rules on the judgement bank (no LLM call).
 
 For every complete pair of the bank (``benchmarks/bank.py``), every rule of
-:data:`judgeopt.bench.RULES` and every validation size, ``--splits`` random splits of the
+:data:`judgeopt_lab.RULES` and every validation size, ``--splits`` random splits of the
 pool (whole groups) into validation and test: the rule decides on validation, its pick is
 scored on test against the MT-Bench baseline. Each rule's constants and the prior default are
 chosen leave-one-pair-out. Prints one table per size and writes
@@ -12,7 +12,7 @@ chosen leave-one-pair-out. Prints one table per size and writes
      "default": RULE, "lopo_default": {"n_valid": {N: {...}}}, ...}
 
 ``default`` is the rule chosen on every pair (what the compile ships; ``preset`` holds it as
-the optimizer-preset settings, :func:`judgeopt.bench.selection_settings`, and the script
+the optimizer-preset settings, :func:`judgeopt_lab.selection_settings`, and the script
 prints them as preset TOML, ``preset_error`` says why when the compile cannot run it);
 ``shipped`` replays that rule at the preset's
 constants (chosen at 100 labelled items) at every size, in-sample; ``lopo_default``
@@ -27,7 +27,7 @@ real judgements, not the bank: the candidates are few and were themselves chosen
 search on other items of the same pair.
 
 ``--partial`` replays a bank still being recorded: each pair restricted to its groups judged
-by every column (:meth:`judgeopt.bench.BankPair.judged_groups`; the recorder fills a pair
+by every column (:meth:`judgeopt_lab.BankPair.judged_groups`; the recorder fills a pair
 group by group), pairs with at least ``--min-items`` such items, written to
 ``benchmarks/results/bank_rules_partial.json``. An interim look on fewer items and pairs
 than the plan, not the bank's answer: no default is taken from it.
@@ -50,7 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from judgeopt.bench import (
+from judgeopt.data import load_records, split_holdout
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt_lab import (
     BankColumn,
     BankPair,
     choose_default,
@@ -65,8 +67,6 @@ from judgeopt.bench import (
     strategy_key,
     write_json,
 )
-from judgeopt.data import load_records, split_holdout
-from judgeopt.demo import E2E_SPLIT, PER_GROUP
 
 ROOT = Path(__file__).resolve().parent
 E2E_DIR = ROOT / "results" / "e2e_runs"

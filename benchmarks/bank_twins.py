@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from judgeopt.bench import bank_lines, load_bank, markdown_table, replay_fixed, write_json
+from judgeopt_lab import bank_lines, load_bank, markdown_table, replay_fixed, write_json
 
 ROOT = Path(__file__).resolve().parent
 PLAN = ROOT / "bank_plan.json"

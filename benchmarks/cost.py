@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgeopt.bench import sample_groups, shared_data_dir, write_json
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import evaluate
 from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task
 from judgeopt.teleprompt import JudgeSearch
+from judgeopt_lab import sample_groups, shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()

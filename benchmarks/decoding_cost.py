@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judgeopt.bench import normal_interval, shared_data_dir, write_json
 from judgeopt.data import load_records
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import LlamaCppLM, make_lm
+from judgeopt_lab import normal_interval, shared_data_dir, write_json
 
 DATA = shared_data_dir()
 

@@ -44,7 +44,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgeopt.bench import (
+from judgeopt.data import Record, load_records, split_holdout
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.evaluate import EvalResult, compare, ensemble_result
+from judgeopt.judge import JudgeProgram, load_task
+from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
+from judgeopt.search import Strategy
+from judgeopt.teleprompt import JudgeSearch, load_optimizer
+from judgeopt_lab import (
     EXIT_INTERRUPTED,
     across_pairs,
     e2e_table,
@@ -61,15 +68,8 @@ from judgeopt.bench import (
     summarise_e2e,
     write_json,
 )
-from judgeopt.data import Record, load_records, split_holdout
-from judgeopt.demo import E2E_SPLIT, PER_GROUP
-from judgeopt.evaluate import EvalResult, compare, ensemble_result
-from judgeopt.judge import JudgeProgram, load_task
-from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
-from judgeopt.search import Strategy
-from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
-# NOTE: stored_items, evaluate_stored, stored_result and strategy_key (judgeopt.bench) are
+# NOTE: stored_items, evaluate_stored, stored_result and strategy_key (judgeopt_lab) are
 # also read from this module by rescore_e2e.py.
 __all__ = ["across_pairs", "main", "run_pair", "split_groups", "stored_items", "summarise_e2e"]
 

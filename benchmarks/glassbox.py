@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from judgeopt.bench import sample_groups, shared_data_dir, write_json
 from judgeopt.data import load_records
 from judgeopt.glassbox import (
     Capability,
@@ -59,6 +58,7 @@ from judgeopt.glassbox import (
 )
 from judgeopt.judge import baseline_strategy, load_task, parse_rating, render_messages
 from judgeopt.metrics import correlation
+from judgeopt_lab import sample_groups, shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()

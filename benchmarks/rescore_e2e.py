@@ -49,16 +49,6 @@ from typing import Any
 
 import numpy as np
 
-from judgeopt.bench import (
-    EXIT_INTERRUPTED,
-    confirmation_kwargs,
-    evaluate_stored,
-    finite_or_none,
-    run_interruptible,
-    stored_result,
-    strategy_key,
-    write_json,
-)
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import (
     EvalResult,
@@ -72,6 +62,16 @@ from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm
 from judgeopt.metrics import correlation
 from judgeopt.selection import choose, confirmation_split, veto
 from judgeopt.teleprompt import ItemStore, load_optimizer
+from judgeopt_lab import (
+    EXIT_INTERRUPTED,
+    confirmation_kwargs,
+    evaluate_stored,
+    finite_or_none,
+    run_interruptible,
+    stored_result,
+    strategy_key,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -23,15 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from judgeopt.bench import (
-    Factory,
-    RunCache,
-    cross_validate_searches,
-    load_surfaces,
-    shared_data_dir,
-    write_json,
-)
+from judgeopt.bench import load_surfaces
 from judgeopt.search import HPSS, AutoSearch, TPESearch
+from judgeopt_lab import Factory, RunCache, cross_validate_searches, shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = shared_data_dir() / "prexme_surface" / "dev.csv"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from judgeopt.bench import load_surfaces, run_search_benchmark, shared_data_dir, write_json
+from judgeopt.bench import load_surfaces, run_search_benchmark
+from judgeopt_lab import shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = shared_data_dir() / "prexme_surface" / "dev.csv"

@@ -27,13 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from judgeopt.bench import (
-    leave_one_out_priors,
-    load_surfaces,
-    run_search_benchmark,
-    shared_data_dir,
-    write_json,
-)
+from judgeopt.bench import leave_one_out_priors, load_surfaces, run_search_benchmark
+from judgeopt_lab import shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = shared_data_dir() / "prexme_surface" / "dev.csv"

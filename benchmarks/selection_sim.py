@@ -25,8 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from judgeopt.bench import write_json
 from judgeopt.selection import SelectionConfig, simulate_selection
+from judgeopt_lab import write_json
 
 SCENARIOS = {
     "all worse (-0.10)": {"gain_mean": -0.10, "gain_sd": 1e-4},

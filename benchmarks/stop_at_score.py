@@ -35,11 +35,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from judgeopt.bench import sample_groups, shared_data_dir, write_json
 from judgeopt.data import Record, load_records
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import LlamaCppLM, make_lm
 from judgeopt.metrics import correlation
+from judgeopt_lab import sample_groups, shared_data_dir, write_json
 
 DATA = shared_data_dir()
 PAIRS = "summeval:coherence,topical_chat:naturalness,sfhot:informativeness"

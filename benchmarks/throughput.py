@@ -58,13 +58,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgeopt.bench import shared_data_dir, write_json
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import evaluate
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.judge._program import ARTIFACTS_KEY
 from judgeopt.lm import make_lm, start_servers, write_router_config
 from judgeopt.lm._litellm import NO_KEY
+from judgeopt_lab import shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()

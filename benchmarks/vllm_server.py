@@ -32,7 +32,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from judgeopt.bench import shared_data_dir, write_json
 from judgeopt.data import load_records
 from judgeopt.judge import baseline_strategy, load_task, render_messages
 from judgeopt.lm import (
@@ -41,6 +40,7 @@ from judgeopt.lm import (
     make_lm,
     start_vllm_server,
 )
+from judgeopt_lab import shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir() / "topical_chat" / "valid.jsonl"

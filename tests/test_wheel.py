@@ -84,6 +84,11 @@ def test_wheel_ships_tasks_and_presets_and_compiles(tmp_path: Path) -> None:
     assert {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/signatures/")} == shipped
     presets = {p.name for p in (ROOT / "optimizers").glob("*.toml")}
     assert {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/optimizers/")} == presets
+    # The product only: the research harness (bank, replays, e2e reports) stays in benchmarks/.
+    lab = [n for n in names if "judgeopt_lab" in n or n.startswith(("benchmarks/", "tests/"))]
+    assert not lab, lab
+    bench = {n.rsplit("/", 1)[1] for n in names if n.startswith("judgeopt/bench/")}
+    assert bench == {"__init__.py", "_runner.py", "_surface.py"}, bench
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -29,10 +29,10 @@ def bank_todo(
     upto: int | None = None,
 ) -> list[tuple[str, str]]:
     """The (base strategy key, item id) calls ``pair`` still needs: a column's judgement of
-    the item is absent, or only a failed call (:func:`~judgeopt.bench.judgement_covers`).
+    the item is absent, or only a failed call (:func:`~judgeopt_lab.judgement_covers`).
 
     ``pair`` is one pair of a bank plan (its ``pool`` of item ids and its ``columns``),
-    ``have`` the judgements held, keyed like :func:`~judgeopt.bench.keep_judgement` keys
+    ``have`` the judgements held, keyed like :func:`~judgeopt_lab.keep_judgement` keys
     them, and ``groups`` maps a pool item to its group (default: each item its own).
 
     The calls come in *waves* of whole groups (at least ``wave`` items each), the groups with

@@ -10,8 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..data import Record
-from ..evaluate import EvalResult, ItemResult, evaluate, merge_results
+from judgeopt.data import Record
+from judgeopt.evaluate import EvalResult, ItemResult, evaluate, merge_results
 
 __all__ = ["evaluate_stored", "strategy_key", "stored_items", "stored_result"]
 

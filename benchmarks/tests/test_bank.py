@@ -15,23 +15,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from judgeopt.bench import (
-    RULES,
-    BankColumn,
-    BankPair,
-    RuleSpec,
-    bank_lines,
-    bank_splits,
-    bank_todo,
-    choose_default,
-    judgement_covers,
-    keep_judgement,
-    load_bank,
-    pack_bank,
-    prior_strategy,
-    replay_bank,
-    replay_rule,
-)
 from judgeopt.judge import JudgeEnsemble, JudgeProgram, load_task
 from judgeopt.metrics import correlation
 from judgeopt.scoring import combine_z
@@ -57,6 +40,23 @@ from judgeopt.selection import (
     shrink_rule,
     stack_rule,
     with_fallback,
+)
+from judgeopt_lab import (
+    RULES,
+    BankColumn,
+    BankPair,
+    RuleSpec,
+    bank_lines,
+    bank_splits,
+    bank_todo,
+    choose_default,
+    judgement_covers,
+    keep_judgement,
+    load_bank,
+    pack_bank,
+    prior_strategy,
+    replay_bank,
+    replay_rule,
 )
 
 BASE = {"scale": 5, "cot": "prefix", "decoding": "greedy"}
@@ -254,7 +254,7 @@ def test_the_recorder_fills_a_pair_group_by_group_fewest_calls_first() -> None:
 
 
 def test_keep_judgement_prefers_bank_calls_and_never_a_failed_call() -> None:
-    from judgeopt.bench import keep_judgement
+    from judgeopt_lab import keep_judgement
 
     held: dict[tuple[str, str], dict[str, Any]] = {}
     keep_judgement(held, _judgement("x", 3.0, source="e2e:items"))
@@ -582,7 +582,7 @@ def test_replay_bank_chooses_constants_and_priors_on_the_other_pairs() -> None:
 def test_replay_fixed_scores_one_setting_at_every_size_on_replay_banks_splits() -> None:
     """What a preset ships: one rule at one setting, whatever the size; on the same splits
     as :func:`replay_bank` (same seed), so a setting's rows agree between the two."""
-    from judgeopt.bench import replay_fixed
+    from judgeopt_lab import replay_fixed
 
     bank = {"a": _pair("a", 2, 0), "b": _pair("b", 2, 1), "c": _pair("c", 0, 2, good_noise=1.6)}
     spec = RuleSpec(lambda d, col: Pick((col,)), {"col": (2,)})
@@ -646,7 +646,7 @@ def test_bank_rules_prints_how_many_labels_are_needed() -> None:
     mean gain and its standard error, worse shares and the baseline's share."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bank_rules.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bank_rules.py"
     spec = importlib.util.spec_from_file_location("bank_rules_script", path)
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
@@ -667,9 +667,9 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     its prior the all-pairs one) into the settings a compile reads; :func:`preset_toml`
     writes them as a preset that loads back to the same :class:`SelectionConfig`; the rules
     a compile cannot run are refused with the reason."""
-    from judgeopt.bench import preset_toml, selection_settings
     from judgeopt.selection import GainPrior, SelectionConfig
     from judgeopt.teleprompt import load_optimizer
+    from judgeopt_lab import preset_toml, selection_settings
 
     bank = {n: _pair(n, good=2, seed=s) for s, n in enumerate("abc")}
     names = [
@@ -757,11 +757,11 @@ def test_choose_default_prefers_safe_rules() -> None:
 
 
 # The committed plan and bank -------------------------------------------------------------------
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_committed_plan_meets_the_issue_and_the_bank_files_match_it() -> None:
-    from judgeopt.bench import shared_data_dir
+    from judgeopt_lab import shared_data_dir
 
     plan_path = ROOT / "benchmarks" / "bank_plan.json"
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
@@ -795,7 +795,7 @@ def test_the_plan_script_reproduces_the_committed_plan_from_the_stored_e2e_runs(
     writes the committed plan again (the plan every bank file names by its sha256)."""
     import importlib.util
 
-    from judgeopt.bench import shared_data_dir
+    from judgeopt_lab import shared_data_dir
 
     if not (shared_data_dir() / "sfres" / "full.jsonl").is_file():
         pytest.skip("the shared data is not beside the project")

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..search import FactorSpace, SearchStrategy, Strategy, Value
-from ._surface import Surface
+from judgeopt.bench import Surface
+from judgeopt.search import FactorSpace, SearchStrategy, Strategy, Value
 
 #: A search configuration: ``(space, budget, seed, baseline) -> search``.
 Factory = Callable[[FactorSpace, int, int, Strategy], SearchStrategy]

@@ -1,4 +1,5 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, for the product's tests (`tests/`) and the research harness's
+(`benchmarks/tests/`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def shared_data() -> Path:
     Skips the requesting test when the directory is not present (e.g. a fresh clone
     without the data checkout).
     """
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    path = Path(__file__).resolve().parent.parent / "shared" / "data"
     if not path.is_dir():
         pytest.skip(f"shared data directory not found at {path}; it lives beside the project root")
     return path

@@ -1,4 +1,4 @@
-"""The nested cross-validation protocol for searches (judgeopt.bench.cross_validate_searches)."""
+"""The nested cross-validation protocol for searches (judgeopt_lab.cross_validate_searches)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from judgeopt.bench import RunCache, cross_validate_searches, load_surfaces
+from judgeopt.bench import load_surfaces
 from judgeopt.search import GridSearch, SearchStrategy
+from judgeopt_lab import RunCache, cross_validate_searches
 
 
 def _surfaces(tmp_path: Path):

@@ -230,7 +230,8 @@ def load_bank(
         ValueError: On a plan of another format, an unknown pair name, or a pair file
             recorded under another plan.
     """
-    from ..data import load_records
+    from judgeopt.data import load_records
+
     from ._harness import shared_data_dir
 
     if not isinstance(plan, Mapping):

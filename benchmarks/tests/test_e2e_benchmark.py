@@ -22,7 +22,7 @@ def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
     written under ``tmp_path`` for its ``--optimizer``."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "e2e.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "e2e.py"
     spec = importlib.util.spec_from_file_location(name, path)
     e2e = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(e2e)
@@ -261,9 +261,9 @@ def test_e2e_judges_the_strategies_the_rule_passed_over(
 
 
 def test_passed_over_names_the_best_unshipped_strategies() -> None:
-    """:func:`judgeopt.bench.passed_over`: best search score first, the chosen judge, the
+    """:func:`judgeopt_lab.passed_over`: best search score first, the chosen judge, the
     baseline, unscored trials and repeats left out; ``k = 0`` names none; k < 0 is refused."""
-    from judgeopt.bench import passed_over
+    from judgeopt_lab import passed_over
 
     def s(scale: int, cot: bool = False) -> dict[str, Any]:
         return {"scale": scale, "cot": cot}
@@ -342,7 +342,7 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
     never judged says so instead of guessing."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "rescore_e2e.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "rescore_e2e.py"
     spec = importlib.util.spec_from_file_location("rescore_e2e", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -390,3 +390,17 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
         assert mean["mean"] == pytest.approx(float(np.mean(gains)))
         assert mean["ci_items"][0] <= mean["mean"] <= mean["ci_items"][1]
         assert mean["ci_pairs"][0] <= mean["mean"] <= mean["ci_pairs"][1]
+
+
+def test_the_e2e_report_replays_confirm_at_the_level_the_compile_would_use(tmp_path: Path) -> None:
+    """The e2e report replays confirm and veto at the level ``--selection confirm`` would use:
+    the rule's own level unless the preset stated one."""
+    from judgeopt.teleprompt import load_optimizer
+    from judgeopt_lab import confirmation_kwargs
+
+    auto = load_optimizer("auto")
+    preset = tmp_path / "stated.toml"
+    preset.write_text('search = "auto"\n[selection]\nrule = "lcb"\nconfidence = 0.9\nseed = 3\n')
+    stated = load_optimizer(str(preset))
+    assert confirmation_kwargs(auto.selection, None)["confidence"] == 0.8
+    assert confirmation_kwargs(stated.selection, ["g"])["confidence"] == 0.9

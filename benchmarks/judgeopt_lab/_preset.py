@@ -1,6 +1,6 @@
 """From the bank's choice to a compile's settings: the ``[selection]`` block a preset ships.
 
-:func:`judgeopt.bench.replay_bank` names rules as the replay runs them (``"shrink+prior(veto)"``,
+:func:`judgeopt_lab.replay_bank` names rules as the replay runs them (``"shrink+prior(veto)"``,
 ``"lcb"`` with ``alpha``); a compile reads :class:`judgeopt.selection.SelectionConfig` fields
 (``rule``, ``margin``, ``confidence``, ``priors`` per model, ...). :func:`selection_settings`
 translates one into the other, with the constants and priors chosen on every pair of the bank,
@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..selection import RULES, GainPrior, GainPriorTable, SelectionConfig
+from judgeopt.selection import RULES, GainPrior, GainPriorTable, SelectionConfig
 
 __all__ = ["preset_toml", "selection_settings"]
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
-
-from .._io import write_text_atomic
-from .._signals import sigterm_as_interrupt
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -50,7 +49,7 @@ def shared_data_dir() -> Path:
     env = os.environ.get("JUDGEOPT_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def sample_groups(records: Sequence[R], n_items: int, seed: int, *, cut: bool = False) -> list[R]:
@@ -108,7 +107,34 @@ def write_json(
     """Write ``payload`` as JSON (and a final newline) to ``path``, creating its folder; the
     file is replaced atomically, so an interrupted run never leaves half a result."""
     text = json.dumps(payload, indent=indent, default=default) + "\n"
-    return write_text_atomic(path, text)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``KeyboardInterrupt("SIGTERM")`` in the main thread
+    (once); the previous handler is put back after. Outside the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_interruptible(
@@ -118,7 +144,7 @@ def run_interruptible(
     ``nohup ... &`` run is stopped) calls ``on_stop`` (say what was kept and how to resume)
     and returns :data:`EXIT_INTERRUPTED`. The previous SIGTERM handler is put back after."""
     try:
-        with sigterm_as_interrupt() if sigterm else nullcontext():
+        with _sigterm_as_interrupt() if sigterm else nullcontext():
             return body()
     except KeyboardInterrupt:
         on_stop()

@@ -8,9 +8,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..data import Record
-from ..evaluate import EvalResult, compare, item_predictions
-from ..selection import SelectionConfig, choose, confirmation_split, veto
+from judgeopt.data import Record
+from judgeopt.evaluate import EvalResult, compare, item_predictions
+from judgeopt.selection import SelectionConfig, choose, confirmation_split, veto
+
 from ._stored import stored_result, strategy_key
 
 __all__ = ["confirmation_kwargs", "finalist_report", "finite_or_none", "rules_report"]
@@ -112,7 +113,7 @@ def rules_report(
     check of the redone split and the stored items, the default rule is recomputed too and
     must give the gains the compile recorded (``check_max_abs_diff``).
     """
-    from ..teleprompt import ItemStore, load_optimizer  # here: it imports DSPy
+    from judgeopt.teleprompt import ItemStore, load_optimizer  # here: it imports DSPy
 
     sel_cfg = load_optimizer(optimizer).selection
     sel = row.get("selection") or {}

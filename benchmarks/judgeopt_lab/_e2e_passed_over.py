@@ -14,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..data import Record
-from ..evaluate import compare
+from judgeopt.data import Record
+from judgeopt.evaluate import compare
+
 from ._e2e_rules import finite_or_none
 from ._stored import stored_result, strategy_key
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..selection import (
+from judgeopt.selection import (
     RULES,
     GainPrior,
     Pick,
@@ -35,6 +35,7 @@ from ..selection import (
     change_key,
     column_scores,
 )
+
 from ._bank import BankPair
 
 __all__ = [

@@ -13,8 +13,6 @@ import typing
 import numpy as np
 import pytest
 
-from judgeopt.bench import RULES as BANK_RULES
-from judgeopt.bench import selection_settings
 from judgeopt.selection import (
     RULES,
     GainPrior,
@@ -26,6 +24,8 @@ from judgeopt.selection import (
     compile_rule,
     table_rules,
 )
+from judgeopt_lab import RULES as BANK_RULES
+from judgeopt_lab import selection_settings
 
 N_RESAMPLES = 200
 

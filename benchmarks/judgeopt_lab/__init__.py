@@ -1,0 +1,119 @@
+"""The project's research harness: the code behind ``benchmarks/*.py``, not shipped in the
+judgeopt wheel (the scripts put ``benchmarks/`` on ``sys.path``; the tests in
+``benchmarks/tests/`` read it the same way, through pytest's ``pythonpath``).
+
+The plumbing of the scripts, so each holds only its experiment: :func:`shared_data_dir`,
+:func:`sample_groups` (seeded samples of whole groups), :func:`normal_interval`,
+:func:`markdown_table`, :func:`write_json` (atomic), :func:`run_interruptible` (Ctrl-C or
+SIGTERM end a run with :data:`EXIT_INTERRUPTED`, 130, and the same command resumes it) and the
+judged-item files that make a resumed run repeat no call (:func:`stored_items`,
+:func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
+
+Nested cross-validation of searches on recorded surfaces (``benchmarks/search_cv.py``):
+:func:`cross_validate_searches`.
+
+The end-to-end benchmark's (``benchmarks/e2e.py``) reports, from stored judgements without a
+call: :func:`finalist_report`, :func:`rules_report` and :func:`passed_over_report` (the
+strategies :func:`passed_over` names) per pair (the confirmation's
+:func:`confirmation_kwargs`); :func:`summarise_e2e`, :func:`across_pairs` and
+:func:`e2e_table` over the pairs.
+
+The judgement bank (``benchmarks/bank.py``): :func:`bank_todo` orders what its recorder still
+judges, :func:`load_bank` reads it, :data:`RULES` (``judgeopt.selection``'s registry, the
+one the compile reads too) are the decision rules it replays, :func:`replay_bank` replays
+them over many splits and chooses the default leave-one-pair-out (:func:`choose_default`),
+and :func:`selection_settings` / :func:`preset_toml` turn the choice into a preset's
+settings.
+
+The search benchmark a user runs (``judgeopt bench-search``) is the product's:
+:mod:`judgeopt.bench`.
+"""
+
+from __future__ import annotations
+
+from judgeopt.selection import RULES, RuleSpec
+
+from ._bank import (
+    BANK_FORMAT,
+    BankColumn,
+    BankPair,
+    bank_lines,
+    judgement_covers,
+    keep_judgement,
+    load_bank,
+    pack_bank,
+    strategy_json,
+)
+from ._bank_todo import bank_base, bank_todo
+from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
+from ._e2e_passed_over import passed_over, passed_over_report
+from ._e2e_rules import confirmation_kwargs, finalist_report, finite_or_none, rules_report
+from ._e2e_summary import across_pairs, e2e_table, summarise_e2e
+from ._harness import (
+    EXIT_INTERRUPTED,
+    markdown_table,
+    normal_interval,
+    run_interruptible,
+    sample_groups,
+    shared_data_dir,
+    write_json,
+)
+from ._preset import preset_toml, selection_settings
+from ._replay import (
+    bank_splits,
+    choose_default,
+    prior_strategy,
+    replay_bank,
+    replay_fixed,
+    replay_rule,
+)
+from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
+
+__all__ = [
+    "BANK_FORMAT",
+    "BankColumn",
+    "BankPair",
+    "CVMethodResult",
+    "CVResult",
+    "EXIT_INTERRUPTED",
+    "Factory",
+    "RULES",
+    "RuleSpec",
+    "RunCache",
+    "across_pairs",
+    "bank_base",
+    "bank_lines",
+    "bank_splits",
+    "bank_todo",
+    "choose_default",
+    "confirmation_kwargs",
+    "cross_validate_searches",
+    "e2e_table",
+    "evaluate_stored",
+    "finalist_report",
+    "finite_or_none",
+    "judgement_covers",
+    "keep_judgement",
+    "load_bank",
+    "markdown_table",
+    "normal_interval",
+    "pack_bank",
+    "passed_over",
+    "passed_over_report",
+    "preset_toml",
+    "prior_strategy",
+    "replay_bank",
+    "replay_fixed",
+    "replay_rule",
+    "rules_report",
+    "run_interruptible",
+    "sample_groups",
+    "selection_settings",
+    "shared_data_dir",
+    "stored_items",
+    "stored_result",
+    "strategy_json",
+    "strategy_key",
+    "summarise_e2e",
+    "write_json",
+]
