@@ -4,7 +4,8 @@ judgeopt wheel (the scripts put ``benchmarks/`` on ``sys.path``; the tests in
 
 The plumbing of the scripts, so each holds only its experiment: :func:`shared_data_dir`,
 :func:`sample_groups` (seeded samples of whole groups), :func:`normal_interval`,
-:func:`markdown_table`, :func:`write_json` (atomic), :func:`run_interruptible` (Ctrl-C or
+:func:`markdown_table`, :func:`write_json` (atomic, with the commit and command that made the
+result, :func:`provenance`), :func:`run_interruptible` (Ctrl-C or
 SIGTERM end a run with :data:`EXIT_INTERRUPTED`, 130, and the same command resumes it) and the
 judged-item files that make a resumed run repeat no call (:func:`stored_items`,
 :func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
@@ -53,6 +54,7 @@ from ._harness import (
     EXIT_INTERRUPTED,
     markdown_table,
     normal_interval,
+    provenance,
     run_interruptible,
     sample_groups,
     shared_data_dir,
@@ -101,6 +103,7 @@ __all__ = [
     "passed_over",
     "passed_over_report",
     "preset_toml",
+    "provenance",
     "prior_strategy",
     "replay_bank",
     "replay_fixed",

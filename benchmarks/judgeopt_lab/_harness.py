@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import statistics
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -20,6 +22,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "markdown_table",
     "normal_interval",
+    "provenance",
     "run_interruptible",
     "sample_groups",
     "shared_data_dir",
@@ -97,15 +100,49 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
+def provenance() -> dict[str, Any]:
+    """What made a result: the project's commit (``+dirty`` when the checkout had uncommitted
+    changes; ``None`` outside a git checkout) and the command line (the script and its
+    arguments, the settings)."""
+    root = Path(__file__).resolve().parents[2]
+    commit: str | None = None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        commit = head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"commit": commit, "command": [Path(sys.argv[0]).name, *sys.argv[1:]]}
+
+
 def write_json(
     path: str | os.PathLike[str],
     payload: Any,
     *,
     indent: int | None = 2,
     default: Callable[[Any], Any] | None = None,
+    provenance_key: str | None = "provenance",
 ) -> Path:
     """Write ``payload`` as JSON (and a final newline) to ``path``, creating its folder; the
-    file is replaced atomically, so an interrupted run never leaves half a result."""
+    file is replaced atomically, so an interrupted run never leaves half a result.
+
+    A mapping payload gets, under ``provenance_key`` (``None``: not at all), the commit and
+    the command that made it (:func:`provenance`), unless it holds that key already.
+    """
+    if provenance_key is not None and isinstance(payload, dict) and provenance_key not in payload:
+        payload = {**payload, provenance_key: provenance()}
     text = json.dumps(payload, indent=indent, default=default) + "\n"
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -53,9 +53,27 @@ def test_normal_interval_and_markdown_table() -> None:
 def test_write_json_creates_the_folder_and_leaves_no_temporary(tmp_path: Path) -> None:
     from judgeopt_lab import write_json
 
-    out = write_json(tmp_path / "a" / "b.json", {"x": 1}, indent=None)
+    out = write_json(tmp_path / "a" / "b.json", {"x": 1}, indent=None, provenance_key=None)
     assert out.read_text(encoding="utf-8") == '{"x": 1}\n'
     assert [p.name for p in out.parent.iterdir()] == ["b.json"]
+
+
+def test_a_result_records_the_commit_and_the_command_that_made_it(tmp_path: Path) -> None:
+    import re
+    import sys
+
+    from judgeopt_lab import write_json
+
+    data = json.loads(write_json(tmp_path / "r.json", {"x": 1}).read_text(encoding="utf-8"))
+    made = data.pop("provenance")
+    assert data == {"x": 1}
+    assert made["command"][1:] == sys.argv[1:]
+    # The project is a git checkout in development and in CI (a fresh clone).
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", made["commit"]), made
+    stated = {"x": 1, "provenance": "kept"}
+    again = json.loads(write_json(tmp_path / "s.json", stated).read_text(encoding="utf-8"))
+    assert again == stated
+    assert json.loads(write_json(tmp_path / "l.json", [1]).read_text(encoding="utf-8")) == [1]
 
 
 def test_run_interruptible_returns_130_on_ctrl_c_and_sigterm() -> None:

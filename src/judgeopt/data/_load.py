@@ -258,7 +258,7 @@ def _csv_columns(
                 name,
                 "unknown column; expected id, group_id, system_id, label, inputs.<name>, "
                 "scores.<aspect>, meta.<key>, or a plain input or score column named by the "
-                f"task (fields= / scores= in Python){known}. See docs/tasks.md, 'Your data'",
+                f"task (fields= / scores= in Python){known}. See docs/tasks.md, 'The data layout'",
             )
     if "id" not in seen and not (plain or score_map):
         raise DataFormatError(location, "id", "missing required column")
