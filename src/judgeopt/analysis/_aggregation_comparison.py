@@ -130,11 +130,28 @@ def compare_aggregations(
     if len(set(aggs)) < 2:
         raise ValueError(f"`aggregations` must name at least two aggregations. Got {aggs!r}.")
     check_int(n_resamples, "n_resamples", min_value=1, owner="compare_aggregations")
+    used = [d for d in dims if len(table.levels[d]) >= 2]
+    taus, per_changed, weights = _pair_taus(table, target, used, aggs)
+    return AggregationComparison(
+        target=target,
+        changed=tuple(used),
+        aggregations=aggs,
+        per_changed=per_changed,
+        stability={a: _nanmean(list(per_changed[a].values())) for a in aggs},
+        p_values=_p_values(aggs, taus, weights, n_resamples, seed),
+        n_resamples=n_resamples,
+    )
+
+
+def _pair_taus(
+    table: ResultsTable, target: str, used: Sequence[str], aggs: tuple[str, ...]
+) -> tuple[dict[str, FloatArray], dict[str, dict[str, float]], FloatArray]:
+    """Aggregation -> the tau of every pair of settings; aggregation -> changed dimension ->
+    mean tau; and the weight of every pair (each changed dimension weighs the same)."""
     mask = table.finite
     taus: dict[str, list[FloatArray]] = {a: [] for a in aggs}
     per_changed: dict[str, dict[str, float]] = {a: {} for a in aggs}
     weights: list[FloatArray] = []
-    used = [d for d in dims if len(table.levels[d]) >= 2]
     for d in used:
         cells = _cell_values(table, d, target, mask)
         n_pairs = len(table.levels[d]) * (len(table.levels[d]) - 1) // 2
@@ -143,26 +160,28 @@ def compare_aggregations(
             st = _stability_from_cells(table, target, d, a, cells)
             taus[a].append(st.pair_taus)
             per_changed[a][d] = st.mean_tau
-    stability = {a: _nanmean(list(per_changed[a].values())) for a in aggs}
     w = np.concatenate(weights) if weights else np.zeros(0)
     all_taus = {a: np.concatenate(taus[a]) if taus[a] else np.zeros(0) for a in aggs}
+    return all_taus, per_changed, w
+
+
+def _p_values(
+    aggs: tuple[str, ...],
+    taus: dict[str, FloatArray],
+    weights: FloatArray,
+    n_resamples: int,
+    seed: int | np.random.Generator | None,
+) -> FloatArray:
+    """``p[i, j]``: :func:`_sign_flip_p` of "``aggs[i]`` is more stable than ``aggs[j]``"."""
     rng = np.random.default_rng(seed)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_resamples, w.size))
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_resamples, weights.size))
     p = np.full((len(aggs), len(aggs)), np.nan)
     for i, a in enumerate(aggs):
         for j, b in enumerate(aggs):
             if i == j:
                 continue
-            p[i, j] = _sign_flip_p(all_taus[a] - all_taus[b], w, signs)
-    return AggregationComparison(
-        target=target,
-        changed=tuple(used),
-        aggregations=aggs,
-        per_changed=per_changed,
-        stability=stability,
-        p_values=p,
-        n_resamples=n_resamples,
-    )
+            p[i, j] = _sign_flip_p(taus[a] - taus[b], weights, signs)
+    return p
 
 
 def _nanmean(values: list[float]) -> float:

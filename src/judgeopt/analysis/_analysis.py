@@ -151,6 +151,97 @@ def _check_value_groups(
     return out
 
 
+def _check_arguments(
+    table: ResultsTable,
+    aggregation: str,
+    aggregations: Sequence[str],
+    value_groups: ValueGroupSpec | None,
+) -> tuple[tuple[str, ...], dict[str, dict[str, list[str]]]]:
+    """The aggregations to compare (``aggregation`` among them) and the checked value groups."""
+    check_aggregation(aggregation)
+    if table.n_missing == table.n_rows:
+        raise ValueError(f"No row of {table.source} has a `{table.objective}` value to analyse.")
+    aggs = tuple(dict.fromkeys(check_aggregation(a, "aggregations") for a in aggregations))
+    if aggregation not in aggs:
+        aggs = (aggregation, *aggs)
+    return aggs, _check_value_groups(table, value_groups)
+
+
+def _clusters(
+    table: ResultsTable,
+    between: str | None,
+    rng: np.random.Generator,
+    *,
+    items: ItemScores | None,
+    test: str | None,
+    method: str | None,
+    alpha: float,
+    max_candidates: int,
+    n_resamples: int,
+) -> tuple[list[Cluster], list[Cluster]]:
+    """The best strategies of every setting, and the best of each ``between`` value."""
+    best = best_strategies(
+        table,
+        items=items,
+        test=test,
+        method=method,
+        alpha=alpha,
+        max_candidates=max_candidates,
+        n_resamples=n_resamples,
+        seed=rng,
+    )
+    if not between:
+        return best, []
+    versus = best_between(
+        table,
+        between,
+        items=items,
+        test=test,
+        method=method,
+        alpha=alpha,
+        n_resamples=n_resamples,
+        seed=rng,
+    )
+    return best, versus
+
+
+def _rankings_and_stability(
+    table: ResultsTable,
+    aggregation: str,
+    aggs: tuple[str, ...],
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> tuple[
+    dict[str, dict[str, dict[str, float]]],
+    dict[tuple[str, str], Stability],
+    dict[str, AggregationComparison],
+]:
+    """The rankings, their stability with ``aggregation`` and the comparison of ``aggs``."""
+    rankings = {
+        f: {a: pattern_scores(table, f, aggregation=a) for a in aggs} for f in table.factors
+    }
+    dims = [d for d in table.dimensions if len(table.levels[d]) >= 2]
+    stability = {
+        (t, d): ranking_stability(table, t, d, aggregation=aggregation)
+        for t in dims
+        for d in dims
+        if t != d
+    }
+    comparisons = {}
+    if len(aggs) >= 2:
+        for f in table.factors:
+            if len(table.levels[f]) >= 2 and any(d != f for d in dims):
+                comparisons[f] = compare_aggregations(
+                    table,
+                    f,
+                    changed=[d for d in dims if d != f],
+                    aggregations=aggs,
+                    n_resamples=n_resamples,
+                    seed=rng,
+                )
+    return rankings, stability, comparisons
+
+
 def analyze(
     table: ResultsTable,
     *,
@@ -189,63 +280,25 @@ def analyze(
         ValueError: On an unknown column, aggregation or value, bad numeric arguments, or a
             table without any objective value.
     """
-    check_aggregation(aggregation)
-    if table.n_missing == table.n_rows:
-        raise ValueError(f"No row of {table.source} has a `{table.objective}` value to analyse.")
-    aggs = tuple(dict.fromkeys(check_aggregation(a, "aggregations") for a in aggregations))
-    if aggregation not in aggs:
-        aggs = (aggregation, *aggs)
-    groups = _check_value_groups(table, value_groups)
+    aggs, groups = _check_arguments(table, aggregation, aggregations, value_groups)
     if between is None and table.group:
         between = table.group[0]
     rng = np.random.default_rng(seed)
     top = top_prompts(table, fraction=fraction)
-    best = best_strategies(
+    best, versus = _clusters(
         table,
+        between,
+        rng,
         items=items,
         test=test,
         method=method,
         alpha=alpha,
         max_candidates=max_candidates,
         n_resamples=n_resamples,
-        seed=rng,
     )
-    versus = (
-        best_between(
-            table,
-            between,
-            items=items,
-            test=test,
-            method=method,
-            alpha=alpha,
-            n_resamples=n_resamples,
-            seed=rng,
-        )
-        if between
-        else []
+    rankings, stability, comparisons = _rankings_and_stability(
+        table, aggregation, aggs, n_resamples, rng
     )
-    rankings = {
-        f: {a: pattern_scores(table, f, aggregation=a) for a in aggs} for f in table.factors
-    }
-    dims = [d for d in table.dimensions if len(table.levels[d]) >= 2]
-    stability = {
-        (t, d): ranking_stability(table, t, d, aggregation=aggregation)
-        for t in dims
-        for d in dims
-        if t != d
-    }
-    comparisons = {}
-    if len(aggs) >= 2:
-        for f in table.factors:
-            if len(table.levels[f]) >= 2 and any(d != f for d in dims):
-                comparisons[f] = compare_aggregations(
-                    table,
-                    f,
-                    changed=[d for d in dims if d != f],
-                    aggregations=aggs,
-                    n_resamples=n_resamples,
-                    seed=rng,
-                )
     analysis = Analysis(
         table=table,
         top=top,

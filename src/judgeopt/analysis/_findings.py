@@ -21,35 +21,49 @@ def _binom_p(k: int, n: int, p: float) -> float:
 
 
 def _findings(a: Analysis) -> list[str]:
-    t = a.table
-    out: list[str] = []
-    obj = f"`{t.objective}`"
-    # Best strategies per `between` value.
-    if a.between and a.best_between:
-        between = a.between
-        wins: dict[str, list[str]] = {}
-        for cl in a.best_between:
-            label = " / ".join(cl.setting.values()) or "all"
-            wins.setdefault(cl.best.config[between], []).append(f"{label} {_f(cl.best.value)}")
-        for name, won in wins.items():
-            out.append(
-                f"{name} has the best {obj} in {len(won)} of {len(a.best_between)} "
-                f"settings ({', '.join(won)})."
-            )
-        if a.test != "none":
-            parts = []
-            for cl in a.best_between:
-                members = [r.config[between] for r in cl.members]
-                label = " / ".join(cl.setting.values()) or "all"
-                parts.append(f"{label}: {', '.join(members)}")
-            out.append(
-                f"Top significance cluster of the best per {a.between} "
-                f"({a.test}, alpha {a.best_between[0].alpha:g}): " + "; ".join(parts) + "."
-            )
-    # Patterns among the top strategies, per value of `between`.
     pct = f"{100 * a.top.fraction:g} %"
+    return [
+        *_best_findings(a),
+        *_share_findings(a, pct),
+        *_aggregation_findings(a),
+        *_stability_findings(a, pct),
+    ]
+
+
+def _best_findings(a: Analysis) -> list[str]:
+    """The best strategies per `between` value."""
+    if not (a.between and a.best_between):
+        return []
+    between = a.between
+    obj = f"`{a.table.objective}`"
+    out: list[str] = []
+    wins: dict[str, list[str]] = {}
+    for cl in a.best_between:
+        label = " / ".join(cl.setting.values()) or "all"
+        wins.setdefault(cl.best.config[between], []).append(f"{label} {_f(cl.best.value)}")
+    for name, won in wins.items():
+        out.append(
+            f"{name} has the best {obj} in {len(won)} of {len(a.best_between)} "
+            f"settings ({', '.join(won)})."
+        )
+    if a.test != "none":
+        parts = []
+        for cl in a.best_between:
+            members = [r.config[between] for r in cl.members]
+            label = " / ".join(cl.setting.values()) or "all"
+            parts.append(f"{label}: {', '.join(members)}")
+        out.append(
+            f"Top significance cluster of the best per {a.between} "
+            f"({a.test}, alpha {a.best_between[0].alpha:g}): " + "; ".join(parts) + "."
+        )
+    return out
+
+
+def _share_findings(a: Analysis, pct: str) -> list[str]:
+    """Patterns among the top strategies, per value of `between`, and of the value groups."""
+    out: list[str] = []
     if a.between:
-        for f in t.factors:
+        for f in a.table.factors:
             cnt = a.top.counts(f, by=(a.between,))
             base = a.top.shares(f, by=(a.between,), among="all")
             for key, row in cnt.items():
@@ -84,26 +98,38 @@ def _findings(a: Analysis) -> list[str]:
                 f"{_pct(rate)} of all strategies (p: two-sided binomial test against "
                 "the base rate)."
             )
-    # Aggregations.
-    if a.comparisons:
-        for f, comp in a.comparisons.items():
-            rank = comp.ranking
-            beats = comp.significantly_better(comp.best, 0.05)
-            out.append(
-                f"Most stable ranking of {f}: by {rank[0][0]} (mean Kendall tau "
-                f"{_f(rank[0][1], 3)} between settings; next {rank[1][0]} "
-                f"{_f(rank[1][1], 3)}); {rank[0][0]} is significantly (p <= 0.05) more "
-                f"stable than {', '.join(beats) if beats else 'none of the others'}."
-            )
-        aggs = next(iter(a.comparisons.values())).aggregations
-        mean = {g: _nanmean([c.stability[g] for c in a.comparisons.values()]) for g in aggs}
-        order = sorted(mean.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else math.inf)
+    return out
+
+
+def _aggregation_findings(a: Analysis) -> list[str]:
+    if not a.comparisons:
+        return []
+    out: list[str] = []
+    for f, comp in a.comparisons.items():
+        rank = comp.ranking
+        beats = comp.significantly_better(comp.best, 0.05)
         out.append(
-            "Averaged over the factors, the aggregations rank by stability as: "
-            + ", ".join(f"{g} {_f(v, 3)}" for g, v in order)
-            + "."
+            f"Most stable ranking of {f}: by {rank[0][0]} (mean Kendall tau "
+            f"{_f(rank[0][1], 3)} between settings; next {rank[1][0]} "
+            f"{_f(rank[1][1], 3)}); {rank[0][0]} is significantly (p <= 0.05) more "
+            f"stable than {', '.join(beats) if beats else 'none of the others'}."
         )
-    # Stability per changed dimension, factor targets.
+    aggs = next(iter(a.comparisons.values())).aggregations
+    mean = {g: _nanmean([c.stability[g] for c in a.comparisons.values()]) for g in aggs}
+    order = sorted(mean.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else math.inf)
+    out.append(
+        "Averaged over the factors, the aggregations rank by stability as: "
+        + ", ".join(f"{g} {_f(v, 3)}" for g, v in order)
+        + "."
+    )
+    return out
+
+
+def _stability_findings(a: Analysis, pct: str) -> list[str]:
+    """Stability of the factor rankings per changed dimension, and of the top shares across
+    the other group columns (e.g. across tasks)."""
+    t = a.table
+    out: list[str] = []
     for d in t.dimensions:
         rows = [(f, a.stability[(f, d)]) for f in t.factors if (f, d) in a.stability]
         if not rows:
@@ -122,7 +148,6 @@ def _findings(a: Analysis) -> list[str]:
             f"When {d} changes, the {a.aggregation} rankings keep a mean Kendall tau "
             f"of: {'; '.join(parts)}."
         )
-    # Stability of the top shares across the other group columns (e.g. across tasks).
     for g in t.group:
         if g == a.between or len(t.levels[g]) < 2:
             continue

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,9 +62,23 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     draw = figures and figures_available()
+    fig_dir = out if draw else None
     written: list[Path] = []
-    a, t = analysis, analysis.table
-    pct = f"{100 * a.top.fraction:g} %"
+    a = analysis
+    lines = _intro_lines(a, skipped=figures and not draw)
+    lines += _best_lines(a)
+    lines += _share_lines(a, fig_dir, written)
+    lines += _ranking_lines(a)
+    lines += _stability_lines(a, fig_dir, written)
+    report = out / "report.md"
+    report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    data = out / "analysis.json"
+    data.write_text(json.dumps(a.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return [report, data, *written]
+
+
+def _intro_lines(a: Analysis, *, skipped: bool) -> list[str]:
+    t = a.table
     lines: list[str] = [f"# Analysis of `{t.source}`", ""]
     sizes = [len(t.levels[f]) for f in t.factors]
     n_strat = int(np.prod(sizes))
@@ -75,7 +90,7 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
         f"Written by `judgeopt analyze`; every number below is computed from the table."
     )
     lines.append("")
-    if figures and not draw:
+    if skipped:
         lines += [
             "> Figures were skipped: matplotlib is not installed "
             "(`pip install 'judgeopt[report]'`).",
@@ -83,9 +98,12 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
         ]
     lines += ["## Findings", ""] + [f"- {s}" for s in a.findings] + [""]
     lines += ["## Notes", ""] + [f"- {s}" for s in a.notes] + [""]
+    return lines
 
-    # 1. Best strategies.
-    lines += ["## 1. Best strategies per setting", ""]
+
+def _best_lines(a: Analysis) -> list[str]:
+    t = a.table
+    lines = ["## 1. Best strategies per setting", ""]
     test_txt = {
         "permutation": "permute-input test",
         "fisher-z": "Fisher-z approximation",
@@ -103,34 +121,39 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
         rows.append([*c.setting.values(), b.label, _f(b.value), n, _cluster_cell(c)])
     lines += _md_table([*t.group, "best strategy", t.objective, "n", "top cluster"], rows)
     lines.append("")
-    if a.best_between and a.between:
-        between = a.between
-        lines += [
-            f"### Best strategy of each {between}",
-            "",
-            f"`*` marks the {between}s in the top cluster of their setting; p is the "
-            "one-sided p-value of 'the best beats this one'.",
-            "",
-        ]
-        rows = []
-        others = [g for g in t.group if g != between]
-        for c in a.best_between:
-            for r in c.ranked:
-                star = "*" if r.in_cluster else ""
-                rows.append(
-                    [
-                        *(c.setting[g] for g in others),
-                        r.config[between],
-                        ", ".join(v for k, v in r.config.items() if k != between),
-                        _f(r.value) + star,
-                        _p(r.p_value) if r.p_value is not None else "",
-                    ]
-                )
-        lines += _md_table([*others, between, "best strategy", t.objective, "p"], rows)
-        lines.append("")
-
-    # 2. Top shares.
+    if not (a.best_between and a.between):
+        return lines
+    between = a.between
     lines += [
+        f"### Best strategy of each {between}",
+        "",
+        f"`*` marks the {between}s in the top cluster of their setting; p is the "
+        "one-sided p-value of 'the best beats this one'.",
+        "",
+    ]
+    rows = []
+    others = [g for g in t.group if g != between]
+    for c in a.best_between:
+        for r in c.ranked:
+            star = "*" if r.in_cluster else ""
+            rows.append(
+                [
+                    *(c.setting[g] for g in others),
+                    r.config[between],
+                    ", ".join(v for k, v in r.config.items() if k != between),
+                    _f(r.value) + star,
+                    _p(r.p_value) if r.p_value is not None else "",
+                ]
+            )
+    lines += _md_table([*others, between, "best strategy", t.objective, "p"], rows)
+    lines.append("")
+    return lines
+
+
+def _share_lines(a: Analysis, fig_dir: Path | None, written: list[Path]) -> list[str]:
+    t = a.table
+    pct = f"{100 * a.top.fraction:g} %"
+    lines = [
         f"## 2. Patterns among the top {pct} strategies",
         "",
         f"In every setting ({' / '.join(a.top.within) or 'all'}) the strategies at or "
@@ -157,40 +180,49 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
                 [[v, *(_pct(c[1].get(v, math.nan)) for c in cols)] for v in order],
             )
             lines.append("")
-            if draw and order:
+            if fig_dir is not None and order:
                 name = f"top_shares_{_slug(f)}{'_groups' if groups else ''}.png"
-                base = [100 * tab["base_rate"].get(v, 0.0) for v in order]
-                panels = [
-                    (
-                        f"top {pct} per {split}",
-                        [("all strategies", base)]
-                        + [(k, [100 * sh.get(v, 0.0) for v in order]) for k, sh in per.items()],
-                    )
-                    for split, per in tab["by"].items()
-                    if " / " not in split
-                ]
-                if not panels:
-                    panels = [
-                        (
-                            f"top {pct}",
-                            [
-                                ("all strategies", base),
-                                ("top", [100 * tab["overall"].get(v, 0.0) for v in order]),
-                            ],
-                        )
-                    ]
                 written.append(
                     plot_shares(
-                        out / name,
+                        fig_dir / name,
                         title=f"{title}: share among the top {pct} strategies",
                         labels=order,
-                        panels=panels,
+                        panels=_share_panels(tab, order, pct),
                     )
                 )
                 lines += [f"![{title} shares]({name})", ""]
+    return lines
 
-    # 3. Rankings.
-    lines += [
+
+def _share_panels(
+    tab: dict[str, Any], order: list[str], pct: str
+) -> list[tuple[str, list[tuple[str, list[float]]]]]:
+    base = [100 * tab["base_rate"].get(v, 0.0) for v in order]
+    panels = [
+        (
+            f"top {pct} per {split}",
+            [("all strategies", base)]
+            + [(k, [100 * sh.get(v, 0.0) for v in order]) for k, sh in per.items()],
+        )
+        for split, per in tab["by"].items()
+        if " / " not in split
+    ]
+    if panels:
+        return panels
+    return [
+        (
+            f"top {pct}",
+            [
+                ("all strategies", base),
+                ("top", [100 * tab["overall"].get(v, 0.0) for v in order]),
+            ],
+        )
+    ]
+
+
+def _ranking_lines(a: Analysis) -> list[str]:
+    t = a.table
+    lines = [
         "## 3. Pattern rankings by aggregation",
         "",
         f"A value's score aggregates `{t.objective}` over every strategy that uses it "
@@ -214,10 +246,13 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
             lines += [f"{a.aggregation.capitalize()} per {a.between}:", ""]
             lines += _md_table([f, *per], [[v, *(_f(per[m][v], 3) for m in per)] for v in order])
             lines.append("")
+    return lines
 
-    # 4. Stability.
+
+def _stability_lines(a: Analysis, fig_dir: Path | None, written: list[Path]) -> list[str]:
+    t = a.table
     dims = [d for d in t.dimensions if len(t.levels[d]) >= 2]
-    lines += [
+    lines = [
         "## 4. Stability of the rankings",
         "",
         f"For a ranked dimension (row) and a changed dimension (column), the values of "
@@ -240,11 +275,11 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
         ],
     )
     lines.append("")
-    if draw and len(dims) >= 2:
+    if fig_dir is not None and len(dims) >= 2:
         name = "stability_summary.png"
         written.append(
             plot_heatmap(
-                out / name,
+                fig_dir / name,
                 summary,
                 rows=dims,
                 cols=dims,
@@ -255,65 +290,75 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
         )
         lines += [f"![stability summary]({name})", ""]
     if a.comparisons:
-        lines += [
-            "### Which aggregation gives the most stable rankings?",
-            "",
-            "Mean Kendall tau between settings (each changed dimension weighs the same); "
-            "p-values of 'row is more stable than column' come from a paired sign-flip "
-            "permutation test over the compared pairs of settings.",
-            "",
-        ]
-        aggs = list(next(iter(a.comparisons.values())).aggregations)
+        lines += _comparison_lines(a, fig_dir, written)
+    return lines + _heatmap_lines(a, dims, fig_dir, written)
+
+
+def _comparison_lines(a: Analysis, fig_dir: Path | None, written: list[Path]) -> list[str]:
+    lines = [
+        "### Which aggregation gives the most stable rankings?",
+        "",
+        "Mean Kendall tau between settings (each changed dimension weighs the same); "
+        "p-values of 'row is more stable than column' come from a paired sign-flip "
+        "permutation test over the compared pairs of settings.",
+        "",
+    ]
+    aggs = list(next(iter(a.comparisons.values())).aggregations)
+    lines += _md_table(
+        ["ranked", *aggs, "most stable"],
+        [
+            [f, *(_f(comp.stability[g], 3) for g in aggs), comp.best]
+            for f, comp in a.comparisons.items()
+        ],
+    )
+    lines.append("")
+    for f, comp in a.comparisons.items():
+        lines += [f"p-values for {f} (row more stable than column):", ""]
         lines += _md_table(
-            ["ranked", *aggs, "most stable"],
+            ["", *aggs],
             [
-                [f, *(_f(comp.stability[g], 3) for g in aggs), comp.best]
-                for f, comp in a.comparisons.items()
+                [g, *("-" if i == j else _p(comp.p_values[i, j]) for j in range(len(aggs)))]
+                for i, g in enumerate(aggs)
             ],
         )
         lines.append("")
-        for f, comp in a.comparisons.items():
-            lines += [f"p-values for {f} (row more stable than column):", ""]
-            lines += _md_table(
-                ["", *aggs],
-                [
-                    [g, *("-" if i == j else _p(comp.p_values[i, j]) for j in range(len(aggs)))]
-                    for i, g in enumerate(aggs)
-                ],
+    if fig_dir is None:
+        return lines
+    name = "aggregation_stability.png"
+    written.append(
+        plot_grouped_bars(
+            fig_dir / name,
+            title="Stability of the rankings by aggregation",
+            categories=aggs,
+            series=[(f, [comp.stability[g] for g in aggs]) for f, comp in a.comparisons.items()],
+            ylabel="mean Kendall tau between settings",
+        )
+    )
+    lines += [f"![aggregation stability]({name})", ""]
+    for f, comp in a.comparisons.items():
+        name = f"aggregation_significance_{_slug(f)}.png"
+        written.append(
+            plot_heatmap(
+                fig_dir / name,
+                comp.p_values,
+                rows=aggs,
+                cols=aggs,
+                title=f"p-value: row gives more stable {f} rankings than column",
+                vmin=0.0,
+                vmax=0.2,
+                cmap="viridis_r",
+                fmt="{:.3f}",
+                colorbar="p-value",
             )
-            lines.append("")
-        if draw:
-            name = "aggregation_stability.png"
-            written.append(
-                plot_grouped_bars(
-                    out / name,
-                    title="Stability of the rankings by aggregation",
-                    categories=aggs,
-                    series=[
-                        (f, [comp.stability[g] for g in aggs]) for f, comp in a.comparisons.items()
-                    ],
-                    ylabel="mean Kendall tau between settings",
-                )
-            )
-            lines += [f"![aggregation stability]({name})", ""]
-            for f, comp in a.comparisons.items():
-                name = f"aggregation_significance_{_slug(f)}.png"
-                written.append(
-                    plot_heatmap(
-                        out / name,
-                        comp.p_values,
-                        rows=aggs,
-                        cols=aggs,
-                        title=f"p-value: row gives more stable {f} rankings than column",
-                        vmin=0.0,
-                        vmax=0.2,
-                        cmap="viridis_r",
-                        fmt="{:.3f}",
-                        colorbar="p-value",
-                    )
-                )
-                lines += [f"![aggregation significance {f}]({name})", ""]
-    lines += [f"### Heatmaps ({a.aggregation})", ""]
+        )
+        lines += [f"![aggregation significance {f}]({name})", ""]
+    return lines
+
+
+def _heatmap_lines(
+    a: Analysis, dims: list[str], fig_dir: Path | None, written: list[Path]
+) -> list[str]:
+    lines = [f"### Heatmaps ({a.aggregation})", ""]
     for d in dims:
         pairs = [(tgt, a.stability[(tgt, d)]) for tgt in dims if (tgt, d) in a.stability]
         lines += [f"#### When {d} changes", ""]
@@ -327,11 +372,11 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
                     f"{lo[0]} vs {lo[1]} ({_f(lo[2], 2)})"
                 )
             lines += [txt + ".", ""]
-            if draw:
+            if fig_dir is not None:
                 name = f"stability_{_slug(tgt)}_by_{_slug(d)}.png"
                 written.append(
                     plot_heatmap(
-                        out / name,
+                        fig_dir / name,
                         s.tau,
                         rows=s.labels,
                         cols=s.labels,
@@ -341,8 +386,4 @@ def write_report(analysis: Analysis, out_dir: str | Path, *, figures: bool = Tru
                     )
                 )
                 lines += [f"![{tgt} by {d}]({name})", ""]
-    report = out / "report.md"
-    report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
-    data = out / "analysis.json"
-    data.write_text(json.dumps(a.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return [report, data, *written]
+    return lines

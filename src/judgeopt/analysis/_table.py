@@ -53,6 +53,90 @@ def _parse_number(cell: object, column: str, where: str) -> float:
         raise ValueError(f"{where}: `{column}` must be a number or empty. Got {text!r}.") from None
 
 
+def _check_roles(
+    factors: Sequence[str], group: Sequence[str], objective: str, n_column: str | None
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """The factor and group columns, and column -> its role (each column has one)."""
+    factors_t = _as_names(factors, "factors")
+    group_t = _as_names(group, "group")
+    if not factors_t:
+        raise ValueError("`factors` must name at least one column.")
+    if not isinstance(objective, str) or not objective:
+        raise ValueError(f"`objective` must be a column name. Got {objective!r}.")
+    roles: dict[str, str] = {}
+    for role, names in (
+        ("factors", factors_t),
+        ("group", group_t),
+        ("objective", (objective,)),
+        ("n_column", (n_column,) if n_column else ()),
+    ):
+        for name in names:
+            if name in roles:
+                raise ValueError(
+                    f"Column {name!r} is given both as `{roles[name]}` and as `{role}`; "
+                    "each column has one role."
+                )
+            roles[name] = role
+    return factors_t, group_t, roles
+
+
+def _read_rows(
+    records: Iterable[Mapping[str, object]],
+    roles: Mapping[str, str],
+    group: tuple[str, ...],
+    factors: tuple[str, ...],
+    objective: str,
+    n_column: str | None,
+    source: str,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, IntArray], FloatArray, FloatArray | None]:
+    """The levels, codes, objective values and item counts of ``records``."""
+    dims = group + factors
+    levels: dict[str, dict[str, int]] = {d: {} for d in dims}
+    codes: dict[str, list[int]] = {d: [] for d in dims}
+    values: list[float] = []
+    sizes: list[float] = []
+    seen: dict[tuple[str, ...], int] = {}
+    needed = [*dims, objective, *([n_column] if n_column else [])]
+    for i, row in enumerate(records):
+        where = f"{source} row {i + 1}"
+        missing = [c for c in needed if c not in row]
+        if missing:
+            role = roles[missing[0]]
+            raise ValueError(
+                f"The `{role}` column {missing[0]!r} is not in {source}. "
+                f"Available columns: {sorted(map(str, row))!r}."
+            )
+        key = []
+        for d in dims:
+            raw = row[d]
+            text = "" if raw is None else str(raw).strip()
+            codes[d].append(levels[d].setdefault(text, len(levels[d])))
+            key.append(text)
+        tkey = tuple(key)
+        if tkey in seen:
+            strategy = dict(zip(factors, tkey[len(group) :], strict=True))
+            setting = dict(zip(group, tkey[: len(group)], strict=True))
+            raise ValueError(
+                f"{where}: strategy {strategy} repeats in setting {setting} (first at row "
+                f"{seen[tkey] + 1}); each (group, strategy) must appear once."
+            )
+        seen[tkey] = i
+        values.append(_parse_number(row[objective], objective, where))
+        if n_column:
+            n = _parse_number(row[n_column], n_column, where)
+            if not math.isnan(n) and n < 1:
+                raise ValueError(f"{where}: `{n_column}` must be >= 1 or empty. Got {n}.")
+            sizes.append(n)
+    if not values:
+        raise ValueError(f"{source} has no rows.")
+    return (
+        {d: tuple(levels[d]) for d in dims},
+        {d: np.asarray(codes[d], dtype=np.intp) for d in dims},
+        np.asarray(values, dtype=np.float64),
+        np.asarray(sizes, dtype=np.float64) if n_column else None,
+    )
+
+
 @dataclass(frozen=True)
 class ResultsTable:
     """A tidy results table: one row per (group, strategy) with an objective value.
@@ -124,73 +208,18 @@ class ResultsTable:
             >>> t.n_rows, t.n_missing
             (2, 1)
         """
-        factors_t = _as_names(factors, "factors")
-        group_t = _as_names(group, "group")
-        if not factors_t:
-            raise ValueError("`factors` must name at least one column.")
-        if not isinstance(objective, str) or not objective:
-            raise ValueError(f"`objective` must be a column name. Got {objective!r}.")
-        roles: dict[str, str] = {}
-        for role, names in (
-            ("factors", factors_t),
-            ("group", group_t),
-            ("objective", (objective,)),
-            ("n_column", (n_column,) if n_column else ()),
-        ):
-            for name in names:
-                if name in roles:
-                    raise ValueError(
-                        f"Column {name!r} is given both as `{roles[name]}` and as `{role}`; "
-                        "each column has one role."
-                    )
-                roles[name] = role
-        dims = group_t + factors_t
-        levels: dict[str, dict[str, int]] = {d: {} for d in dims}
-        codes: dict[str, list[int]] = {d: [] for d in dims}
-        values: list[float] = []
-        sizes: list[float] = []
-        seen: dict[tuple[str, ...], int] = {}
-        needed = [*dims, objective, *([n_column] if n_column else [])]
-        for i, row in enumerate(records):
-            where = f"{source} row {i + 1}"
-            missing = [c for c in needed if c not in row]
-            if missing:
-                role = roles[missing[0]]
-                raise ValueError(
-                    f"The `{role}` column {missing[0]!r} is not in {source}. "
-                    f"Available columns: {sorted(map(str, row))!r}."
-                )
-            key = []
-            for d in dims:
-                raw = row[d]
-                text = "" if raw is None else str(raw).strip()
-                codes[d].append(levels[d].setdefault(text, len(levels[d])))
-                key.append(text)
-            tkey = tuple(key)
-            if tkey in seen:
-                strategy = dict(zip(factors_t, tkey[len(group_t) :], strict=True))
-                setting = dict(zip(group_t, tkey[: len(group_t)], strict=True))
-                raise ValueError(
-                    f"{where}: strategy {strategy} repeats in setting {setting} (first at row "
-                    f"{seen[tkey] + 1}); each (group, strategy) must appear once."
-                )
-            seen[tkey] = i
-            values.append(_parse_number(row[objective], objective, where))
-            if n_column:
-                n = _parse_number(row[n_column], n_column, where)
-                if not math.isnan(n) and n < 1:
-                    raise ValueError(f"{where}: `{n_column}` must be >= 1 or empty. Got {n}.")
-                sizes.append(n)
-        if not values:
-            raise ValueError(f"{source} has no rows.")
+        factors_t, group_t, roles = _check_roles(factors, group, objective, n_column)
+        levels, codes, values, n_items = _read_rows(
+            records, roles, group_t, factors_t, objective, n_column, source
+        )
         return cls(
             factors=factors_t,
             objective=objective,
             group=group_t,
-            levels={d: tuple(levels[d]) for d in dims},
-            codes={d: np.asarray(codes[d], dtype=np.intp) for d in dims},
-            values=np.asarray(values, dtype=np.float64),
-            n_items=np.asarray(sizes, dtype=np.float64) if n_column else None,
+            levels=levels,
+            codes=codes,
+            values=values,
+            n_items=n_items,
             n_column=n_column,
             source=source,
         )

@@ -146,6 +146,56 @@ def _changes(data: Mapping[str, Any], score: Any) -> str:
     return "not in the trace"
 
 
+def _gains_html(comparisons: Mapping[str, Any]) -> list[str]:
+    if not comparisons:
+        return [
+            "<h3>Gain over the baseline</h3>",
+            "<p>This judge file has no comparison with the baseline (it was not compiled, "
+            "or compiled without a selection).</p>",
+        ]
+    rows = []
+    for split, c in comparisons.items():
+        ci = (list(c.get("gain_ci") or []) + [None, None])[:2]
+        rows.append(
+            [
+                split,
+                c.get("n"),
+                fmt((c.get("baseline") or {}).get("score"), "undefined"),
+                fmt((c.get("chosen") or {}).get("score"), "undefined"),
+                fmt(c.get("gain"), "undefined", signed=True),
+                f"[{fmt(ci[0], DASH, True)}, {fmt(ci[1], DASH, True)}]"
+                if finite(ci[0]) and finite(ci[1])
+                else "none (gain undefined)",
+                _reading(c),
+                _unrated(c.get("chosen")),
+                _unrated(c.get("baseline")),
+            ]
+        )
+    metric = next(iter(comparisons.values())).get("metric") or "score"
+    parts = [
+        "<h3>Gain over the baseline</h3>",
+        _table(
+            rows,
+            [
+                "split",
+                "n",
+                f"baseline {metric}",
+                f"chosen {metric}",
+                "gain",
+                "95 % interval",
+                "reading",
+                "chosen: no rating",
+                "baseline: no rating",
+            ],
+            cls="gains",
+        ),
+    ]
+    notes = [f"{s}: {c['note']}" for s, c in comparisons.items() if c.get("note")]
+    if notes:
+        parts.append('<p class="note">' + "<br>".join(_esc(n) for n in notes) + "</p>")
+    return parts
+
+
 def _verdict_html(data: Mapping[str, Any], v: Mapping[str, Any]) -> list[str]:
     css = {"untrustworthy": "bad", "worse": "bad", "better": "good"}.get(v["state"], "neutral")
     parts = [f'<section id="verdict" class="verdict {css}">', f"<h2>{_esc(v['headline'])}</h2>"]
@@ -157,54 +207,7 @@ def _verdict_html(data: Mapping[str, Any], v: Mapping[str, Any]) -> list[str]:
             + "</ul>"
         )
     parts.append(_strategy_line(data))
-    comparisons = data.get("comparisons") or {}
-    if comparisons:
-        rows = []
-        for split, c in comparisons.items():
-            ci = (list(c.get("gain_ci") or []) + [None, None])[:2]
-            rows.append(
-                [
-                    split,
-                    c.get("n"),
-                    fmt((c.get("baseline") or {}).get("score"), "undefined"),
-                    fmt((c.get("chosen") or {}).get("score"), "undefined"),
-                    fmt(c.get("gain"), "undefined", signed=True),
-                    f"[{fmt(ci[0], DASH, True)}, {fmt(ci[1], DASH, True)}]"
-                    if finite(ci[0]) and finite(ci[1])
-                    else "none (gain undefined)",
-                    _reading(c),
-                    _unrated(c.get("chosen")),
-                    _unrated(c.get("baseline")),
-                ]
-            )
-        metric = next(iter(comparisons.values())).get("metric") or "score"
-        parts.append("<h3>Gain over the baseline</h3>")
-        parts.append(
-            _table(
-                rows,
-                [
-                    "split",
-                    "n",
-                    f"baseline {metric}",
-                    f"chosen {metric}",
-                    "gain",
-                    "95 % interval",
-                    "reading",
-                    "chosen: no rating",
-                    "baseline: no rating",
-                ],
-                cls="gains",
-            )
-        )
-        notes = [f"{s}: {c['note']}" for s, c in comparisons.items() if c.get("note")]
-        if notes:
-            parts.append('<p class="note">' + "<br>".join(_esc(n) for n in notes) + "</p>")
-    else:
-        parts.append("<h3>Gain over the baseline</h3>")
-        parts.append(
-            "<p>This judge file has no comparison with the baseline (it was not compiled, "
-            "or compiled without a selection).</p>"
-        )
+    parts += _gains_html(data.get("comparisons") or {})
     if v["messages"]:
         parts.append(
             '<p>The selection said:</p><ul class="messages">'
