@@ -16,8 +16,9 @@ Compositions are rules too: a rule with the prior default as its fallback (``+pr
 
 A new rule is one entry of :data:`RULES` (and, for the compile to run it on its validation
 table, a ``constants`` and a ``summary``; the :data:`~judgeopt.selection.Rule` names of the
-configuration must list it). ``benchmarks/tests/test_rule_registry.py`` checks, for every rule a compile
-runs, that the compile's binding and the bank's pick the same judges on the same tables.
+configuration must list it). ``benchmarks/tests/test_rule_registry.py`` checks, for every
+rule a compile runs, that the compile's binding and the bank's pick the same judges on the
+same tables.
 """
 
 from __future__ import annotations
