@@ -322,6 +322,24 @@ def test_report_of_a_good_compile_leads_with_the_gain(compiled: dict[str, Path])
     assert all(h.strip() for h in headers), headers
 
 
+def test_a_kept_baseline_is_said_to_be_the_baseline() -> None:
+    """A judge that is the baseline itself is not "not distinguishable from the baseline":
+    the verdict says the baseline was kept (an ensemble, or a compile with problems, keeps its
+    own verdict)."""
+    from judgeopt.report._page import verdict
+
+    comp = {"gain": 0.0, "gain_ci": [0.0, 0.0], "baseline": {}, "chosen": {}}
+    data: dict[str, Any] = {"selection": {"kept_baseline": True}, "comparisons": {"test": comp}}
+    kept = verdict(data)
+    assert kept["state"] == "baseline" and kept["headline"].startswith("The baseline was kept")
+    data["selection"]["kept_baseline"] = False
+    assert verdict(data)["state"] == "within noise"
+    data["selection"]["kept_baseline"] = True
+    assert verdict({**data, "members": [{}]})["state"] == "within noise"
+    bad = verdict({**data, "search": {"problems": ["most answers unparsed"]}})
+    assert bad["state"] == "untrustworthy"
+
+
 def test_absent_figures_are_explained(tmp_path: Path, monkeypatch) -> None:
     from judgeopt.judge import JudgeProgram, load_task
 

@@ -213,7 +213,7 @@ def test_compile_with_a_pooled_rule_finds_a_better_strategy(task, records, rule)
     assert len(fake.judge_requests) == res.calls and sel["cost"]["calls"] == 0
     comp = judge.comparisons["validation"]
     assert comp["n"] == 96 and comp["gain"] == pytest.approx(chosen["gain"])
-    assert "biased upward" in comp["note"]
+    assert "biased upward" in comp["note"] and not sel["kept_baseline"]
     assert judge.export()["selection"]["candidates"] == sel["candidates"]
 
 
@@ -506,6 +506,12 @@ def test_every_strategy_passed_over_returns_the_baseline_and_says_so(
     assert "#0 " not in " ".join(sel["messages"])
     said = " ".join(sel["messages"])
     assert "passed over" in said and ("baseline is returned" in said or "kept" in said)
+    # It is said to be the baseline: no gain to estimate, no "biased upward" estimate of one,
+    # and no message that the best validation score is returned.
+    assert sel["kept_baseline"]
+    for comp in judge.comparisons.values():
+        assert comp["note"].startswith("the returned judge is the baseline itself"), comp
+    assert "best validation score is returned" not in said
     if rule == "best":
         if baseline_parses:
             assert "the baseline is returned: every strategy with a better" in said

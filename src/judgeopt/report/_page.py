@@ -78,7 +78,7 @@ def _unrated(side: Mapping[str, Any] | None) -> str:
 def verdict(data: Mapping[str, Any]) -> dict[str, Any]:
     """The report's verdict: ``{"state", "headline", "split", "problems", "passed_over",
     "messages"}`` (``state``: ``untrustworthy``, ``better``, ``worse``, ``within noise``,
-    ``undefined`` or ``not compared``)."""
+    ``undefined``, ``not compared``, or ``baseline`` when the judge is the baseline itself)."""
     search = data.get("search") or {}
     selection = data.get("selection") or {}
     problems = [str(p) for p in search.get("problems") or []]
@@ -97,6 +97,9 @@ def verdict(data: Mapping[str, Any]) -> dict[str, Any]:
             "worse": f"Worse than the baseline on {split}",
             "within noise": f"Not distinguishable from the baseline on {split} (within noise)",
         }.get(state, f"Gain over the baseline undefined on {split}")
+    if selection.get("kept_baseline") and not data.get("members"):
+        state = "baseline"
+        headline = "The baseline was kept: the rule found no strategy better than it"
     if problems:
         state = "untrustworthy"
         headline = (

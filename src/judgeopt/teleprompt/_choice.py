@@ -162,6 +162,7 @@ class ChoiceRun:
         stats1 = lm_stats(self.chooser.evaluator.lm)
         record["cost"] = {k: stats1[k] - self.stats0[k] for k in self.stats0}
         record["cost"]["seconds"] = round(time.perf_counter() - self.t0, 3)
+        record["kept_baseline"] = strategy_key(step.chosen.strategy) == self.baseline_key
         warn = comparison.gain is not None and comparison.gain < 0
         if warn:
             record["messages"].append(

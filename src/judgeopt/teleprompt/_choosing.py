@@ -35,6 +35,9 @@ from ._pooling import (
 )
 from ._prior import prior_fallback
 
+#: The note of a comparison whose judge is the baseline itself.
+KEPT_BASELINE_NOTE = "the returned judge is the baseline itself: there is no gain to estimate"
+
 __all__ = ["Chooser", "Selected", "lm_stats"]
 
 
@@ -215,6 +218,7 @@ class Chooser:
         if confirm_val is not None:
             step = self._confirm(run, step, programs, labels, base_res, results, judged_on)
         step = self._prior_default(run, step, labels, judged_on)
+        kept = strategy_key(step.chosen.strategy) == run.baseline_key
         comparison = compare(
             run.judged(step.chosen, f"{step.split}: chosen", judged_on),
             base_res,
@@ -222,7 +226,7 @@ class Chooser:
             metric=self.metric,
             n_resamples=self.sel.n_resamples,
             seed=self.sel.seed,
-            note=step.note,
+            note=KEPT_BASELINE_NOTE if kept else step.note,
         )
         ensemble = None
         if step.n_members:
@@ -263,11 +267,6 @@ class Chooser:
         sel, record = self.sel, run.record
         record["rule"] = "best"
         record["confirm_items"] = 0
-        if sel.rule != "best":
-            record["messages"].append(
-                f"selection: {split_note}; the judge with the best validation score "
-                "is returned, which is biased upward (winner's curse)"
-            )
         best_trial = run.search.best_trial
         assert best_trial is not None
         top = self.best_rated(run.search, run.unrated, run.excluded)
@@ -301,6 +300,14 @@ class Chooser:
         )
         if not finalists and top is not None:
             finalists = [top]
+        if sel.rule != "best":
+            outcome = (
+                "the judge with the best validation score is returned, which is biased "
+                "upward (winner's curse)"
+                if fallback is None
+                else "the rule falls back to the best validation score"
+            )
+            record["messages"].append(f"selection: {split_note}; {outcome}")
         note = (
             "the items the search chose the judge on: the gain is biased upward; "
             "evaluate on held-out test items for an unbiased estimate"
