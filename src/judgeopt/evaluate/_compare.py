@@ -10,7 +10,7 @@ from typing import Any
 
 from ..data import Record
 from ..metrics import paired_bootstrap, paired_bootstrap_mean
-from ._results import EvalResult, correct, item_predictions
+from ._results import EvalResult, ItemResult, correct, item_predictions
 from ._run import evaluate
 
 __all__ = ["Comparison", "compare", "evaluate_against"]
@@ -128,61 +128,26 @@ def compare(
         ValueError: When the evaluations do not cover the same records.
     """
     ids = [r.id for r in records]
-    by_a = {i.id: i for i in chosen.items}
-    by_b = {i.id: i for i in baseline.items}
-    missing = [i for i in ids if i not in by_a or i not in by_b]
-    if missing:
-        raise ValueError(
-            f"compare(): both evaluations must cover the same records; "
-            f"{len(missing)} are missing (first: {missing[:3]!r})."
-        )
-    items_a = [by_a[i] for i in ids]
-    items_b = [by_b[i] for i in ids]
+    items_a, items_b = _paired_items(chosen, baseline, ids)
     pairwise = chosen.accuracy is not None or baseline.accuracy is not None
     metric = metric or ("accuracy" if pairwise else "spearman")
     level = "dataset" if pairwise else chosen.level
     groups = [r.group_id or r.id for r in records]
-
-    def side(res: EvalResult, label: str) -> dict[str, Any]:
-        v = res.metric(metric)
-        return {
-            "label": label,
-            "score": None if math.isnan(v) else v,
-            "n": res.n,
-            "parse_failures": res.parse_failures,
-            "call_failures": res.call_failures,
-        }
-
-    a_side, b_side = side(chosen, labels[1]), side(baseline, labels[0])
+    a_side, b_side = _side(chosen, labels[1], metric), _side(baseline, labels[0], metric)
     gain: float | None = None
     lo = hi = p_not = None
     n_units = len(set(groups)) if level == "group" else len(ids)
     if a_side["score"] is not None and b_side["score"] is not None:
         gain = a_side["score"] - b_side["score"]
-        try:
-            if metric == "accuracy":
-                m = paired_bootstrap_mean(
-                    correct(items_a),
-                    correct(items_b),
-                    n_resamples=n_resamples,
-                    confidence=confidence,
-                    seed=seed,
-                )
-                lo, hi, p_not = m.low, m.high, m.p_not_positive
-            else:
-                r = paired_bootstrap(
-                    [float(i.human) for i in items_a],  # type: ignore[arg-type]
-                    item_predictions(items_a),
-                    item_predictions(items_b),
-                    metric,
-                    groups if level == "group" else None,
-                    n_resamples=n_resamples,
-                    confidence=confidence,
-                    seed=seed,
-                )
-                lo, hi, p_not = r.low, r.high, r.p_not_positive
-        except ValueError as e:
-            log.warning("no interval for the gain: %s", e)
+        lo, hi, p_not = _gain_interval(
+            items_a,
+            items_b,
+            metric,
+            groups if level == "group" else None,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            seed=seed,
+        )
     return Comparison(
         metric=metric,
         level=level,
@@ -197,6 +162,70 @@ def compare(
         n_resamples=n_resamples,
         note=note,
     )
+
+
+def _paired_items(
+    chosen: EvalResult, baseline: EvalResult, ids: Sequence[str]
+) -> tuple[list[ItemResult], list[ItemResult]]:
+    """Both evaluations' items in the order of ``ids`` (a ``ValueError`` if one lacks any)."""
+    by_a = {i.id: i for i in chosen.items}
+    by_b = {i.id: i for i in baseline.items}
+    missing = [i for i in ids if i not in by_a or i not in by_b]
+    if missing:
+        raise ValueError(
+            f"compare(): both evaluations must cover the same records; "
+            f"{len(missing)} are missing (first: {missing[:3]!r})."
+        )
+    return [by_a[i] for i in ids], [by_b[i] for i in ids]
+
+
+def _side(res: EvalResult, label: str, metric: str) -> dict[str, Any]:
+    """One judge's part of a :class:`Comparison` (``score`` ``None`` when undefined)."""
+    v = res.metric(metric)
+    return {
+        "label": label,
+        "score": None if math.isnan(v) else v,
+        "n": res.n,
+        "parse_failures": res.parse_failures,
+        "call_failures": res.call_failures,
+    }
+
+
+def _gain_interval(
+    items_a: Sequence[ItemResult],
+    items_b: Sequence[ItemResult],
+    metric: str,
+    groups: Sequence[str] | None,
+    *,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[float | None, float | None, float | None]:
+    """The gain's bootstrap interval and ``p_not_positive`` (``None``s, logged, if undefined)."""
+    try:
+        if metric == "accuracy":
+            m = paired_bootstrap_mean(
+                correct(items_a),
+                correct(items_b),
+                n_resamples=n_resamples,
+                confidence=confidence,
+                seed=seed,
+            )
+            return m.low, m.high, m.p_not_positive
+        r = paired_bootstrap(
+            [float(i.human) for i in items_a],  # type: ignore[arg-type]
+            item_predictions(items_a),
+            item_predictions(items_b),
+            metric,
+            groups,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            seed=seed,
+        )
+        return r.low, r.high, r.p_not_positive
+    except ValueError as e:
+        log.warning("no interval for the gain: %s", e)
+        return None, None, None
 
 
 def evaluate_against(

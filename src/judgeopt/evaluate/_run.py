@@ -76,92 +76,17 @@ def evaluate(
     if not records:
         raise ValueError("evaluate() needs at least one record.")
     threads = check_int(threads, "threads", min_value=1, allow_none=True, owner="evaluate")
-    max_consecutive_failures = check_int(
-        max_consecutive_failures,
-        "max_consecutive_failures",
-        min_value=1,
-        allow_none=True,
-        owner="evaluate",
-    )
+    breaker = _Breaker(max_consecutive_failures)
     check_records(program, records)
     program = scoring_program(program, explain=explain)
-    breaker = _Breaker(max_consecutive_failures)
     the_lm = program.resolve_lm(lm)
     if threads is None:
         threads = default_threads(the_lm)
     before = _stats(the_lm)
     t0 = time.perf_counter()
-    aspect = program.aspect
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(records), desc=desc or f"judging {aspect}", unit="item", leave=False)
-    results: list[ItemResult | None] = [None] * len(records)
-    # NOTE: judging the members of a group one after another lets a server or llama.cpp reuse
-    # the shared prompt prefix (the same article or dialogue); results keep the input order.
-    order = sorted(range(len(records)), key=lambda i: (records[i].group_id or "", i))
-    if threads == 1:
-        for i in order:
-            results[i] = _judge_one(program, records[i], the_lm, aspect)
-            if on_item is not None:
-                on_item(results[i])  # type: ignore[arg-type]
-            if bar is not None:
-                bar.update(1)
-            try:
-                breaker.see(results[i])  # type: ignore[arg-type]
-            except BaseException:
-                if bar is not None:
-                    bar.close()
-                raise
-    else:
-        # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
-        # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
-        pool: CallPool[ItemResult] = CallPool(
-            [
-                functools.partial(
-                    contextvars.copy_context().run, _judge_one, program, records[i], the_lm, aspect
-                )
-                for i in order
-            ],
-            threads,
-            name="judgeopt-judge",
-        )
-        try:
-            # Taken as they finish: the bar and on_item follow real completion (a slow item
-            # holds nothing up); results keep the input order.
-            for k, item in pool:
-                results[order[k]] = item
-                if on_item is not None:
-                    on_item(item)
-                if bar is not None:
-                    bar.update(1)
-                breaker.see(item)
-        except BaseException as e:
-            # Interrupted (Ctrl-C, a failing on_item): the queued calls are dropped; calls in
-            # flight finish in the background, and the process does not wait for them.
-            finished = pool.stop()
-            if isinstance(e, KeyboardInterrupt) and on_item is not None:
-                _record_finished([item for _, item in finished], on_item)
-            if bar is not None:
-                bar.close()
-            raise
-    if bar is not None:
-        bar.close()
-    items = [r for r in results if r is not None]
+    items = _judge_all(program, records, the_lm, threads, progress, desc, on_item, breaker)
     seconds = time.perf_counter() - t0
-    after = _stats(the_lm)
-    pairwise = program.task.mode == "pairwise"
-    level = "dataset" if pairwise else (program.task.correlation_level or "dataset")
-    kw: dict[str, Any] = {}
-    if before is not None and after is not None:
-        kw = {
-            "calls": after.calls - before.calls,
-            "cache_hits": after.cache_hits - before.cache_hits,
-            "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
-            "completion_tokens": after.completion_tokens - before.completion_tokens,
-        }
-    return result_of(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
+    return _evaluation(program, records, items, seconds, before, _stats(the_lm))
 
 
 def scoring_program(program: Any, *, explain: bool = False) -> Any:
@@ -226,6 +151,121 @@ def default_threads(lm: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
 
 
+def _judge_all(
+    program: JudgeProgram,
+    records: Sequence[Record],
+    lm: Any,
+    threads: int,
+    progress: bool,
+    desc: str | None,
+    on_item: Callable[[ItemResult], None] | None,
+    breaker: _Breaker,
+) -> list[ItemResult]:
+    """Every record's judgement, in input order (:func:`evaluate`'s arguments)."""
+    aspect = program.aspect
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(records), desc=desc or f"judging {aspect}", unit="item", leave=False)
+    # NOTE: judging the members of a group one after another lets a server or llama.cpp reuse
+    # the shared prompt prefix (the same article or dialogue); results keep the input order.
+    order = sorted(range(len(records)), key=lambda i: (records[i].group_id or "", i))
+    jobs = [functools.partial(_judge_one, program, record, lm, aspect) for record in records]
+    if threads == 1:
+        results = _judge_serially(jobs, order, on_item, bar, breaker)
+    else:
+        results = _judge_pooled(jobs, order, threads, on_item, bar, breaker)
+    if bar is not None:
+        bar.close()
+    return [r for r in results if r is not None]
+
+
+def _judge_serially(
+    jobs: Sequence[Callable[[], ItemResult]],
+    order: Sequence[int],
+    on_item: Callable[[ItemResult], None] | None,
+    bar: Any,
+    breaker: _Breaker,
+) -> list[ItemResult | None]:
+    """Run ``jobs`` one after another in ``order``; their results at their indices."""
+    results: list[ItemResult | None] = [None] * len(jobs)
+    for i in order:
+        results[i] = item = jobs[i]()
+        if on_item is not None:
+            on_item(item)
+        if bar is not None:
+            bar.update(1)
+        try:
+            breaker.see(item)
+        except BaseException:
+            if bar is not None:
+                bar.close()
+            raise
+    return results
+
+
+def _judge_pooled(
+    jobs: Sequence[Callable[[], ItemResult]],
+    order: Sequence[int],
+    threads: int,
+    on_item: Callable[[ItemResult], None] | None,
+    bar: Any,
+    breaker: _Breaker,
+) -> list[ItemResult | None]:
+    """Run ``jobs`` on ``threads`` threads, started in ``order``; their results at their indices."""
+    results: list[ItemResult | None] = [None] * len(jobs)
+    # NOTE: each call runs in a copy of the caller's context, so DSPy settings made
+    # with dspy.context(...) (usage tracking, callbacks, adapter) reach the workers.
+    pool: CallPool[ItemResult] = CallPool(
+        [functools.partial(contextvars.copy_context().run, jobs[i]) for i in order],
+        threads,
+        name="judgeopt-judge",
+    )
+    try:
+        # Taken as they finish: the bar and on_item follow real completion (a slow item
+        # holds nothing up); results keep the input order.
+        for k, item in pool:
+            results[order[k]] = item
+            if on_item is not None:
+                on_item(item)
+            if bar is not None:
+                bar.update(1)
+            breaker.see(item)
+    except BaseException as e:
+        # Interrupted (Ctrl-C, a failing on_item): the queued calls are dropped; calls in
+        # flight finish in the background, and the process does not wait for them.
+        finished = pool.stop()
+        if isinstance(e, KeyboardInterrupt) and on_item is not None:
+            _record_finished([item for _, item in finished], on_item)
+        if bar is not None:
+            bar.close()
+        raise
+    return results
+
+
+def _evaluation(
+    program: JudgeProgram,
+    records: Sequence[Record],
+    items: list[ItemResult],
+    seconds: float,
+    before: Any,
+    after: Any,
+) -> EvalResult:
+    """The result of ``items``, with the LM's usage between its stats ``before`` and ``after``."""
+    pairwise = program.task.mode == "pairwise"
+    level = "dataset" if pairwise else (program.task.correlation_level or "dataset")
+    kw: dict[str, Any] = {}
+    if before is not None and after is not None:
+        kw = {
+            "calls": after.calls - before.calls,
+            "cache_hits": after.cache_hits - before.cache_hits,
+            "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
+            "completion_tokens": after.completion_tokens - before.completion_tokens,
+        }
+    return result_of(items, records, pairwise=pairwise, level=level, seconds=seconds, **kw)
+
+
 def _judge_one(program: JudgeProgram, record: Record, lm: Any, aspect: str) -> ItemResult:
     human: float | str | None
     if program.task.mode == "pairwise":
@@ -262,7 +302,9 @@ class _Breaker:
     """Counts judge calls that failed transiently in a row; trips at ``limit``."""
 
     def __init__(self, limit: int | None) -> None:
-        self.limit = limit
+        self.limit = check_int(
+            limit, "max_consecutive_failures", min_value=1, allow_none=True, owner="evaluate"
+        )
         self.streak = 0
 
     def see(self, item: ItemResult) -> None:

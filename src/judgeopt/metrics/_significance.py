@@ -441,34 +441,75 @@ def paired_bootstrap(
     if np.ptp(h) == 0:
         raise ValueError("the human scores are constant: no correlation is defined")
     rng = np.random.default_rng(seed)
-    pieces: list[FloatArray] = []
     if groups is None:
-        n = int(h.size)
-        ha, hb = rowwise_correlation(h[None, :], np.stack([pa, pb]), checked)
-        value_a = 0.0 if np.isnan(ha) else float(ha)
-        value_b = 0.0 if np.isnan(hb) else float(hb)
-        for size in _chunks(n_resamples, 3 * n):
-            idx = rng.integers(0, n, size=(size, n))
-            hh = h[idx]
-            human_ok = np.ptp(hh, axis=1) > 0
-            ca = _constant_is_zero(rowwise_correlation(hh, pa[idx], checked), human_ok)
-            cb = _constant_is_zero(rowwise_correlation(hh, pb[idx], checked), human_ok)
-            pieces.append(ca - cb)
-    else:
-        parts = list(group_indices(validate_groups(groups, h.size)).values())
-        n = len(parts)
-        per_a = _per_group(h, pa, parts, checked, mode)
-        per_b = _per_group(h, pb, parts, checked, mode)
-        if np.isnan(per_a).all() or np.isnan(per_b).all():
-            raise ValueError(
-                "every group was skipped for one judge (fewer than 2 items or a constant "
-                "side); a group-level correlation is undefined"
-            )
-        value_a = float(np.nanmean(per_a))
-        value_b = float(np.nanmean(per_b))
-        for size in _chunks(n_resamples, 2 * n):
-            draw = rng.integers(0, n, size=(size, n))
-            pieces.append(_row_means(per_a[draw].T) - _row_means(per_b[draw].T))
+        return _paired_items(h, pa, pb, checked, n_resamples, confidence, rng)
+    return _paired_groups(h, pa, pb, groups, checked, mode, n_resamples, confidence, rng)
+
+
+def _paired_items(
+    h: FloatArray,
+    pa: FloatArray,
+    pb: FloatArray,
+    method: Method,
+    n_resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> PairedBootstrapResult:
+    """:func:`paired_bootstrap` at dataset level: items are resampled."""
+    n = int(h.size)
+    ha, hb = rowwise_correlation(h[None, :], np.stack([pa, pb]), method)
+    value_a = 0.0 if np.isnan(ha) else float(ha)
+    value_b = 0.0 if np.isnan(hb) else float(hb)
+    pieces: list[FloatArray] = []
+    for size in _chunks(n_resamples, 3 * n):
+        idx = rng.integers(0, n, size=(size, n))
+        hh = h[idx]
+        human_ok = np.ptp(hh, axis=1) > 0
+        ca = _constant_is_zero(rowwise_correlation(hh, pa[idx], method), human_ok)
+        cb = _constant_is_zero(rowwise_correlation(hh, pb[idx], method), human_ok)
+        pieces.append(ca - cb)
+    return _paired_result(value_a, value_b, n, pieces, confidence, n_resamples)
+
+
+def _paired_groups(
+    h: FloatArray,
+    pa: FloatArray,
+    pb: FloatArray,
+    groups: Groups,
+    method: Method,
+    mode: ConstantGroups,
+    n_resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> PairedBootstrapResult:
+    """:func:`paired_bootstrap` at group level: whole groups are resampled."""
+    parts = list(group_indices(validate_groups(groups, h.size)).values())
+    n = len(parts)
+    per_a = _per_group(h, pa, parts, method, mode)
+    per_b = _per_group(h, pb, parts, method, mode)
+    if np.isnan(per_a).all() or np.isnan(per_b).all():
+        raise ValueError(
+            "every group was skipped for one judge (fewer than 2 items or a constant "
+            "side); a group-level correlation is undefined"
+        )
+    value_a = float(np.nanmean(per_a))
+    value_b = float(np.nanmean(per_b))
+    pieces: list[FloatArray] = []
+    for size in _chunks(n_resamples, 2 * n):
+        draw = rng.integers(0, n, size=(size, n))
+        pieces.append(_row_means(per_a[draw].T) - _row_means(per_b[draw].T))
+    return _paired_result(value_a, value_b, n, pieces, confidence, n_resamples)
+
+
+def _paired_result(
+    value_a: float,
+    value_b: float,
+    n: int,
+    pieces: list[FloatArray],
+    confidence: float,
+    n_resamples: int,
+) -> PairedBootstrapResult:
+    """The interval of the resampled deltas (NaN: degenerate) and the observed values."""
     values = np.concatenate(pieces)
     valid = values[~np.isnan(values)]
     if valid.size == 0:

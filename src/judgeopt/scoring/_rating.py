@@ -22,6 +22,7 @@ from ._backend import LogprobBackend
 from ._distribution import (
     _FIRST_DIGIT,
     RatingDistribution,
+    StepFn,
     UnknownContinuation,
     _digit_dict,
     _digit_table,
@@ -158,8 +159,19 @@ def rating_from_generation(
             f"the rating shares token {tokens[pos]!r} with non-digit text: its distribution "
             "cannot be read"
         )
+    step = _step_fn(generation, backend, top_k, pos, _generated_path(tokens, pos))
+    dist = rating_distribution(
+        step, scale=scale, rating_min=rating_min, unknown_continuation=unknown_continuation
+    )
+    if not dist.mass > 0:
+        return ExpectedRating(
+            None, greedy, dist, generation.text, method, "no valid rating has any probability"
+        )
+    return ExpectedRating(dist.expected, greedy, dist, generation.text, method)
 
-    # Where the generated path goes: path of token texts -> position of the next token.
+
+def _generated_path(tokens: Sequence[str], pos: int) -> dict[tuple[str, ...], int]:
+    """Where the generated path goes: path of token texts -> position of the next token."""
     path_at: dict[tuple[str, ...], int] = {(): pos}
     path: tuple[str, ...] = ()
     for j in range(pos, len(tokens)):
@@ -168,7 +180,22 @@ def rating_from_generation(
             break
         path = (*path, tokens[j])
         path_at[path] = j + 1
+    return path_at
 
+
+def _step_fn(
+    generation: Generation,
+    backend: LogprobBackend | None,
+    top_k: int | None,
+    pos: int,
+    path_at: Mapping[tuple[str, ...], int],
+) -> StepFn:
+    """The next-token log-probabilities after each branch from the rating position ``pos``.
+
+    Raises:
+        ValueError: If the generation lacks the log-probabilities the mode needs.
+    """
+    tokens = generation.tokens
     exact = top_k is None
     if exact:
         if generation.logits is None or backend is None:
@@ -212,14 +239,7 @@ def rating_from_generation(
         context = [*generation.prompt_ids, *generation.token_ids[:pos], *branch_ids]
         return _digit_dict(log_softmax(backend.next_logprobs(context)), table)
 
-    dist = rating_distribution(
-        step, scale=scale, rating_min=rating_min, unknown_continuation=unknown_continuation
-    )
-    if not dist.mass > 0:
-        return ExpectedRating(
-            None, greedy, dist, generation.text, method, "no valid rating has any probability"
-        )
-    return ExpectedRating(dist.expected, greedy, dist, generation.text, method)
+    return step
 
 
 def self_consistency(texts: Sequence[str], *, scale: int, rating_min: int = 1) -> SelfConsistency:

@@ -50,6 +50,79 @@ def _find(pairs: Sequence[tuple[Value, Any]], value: Value) -> int:
     return -1
 
 
+def _by_value(pairs: Iterable[tuple[Value, float]]) -> list[tuple[Value, list[float]]]:
+    """The numbers of each value, values in first-seen order."""
+    groups: list[tuple[Value, list[float]]] = []
+    for value, x in pairs:
+        k = _find(groups, value)
+        if k < 0:
+            groups.append((value, [x]))
+        else:
+            groups[k][1].append(x)
+    return groups
+
+
+def _setting_advantages(
+    name: str,
+    rows: list[Row],
+    factors: tuple[str, ...] | None,
+    aggregation: str,
+    score_scale: float,
+) -> tuple[tuple[str, ...], dict[str, list[tuple[Value, float]]], float]:
+    """One setting's factors, the advantage of each value of each, and its scores' spread.
+
+    ``factors`` are the earlier settings' (``None`` for the first): every row must name them.
+    """
+    finite = [(dict(s), float(v)) for s, v in rows if not math.isnan(float(v))]
+    if not finite:
+        raise ValueError(f"Setting {name!r} has no row with a finite score.")
+    for s, _ in finite:
+        names = tuple(s)
+        if factors is None:
+            factors = names
+        elif set(names) != set(factors):
+            raise ValueError(
+                f"Setting {name!r} has a row with factors {sorted(names)!r}; earlier "
+                f"rows have {sorted(factors)!r}. Every row must name the same factors."
+            )
+    assert factors is not None  # at least one finite row was read
+    scores = [v * score_scale for _, v in finite]
+    adv: dict[str, list[tuple[Value, float]]] = {}
+    for f in factors:
+        groups = _by_value(
+            (_check_value(f, s[f]), r) for (s, _), r in zip(finite, scores, strict=True)
+        )
+        agg = [(v, _aggregate(rs, aggregation)) for v, rs in groups]
+        centre = float(np.mean([a for _, a in agg]))
+        adv[f] = [(v, a - centre) for v, a in agg]
+    return factors, adv, float(np.std(scores))
+
+
+def _combine(
+    factors: tuple[str, ...],
+    per_setting: list[dict[str, list[tuple[Value, float]]]],
+    spreads: list[float],
+    normalise: str,
+) -> dict[str, tuple[tuple[Value, float], ...]]:
+    """Each value's advantage averaged over the settings that saw it, re-centred per factor."""
+    mean_spread = float(np.mean(spreads))
+    scales = [
+        (mean_spread / spread if spread > 0 else 0.0) if normalise == "std" else 1.0
+        for spread in spreads
+    ]
+    combined: dict[str, tuple[tuple[Value, float], ...]] = {}
+    for f in factors:
+        sums = _by_value(
+            (v, a * scale)
+            for adv, scale in zip(per_setting, scales, strict=True)
+            for v, a in adv[f]
+        )
+        means = [(v, float(np.mean(a))) for v, a in sums]
+        centre = float(np.mean([a for _, a in means]))
+        combined[f] = tuple((v, a - centre) for v, a in means)
+    return combined
+
+
 @dataclass(frozen=True)
 class FactorPriors:
     """Per factor and value, an advantage estimated from earlier results.
@@ -195,53 +268,13 @@ class FactorPriors:
         per_setting: list[dict[str, list[tuple[Value, float]]]] = []
         spreads: list[float] = []
         for name, rows in settings.items():
-            finite = [(dict(s), float(v)) for s, v in rows if not math.isnan(float(v))]
-            if not finite:
-                raise ValueError(f"Setting {name!r} has no row with a finite score.")
-            for s, _ in finite:
-                names = tuple(s)
-                if factors is None:
-                    factors = names
-                elif set(names) != set(factors):
-                    raise ValueError(
-                        f"Setting {name!r} has a row with factors {sorted(names)!r}; earlier "
-                        f"rows have {sorted(factors)!r}. Every row must name the same factors."
-                    )
-            assert factors is not None  # at least one finite row was read
-            scores = [v * score_scale for _, v in finite]
-            spreads.append(float(np.std(scores)))
-            adv: dict[str, list[tuple[Value, float]]] = {}
-            for f in factors:
-                groups: list[tuple[Value, list[float]]] = []
-                for (s, _), r in zip(finite, scores, strict=True):
-                    value = _check_value(f, s[f])
-                    k = _find(groups, value)
-                    if k < 0:
-                        groups.append((value, [r]))
-                    else:
-                        groups[k][1].append(r)
-                agg = [(v, _aggregate(rs, aggregation)) for v, rs in groups]
-                centre = float(np.mean([a for _, a in agg]))
-                adv[f] = [(v, a - centre) for v, a in agg]
+            factors, adv, spread = _setting_advantages(
+                name, rows, factors, aggregation, score_scale
+            )
             per_setting.append(adv)
+            spreads.append(spread)
         assert factors is not None
-        mean_spread = float(np.mean(spreads))
-        combined: dict[str, tuple[tuple[Value, float], ...]] = {}
-        for f in factors:
-            sums: list[tuple[Value, list[float]]] = []
-            for adv, spread in zip(per_setting, spreads, strict=True):
-                scale = 1.0
-                if normalise == "std":
-                    scale = mean_spread / spread if spread > 0 else 0.0
-                for v, a in adv[f]:
-                    k = _find(sums, v)
-                    if k < 0:
-                        sums.append((v, [a * scale]))
-                    else:
-                        sums[k][1].append(a * scale)
-            means = [(v, float(np.mean(a))) for v, a in sums]
-            centre = float(np.mean([a for _, a in means]))
-            combined[f] = tuple((v, a - centre) for v, a in means)
+        combined = _combine(factors, per_setting, spreads, normalise)
         return cls(combined, aggregation, normalise, score_scale, tuple(settings))
 
     @classmethod

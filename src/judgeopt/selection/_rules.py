@@ -86,27 +86,9 @@ def choose(
     defined = [i for i, f in enumerate(out) if f.error is None]
     if not defined:
         raise ValueError(out[0].error)
+    chosen, reason = _choice(out, defined, confidence, interval)
     base = out[defined[0]].gain.b
-    confirmed = [i for i, f in enumerate(out) if f.confirmed]
-    if confirmed:
-        chosen = max(confirmed, key=lambda i: (out[i].lower_bound, -i))
-        f = out[chosen]
-        reason = (
-            f"finalist {f.key!r} confirmed: gain {f.gain.delta:+.3f} over the baseline on "
-            f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
-            f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
-            f"{f.lower_bound:+.3f} > 0)"
-        )
-        return SelectionResult(chosen, out, base, confidence, reason + _undefined_note(out))
-    best = max(defined, key=lambda i: (out[i].gain.delta, -i))
-    f = out[best]
-    reason = (
-        f"no finalist beat the baseline on the confirmation items: the best, "
-        f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
-        f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
-        f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept"
-    )
-    return SelectionResult(None, out, base, confidence, reason + _undefined_note(out))
+    return SelectionResult(chosen, out, base, confidence, reason + _undefined_note(out))
 
 
 def veto(
@@ -163,40 +145,10 @@ def veto(
         n_resamples=n_resamples,
         seed=seed,
     )
-    f = out[0]
-    base = f.gain.b
-    if (
-        baseline_search_score is not None
-        and math.isfinite(baseline_search_score)
-        and not baseline_search_score < search_score
-    ):
-        reason = (
-            f"the baseline has the best search score ({baseline_search_score:.3f}; the "
-            f"best other strategy, {key!r}, {search_score:.3f}), so it is kept"
-        )
-        return SelectionResult(None, out, base, confidence, reason)
-    if f.error is not None:
-        reason = (
-            f"the search's best, {key!r}, cannot be compared with the baseline on the "
-            f"confirmation items ({f.error}), so the baseline is kept"
-        )
-        return SelectionResult(None, out, base, confidence, reason)
-    told = (
-        f"gain {f.gain.delta:+.3f} on the confirmation items ({interval:.0%} interval "
-        f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} upper bound "
-        f"{f.upper_bound:+.3f}"
+    chosen, reason = _veto_choice(
+        out[0], key, search_score, baseline_search_score, confidence, interval
     )
-    if f.upper_bound < 0:
-        reason = f"the search's best, {key!r}, was vetoed: {told} < 0), so the baseline is kept"
-        return SelectionResult(None, out, base, confidence, reason)
-    if f.gain.delta < 0:
-        reason = (
-            f"the search's best, {key!r}, is kept although it scored below the "
-            f"baseline on the confirmation items, not significantly: {told} >= 0)"
-        )
-    else:
-        reason = f"the search's best, {key!r}, is kept (not vetoed: {told} >= 0)"
-    return SelectionResult(0, out, base, confidence, reason)
+    return SelectionResult(chosen, out, out[0].gain.b, confidence, reason)
 
 
 def _compare_finalists(
@@ -275,6 +227,68 @@ def _compare_finalists(
             Finalist(key, float(s), two_sided.a, two_sided, lower, lower > 0, upper_bound=upper)
         )
     return out
+
+
+def _choice(
+    out: Sequence[Finalist], defined: Sequence[int], confidence: float, interval: float
+) -> tuple[int | None, str]:
+    """:func:`choose`'s pick among the compared finalists (``None``: the baseline), and why."""
+    confirmed = [i for i, f in enumerate(out) if f.confirmed]
+    if confirmed:
+        chosen = max(confirmed, key=lambda i: (out[i].lower_bound, -i))
+        f = out[chosen]
+        return chosen, (
+            f"finalist {f.key!r} confirmed: gain {f.gain.delta:+.3f} over the baseline on "
+            f"the confirmation items ({interval:.0%} interval {f.gain.low:+.3f} to "
+            f"{f.gain.high:+.3f}; one-sided {confidence:.0%} lower bound "
+            f"{f.lower_bound:+.3f} > 0)"
+        )
+    best = max(defined, key=lambda i: (out[i].gain.delta, -i))
+    f = out[best]
+    return None, (
+        f"no finalist beat the baseline on the confirmation items: the best, "
+        f"{f.key!r}, gained {f.gain.delta:+.3f} ({interval:.0%} interval "
+        f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} lower "
+        f"bound {f.lower_bound:+.3f} <= 0), so the baseline is kept"
+    )
+
+
+def _veto_choice(
+    f: Finalist,
+    key: Any,
+    search_score: float,
+    baseline_search_score: float | None,
+    confidence: float,
+    interval: float,
+) -> tuple[int | None, str]:
+    """:func:`veto`'s pick (``0``: the candidate, ``None``: the baseline), and why."""
+    if (
+        baseline_search_score is not None
+        and math.isfinite(baseline_search_score)
+        and not baseline_search_score < search_score
+    ):
+        return None, (
+            f"the baseline has the best search score ({baseline_search_score:.3f}; the "
+            f"best other strategy, {key!r}, {search_score:.3f}), so it is kept"
+        )
+    if f.error is not None:
+        return None, (
+            f"the search's best, {key!r}, cannot be compared with the baseline on the "
+            f"confirmation items ({f.error}), so the baseline is kept"
+        )
+    told = (
+        f"gain {f.gain.delta:+.3f} on the confirmation items ({interval:.0%} interval "
+        f"{f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided {confidence:.0%} upper bound "
+        f"{f.upper_bound:+.3f}"
+    )
+    if f.upper_bound < 0:
+        return None, f"the search's best, {key!r}, was vetoed: {told} < 0), so the baseline is kept"
+    if f.gain.delta < 0:
+        return 0, (
+            f"the search's best, {key!r}, is kept although it scored below the "
+            f"baseline on the confirmation items, not significantly: {told} >= 0)"
+        )
+    return 0, f"the search's best, {key!r}, is kept (not vetoed: {told} >= 0)"
 
 
 def _undefined_note(out: Sequence[Finalist]) -> str:

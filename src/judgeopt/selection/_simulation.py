@@ -131,6 +131,27 @@ def simulate_selection(
         ``best`` and the confirmation gain for ``confirm`` and ``veto``), ``p_best_exists``
         (share of runs with a truly better candidate) and ``se_true_gain``.
     """
+    levels = _checked_levels(levels, mode_share)
+    configs = _checked_configs(configs)
+    # One stream for the simulated data and one per run for the rules' randomness, so the
+    # rules compared in a run see the same data, split and resamples, and adding a rule to
+    # ``configs`` does not change the data of later runs.
+    rng = np.random.default_rng(seed)
+    run_seeds = np.random.default_rng([seed, 1]).integers(2**31, size=(n_runs, 2))
+    picks: dict[str, list[tuple[int, float]]] = {name: [] for name in configs}
+    trues: list[np.ndarray] = []
+    for split_seed, boot_seed in run_seeds.tolist():
+        rho, true = _draw_judges(rng, budget, baseline_rho, gain_mean, gain_sd)
+        trues.append(true)
+        h = rng.standard_normal(n_valid)
+        y = _judge_outputs(rng, h, rho, error_correlation, levels, mode_share)
+        for name, cfg in configs.items():
+            picks[name].append(_run_rule(cfg, h, y, split_seed, boot_seed, n_resamples))
+    return _summary(picks, trues)
+
+
+def _checked_levels(levels: int | None, mode_share: float | None) -> int | None:
+    """``levels`` as an ``int`` (or ``None``) once it and ``mode_share`` are checked."""
     if levels is not None:
         # numpy integers count (a grid over np.arange); bools do not.
         if (
@@ -154,6 +175,13 @@ def simulate_selection(
                 f"`mode_share` must be above 1/levels = {1.0 / levels:.3f} and "
                 f"below 1, got {mode_share!r}"
             )
+    return levels
+
+
+def _checked_configs(
+    configs: Mapping[str, SelectionConfig] | None,
+) -> Mapping[str, SelectionConfig]:
+    """The rules to simulate (default: ``best`` and ``confirm``), each one simulated here."""
     if configs is None:
         configs = {"best": SelectionConfig(rule="best"), "confirm": SelectionConfig(rule="confirm")}
     for name, cfg in configs.items():
@@ -163,72 +191,76 @@ def simulate_selection(
                 f"{', '.join(_SIMULATED)}; the pooled rules are replayed on a judgement bank, "
                 "judgeopt.bench)"
             )
-    # One stream for the simulated data and one per run for the rules' randomness, so the
-    # rules compared in a run see the same data, split and resamples, and adding a rule to
-    # ``configs`` does not change the data of later runs.
-    rng = np.random.default_rng(seed)
-    run_seeds = np.random.default_rng([seed, 1]).integers(2**31, size=(n_runs, 2))
-    stats: dict[str, dict[str, list[float]]] = {
-        name: {"worse": [], "baseline": [], "true": [], "claimed": []} for name in configs
-    }
-    exists = []
-    for run in range(n_runs):
-        split_seed, boot_seed = (int(x) for x in run_seeds[run])
-        d = rng.normal(gain_mean, gain_sd, size=budget - 1)
-        rho = np.clip(np.concatenate([[baseline_rho], baseline_rho + d]), -0.95, 0.95)
-        true = (6 / math.pi) * np.arcsin(rho / 2)
-        exists.append(float((true[1:] > true[0]).any()))
-        h = rng.standard_normal(n_valid)
-        y = _judge_outputs(rng, h, rho, error_correlation, levels, mode_share)
-        for name, cfg in configs.items():
-            if cfg.rule == "best":
-                scores = _spearman_rows(h, y)
-                pick = int(np.argmax(scores))  # the baseline wins ties (index 0)
-                claimed = float(scores[pick] - scores[0])
-            else:
-                search, confirm = confirmation_split(
-                    h, None, fraction=cfg.confirm_fraction, seed=split_seed
-                )
-                s_scores = _spearman_rows(h[search], y[:, search])
-                ranked = [int(i) for i in np.argsort(-s_scores, kind="stable") if i != 0]
-                top = ranked[: cfg.compared]
-                if cfg.rule == "veto":
-                    result = veto(
-                        h[confirm],
-                        y[0, confirm],
-                        y[top[0], confirm],
-                        search_score=float(s_scores[top[0]]),
-                        baseline_search_score=float(s_scores[0]),
-                        confidence=cfg.confidence,
-                        n_resamples=n_resamples,
-                        seed=boot_seed,
-                    )
-                else:
-                    result = choose(
-                        h[confirm],
-                        y[0, confirm],
-                        [y[i, confirm] for i in top],
-                        confidence=cfg.confidence,
-                        n_resamples=n_resamples,
-                        seed=boot_seed,
-                    )
-                pick = 0 if result.chosen is None else top[result.chosen]
-                claimed = (
-                    0.0 if result.chosen is None else result.finalists[result.chosen].gain.delta
-                )
-            stats[name]["worse"].append(float(true[pick] < true[0]))
-            stats[name]["baseline"].append(float(pick == 0))
-            stats[name]["true"].append(float(true[pick] - true[0]))
-            stats[name]["claimed"].append(claimed)
+    return configs
+
+
+def _draw_judges(
+    rng: np.random.Generator, budget: int, baseline_rho: float, gain_mean: float, gain_sd: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One run's judges: their true Pearson correlations and true qualities (Spearman)."""
+    d = rng.normal(gain_mean, gain_sd, size=budget - 1)
+    rho = np.clip(np.concatenate([[baseline_rho], baseline_rho + d]), -0.95, 0.95)
+    return rho, (6 / math.pi) * np.arcsin(rho / 2)
+
+
+def _run_rule(
+    cfg: SelectionConfig,
+    h: np.ndarray,
+    y: np.ndarray,
+    split_seed: int,
+    boot_seed: int,
+    n_resamples: int,
+) -> tuple[int, float]:
+    """The judge ``cfg``'s rule returns on one run (``0``: the baseline), and its claimed gain."""
+    if cfg.rule == "best":
+        scores = _spearman_rows(h, y)
+        pick = int(np.argmax(scores))  # the baseline wins ties (index 0)
+        return pick, float(scores[pick] - scores[0])
+    search, confirm = confirmation_split(h, None, fraction=cfg.confirm_fraction, seed=split_seed)
+    s_scores = _spearman_rows(h[search], y[:, search])
+    ranked = [int(i) for i in np.argsort(-s_scores, kind="stable") if i != 0]
+    top = ranked[: cfg.compared]
+    if cfg.rule == "veto":
+        result = veto(
+            h[confirm],
+            y[0, confirm],
+            y[top[0], confirm],
+            search_score=float(s_scores[top[0]]),
+            baseline_search_score=float(s_scores[0]),
+            confidence=cfg.confidence,
+            n_resamples=n_resamples,
+            seed=boot_seed,
+        )
+    else:
+        result = choose(
+            h[confirm],
+            y[0, confirm],
+            [y[i, confirm] for i in top],
+            confidence=cfg.confidence,
+            n_resamples=n_resamples,
+            seed=boot_seed,
+        )
+    if result.chosen is None:
+        return 0, 0.0
+    return top[result.chosen], result.finalists[result.chosen].gain.delta
+
+
+def _summary(
+    picks: Mapping[str, list[tuple[int, float]]], trues: list[np.ndarray]
+) -> dict[str, dict[str, float]]:
+    """Per rule, from its pick and claimed gain in each run: :func:`simulate_selection`'s stats."""
+    exists = [float((true[1:] > true[0]).any()) for true in trues]
     out: dict[str, dict[str, float]] = {}
-    for name, s in stats.items():
-        t = np.asarray(s["true"])
+    for name, runs in picks.items():
+        worse = [float(true[p] < true[0]) for true, (p, _) in zip(trues, runs, strict=True)]
+        gains = [float(true[p] - true[0]) for true, (p, _) in zip(trues, runs, strict=True)]
+        t = np.asarray(gains)
         out[name] = {
-            "p_worse": float(np.mean(s["worse"])),
-            "p_baseline": float(np.mean(s["baseline"])),
+            "p_worse": float(np.mean(worse)),
+            "p_baseline": float(np.mean([float(p == 0) for p, _ in runs])),
             "mean_true_gain": float(t.mean()),
             "se_true_gain": float(t.std(ddof=1) / math.sqrt(t.size)) if t.size > 1 else math.nan,
-            "mean_claimed_gain": float(np.mean(s["claimed"])),
+            "mean_claimed_gain": float(np.mean([c for _, c in runs])),
             "p_best_exists": float(np.mean(exists)),
         }
     return out

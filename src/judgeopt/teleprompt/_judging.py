@@ -26,7 +26,14 @@ from ..evaluate import (
 )
 from ..lm import LMUnavailable
 from ..metrics import group_correlation
-from ..racing import RacingConfig, checkpoint_sizes, race_decision, race_order, unit_keys
+from ..racing import (
+    RaceDecision,
+    RacingConfig,
+    checkpoint_sizes,
+    race_decision,
+    race_order,
+    unit_keys,
+)
 from ..search import Strategy
 from ._journal import RunJournal
 
@@ -204,17 +211,7 @@ class Evaluator:
             store.add(program.strategy, item)
 
         done = pending.resume(number, strategy)
-        parts: list[EvalResult] = []
-        if done:
-            parts.append(
-                EvalResult(
-                    n=len(done),
-                    parse_failures=0,
-                    call_failures=0,
-                    level=level,
-                    items=list(done.values()),
-                )
-            )
+        parts = [_resumed(list(done.values()), level)] if done else []
         checks: list[dict[str, Any]] = []
         n_items = len(val)
         for size in plan.sizes:
@@ -229,31 +226,14 @@ class Evaluator:
             if size == plan.sizes[-1]:
                 checks.append({"items": len(recs), "estimate": None, "bound": None})
                 break
-            partial = merge_results(parts, recs, pairwise=pairwise, level=level)
-            estimate = finite_or_none(partial.metric(metric))
-            sd = _group_sd(partial.items, recs, metric) if level == "group" else None
-            decision = race_decision(
-                estimate,
-                size,
-                len(plan.units),
-                bar_to,
-                metric=metric,
-                z=race.z,
-                level=level,
-                group_sd=sd,
+            partial, estimate, decision = self._race_check(
+                parts, recs, size, len(plan.units), race, metric, bar_to, pairwise
             )
             checks.append({"items": len(recs), "estimate": estimate, "bound": decision.bound})
             if decision.drop:
-                info = {
-                    "dropped": True,
-                    "items": len(recs),
-                    "of": n_items,
-                    "estimate": estimate,
-                    "bound": decision.bound,
-                    "threshold": bar_to,
-                    "checks": checks,
-                }
-                return partial, info
+                return partial, _race_record(
+                    True, len(recs), n_items, estimate, decision.bound, bar_to, checks
+                )
         result = (
             parts[0]
             if len(parts) == 1 and not race.enabled
@@ -262,15 +242,63 @@ class Evaluator:
         if not race.enabled:
             return result, None
         checks[-1]["estimate"] = finite_or_none(result.metric(metric))
-        return result, {
-            "dropped": False,
-            "items": n_items,
-            "of": n_items,
-            "estimate": checks[-1]["estimate"],
-            "bound": None,
-            "threshold": bar_to,
-            "checks": checks,
-        }
+        return result, _race_record(
+            False, n_items, n_items, checks[-1]["estimate"], None, bar_to, checks
+        )
+
+    def _race_check(
+        self,
+        parts: list[EvalResult],
+        recs: list[Record],
+        size: int,
+        n_units: int,
+        race: RacingConfig,
+        metric: str,
+        bar_to: float | None,
+        pairwise: bool,
+    ) -> tuple[EvalResult, float | None, RaceDecision]:
+        """Racing's check after the first ``size`` of ``n_units`` units (``recs``): the
+        partial result, its estimate and the decision."""
+        partial = merge_results(parts, recs, pairwise=pairwise, level=self.level)
+        estimate = finite_or_none(partial.metric(metric))
+        sd = _group_sd(partial.items, recs, metric) if self.level == "group" else None
+        decision = race_decision(
+            estimate,
+            size,
+            n_units,
+            bar_to,
+            metric=metric,
+            z=race.z,
+            level=self.level,
+            group_sd=sd,
+        )
+        return partial, estimate, decision
+
+
+def _resumed(items: list[ItemResult], level: str) -> EvalResult:
+    """Items judged before (resumed from the checkpoint) as one part of a result."""
+    return EvalResult(n=len(items), parse_failures=0, call_failures=0, level=level, items=items)
+
+
+def _race_record(
+    dropped: bool,
+    items: int,
+    of: int,
+    estimate: float | None,
+    bound: float | None,
+    threshold: float | None,
+    checks: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A candidate's racing record: dropped (or not) after judging ``items`` of ``of``."""
+    return {
+        "dropped": dropped,
+        "items": items,
+        "of": of,
+        "estimate": estimate,
+        "bound": bound,
+        "threshold": threshold,
+        "checks": checks,
+    }
 
 
 def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: str) -> float | None:

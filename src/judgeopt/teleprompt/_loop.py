@@ -85,22 +85,9 @@ class CompileRun:
             val, task, student.aspect, "valset" if valset is not None else "trainset"
         )
         lm = self.lm = student.resolve_lm()
-        journal = self.journal = RunJournal(checkpoint_dir)
-        if checkpoint_dir is not None:
-            journal.open(
-                run_fingerprint(
-                    task=task,
-                    aspect=student.aspect,
-                    baseline=student.strategy.as_dict(),
-                    trainset=train,
-                    valset=None if valset is None else val,
-                    config=config.model_dump(mode="json"),
-                    lm=lm,
-                    max_tokens=student.max_tokens,
-                    decoding_params=getattr(student, "decoding_params", {}),
-                ),
-                restart=restart,
-            )
+        journal = self.journal = self._open_journal(
+            checkpoint_dir, restart, train, None if valset is None else val
+        )
         if check_lm:
             check_endpoint(lm, timeout=config.check_timeout)
         self.artifacts = ArtifactStore(journal.artifacts_path)
@@ -135,23 +122,51 @@ class CompileRun:
             s["number"] for s in self.summaries if (s.get("racing") or {}).get("dropped")
         }
         self.this_run = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-        self.cost_plan = None
-        left = config.budget - self.search.n_evaluations
-        if plan and left > 0:
-            try:
-                self.cost_plan = compile_plan(
-                    graph,
-                    self.base,
-                    student.strategy,
-                    self.search_val,
-                    self.confirm_val,
-                    strategies_left=left,
-                    lm=lm,
-                )
-            except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
-                log.warning("no cost plan: %s", e)
-            else:
-                progress_log.info("%s", self.cost_plan.line())
+        self.cost_plan = self._estimate_cost(graph) if plan else None
+
+    def _open_journal(
+        self, checkpoint_dir: Path | None, restart: bool, train: Any, valset: Any
+    ) -> RunJournal:
+        """The run journal, opened on this compile's fingerprint (``None`` directory: none)."""
+        journal = RunJournal(checkpoint_dir)
+        if checkpoint_dir is not None:
+            student = self.student
+            journal.open(
+                run_fingerprint(
+                    task=self.task,
+                    aspect=student.aspect,
+                    baseline=student.strategy.as_dict(),
+                    trainset=train,
+                    valset=valset,
+                    config=self.config.model_dump(mode="json"),
+                    lm=self.lm,
+                    max_tokens=student.max_tokens,
+                    decoding_params=getattr(student, "decoding_params", {}),
+                ),
+                restart=restart,
+            )
+        return journal
+
+    def _estimate_cost(self, graph: Any) -> Any:
+        """The cost plan of the strategies left, logged (``None``: none left, or it failed)."""
+        left = self.config.budget - self.search.n_evaluations
+        if left <= 0:
+            return None
+        try:
+            cost_plan = compile_plan(
+                graph,
+                self.base,
+                self.student.strategy,
+                self.search_val,
+                self.confirm_val,
+                strategies_left=left,
+                lm=self.lm,
+            )
+        except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
+            log.warning("no cost plan: %s", e)
+            return None
+        progress_log.info("%s", cost_plan.line())
+        return cost_plan
 
     # The loop -----------------------------------------------------------------------------
     def run(self) -> Any:

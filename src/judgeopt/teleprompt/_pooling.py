@@ -27,6 +27,7 @@ from ..search import SearchStrategy
 from ..selection import (
     GainPrior,
     RuleInput,
+    RuleSpec,
     SelectionConfig,
     change_from,
     compile_rule,
@@ -198,9 +199,7 @@ def choose_pooled(
         gain_prior: The prior of rule ``posterior`` (the compile's model's); without one
             the rule is ``shrink``, and the message says so.
     """
-    data, progs, cands = table.data, table.programs, table.trials
-    passed, partial = table.passed, table.partial
-    n_items = data.human.size
+    data, progs = table.data, table.programs
     n = sel.n_resamples
     # The registry binds the rule's constants from the settings (judgeopt.selection.RULES).
     rule, spec, apply = compile_rule(sel, gain_prior=gain_prior)
@@ -211,16 +210,7 @@ def choose_pooled(
     se = (boot - boot[:, [0]]).std(axis=0, ddof=1)
     row = pick.single if pick.single is not None else 0
     chosen = baseline if row == 0 else progs[row - 1]
-    candidates = [
-        {
-            "key": key_of(t),
-            "strategy": p.strategy.as_dict(),
-            "score": float(scores[i + 1]),
-            "gain": float(scores[i + 1] - scores[0]),
-            "se": float(se[i + 1]),
-        }
-        for i, (t, p) in enumerate(zip(cands, progs, strict=True))
-    ]
+    candidates = _candidates(table, se, key_of)
     record: dict[str, Any] = {
         "reason": pick.reason,
         "chosen": None if row == 0 else row - 1,
@@ -233,8 +223,60 @@ def choose_pooled(
         base_strategy = dict(baseline.strategy.as_dict())
         for c in candidates:  # what the bank said of each candidate's change
             c["prior_gain"] = gain_prior.of(change_from(c["strategy"], base_strategy))[0]
-    if partial:
-        record["not_judged_on_all"] = partial
+    if table.partial:
+        record["not_judged_on_all"] = table.partial
+    message = _pooled_message(
+        sel,
+        spec,
+        no_prior,
+        table,
+        candidates,
+        pick.reason,
+        row,
+        max_parse_failures=max_parse_failures,
+        key_of=key_of,
+    )
+    top = float(scores[0])
+    excluded = [
+        {"key": key_of(t), "search_score": t.score, "unrated": bad, "n": n_items}
+        for t, bad, n_items in sorted(table.passed, key=lambda x: (-x[0].score, x[0].number))
+        if math.isfinite(t.score) and t.score > top
+    ]
+    return PooledChoice(chosen, record, message, excluded)
+
+
+def _candidates(
+    table: ValidationTable, se: np.ndarray, key_of: Callable[[Any], str]
+) -> list[dict[str, Any]]:
+    """Each candidate's record: key, strategy, validation score, gain and its standard error."""
+    scores = table.data.scores
+    return [
+        {
+            "key": key_of(t),
+            "strategy": p.strategy.as_dict(),
+            "score": float(scores[i + 1]),
+            "gain": float(scores[i + 1] - scores[0]),
+            "se": float(se[i + 1]),
+        }
+        for i, (t, p) in enumerate(zip(table.trials, table.programs, strict=True))
+    ]
+
+
+def _pooled_message(
+    sel: SelectionConfig,
+    spec: RuleSpec,
+    no_prior: bool,
+    table: ValidationTable,
+    candidates: list[dict[str, Any]],
+    reason: str,
+    row: int,
+    *,
+    max_parse_failures: float,
+    key_of: Callable[[Any], str],
+) -> str:
+    """:func:`choose_pooled`'s message: which rule chose ``row`` (0: the baseline), and why."""
+    cands, passed, partial = table.trials, table.passed, table.partial
+    scores = table.data.scores
     assert spec.summary is not None  # every rule a compile runs on its table has one
     what = spec.summary(sel, len(cands))
     if no_prior:
@@ -244,7 +286,7 @@ def choose_pooled(
         )
     told = (
         f"{len(cands)} strateg{'y' if len(cands) == 1 else 'ies'} compared with the baseline "
-        f"on all {n_items} validation items"
+        f"on all {table.data.human.size} validation items"
         + (
             f" ({len(partial)} dropped early by racing, not judged on every item, are not "
             "candidates)"
@@ -253,7 +295,7 @@ def choose_pooled(
         )
     )
     if not cands:
-        message = (
+        return (
             f"selection: every strategy other than the baseline was passed over ({len(passed)} "
             f"gave no rating for more than max_parse_failures={max_parse_failures:g} of their "
             "validation items); the baseline is kept"
@@ -261,7 +303,7 @@ def choose_pooled(
             else "selection: the search found no strategy other than the baseline judged on "
             "all the validation items; the baseline is kept"
         )
-    elif row == 0:
+    if row == 0:
         best = int(np.argmax(scores[1:])) if cands else None
         other = (
             ""
@@ -269,19 +311,9 @@ def choose_pooled(
             else f"; the best other, {key_of(cands[best])}, gained "
             f"{candidates[best]['gain']:+.3f} (standard error {candidates[best]['se']:.3f})"
         )
-        message = (
-            f"selection: rule {sel.rule} ({what}) kept the baseline: {pick.reason}{other}; {told}"
-        )
-    else:
-        c = candidates[row - 1]
-        message = (
-            f"selection: rule {sel.rule} ({what}) chose {c['key']}: {pick.reason}; gain "
-            f"{c['gain']:+.3f} (standard error {c['se']:.3f}) on the validation items; {told}"
-        )
-    top = float(scores[0])
-    excluded = [
-        {"key": key_of(t), "search_score": t.score, "unrated": bad, "n": n_items}
-        for t, bad, n_items in sorted(passed, key=lambda x: (-x[0].score, x[0].number))
-        if math.isfinite(t.score) and t.score > top
-    ]
-    return PooledChoice(chosen, record, message, excluded)
+        return f"selection: rule {sel.rule} ({what}) kept the baseline: {reason}{other}; {told}"
+    c = candidates[row - 1]
+    return (
+        f"selection: rule {sel.rule} ({what}) chose {c['key']}: {reason}; gain "
+        f"{c['gain']:+.3f} (standard error {c['se']:.3f}) on the validation items; {told}"
+    )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..evaluate import EvalResult
-from ..selection import SelectionConfig, veto
+from ..selection import SelectionConfig, SelectionResult, veto
 from ._journal import strategy_key
 
 __all__ = ["PriorFallback", "prior_fallback"]
@@ -75,25 +75,9 @@ def prior_fallback(
     """
     change = dict(change)
     record: dict[str, Any] = {"change": change, "strategy": None, "returned": False}
-    try:
-        program = baseline.with_strategy({**baseline.strategy.as_dict(), **change})
-    except (ValueError, KeyError) as e:
-        record["reason"] = f"it does not fit this compile's factor space ({e})"
-        return PriorFallback(
-            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
-        )
-    record["strategy"] = program.strategy.as_dict()
-    hit = next(
-        (f for f in forbid if all(record["strategy"].get(k) == v for k, v in f.items())), None
-    )
-    if hit is not None:
-        record["reason"] = f"it is a forbidden combination ({dict(hit)})"
-        return PriorFallback(
-            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
-        )
-    if strategy_key(program.strategy) == strategy_key(baseline.strategy):
-        record["reason"] = "it is the baseline"
-        return PriorFallback(None, record, f"selection: the prior default {change} is the baseline")
+    program = _prior_program(baseline, change, forbid, record)
+    if isinstance(program, PriorFallback):
+        return program
     res = judged(program, f"{split}: prior default")
     if not sel.prior_veto:
         record.update(returned=True, reason="returned without a comparison (prior_veto off)")
@@ -116,25 +100,64 @@ def prior_fallback(
             seed=sel.seed,
         )
     except ValueError as e:
-        record["reason"] = f"it cannot be compared with the baseline on the {split} items ({e})"
-        return PriorFallback(
-            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
-        )
+        reason = f"it cannot be compared with the baseline on the {split} items ({e})"
+        return _not_used(change, record, reason)
+    return _verdict(sel, change, program, record, result, len(humans), split)
+
+
+def _not_used(change: dict[str, Any], record: dict[str, Any], reason: str) -> PriorFallback:
+    """The baseline stays: the prior default is not used, for ``reason``."""
+    record["reason"] = reason
+    return PriorFallback(
+        None, record, f"selection: the prior default {change} is not used: {reason}"
+    )
+
+
+def _prior_program(
+    baseline: Any,
+    change: dict[str, Any],
+    forbid: Sequence[Mapping[str, Any]],
+    record: dict[str, Any],
+) -> Any:
+    """The prior default's judge, or the :class:`PriorFallback` that keeps the baseline when
+    it does not fit the space, is forbidden or is the baseline."""
+    try:
+        program = baseline.with_strategy({**baseline.strategy.as_dict(), **change})
+    except (ValueError, KeyError) as e:
+        return _not_used(change, record, f"it does not fit this compile's factor space ({e})")
+    record["strategy"] = program.strategy.as_dict()
+    hit = next(
+        (f for f in forbid if all(record["strategy"].get(k) == v for k, v in f.items())), None
+    )
+    if hit is not None:
+        return _not_used(change, record, f"it is a forbidden combination ({dict(hit)})")
+    if strategy_key(program.strategy) == strategy_key(baseline.strategy):
+        record["reason"] = "it is the baseline"
+        return PriorFallback(None, record, f"selection: the prior default {change} is the baseline")
+    return program
+
+
+def _verdict(
+    sel: SelectionConfig,
+    change: dict[str, Any],
+    program: Any,
+    record: dict[str, Any],
+    result: SelectionResult,
+    n_items: int,
+    split: str,
+) -> PriorFallback:
+    """The prior default unless :func:`veto`'s ``result`` on the ``split`` items refutes it."""
     f = result.finalists[0]
     if f.error is not None:
-        record["reason"] = (
-            f"it cannot be compared with the baseline on the {split} items ({f.error})"
-        )
-        return PriorFallback(
-            None, record, f"selection: the prior default {change} is not used: {record['reason']}"
-        )
+        reason = f"it cannot be compared with the baseline on the {split} items ({f.error})"
+        return _not_used(change, record, reason)
     record.update(
         gain=f.gain.delta,
         interval=[f.gain.low, f.gain.high],
         upper_bound=f.upper_bound,
     )
     told = (
-        f"gain {f.gain.delta:+.3f} over the baseline on the {len(humans)} {split} items "
+        f"gain {f.gain.delta:+.3f} over the baseline on the {n_items} {split} items "
         f"(95 % interval {f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided "
         f"{sel.confidence:.0%} upper bound {f.upper_bound:+.3f})"
     )
