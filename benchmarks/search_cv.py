@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from judgeopt.bench import load_surfaces
-from judgeopt.search import HPSS, AutoSearch, TPESearch
+from judgeopt.search import AutoSearch, HPSSSearch, TPESearch
 from judgeopt_lab import Factory, RunCache, cross_validate_searches, shared_data_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ CANDIDATES: dict[str, Factory] = {
 
 FAMILIES: dict[str, dict[str, Factory]] = {
     "auto": {AS_SHIPPED: CANDIDATES[AS_SHIPPED]},
-    "hpss": {"hpss": lambda sp, b, s, base: HPSS(sp, budget=b, seed=s, baseline=base)},
+    "hpss": {"hpss": lambda sp, b, s, base: HPSSSearch(sp, budget=b, seed=s, baseline=base)},
     "tpe": {"tpe": lambda sp, b, s, base: TPESearch(sp, budget=b, seed=s)},
     "default": CANDIDATES,
 }

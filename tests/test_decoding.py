@@ -30,7 +30,7 @@ from judgeopt.judge import (
     logprob_support,
     render_prompt,
 )
-from judgeopt.teleprompt import HPSS, GridSearch
+from judgeopt.teleprompt import HPSS, GridJudgeSearch
 from judgeopt.testing import ScriptedLM, logprob_content
 
 ASPECT = "naturalness"
@@ -326,7 +326,7 @@ def test_check_decodings_raises_only_when_asked_explicitly(caplog) -> None:
 def test_compile_errors_at_start_when_expected_is_asked_without_logprobs(task, records) -> None:
     fake = ScriptedLM(lambda m: "[[2]]")  # never returns logprobs
     judge = JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm)
-    opt = GridSearch(
+    opt = GridJudgeSearch(
         budget=3, space={**ONLY_DECODING, "decoding": ["greedy", "expected"]}, progress=False
     )
     with pytest.raises(LogprobsUnavailableError, match="openai/scripted"):
@@ -339,14 +339,16 @@ def test_compile_errors_at_start_when_expected_is_asked_without_logprobs(task, r
         task, ASPECT, no_cot(task, decoding="expected"), lm=ScriptedLM(lambda m: "[[2]]").lm
     )
     with pytest.raises(LogprobsUnavailableError):
-        GridSearch(budget=3, space=ONLY_DECODING, progress=False).compile(student, trainset=records)
+        GridJudgeSearch(budget=3, space=ONLY_DECODING, progress=False).compile(
+            student, trainset=records
+        )
 
 
 def test_compile_leaves_expected_out_when_the_lm_has_no_logprobs(task, records, caplog) -> None:
     fake = ScriptedLM(lambda m: "[[2]]")
     judge = JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm)
     with caplog.at_level(logging.WARNING):
-        best = GridSearch(budget=10, space=ONLY_DECODING, progress=False).compile(
+        best = GridJudgeSearch(budget=10, space=ONLY_DECODING, progress=False).compile(
             judge, trainset=records
         )
     tried = [t["strategy"]["decoding"] for t in best.search_result.trace]
@@ -384,7 +386,7 @@ def test_compile_with_decoding_exports_and_loads_the_chosen_decoding(
 ) -> None:
     fake = length_judge()
     judge = JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm)
-    best = GridSearch(
+    best = GridJudgeSearch(
         budget=3, space={**ONLY_DECODING, "decoding": ["greedy", "expected"]}, progress=False
     ).compile(judge, trainset=records)
     tried = sorted(t["strategy"]["decoding"] for t in best.search_result.trace)
@@ -460,7 +462,7 @@ def test_checkpoint_from_before_the_decoding_factor_resumes(task, records, tmp_p
         json.dumps({"number": 0, "strategy": first.as_dict(), "spearman": 0.5}) + "\n"
     )
     fake = ScriptedLM(lambda m: "[[2]]")
-    best = GridSearch(budget=2, space=space, progress=False, checkpoint_dir=ckpt).compile(
+    best = GridJudgeSearch(budget=2, space=space, progress=False, checkpoint_dir=ckpt).compile(
         JudgeProgram(task, ASPECT, no_cot(task), lm=fake.lm), trainset=records
     )
     assert best.search_result.evaluations == 2

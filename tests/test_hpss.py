@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from judgeopt.search import HPSS, FactorGraph, FactorSpace, Strategy
+from judgeopt.search import FactorGraph, FactorSpace, HPSSSearch, Strategy
 from judgeopt.testing._search_suite import drive, toy_objective, toy_space
 
 
 def test_initialisation_is_baseline_then_every_one_factor_change() -> None:
     space = toy_space()
     base = space.strategy(scale=5, examples=0, cot=True, order="TD-ER-IC")
-    search = HPSS(space, budget=100, seed=0, baseline=base)
+    search = HPSSSearch(space, budget=100, seed=0, baseline=base)
     asked = drive(search, 1 + sum(len(f.values) - 1 for f in space.factors))
     assert asked[0] == base
     assert asked[1:] == space.neighbours(base)
@@ -25,7 +25,7 @@ def test_initialisation_is_baseline_then_every_one_factor_change() -> None:
 
 def test_initial_advantages_are_score_minus_factor_mean() -> None:
     space = toy_space()
-    search = HPSS(space, budget=100, seed=0)
+    search = HPSSSearch(space, budget=100, seed=0)
     n_init = 1 + sum(len(f.values) - 1 for f in space.factors)
     drive(search, n_init)
     adv = search.advantages()
@@ -41,7 +41,7 @@ def test_initial_advantages_are_score_minus_factor_mean() -> None:
 
 def test_population_is_top_k_of_initialisation() -> None:
     space = toy_space()
-    search = HPSS(space, budget=100, seed=0, k=4)
+    search = HPSSSearch(space, budget=100, seed=0, k=4)
     n_init = 1 + sum(len(f.values) - 1 for f in space.factors)
     drive(search, n_init)
     search.ask()  # runs the generator to its first iterative-search proposal
@@ -51,17 +51,17 @@ def test_population_is_top_k_of_initialisation() -> None:
 
 def test_budget_counts_initialisation() -> None:
     space = toy_space()  # 1 + 2 + 3 + 1 + 2 = 9 initialisation evaluations
-    search = HPSS(space, budget=9, seed=0)
+    search = HPSSSearch(space, budget=9, seed=0)
     drive(search)
     assert search.n_evaluations == 9
     assert {t.kind for t in search.trials} == {"init"}
-    search = HPSS(space, budget=5, seed=0)
+    search = HPSSSearch(space, budget=5, seed=0)
     assert len(drive(search)) == 5
 
 
 def test_neighbour_distribution_is_softmax_of_eq3() -> None:
     space = toy_space()
-    search = HPSS(space, budget=100, seed=0, tau=5.0, lambda_=4.0)
+    search = HPSSSearch(space, budget=100, seed=0, tau=5.0, lambda_=4.0)
     drive(search, 9)
     c = space.default().replace(cot=True)
     t = 3
@@ -81,12 +81,12 @@ def test_neighbour_distribution_is_softmax_of_eq3() -> None:
 
 def test_no_heuristic_is_uniform_and_no_explore_term_drops_ucb() -> None:
     space = toy_space()
-    uni = HPSS(space, budget=100, seed=0, heuristic=False)
+    uni = HPSSSearch(space, budget=100, seed=0, heuristic=False)
     drive(uni, 9)
     _, p = uni.neighbour_distribution(space.default(), 5)
     np.testing.assert_allclose(p, np.full(len(p), 1 / len(p)))
-    plain = HPSS(space, budget=100, seed=0, exploration_term=False)
-    full = HPSS(space, budget=100, seed=0)
+    plain = HPSSSearch(space, budget=100, seed=0, exploration_term=False)
+    full = HPSSSearch(space, budget=100, seed=0)
     drive(plain, 9)
     drive(full, 9)
     _, p_plain = plain.neighbour_distribution(space.default(), 5)
@@ -100,8 +100,8 @@ def test_no_explore_term_is_softmax_of_advantages_alone() -> None:
     # UCB bonus is no longer a constant shift: without the exploration term the distribution
     # must be the softmax of the advantage differences alone (Eq. 3 with lambda = 0).
     space = toy_space()
-    plain = HPSS(space, budget=100, seed=0, tau=5.0, lambda_=4.0, exploration_term=False)
-    full = HPSS(space, budget=100, seed=0, tau=5.0, lambda_=4.0)
+    plain = HPSSSearch(space, budget=100, seed=0, tau=5.0, lambda_=4.0, exploration_term=False)
+    full = HPSSSearch(space, budget=100, seed=0, tau=5.0, lambda_=4.0)
     drive(plain, 30)
     drive(full, 30)
     c, t = space.default(), 30
@@ -122,7 +122,7 @@ def test_no_explore_term_is_softmax_of_advantages_alone() -> None:
 
 def test_advantage_update_is_running_mean_then_recentred() -> None:
     space = FactorSpace({"a": ["x", "y", "z"], "b": [0, 1]})
-    search = HPSS(space, budget=100, seed=0)
+    search = HPSSSearch(space, budget=100, seed=0)
     scores = {"x": 0.1, "y": 0.3, "z": 0.2}
     drive(search, 4, objective=lambda s: scores[str(s["a"])] + 0.05 * int(s["b"]))
     A_before = {k: dict(v) for k, v in (search.advantages() or {}).items()}
@@ -147,14 +147,14 @@ def test_exploitation_picks_unexplored_max_of_summed_advantages() -> None:
     space = toy_space()
     rng = np.random.default_rng(5)
     for trial in range(20):
-        search = HPSS(space, budget=500, seed=trial)
+        search = HPSSSearch(space, budget=500, seed=trial)
         drive(search, 9 + trial)
         for i in range(len(space.factors)):
             search._A[i] = rng.normal(size=len(space.factors[i].values)).round(1)
         best = search._argmax_unexplored()
         candidates = [s for s in space.strategies() if not search.is_explored(s)]
 
-        def total(s: Strategy, search: HPSS = search) -> float:
+        def total(s: Strategy, search: HPSSSearch = search) -> float:
             return sum(float(search._A[i][f.index(s[f.name])]) for i, f in enumerate(space.factors))
 
         top = max(total(s) for s in candidates)
@@ -165,7 +165,7 @@ def test_exploitation_respects_constraints() -> None:
     space = toy_space()
     graph = FactorGraph(space)
     graph.forbid({"cot": True, "scale": 10})
-    search = HPSS(space, budget=500, seed=0, graph=graph)
+    search = HPSSSearch(space, budget=500, seed=0, graph=graph)
     drive(search, 9)
     for i, f in enumerate(space.factors):
         search._A[i] = np.zeros(len(f.values))
@@ -178,20 +178,20 @@ def test_exploitation_respects_constraints() -> None:
 
 def test_kinds_and_switches() -> None:
     space = toy_space()
-    full = HPSS(space, budget=60, seed=1, rho=0.5)
+    full = HPSSSearch(space, budget=60, seed=1, rho=0.5)
     drive(full)
     kinds = {t.kind for t in full.trials}
     assert {"init", "explore", "exploit"} <= kinds
-    no_exploit = HPSS(space, budget=60, seed=1, exploitation=False)
+    no_exploit = HPSSSearch(space, budget=60, seed=1, exploitation=False)
     drive(no_exploit)
     assert "exploit" not in {t.kind for t in no_exploit.trials}
-    always = HPSS(space, budget=30, seed=1, rho=1.0)
+    always = HPSSSearch(space, budget=30, seed=1, rho=1.0)
     drive(always)
     assert {t.kind for t in always.trials[9:]} == {"exploit"}
 
 
 def test_advantages_stay_centred_through_search() -> None:
-    search = HPSS(toy_space(), budget=50, seed=3)
+    search = HPSSSearch(toy_space(), budget=50, seed=3)
     drive(search)
     for t in search.trials[9:]:
         assert t.advantages is not None
@@ -211,13 +211,13 @@ def test_hyperparameter_validation_names_the_parameter() -> None:
         ({"seed": -3}, "seed"),
     ]:
         with pytest.raises(ValueError, match=f"`{name}`"):
-            HPSS(space, **kwargs)  # type: ignore[arg-type]
+            HPSSSearch(space, **kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not a value of factor `scale`"):
-        HPSS(space, baseline={"scale": 7, "examples": 0, "cot": False, "order": "TD-ER-IC"})
+        HPSSSearch(space, baseline={"scale": 7, "examples": 0, "cot": False, "order": "TD-ER-IC"})
     graph = FactorGraph(space)
     graph.forbid({"scale": 3})
     with pytest.raises(ValueError, match="violates"):
-        HPSS(space, graph=graph)
+        HPSSSearch(space, graph=graph)
 
 
 def test_finds_optimum_of_toy_space_with_enough_budget() -> None:
@@ -225,7 +225,7 @@ def test_finds_optimum_of_toy_space_with_enough_budget() -> None:
     best = max(space.strategies(), key=toy_objective)
     hits = 0
     for seed in range(10):
-        search = HPSS(space, budget=40, seed=seed)
+        search = HPSSSearch(space, budget=40, seed=seed)
         drive(search)
         hits += search.best_strategy == best
     assert hits >= 7
@@ -235,17 +235,17 @@ def test_stall_fallback_explores_whole_space() -> None:
     # A 2 x 2 space: the population's neighbours run out quickly; the search must still
     # end (not loop) and never repeat.
     space = FactorSpace({"a": [0, 1], "b": [0, 1]})
-    search = HPSS(space, budget=50, seed=0, k=1, g=1)
+    search = HPSSSearch(space, budget=50, seed=0, k=1, g=1)
     asked = drive(search, objective=lambda s: float(s["a"] * 2 + s["b"]))
     assert sorted(s.key for s in asked) == sorted(s.key for s in space.strategies())
 
 
 def test_reproducible_trace_including_advantages() -> None:
-    a, b = HPSS(toy_space(), budget=40, seed=9), HPSS(toy_space(), budget=40, seed=9)
+    a, b = HPSSSearch(toy_space(), budget=40, seed=9), HPSSSearch(toy_space(), budget=40, seed=9)
     drive(a)
     drive(b)
     assert [t.to_dict() for t in a.trials] == [t.to_dict() for t in b.trials]
-    c = HPSS(toy_space(), budget=40, seed=10)
+    c = HPSSSearch(toy_space(), budget=40, seed=10)
     drive(c)
     assert [t.strategy for t in a.trials] != [t.strategy for t in c.trials]
 

@@ -449,7 +449,7 @@ def test_evaluate_runs_prexme_with_the_template_average_fallback(zh_en: list[Rec
 def test_teleprompters_compile_a_prexme_program(shared_data: Path) -> None:
     """A PrExMeProgram compiles through the teleprompters' copy protocol (fresh_copy,
     with_strategy, with_report): the result is a PrExMeProgram with the chosen strategy."""
-    from judgeopt.teleprompt import GridSearch
+    from judgeopt.teleprompt import GridJudgeSearch
 
     records = load_records(shared_data / "eval4nlp2023" / "dev_zh_en.jsonl", limit=40)
     human = {r.inputs["translation"]: r.scores["mqm"] for r in records}
@@ -472,7 +472,7 @@ def test_teleprompters_compile_a_prexme_program(shared_data: Path) -> None:
         "task_description": ["Neutral", "Polite", "Command"],
         "format_requirement": ["0 to 100"],
     }
-    best = GridSearch(budget=6, space=space, selection="best", progress=False).compile(
+    best = GridJudgeSearch(budget=6, space=space, selection="best", progress=False).compile(
         student, trainset=records
     )
     assert isinstance(best, PrExMeProgram)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from judgeopt.bench import leave_one_out_priors, load_surfaces, run_search_benchmark
-from judgeopt.search import HPSS, AutoSearch, FactorGraph, FactorPriors, FactorSpace, SearchStrategy
+from judgeopt.search import AutoSearch, FactorGraph, FactorPriors, FactorSpace, HPSSSearch, Search
 from judgeopt.testing import SearchConformance
 from judgeopt.testing._search_suite import drive, toy_objective, toy_space
 
@@ -101,7 +101,7 @@ def test_validation_against_a_space_names_the_culprits() -> None:
     with pytest.raises(ValueError, match=r"`fmt` has no value\(s\) \['c'\]"):
         p.check(FactorSpace({"fmt": ["a", "b"], "cot": ["no", "yes"]}))
     with pytest.raises(ValueError, match="does not have|no value"):
-        HPSS(FactorSpace({"fmt": ["a", "b"], "cot": ["no", "yes"]}), budget=5, priors=p)
+        HPSSSearch(FactorSpace({"fmt": ["a", "b"], "cot": ["no", "yes"]}), budget=5, priors=p)
 
 
 def test_values_and_factors_missing_from_the_priors_get_zero() -> None:
@@ -178,8 +178,10 @@ def _toy_priors(space: FactorSpace) -> FactorPriors:
 
 def test_priors_none_keeps_the_state_and_sequence_of_hpss() -> None:
     space = toy_space()
-    plain = HPSS(space, budget=30, seed=4, k=3)
-    explicit = HPSS(space, budget=30, seed=4, k=3, priors=None, prior_weight=2.0, prior_start=3)
+    plain = HPSSSearch(space, budget=30, seed=4, k=3)
+    explicit = HPSSSearch(
+        space, budget=30, seed=4, k=3, priors=None, prior_weight=2.0, prior_start=3
+    )
     assert drive(plain) == drive(explicit)
     assert "priors" not in plain.state_dict()["params"]
     assert [t.kind for t in plain.trials[:9]] == ["init"] * 9  # 1 + 2 + 3 + 1 + 2
@@ -188,7 +190,7 @@ def test_priors_none_keeps_the_state_and_sequence_of_hpss() -> None:
 def test_hpss_with_priors_skips_the_initialisation_pass() -> None:
     space = toy_space()
     priors = _toy_priors(space)
-    search = HPSS(space, budget=30, seed=0, k=3, priors=priors)
+    search = HPSSSearch(space, budget=30, seed=0, k=3, priors=priors)
     asked = drive(search)
     kinds = [t.kind for t in search.trials]
     assert kinds[:2] == ["init", "init"] and "init" not in kinds[2:]
@@ -199,7 +201,9 @@ def test_hpss_with_priors_skips_the_initialisation_pass() -> None:
     assert search.trials[0].advantages["cot"]["True"] == pytest.approx(
         priors.advantage("cot", True)
     )
-    assert HPSS(space, budget=5, seed=0, priors=priors, prior_start=0).ask() == space.default()
+    assert (
+        HPSSSearch(space, budget=5, seed=0, priors=priors, prior_start=0).ask() == space.default()
+    )
 
 
 def test_auto_with_priors_starts_at_the_priors_then_runs_its_plan() -> None:
@@ -226,7 +230,7 @@ def test_auto_with_priors_starts_at_the_priors_then_runs_its_plan() -> None:
 def test_priors_are_rescaled_to_the_search_score_scale() -> None:
     space = toy_space()
     priors = _toy_priors(space)
-    s1 = HPSS(space, budget=5, seed=0, priors=priors, score_scale=1.0)
+    s1 = HPSSSearch(space, budget=5, seed=0, priors=priors, score_scale=1.0)
     drive(s1, 1)
     adv = s1.trials[0].advantages
     assert adv is not None
@@ -246,7 +250,7 @@ def test_state_holds_the_priors_and_restores_from_a_dict(tmp_path: Path) -> None
     drive(search, 9)
     state = json.loads(search.to_json())
     assert state["params"]["priors"]["format"] == "judgeopt.priors"
-    restored = SearchStrategy.from_state(state)
+    restored = Search.from_state(state)
     assert isinstance(restored, AutoSearch) and restored.prior_weight == 2.5
     assert drive(restored) == drive(search)
 
@@ -257,16 +261,14 @@ def test_state_holds_the_priors_and_restores_from_a_dict(tmp_path: Path) -> None
 )
 def test_prior_hyperparameters_are_validated(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="prior_"):
-        HPSS(toy_space(), budget=5, priors=_toy_priors(toy_space()), **bad)  # type: ignore[arg-type]
+        HPSSSearch(toy_space(), budget=5, priors=_toy_priors(toy_space()), **bad)  # type: ignore[arg-type]
 
 
 class TestHPSSPriors(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        def make(
-            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-        ) -> SearchStrategy:
-            return HPSS(
+        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None) -> Search:
+            return HPSSSearch(
                 space,
                 budget=budget,
                 seed=seed,
@@ -283,12 +285,12 @@ class TestHPSSPriorsEverywhere(SearchConformance):
 
     @pytest.fixture
     def make_search(self):
-        def make(
-            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-        ) -> SearchStrategy:
+        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None) -> Search:
             f = space.factors[0]
             partial = FactorPriors({f.name: ((f.values[-1], 2.0), (f.values[0], -2.0))})
-            return HPSS(space, budget=budget, seed=seed, graph=graph, priors=partial, prior_start=2)
+            return HPSSSearch(
+                space, budget=budget, seed=seed, graph=graph, priors=partial, prior_start=2
+            )
 
         return make
 
@@ -296,9 +298,7 @@ class TestHPSSPriorsEverywhere(SearchConformance):
 class TestAutoPriors(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        def make(
-            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-        ) -> SearchStrategy:
+        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None) -> Search:
             f = space.factors[-1]
             partial = FactorPriors({f.name: ((f.values[-1], 3.0), (f.values[0], -3.0))})
             return AutoSearch(

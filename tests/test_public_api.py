@@ -81,7 +81,43 @@ def test_teleprompters_show_their_parameters() -> None:
 
     import judgeopt
 
-    for cls in (judgeopt.HPSS, judgeopt.Auto, judgeopt.Greedy, judgeopt.RandomSearch):
+    for cls in (judgeopt.HPSS, judgeopt.Auto, judgeopt.Greedy, judgeopt.RandomJudgeSearch):
         params = inspect.signature(cls).parameters
         assert {"budget", "seed"} <= set(params), cls
         assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()), cls
+
+
+def test_one_meaning_per_name_between_the_searches_and_the_teleprompters() -> None:
+    """A search algorithm (``judgeopt.search``, ``...Search``) and the DSPy teleprompter that
+    runs it (``judgeopt.teleprompt``) never share a name."""
+    import judgeopt.search
+    import judgeopt.teleprompt
+
+    shared = set(judgeopt.search.__all__) & set(judgeopt.teleprompt.__all__)
+    assert not shared, shared
+    algorithms = [n for n in judgeopt.search.SEARCHES.values()]
+    assert all(cls.__name__.endswith("Search") for cls in algorithms), algorithms
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new"),
+    [
+        ("judgeopt.search", "HPSS", "HPSSSearch"),
+        ("judgeopt.search", "Greedy", "GreedySearch"),
+        ("judgeopt.search", "StepwiseGreedy", "StepwiseGreedySearch"),
+        ("judgeopt.search", "SearchStrategy", "Search"),
+        ("judgeopt.teleprompt", "RandomSearch", "RandomJudgeSearch"),
+        ("judgeopt.teleprompt", "GridSearch", "GridJudgeSearch"),
+        ("judgeopt", "RandomSearch", "RandomJudgeSearch"),
+        ("judgeopt", "GridSearch", "GridJudgeSearch"),
+    ],
+)
+def test_renamed_names_still_work_with_a_deprecation_warning(
+    module: str, old: str, new: str
+) -> None:
+    mod = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated.*{module}\.{new}"):
+        assert getattr(mod, old) is getattr(mod, new)
+    assert old not in mod.__all__ and old not in dir(mod)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = mod.Nope

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from judgeopt.search import (
-    HPSS,
     AutoSearch,
     FactorGraph,
     FactorSpace,
-    Greedy,
+    GreedySearch,
     GridSearch,
+    HPSSSearch,
     RandomSearch,
-    SearchStrategy,
-    StepwiseGreedy,
+    Search,
+    StepwiseGreedySearch,
     TPESearch,
 )
 from judgeopt.testing import SearchConformance
@@ -22,10 +22,8 @@ from judgeopt.testing import SearchConformance
 class TestHPSS(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        def make(
-            space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None
-        ) -> SearchStrategy:
-            return HPSS(space, budget=budget, seed=seed, graph=graph, k=3)
+        def make(space: FactorSpace, budget: int, seed: int, graph: FactorGraph | None) -> Search:
+            return HPSSSearch(space, budget=budget, seed=seed, graph=graph, k=3)
 
         return make
 
@@ -49,7 +47,7 @@ class TestAutoNoInit(SearchConformance):
 class TestHPSSNoHeuristic(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        return lambda space, budget, seed, graph: HPSS(
+        return lambda space, budget, seed, graph: HPSSSearch(
             space, budget=budget, seed=seed, graph=graph, heuristic=False, exploitation=False
         )
 
@@ -65,7 +63,7 @@ class TestRandom(SearchConformance):
 class TestGreedy(SearchConformance):
     @pytest.fixture
     def make_search(self):
-        return lambda space, budget, seed, graph: Greedy(
+        return lambda space, budget, seed, graph: GreedySearch(
             space, budget=budget, seed=seed, graph=graph
         )
 
@@ -75,7 +73,7 @@ class TestStepwise(SearchConformance):
 
     @pytest.fixture
     def make_search(self):
-        return lambda space, budget, seed, graph: StepwiseGreedy(
+        return lambda space, budget, seed, graph: StepwiseGreedySearch(
             space, budget=budget, seed=seed, graph=graph
         )
 
@@ -131,4 +129,4 @@ def test_from_state_refuses_a_user_subclass_name() -> None:
     space = FactorSpace({"a": [0, 1]})
     state = Mine(space, budget=2, seed=0).state_dict()
     with pytest.raises(ValueError, match="Unknown search 'mine'"):
-        SearchStrategy.from_state(state)
+        Search.from_state(state)

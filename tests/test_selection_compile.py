@@ -345,10 +345,10 @@ def test_a_pooled_rule_compares_only_strategies_judged_on_every_item(task, recor
 def test_a_pooled_rule_judges_the_baseline_when_the_search_did_not(task, records) -> None:
     """A random search does not start from the baseline: the pooled rule judges it on the
     validation items (once: the comparison reuses those judgements)."""
-    from judgeopt.teleprompt import RandomSearch
+    from judgeopt.teleprompt import RandomJudgeSearch
 
     fake = ScriptedLM(respond_with(records, "scale10"))
-    opt = RandomSearch(budget=4, space=SPACE, progress=False, seed=1, selection="shrink")
+    opt = RandomJudgeSearch(budget=4, space=SPACE, progress=False, seed=1, selection="shrink")
     judge = opt.compile(JudgeProgram(task, ASPECT, lm=fake.lm), trainset=records)
     sel, res = judge.selection, judge.search_result
     base = baseline_strategy(task).as_dict()

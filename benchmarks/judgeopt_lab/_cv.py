@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from judgeopt.bench import Surface
-from judgeopt.search import FactorSpace, SearchStrategy, Strategy, Value
+from judgeopt.search import FactorSpace, Search, Strategy, Value
 
 #: A search configuration: ``(space, budget, seed, baseline) -> search``.
-Factory = Callable[[FactorSpace, int, int, Strategy], SearchStrategy]
+Factory = Callable[[FactorSpace, int, int, Strategy], Search]
 Family = Mapping[str, Factory]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from judgeopt.bench import load_surfaces
-from judgeopt.search import GridSearch, SearchStrategy
+from judgeopt.search import GridSearch, Search
 from judgeopt_lab import RunCache, cross_validate_searches
 
 
@@ -37,11 +37,11 @@ class _Reverse(GridSearch):
             yield s, "grid"
 
 
-def _grid(sp, b, s, base) -> SearchStrategy:
+def _grid(sp, b, s, base) -> Search:
     return GridSearch(sp, budget=b, seed=s)
 
 
-def _reverse(sp, b, s, base) -> SearchStrategy:
+def _reverse(sp, b, s, base) -> Search:
     return _Reverse(sp, budget=b, seed=s)
 
 
@@ -81,7 +81,7 @@ def test_cache_resumes_without_rerunning(tmp_path: Path) -> None:
     path = tmp_path / "cache.json"
     calls = []
 
-    def counted(sp, b, s, base) -> SearchStrategy:
+    def counted(sp, b, s, base) -> Search:
         calls.append(s)
         return GridSearch(sp, budget=b, seed=s)
 
@@ -129,7 +129,7 @@ def test_single_fold_and_empty_family(tmp_path: Path) -> None:
 def test_single_configuration_equals_the_plain_benchmark(shared_data: Path) -> None:
     """A family with one configuration is scored on every surface as the plain benchmark."""
     from judgeopt.bench import run_search_benchmark
-    from judgeopt.search import HPSS
+    from judgeopt.search import HPSSSearch
 
     factors = ["base_prompt", "task_description", "format_requirement"]
     base = {"base_prompt": "PZS", "task_description": "Neutral", "format_requirement": "0 to 100"}
@@ -139,7 +139,7 @@ def test_single_configuration_equals_the_plain_benchmark(shared_data: Path) -> N
         factors=factors,
         objective="kendall",
     )
-    fams = {"hpss": {"hpss": lambda sp, b, s, bl: HPSS(sp, budget=b, seed=s, baseline=bl)}}
+    fams = {"hpss": {"hpss": lambda sp, b, s, bl: HPSSSearch(sp, budget=b, seed=s, baseline=bl)}}
     cv = cross_validate_searches(
         surfaces, fams, hold_out="model", budgets=[35], seeds=2, baseline=base
     )

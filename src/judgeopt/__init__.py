@@ -40,8 +40,8 @@ _LAZY = {
     "HPSS": "judgeopt.teleprompt",
     "Greedy": "judgeopt.teleprompt",
     "StepwiseGreedy": "judgeopt.teleprompt",
-    "RandomSearch": "judgeopt.teleprompt",
-    "GridSearch": "judgeopt.teleprompt",
+    "RandomJudgeSearch": "judgeopt.teleprompt",
+    "GridJudgeSearch": "judgeopt.teleprompt",
     "JudgeSearch": "judgeopt.teleprompt",
     "load_optimizer": "judgeopt.teleprompt",
     "RacingConfig": "judgeopt.racing",
@@ -52,7 +52,21 @@ _LAZY = {
 __all__ = ["JudgeoptError", "__version__", *_LAZY]
 
 
+#: Names renamed (old -> new); the old ones still work, with a DeprecationWarning.
+_RENAMED = {"RandomSearch": "RandomJudgeSearch", "GridSearch": "GridJudgeSearch"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(
+            f"judgeopt.{name} is deprecated and will be removed in a later release; "
+            f"it is now judgeopt.{_RENAMED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return __getattr__(_RENAMED[name])
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'judgeopt' has no attribute {name!r}")

@@ -12,23 +12,23 @@ import numpy as np
 from .._optional import import_optional
 from .._validation import check_int
 from ..search import (
-    HPSS,
     AutoSearch,
     FactorPriors,
     FactorSpace,
-    Greedy,
+    GreedySearch,
     GridSearch,
+    HPSSSearch,
     RandomSearch,
-    SearchStrategy,
-    StepwiseGreedy,
+    Search,
+    StepwiseGreedySearch,
     Strategy,
     TPESearch,
     Value,
 )
 from ._surface import Surface
 
-Factory = Callable[[FactorSpace, int, int, Strategy], SearchStrategy]
-PriorFactory = Callable[[FactorSpace, int, int, Strategy, FactorPriors], SearchStrategy]
+Factory = Callable[[FactorSpace, int, int, Strategy], Search]
+PriorFactory = Callable[[FactorSpace, int, int, Strategy, FactorPriors], Search]
 
 METHODS: dict[str, Factory] = {
     "auto": lambda sp, b, s, base: AutoSearch(sp, budget=b, seed=s, baseline=base),
@@ -43,19 +43,19 @@ METHODS: dict[str, Factory] = {
         init_fraction=0.4,
         portfolio=False,
     ),
-    "hpss": lambda sp, b, s, base: HPSS(sp, budget=b, seed=s, baseline=base),
-    "hpss-no-exploit": lambda sp, b, s, base: HPSS(
+    "hpss": lambda sp, b, s, base: HPSSSearch(sp, budget=b, seed=s, baseline=base),
+    "hpss-no-exploit": lambda sp, b, s, base: HPSSSearch(
         sp, budget=b, seed=s, baseline=base, exploitation=False
     ),
-    "hpss-no-explore-term": lambda sp, b, s, base: HPSS(
+    "hpss-no-explore-term": lambda sp, b, s, base: HPSSSearch(
         sp, budget=b, seed=s, baseline=base, exploration_term=False
     ),
-    "hpss-no-heuristic": lambda sp, b, s, base: HPSS(
+    "hpss-no-heuristic": lambda sp, b, s, base: HPSSSearch(
         sp, budget=b, seed=s, baseline=base, heuristic=False
     ),
     "random": lambda sp, b, s, base: RandomSearch(sp, budget=b, seed=s),
-    "greedy": lambda sp, b, s, base: Greedy(sp, budget=b, seed=s, baseline=base),
-    "stepwise": lambda sp, b, s, base: StepwiseGreedy(sp, budget=b, seed=s, baseline=base),
+    "greedy": lambda sp, b, s, base: GreedySearch(sp, budget=b, seed=s, baseline=base),
+    "stepwise": lambda sp, b, s, base: StepwiseGreedySearch(sp, budget=b, seed=s, baseline=base),
     "grid": lambda sp, b, s, base: GridSearch(sp, budget=b, seed=s),
     "tpe": lambda sp, b, s, base: TPESearch(sp, budget=b, seed=s),
 }
@@ -65,7 +65,9 @@ PRIOR_METHODS: dict[str, PriorFactory] = {
     "auto+priors": lambda sp, b, s, base, pr: AutoSearch(
         sp, budget=b, seed=s, baseline=base, priors=pr
     ),
-    "hpss+priors": lambda sp, b, s, base, pr: HPSS(sp, budget=b, seed=s, baseline=base, priors=pr),
+    "hpss+priors": lambda sp, b, s, base, pr: HPSSSearch(
+        sp, budget=b, seed=s, baseline=base, priors=pr
+    ),
 }
 """Methods that start from :class:`~judgeopt.search.FactorPriors` (one per surface):
 factory ``(space, budget, seed, baseline, priors) -> search``."""
@@ -83,7 +85,7 @@ def make_search(
     seed: int,
     baseline: Mapping[str, Value] | Strategy | None = None,
     priors: FactorPriors | None = None,
-) -> SearchStrategy:
+) -> Search:
     """Build the search a benchmark method name stands for.
 
     Raises:
@@ -244,7 +246,7 @@ class BenchResult:
         return "\n".join(lines)
 
 
-def run_one(surface: Surface, search: SearchStrategy) -> tuple[Strategy, int]:
+def run_one(surface: Surface, search: Search) -> tuple[Strategy, int]:
     """Drive ``search`` against ``surface`` until it stops; return its best strategy and evals."""
     while (s := search.ask()) is not None:
         search.tell(s, surface(s))

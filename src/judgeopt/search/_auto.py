@@ -12,7 +12,7 @@ from .._validation import check_int, check_number
 from ._base import SearchGenerator
 from ._density import parzen_proposal
 from ._graph import FactorGraph
-from ._hpss import _MAX_EMPTY_GENERATIONS, HPSS
+from ._hpss import _MAX_EMPTY_GENERATIONS, HPSSSearch
 from ._priors import FactorPriors
 from ._space import FactorSpace, Strategy, Value
 
@@ -36,7 +36,7 @@ def defaults_for_budget(budget: int) -> dict[str, Any]:
     return dict(BUDGET_DEFAULTS[key])
 
 
-class AutoSearch(HPSS):
+class AutoSearch(HPSSSearch):
     """HPSS with a lazy start and shrunken advantages: judgeopt's default search (``auto``).
 
     It keeps HPSS's search loop (a population of the best ``k`` strategies, ``g`` sampled

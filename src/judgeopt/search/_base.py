@@ -1,8 +1,8 @@
 """The ask/tell contract shared by every search strategy.
 
-A search is written as a generator, :meth:`SearchStrategy._run`, that yields proposals
+A search is written as a generator, :meth:`Search._run`, that yields proposals
 ``(strategy, kind)`` and receives each proposal's score back. This keeps each algorithm's
-code as close to its paper listing as possible, while :class:`SearchStrategy` enforces the
+code as close to its paper listing as possible, while :class:`Search` enforces the
 contract around it:
 
 * ``ask()`` returns the next strategy to evaluate, or ``None`` once the budget (counted in
@@ -11,7 +11,7 @@ contract around it:
 * ``tell(strategy, score)`` records the score of the pending strategy. ``score`` may be NaN
   for a failed evaluation: it is recorded, never proposed again and ranked last.
 * Every evaluation is kept in :attr:`trials` (the trace).
-* :meth:`state_dict` is plain JSON; :meth:`SearchStrategy.from_state` rebuilds the search
+* :meth:`state_dict` is plain JSON; :meth:`Search.from_state` rebuilds the search
   by replaying the recorded history into a fresh instance with the same seed, which
   reproduces the internal state (random generator included) exactly, so the continuation is
   the one the original search would have had. The replay checks every proposal against the
@@ -86,7 +86,7 @@ def rank_key(score: float, number: int) -> tuple[int, float, int]:
     return (0, -score, number)
 
 
-class SearchStrategy(abc.ABC):
+class Search(abc.ABC):
     """Base class of all searches: ask/tell over a :class:`FactorSpace`.
 
     Subclasses implement :meth:`_run` and :meth:`get_params`; everything else (budget,
@@ -283,10 +283,10 @@ class SearchStrategy(abc.ABC):
         return json.dumps(self.state_dict())
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any] | str) -> SearchStrategy:
+    def from_state(cls, state: Mapping[str, Any] | str) -> Search:
         """Rebuild a search from :meth:`state_dict` output (a dict or JSON text).
 
-        Called on :class:`SearchStrategy` it picks the class named in the state; called on a
+        Called on :class:`Search` it picks the class named in the state; called on a
         subclass it requires that class.
 
         Raises:
@@ -304,7 +304,7 @@ class SearchStrategy(abc.ABC):
         if name not in searches:
             raise ValueError(f"Unknown search {name!r}. Allowed: {sorted(searches)!r}.")
         klass = searches[name]
-        if cls is not SearchStrategy and klass is not cls:
+        if cls is not Search and klass is not cls:
             raise ValueError(f"State is for search {name!r}, not {cls.name!r}.")
         space = FactorSpace.from_dict(data["space"])
         graph = None if data.get("graph") is None else FactorGraph.from_dict(data["graph"])
@@ -328,16 +328,16 @@ class SearchStrategy(abc.ABC):
         )
 
 
-def search_classes() -> dict[str, type[SearchStrategy]]:
-    """The searches of this package by name, for :meth:`SearchStrategy.from_state`.
+def search_classes() -> dict[str, type[Search]]:
+    """The searches of this package by name, for :meth:`Search.from_state`.
 
-    Found among the subclasses of :class:`SearchStrategy` (so this module needs no import of
+    Found among the subclasses of :class:`Search` (so this module needs no import of
     the algorithms, which import it): only classes defined in ``judgeopt.search`` that set
     their own ``name`` count, so the set is closed, the one :data:`judgeopt.search.SEARCHES`
     lists; a user's subclass is never picked by the name in a state.
     """
-    found: dict[str, type[SearchStrategy]] = {}
-    stack = list(SearchStrategy.__subclasses__())
+    found: dict[str, type[Search]] = {}
+    stack = list(Search.__subclasses__())
     while stack:
         klass = stack.pop()
         stack.extend(klass.__subclasses__())

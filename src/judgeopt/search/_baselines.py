@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._validation import check_int
-from ._base import SearchGenerator, SearchStrategy, rank_key
+from ._base import Search, SearchGenerator, rank_key
 from ._graph import FactorGraph
 from ._hpss import resolve_baseline
 from ._space import FactorSpace, Strategy, Value, _same_value
@@ -16,7 +16,7 @@ from ._space import FactorSpace, Strategy, Value, _same_value
 _ENUMERATION_LIMIT = 200_000
 
 
-class RandomSearch(SearchStrategy):
+class RandomSearch(Search):
     """Uniform random search without replacement over the valid strategies.
 
     Args:
@@ -45,7 +45,7 @@ class RandomSearch(SearchStrategy):
                 yield s, "random"
 
 
-class GridSearch(SearchStrategy):
+class GridSearch(Search):
     """Every valid strategy, in grid order (the last factor varies fastest).
 
     Args:
@@ -78,7 +78,7 @@ class GridSearch(SearchStrategy):
                 yield s, "grid"
 
 
-class Greedy(SearchStrategy):
+class GreedySearch(Search):
     """Greedy search (HPSS App. F.2): perturb the current best, keep the best.
 
     Starting from the baseline, each iteration makes ``n_perturbations`` random one-factor
@@ -154,7 +154,7 @@ class Greedy(SearchStrategy):
             current = min(candidates, key=lambda s: rank_key(self.score_of(s), numbers[s]))
 
 
-class StepwiseGreedy(SearchStrategy):
+class StepwiseGreedySearch(Search):
     """Stepwise-Greedy (HPSS App. F.2): optimise one factor at a time.
 
     Factors are taken in ``order`` (default: the space's factor order, which for the HPSS

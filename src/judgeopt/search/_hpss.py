@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int, check_number
-from ._base import Kind, SearchGenerator, SearchStrategy, rank_key
+from ._base import Kind, Search, SearchGenerator, rank_key
 from ._graph import FactorGraph
 from ._priors import FactorPriors
 from ._space import FactorSpace, Strategy, Value
@@ -29,7 +29,7 @@ def resolve_baseline(
     return space.strategy(dict(baseline))
 
 
-class HPSS(SearchStrategy):
+class HPSSSearch(Search):
     """Heuristic Prompting Strategy Search, exactly as Algorithms 1-2 and Eq. 2-7 of the paper.
 
     **Initialisation** (Algorithm 1): the baseline strategy, then every one-factor change of

@@ -6,7 +6,7 @@ import math
 import warnings
 from typing import Any
 
-from ._base import Kind, SearchGenerator, SearchStrategy
+from ._base import Kind, Search, SearchGenerator
 from ._graph import FactorGraph
 from ._space import FactorSpace, Strategy
 
@@ -15,7 +15,7 @@ from ._space import FactorSpace, Strategy
 _MAX_DUPLICATES_IN_A_ROW = 200
 
 
-class TPESearch(SearchStrategy):
+class TPESearch(Search):
     """Optuna's Tree-structured Parzen Estimator (the sampler of DSPy's MIPROv2).
 
     Multivariate TPE over the categorical factors, seeded, driven through Optuna's ask/tell

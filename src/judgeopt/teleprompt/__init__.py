@@ -37,6 +37,7 @@ The package's modules, one concept each:
 from __future__ import annotations
 
 from .._checkpoint import CheckpointMismatchError
+from .._renamed import renamed_names as _renamed_names
 from ._config import Metric, OptimizerConfig, load_optimizer
 from ._journal import ItemStore
 from ._judging import ENDPOINT_CHECK
@@ -45,9 +46,9 @@ from ._teleprompters import (
     HPSS,
     Auto,
     Greedy,
-    GridSearch,
+    GridJudgeSearch,
     JudgeSearch,
-    RandomSearch,
+    RandomJudgeSearch,
     StepwiseGreedy,
 )
 
@@ -57,13 +58,17 @@ __all__ = [
     "CompileResult",
     "ENDPOINT_CHECK",
     "Greedy",
-    "GridSearch",
+    "GridJudgeSearch",
     "HPSS",
     "ItemStore",
     "JudgeSearch",
     "Metric",
     "OptimizerConfig",
-    "RandomSearch",
+    "RandomJudgeSearch",
     "StepwiseGreedy",
     "load_optimizer",
 ]
+
+__getattr__ = _renamed_names(
+    __name__, {"RandomSearch": "RandomJudgeSearch", "GridSearch": "GridJudgeSearch"}, globals()
+)

@@ -14,7 +14,7 @@ from typing import Any
 from ..data import Record
 from ..evaluate import EvalResult, ItemResult, correct, item_predictions
 from ..judge import JudgeEnsemble
-from ..search import SearchStrategy
+from ..search import Search
 from ._journal import strategy_key
 from ._pooling import PooledChoice, ValidationTable, validation_table
 
@@ -85,7 +85,7 @@ class ChoiceRun:
     def __init__(
         self,
         chooser: Any,
-        search: SearchStrategy,
+        search: Search,
         base: Any,
         baseline: Any,
         search_val: list[Record],

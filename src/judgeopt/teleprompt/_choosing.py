@@ -20,7 +20,7 @@ from ..data import Record
 from ..evaluate import EvalResult, compare
 from ..judge import JudgeEnsemble
 from ..lm import model_spec
-from ..search import SearchStrategy
+from ..search import Search
 from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._choice import ChoiceRun, Selected, Step, lm_stats, trial_key
 from ._config import OptimizerConfig
@@ -92,7 +92,7 @@ class Chooser:
     # The candidates -----------------------------------------------------------------------
     def finalists(
         self,
-        search: SearchStrategy,
+        search: Search,
         base: Any,
         n: int,
         unrated: Mapping[int, tuple[int, int]] | None = None,
@@ -134,7 +134,7 @@ class Chooser:
 
     def best_rated(
         self,
-        search: SearchStrategy,
+        search: Search,
         unrated: Mapping[int, tuple[int, int]],
         excluded: list[dict[str, Any]],
     ) -> Any | None:
@@ -156,7 +156,7 @@ class Chooser:
         return None
 
     @staticmethod
-    def search_score(search: SearchStrategy, base: Any, program: Any) -> float | None:
+    def search_score(search: Search, base: Any, program: Any) -> float | None:
         """The best search score of ``program``'s strategy (``None``: not scored)."""
         key = strategy_key(program.strategy)
         scores = [
@@ -171,7 +171,7 @@ class Chooser:
     # The choice ---------------------------------------------------------------------------
     def select(
         self,
-        search: SearchStrategy,
+        search: Search,
         base: Any,
         baseline: Any,
         search_val: list[Record],

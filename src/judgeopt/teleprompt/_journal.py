@@ -25,7 +25,7 @@ from .._checkpoint import FINGERPRINT_FILE, check_fingerprint
 from .._io import write_text_atomic
 from ..evaluate import ItemResult
 from ..lm import LMUnavailable
-from ..search import SearchStrategy, Strategy
+from ..search import Search, Strategy
 
 __all__ = ["ItemStore", "PendingItems", "RunJournal", "progress_log", "strategy_key"]
 
@@ -91,8 +91,8 @@ class RunJournal:
         self.items = ItemStore(self.paths["items"])
 
     def resume(
-        self, search: SearchStrategy, *, name: str, seed: int, budget: int
-    ) -> tuple[SearchStrategy, list[dict[str, Any]]]:
+        self, search: Search, *, name: str, seed: int, budget: int
+    ) -> tuple[Search, list[dict[str, Any]]]:
         """The search and evaluation summaries to continue from (``search`` and none when
         there is nothing to resume).
 
@@ -117,7 +117,7 @@ class RunJournal:
                 "Use another checkpoint_dir."
             )
         state["params"]["budget"] = budget
-        search = SearchStrategy.from_state(state)
+        search = Search.from_state(state)
         summaries: list[dict[str, Any]] = []
         if self.paths["evals"].is_file():
             # A line written just before an interruption, for an evaluation the state does
@@ -148,9 +148,7 @@ class RunJournal:
         )
         return search, summaries
 
-    def record(
-        self, search: SearchStrategy, summary: Mapping[str, Any], *, artifacts: Any = None
-    ) -> None:
+    def record(self, search: Search, summary: Mapping[str, Any], *, artifacts: Any = None) -> None:
         """Save a told evaluation: the generated ``artifacts`` (an ``ArtifactStore``), its
         summary, then the search's state; and forget the candidate's pending items."""
         if self.paths:

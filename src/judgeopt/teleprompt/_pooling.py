@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..data import Record
-from ..search import SearchStrategy
+from ..search import Search
 from ..selection import (
     GainPrior,
     RuleInput,
@@ -119,7 +119,7 @@ class ValidationTable:
 
 def validation_table(
     evaluator: Evaluator,
-    search: SearchStrategy,
+    search: Search,
     base: Any,
     baseline: Any,
     val: list[Record],

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..search import SearchStrategy, Value
+from ..search import Search, Value
 
 __all__ = ["CompileResult", "find_problems"]
 
@@ -80,7 +80,7 @@ class CompileResult:
 
 
 def find_problems(
-    search: SearchStrategy,
+    search: Search,
     summaries: Sequence[Mapping[str, Any]],
     validation: Mapping[str, Any] | None,
     comparisons: Mapping[str, Mapping[str, Any]],

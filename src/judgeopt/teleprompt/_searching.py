@@ -14,7 +14,7 @@ from typing import Any
 from ..data import Record
 from ..evaluate import check_records
 from ..judge import check_decodings, to_records
-from ..search import SEARCHES, FactorGraph, SearchStrategy
+from ..search import SEARCHES, FactorGraph, Search
 from ._config import OptimizerConfig
 
 __all__ = ["build_graph", "compile_metric", "make_search", "student_records"]
@@ -103,7 +103,7 @@ def _forbid_missing_decodings(
         graph.forbid({"decoding": v}, reason="the LM gives no logprobs")
 
 
-def make_search(config: OptimizerConfig, student: Any, graph: FactorGraph) -> SearchStrategy:
+def make_search(config: OptimizerConfig, student: Any, graph: FactorGraph) -> Search:
     """The preset's search over ``graph``, starting from the student's strategy.
 
     Raises:

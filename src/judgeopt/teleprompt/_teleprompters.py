@@ -20,7 +20,15 @@ from ..selection import SelectionConfig
 from ._config import Metric, OptimizerConfig, racing_config, selection_config
 from ._loop import CompileRun
 
-__all__ = ["Auto", "GridSearch", "Greedy", "HPSS", "JudgeSearch", "RandomSearch", "StepwiseGreedy"]
+__all__ = [
+    "Auto",
+    "GridJudgeSearch",
+    "Greedy",
+    "HPSS",
+    "JudgeSearch",
+    "RandomJudgeSearch",
+    "StepwiseGreedy",
+]
 
 
 class JudgeSearch(Teleprompter):
@@ -267,7 +275,7 @@ class StepwiseGreedy(JudgeSearch):
     _search = "stepwise"
 
 
-class RandomSearch(JudgeSearch):
+class RandomJudgeSearch(JudgeSearch):
     """Uniform random search as a DSPy teleprompter.
 
     The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"random"``), with the same
@@ -277,7 +285,7 @@ class RandomSearch(JudgeSearch):
     _search = "random"
 
 
-class GridSearch(JudgeSearch):
+class GridJudgeSearch(JudgeSearch):
     """Every strategy of the (restricted) space, as a DSPy teleprompter.
 
     The arguments are :class:`JudgeSearch`'s (its ``search`` is ``"grid"``), with the same

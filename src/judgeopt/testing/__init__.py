@@ -2,8 +2,8 @@
 scripted OpenAI-compatible server.
 
 Subclass :class:`SearchConformance` in a pytest module and give it a ``make_search``
-fixture (``(space, budget, seed, graph) -> SearchStrategy``); every contract of
-:class:`judgeopt.search.SearchStrategy` is then checked for your search. Needs pytest.
+fixture (``(space, budget, seed, graph) -> Search``); every contract of
+:class:`judgeopt.search.Search` is then checked for your search. Needs pytest.
 :class:`ScriptedServer` answers chat completions on 127.0.0.1 as scripted (statuses,
 replies, delays), so a client's real HTTP path (LiteLLM, its Router) can be tested.
 """

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from ..search import FactorGraph, FactorSpace, SearchStrategy, Strategy
+from ..search import FactorGraph, FactorSpace, Search, Strategy
 
-MakeSearch = Callable[[FactorSpace, int, int, "FactorGraph | None"], SearchStrategy]
+MakeSearch = Callable[[FactorSpace, int, int, "FactorGraph | None"], Search]
 
 
 def toy_space() -> FactorSpace:
@@ -40,7 +40,7 @@ def toy_objective(s: Strategy) -> float:
 
 
 def drive(
-    search: SearchStrategy,
+    search: Search,
     n: int | None = None,
     objective: Callable[[Strategy], float] = toy_objective,
 ) -> list[Strategy]:
@@ -143,7 +143,7 @@ class SearchConformance:
         head = drive(original, cut)
         pending = original.ask()  # a pending ask is part of a mid-run state too
         state = json.loads(json.dumps(original.state_dict()))
-        restored = SearchStrategy.from_state(state)
+        restored = Search.from_state(state)
         assert type(restored) is type(original)
         assert restored.n_evaluations == len(head)
         assert restored.ask() == pending
@@ -160,7 +160,7 @@ class SearchConformance:
         other = next(x for x in space.strategies() if x != first)
         state["history"][0]["strategy"] = other.as_dict()
         with pytest.raises(ValueError, match="does not replay"):
-            SearchStrategy.from_state(state)
+            Search.from_state(state)
 
     def test_same_sequence_in_another_process(self, make_search: MakeSearch) -> None:
         search = make_search(toy_space(), 15, 5, None)
@@ -168,11 +168,11 @@ class SearchConformance:
         code = textwrap.dedent(
             """
             import json, sys
-            from judgeopt.search import SearchStrategy
+            from judgeopt.search import Search
             from judgeopt.testing._search_suite import drive
             state = json.loads(sys.stdin.read())
             history = state.pop("history")
-            fresh = SearchStrategy.from_state({**state, "history": []})
+            fresh = Search.from_state({**state, "history": []})
             print(json.dumps([s.key for s in drive(fresh, len(history))]))
             """
         )
@@ -195,7 +195,7 @@ class SearchConformance:
         asked = drive(search)
         assert asked
         assert all(graph.is_valid(s) for s in asked)
-        restored = SearchStrategy.from_state(search.state_dict())
+        restored = Search.from_state(search.state_dict())
         assert restored.graph is not None and len(restored.graph.constraints) == 2
 
     def test_exhausts_a_tiny_space_and_stops(self, make_search: MakeSearch) -> None:
