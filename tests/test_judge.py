@@ -447,3 +447,11 @@ def test_cli_show_task_strategy_and_errors(capsys) -> None:
     assert "missing factor" in capsys.readouterr().err
     assert main(["show", "--task", "summeval", "--aspect", "nope"]) == 2
     assert "Allowed aspects" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("student", [None, "summeval", object()])
+def test_compile_refuses_a_student_that_is_not_a_judge_program(student: object) -> None:
+    """A wrong student is refused before any data is read or any LM resolved, naming its
+    type and what it lacks of the copy protocol."""
+    with pytest.raises(TypeError, match=r"a \w+ is not a judge program; it lacks task, aspect"):
+        HPSS(budget=2, progress=False).compile(student, trainset=[])  # type: ignore[arg-type]

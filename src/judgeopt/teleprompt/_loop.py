@@ -25,7 +25,7 @@ from typing import Any
 
 from .._checkpoint import run_fingerprint
 from ..evaluate import EvalResult, check_label_spread
-from ..judge import ArtifactStore, CompileReport
+from ..judge import ArtifactStore, CompileReport, JudgeStudent
 from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
 from ..search import Strategy
@@ -35,7 +35,13 @@ from ._journal import RunJournal, progress_log
 from ._judging import Evaluator, check_endpoint, race_plan
 from ._planning import compile_plan
 from ._result import CompileResult, find_problems
-from ._searching import build_graph, compile_metric, make_search, student_records
+from ._searching import (
+    build_graph,
+    check_student,
+    compile_metric,
+    make_search,
+    student_records,
+)
 
 __all__ = ["REPORTED", "CompileRun"]
 
@@ -66,7 +72,7 @@ class CompileRun:
     def __init__(
         self,
         config: OptimizerConfig,
-        student: Any,
+        student: JudgeStudent,
         *,
         trainset: Sequence[Any],
         valset: Sequence[Any] | None,
@@ -76,6 +82,7 @@ class CompileRun:
         progress: bool,
         plan: bool = True,
     ) -> None:
+        check_student(student)
         task = self.task = student.task
         self.config, self.student, self.progress = config, student, progress
         self.metric = compile_metric(config, task.mode)

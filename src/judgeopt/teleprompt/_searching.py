@@ -13,7 +13,7 @@ from typing import Any
 
 from ..data import Record
 from ..evaluate import check_records
-from ..judge import check_decodings, to_records
+from ..judge import JudgeStudent, check_decodings, to_records
 from ..search import SEARCHES, FactorGraph, Search
 from ._config import OptimizerConfig
 
@@ -32,7 +32,39 @@ def compile_metric(config: OptimizerConfig, mode: str) -> str:
     return metric
 
 
-def student_records(data: Sequence[Any], student: Any, name: str) -> list[Record]:
+#: What a teleprompter reads and calls on its student (:class:`~judgeopt.judge.JudgeStudent`).
+STUDENT_PROTOCOL = (
+    "task",
+    "aspect",
+    "strategy",
+    "max_tokens",
+    "report_",
+    "resolve_lm",
+    "search_graph",
+    "fresh_copy",
+    "with_strategy",
+    "with_report",
+)
+
+
+def check_student(student: object) -> None:
+    """Refuse, before anything is read or called, a student that is not a judge program.
+
+    Raises:
+        TypeError: Naming the student's type and what of the copy protocol it lacks.
+    """
+    if isinstance(student, JudgeStudent):
+        return
+    missing = [name for name in STUDENT_PROTOCOL if not hasattr(student, name)]
+    raise TypeError(
+        f"compile(student=...): a {type(student).__name__} is not a judge program; it lacks "
+        f"{', '.join(missing)} of the copy protocol (judgeopt.judge.JudgeStudent). Compile a "
+        "judgeopt.JudgeProgram (or a PrExMeProgram), e.g. JudgeProgram('summeval', "
+        "aspect='coherence')."
+    )
+
+
+def student_records(data: Sequence[Any], student: JudgeStudent, name: str) -> list[Record]:
     """``data`` (records, dicts or ``dspy.Example``) as records the student can be scored on.
 
     Raises:
@@ -49,7 +81,7 @@ def student_records(data: Sequence[Any], student: Any, name: str) -> list[Record
     return records
 
 
-def build_graph(config: OptimizerConfig, student: Any, lm: Any) -> FactorGraph:
+def build_graph(config: OptimizerConfig, student: JudgeStudent, lm: Any) -> FactorGraph:
     """The student's factor graph restricted to the preset's ``space`` and ``forbid``, and
     to the decodings ``lm`` serves.
 
@@ -85,7 +117,7 @@ def build_graph(config: OptimizerConfig, student: Any, lm: Any) -> FactorGraph:
 
 
 def _forbid_missing_decodings(
-    config: OptimizerConfig, student: Any, graph: FactorGraph, lm: Any
+    config: OptimizerConfig, student: JudgeStudent, graph: FactorGraph, lm: Any
 ) -> None:
     """Forbid the decodings the LM cannot serve; raise if the user asked for one.
 
@@ -103,7 +135,7 @@ def _forbid_missing_decodings(
         graph.forbid({"decoding": v}, reason="the LM gives no logprobs")
 
 
-def make_search(config: OptimizerConfig, student: Any, graph: FactorGraph) -> Search:
+def make_search(config: OptimizerConfig, student: JudgeStudent, graph: FactorGraph) -> Search:
     """The preset's search over ``graph``, starting from the student's strategy.
 
     Raises:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from dspy.teleprompt import Teleprompter
 
 from ..evaluate import CHECK_TIMEOUT
+from ..judge import JudgeStudent
 from ..racing import RacingConfig
 from ..search import Value
 from ..selection import SelectionConfig
@@ -174,7 +175,7 @@ class JudgeSearch(Teleprompter):
 
     def compile(
         self,
-        student: Any,
+        student: JudgeStudent,
         *,
         trainset: Sequence[Any],  # type: ignore[override]
         teacher: Any = None,
@@ -203,6 +204,8 @@ class JudgeSearch(Teleprompter):
             summary; ``selection``, ``comparisons``, ``ensemble``, ``model_name``).
 
         Raises:
+            TypeError: When ``student`` is not a judge program (it lacks part of the copy
+                protocol, :class:`~judgeopt.judge.JudgeStudent`), before anything is called.
             ValueError: On invalid data (a missing field, a score out of range) or config.
             NoLMError: When no LM is configured.
             LogprobsUnavailableError: At the start, when the optimizer's ``space`` or the
