@@ -358,7 +358,7 @@ def test_grid_of_an_hpss_judge(tmp_path: Path, shared_data: Path) -> None:
 def scripted_cli(monkeypatch: pytest.MonkeyPatch) -> ScriptedLM:
     fake = ScriptedLM(respond)
     monkeypatch.setattr(
-        "judgeopt.cli._lm_from_args",
+        "judgeopt.cli.load_lm",
         lambda args, default_model=None: (args.model or "local", fake.lm),
     )
     return fake
@@ -516,9 +516,7 @@ def test_cli_grid_endpoint_dying_mid_run_keeps_no_failed_row_and_resumes(
         return respond(messages)
 
     fake = ScriptedLM(dying)
-    monkeypatch.setattr(
-        "judgeopt.cli._lm_from_args", lambda args, default_model=None: ("fake", fake.lm)
-    )
+    monkeypatch.setattr("judgeopt.cli.load_lm", lambda args, default_model=None: ("fake", fake.lm))
     out = tmp_path / "g.csv"
     argv = [
         "grid",
@@ -552,7 +550,7 @@ def test_cli_grid_endpoint_dying_mid_run_keeps_no_failed_row_and_resumes(
     # The endpoint is back: the re-run judges the two strategies left, and only them.
     healthy = ScriptedLM(respond)
     monkeypatch.setattr(
-        "judgeopt.cli._lm_from_args", lambda args, default_model=None: ("fake", healthy.lm)
+        "judgeopt.cli.load_lm", lambda args, default_model=None: ("fake", healthy.lm)
     )
     assert main(argv) == 0
     assert "2 strategies evaluated, 2 already done" in capsys.readouterr().out

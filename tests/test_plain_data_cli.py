@@ -47,7 +47,7 @@ def _rate(messages: list[dict[str, Any]]) -> str:
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedLM:
     fake = ScriptedLM(_rate)
     monkeypatch.setattr(
-        "judgeopt.cli._lm_from_args",
+        "judgeopt.cli.load_lm",
         lambda args, default_model=None: (args.model or "local", fake.lm),
     )
     return fake

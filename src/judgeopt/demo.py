@@ -194,11 +194,48 @@ def run_demo(
         The process exit status: 0, or 1 when the compile reported problems (every strategy
         failed, too many unparsed answers; ``CompileResult.problems``).
     """
-    # Lazy: these load DSPy and LiteLLM, which `judgeopt demo --help` does not need.
-    from .evaluate import evaluate_against
-    from .judge import JudgeProgram, load_task
-    from .lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
-    from .teleprompt import JudgeSearch, load_optimizer
+    spec, valid, test = _demo_items(task, aspect, model, n_valid, n_test, budget)
+    t0 = time.perf_counter()
+    lm = _demo_lm(model, api_base, parallel)
+    judge, student = _compile(spec, aspect, lm, valid, budget, out_dir, threads, progress)
+    judge = judge.with_report(judge.report_.with_model(model))
+    res, sel = judge.search_result, judge.selection or {}
+    kept = judge.strategy == student.strategy
+    why, checked = _print_choice(res, sel, kept, judge.strategy)
+    comp = _test_judge(
+        judge, judge.with_strategy(student.strategy), test, out_dir, threads, progress
+    )
+    seconds = time.perf_counter() - t0
+    print()
+    for line in comp.lines("held-out test"):
+        print(line)
+    print(_verdict(comp, kept, why, checked))
+    problems = list(res.problems)
+    for line in problems:
+        print(f"problem: {line}")
+    summary = {
+        "task": task,
+        "aspect": aspect,
+        "model": model,
+        "n_valid": len(valid),
+        "n_test": len(test),
+        "budget": budget,
+        "kept_baseline": kept,
+        "chosen_strategy": judge.strategy.as_dict(),
+        "selection": sel,
+        "test": comp.to_dict(),
+        "problems": problems,
+        "seconds": seconds,
+    }
+    _write_summary(lm, out_dir, summary)
+    return 1 if problems else 0
+
+
+def _demo_items(
+    task: str, aspect: str, model: str, n_valid: int, n_test: int, budget: int
+) -> tuple[Any, list[Any], list[Any]]:
+    """The task and the demo's validation and test items, announced."""
+    from .judge import load_task  # lazy: the judge package loads DSPy
 
     valid, test = demo_split(task, n_valid, n_test)
     spec = load_task(task)
@@ -209,15 +246,39 @@ def run_demo(
         f"{budget} strategies.",
         flush=True,
     )
-    t0 = time.perf_counter()
+    return spec, valid, test
+
+
+def _demo_lm(model: str, api_base: str | None, parallel: int | None) -> Any:
+    # Lazy: judgeopt.lm loads DSPy and LiteLLM, which `judgeopt demo --help` does not need.
+    from .lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
+
     local = parse_local_model(model) is not None
     if parallel is not None and not local:
         raise ValueError(f"`parallel` only applies to local models, not to {model!r}")
-    lm = make_lm(
+    return make_lm(
         model,
         api_base=api_base,
         **({"parallel": parallel or RECOMMENDED_PARALLEL} if local else {}),
     )
+
+
+def _compile(
+    spec: Any,
+    aspect: str,
+    lm: Any,
+    valid: list[Any],
+    budget: int,
+    out_dir: Path,
+    threads: int | None,
+    progress: bool,
+) -> tuple[Any, Any]:
+    """The judge compiled on ``valid`` (the ``quick`` preset's space, the demo's selection),
+    and the baseline judge it started from."""
+    # Lazy: these load DSPy and LiteLLM, which `judgeopt demo --help` does not need.
+    from .judge import JudgeProgram
+    from .teleprompt import JudgeSearch, load_optimizer
+
     out_dir.mkdir(parents=True, exist_ok=True)
     preset = load_optimizer("quick")
     space = dict(preset.space)
@@ -239,10 +300,12 @@ def run_demo(
         progress=progress,
     )
     student = JudgeProgram(spec, aspect, lm=lm)
-    judge = optimizer.compile(student, trainset=valid)
-    judge = judge.with_report(judge.report_.with_model(model))
-    res = judge.search_result
-    sel = judge.selection or {}
+    return optimizer.compile(student, trainset=valid), student
+
+
+def _print_choice(res: Any, sel: dict[str, Any], kept: bool, chosen: Any) -> tuple[str, bool]:
+    """Print the search and the chosen strategy; why the baseline would be kept, and whether a
+    rule compared the strategies with it."""
     print()
     best = "n/a" if res.best_score is None else f"{res.best_score:.3f}"
     print(
@@ -252,7 +315,6 @@ def run_demo(
     )
     for message in sel.get("messages", []):
         print(message)
-    kept = judge.strategy == student.strategy
     rule = sel.get("rule")
     confirmed = rule in ("confirm", "veto") and bool(sel.get("confirm_items"))
     pooled = "candidates" in sel  # a pooled rule compared every strategy with the baseline
@@ -265,8 +327,32 @@ def run_demo(
         if pooled
         else "the best validation score"
     )
-    print(f"chosen: {f'the MT-Bench baseline ({why})' if kept else judge.strategy}")
-    baseline = judge.with_strategy(student.strategy)
+    print(f"chosen: {f'the MT-Bench baseline ({why})' if kept else chosen}")
+    return why, confirmed or pooled
+
+
+def _verdict(comp: Any, kept: bool, why: str, checked: bool) -> str:
+    lo, hi = comp.gain_ci
+    if kept and checked:
+        return f"The compile kept the baseline ({why}), so the judge is not made worse."
+    if kept:
+        return "The compile kept the baseline: no strategy scored better on the validation items."
+    if lo is not None and lo > 0:
+        return "The chosen judge agrees with the human labels better than the baseline."
+    if hi is not None and hi < 0:
+        return "The chosen judge is worse than the baseline on these items."
+    return (
+        f"The difference is within noise at n = {comp.n}: these items cannot tell "
+        "the two judges apart."
+    )
+
+
+def _test_judge(
+    judge: Any, baseline: Any, test: list[Any], out_dir: Path, threads: int | None, progress: bool
+) -> Any:
+    """``judge`` against ``baseline`` on the test items; the judge is saved with its results."""
+    from .evaluate import evaluate_against  # lazy: judgeopt.evaluate loads DSPy
+
     tres, _, comp = evaluate_against(
         judge, baseline, test, threads=threads, progress=progress, desc="test"
     )
@@ -274,51 +360,18 @@ def run_demo(
         judge.report_.with_test(tres.summary(), tres.items, comparison=comp.to_dict())
     )
     judge.save(out_dir / "judge.json")
-    seconds = time.perf_counter() - t0
-    print()
-    for line in comp.lines("held-out test"):
-        print(line)
-    lo, hi = comp.gain_ci
-    if kept and (confirmed or pooled):
-        verdict = f"The compile kept the baseline ({why}), so the judge is not made worse."
-    elif kept:
-        verdict = (
-            "The compile kept the baseline: no strategy scored better on the validation items."
-        )
-    elif lo is not None and lo > 0:
-        verdict = "The chosen judge agrees with the human labels better than the baseline."
-    elif hi is not None and hi < 0:
-        verdict = "The chosen judge is worse than the baseline on these items."
-    else:
-        verdict = (
-            f"The difference is within noise at n = {comp.n}: these items cannot tell "
-            "the two judges apart."
-        )
-    print(verdict)
-    problems = list(res.problems)
-    for line in problems:
-        print(f"problem: {line}")
+    return comp
+
+
+def _write_summary(lm: Any, out_dir: Path, summary: dict[str, Any]) -> None:
+    """Print the time and the LM's calls, and write ``summary.json``."""
+    seconds = summary["seconds"]
     stats = lm.stats() if hasattr(lm, "stats") else None
     calls = "" if stats is None else f", {stats.calls} LLM calls, {stats.total_tokens} tokens"
     print(
         f"\n{seconds / 60:.1f} minutes{calls}. Judge written to {out_dir / 'judge.json'} "
         f"(inspect it with: judgeopt show {out_dir / 'judge.json'})."
     )
-    summary = {
-        "task": task,
-        "aspect": aspect,
-        "model": model,
-        "n_valid": len(valid),
-        "n_test": len(test),
-        "budget": budget,
-        "kept_baseline": kept,
-        "chosen_strategy": judge.strategy.as_dict(),
-        "selection": sel,
-        "test": comp.to_dict(),
-        "problems": problems,
-        "seconds": seconds,
-    }
     (out_dir / "summary.json").write_text(
         json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8"
     )
-    return 1 if problems else 0

@@ -403,9 +403,59 @@ def run_grid(
         LMUnavailable: When the endpoint fails the check call, the breaker trips, or items
             fail transiently twice; a re-run with the same arguments judges the rest.
     """
+    space = space or program.space
+    _check_records(program, records, space)
+    the_lm = program.resolve_lm(lm)
+    out = _output(table, items, space, (model, dataset, _task_name(program)), records, keep_outputs)
+    if overwrite:
+        for p in (out.table, out.items):
+            p.unlink(missing_ok=True)
+    done = _finished_rows(out)
+    strategies = list(space.strategies())
+    todo = [s for s in strategies if s.key not in done]
+    judges = _judges(program, todo)
+    skipped = len(strategies) - len(todo)
+    if skipped:
+        log.info("resuming: %d of %d strategies already in %s", skipped, len(strategies), out.table)
+    if check and todo:
+        check_endpoint(the_lm, timeout=check_timeout, before="the grid")
+    t0 = time.perf_counter()
+    judging = dict(lm=the_lm, threads=threads, max_consecutive_failures=max_consecutive_failures)
+    calls = _judge_strategies(out, records, todo, judges, done, len(strategies), progress, judging)
+    rows = [done[s.key] for s in strategies if s.key in done]
+    seconds = time.perf_counter() - t0
+    return GridResult(out.table, out.items, rows, len(todo), skipped, calls, seconds)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """Where a grid run writes, and what names its rows: (model, dataset, task) and the sample."""
+
+    table: Path
+    items: Path
+    header: list[str]
+    key: tuple[str, str, str]
+    sample: str
+    keep_outputs: bool
+
+
+def _output(
+    table: str | os.PathLike[str],
+    items: str | os.PathLike[str] | None,
+    space: FactorSpace,
+    key: tuple[str, str, str],
+    records: Sequence[Record],
+    keep_outputs: bool,
+) -> _Output:
+    table_path = Path(table)
+    items_path = Path(items) if items is not None else table_path.with_suffix(".items.jsonl")
+    header = table_columns(space)
+    return _Output(table_path, items_path, header, key, _sample_fingerprint(records), keep_outputs)
+
+
+def _check_records(program: GridProgram, records: Sequence[Record], space: FactorSpace) -> None:
     if not records:
         raise GridError("A grid run needs at least one record.")
-    space = space or program.space
     _check_subspace(space, program.space)
     pairwise = getattr(program.task, "mode", "pointwise") == "pairwise"
     missing = [
@@ -414,120 +464,85 @@ def run_grid(
     if missing:
         what = "a pairwise label" if pairwise else f"the human score `{program.aspect}`"
         raise GridError(f"{len(missing)} record(s) lack {what}, e.g. {missing[:3]!r}.")
-    the_lm = program.resolve_lm(lm)
-    from .lm import LMUnavailable  # lazy: lm's errors derive from DSPy's
 
-    table_path = Path(table)
-    items_path = Path(items) if items is not None else table_path.with_suffix(".items.jsonl")
-    if overwrite:
-        for p in (table_path, items_path):
-            p.unlink(missing_ok=True)
-    header = table_columns(space)
-    task = _task_name(program)
-    sample = _sample_fingerprint(records)
-    ours = (model, dataset, task)
 
-    existing = _read_table(table_path, header)
+def _finished_rows(out: _Output) -> dict[str, dict[str, str]]:
+    """The table's rows of this run by strategy key (after dropping the items of every
+    unfinished strategy)."""
+    (model, dataset, task), sample = out.key, out.sample
+    existing = _read_table(out.table, out.header)
     done: dict[str, dict[str, str]] = {}
     for row in existing:
-        if (row["model"], row["dataset"], row["task"]) != ours:
+        if (row["model"], row["dataset"], row["task"]) != out.key:
             continue
         if row["sample"] != sample:
             raise GridError(
-                f"{table_path} already has results of {model} on {dataset} ({task}) for another "
+                f"{out.table} already has results of {model} on {dataset} ({task}) for another "
                 f"sample of items (fingerprint {row['sample']}, this run {sample}: a different "
                 "--limit or data file?). Use another --out, the same sample, or --overwrite."
             )
         done[row["strategy"]] = row
     finished_keys = {(r["model"], r["dataset"], r["task"], r["strategy"]) for r in existing}
-    _clean_items(items_path, finished_keys)
+    _clean_items(out.items, finished_keys)
+    return done
 
-    strategies = list(space.strategies())
-    todo = [s for s in strategies if s.key not in done]
+
+def _judges(program: GridProgram, todo: list[Strategy]) -> list[Any]:
     try:  # every judge is built before the first call, so a bad strategy fails early
-        judges = [program.with_strategy(s) for s in todo]
+        return [program.with_strategy(s) for s in todo]
     except ValueError as e:
         raise GridError(str(e)) from e
-    skipped = len(strategies) - len(todo)
-    if skipped:
-        log.info(
-            "resuming: %d of %d strategies already in %s", skipped, len(strategies), table_path
-        )
-    if check and todo:
-        check_endpoint(the_lm, timeout=check_timeout, before="the grid")
-    table_path.parent.mkdir(parents=True, exist_ok=True)
-    items_path.parent.mkdir(parents=True, exist_ok=True)
-    new_table = not table_path.exists() or table_path.stat().st_size == 0
-    t0 = time.perf_counter()
+
+
+def _judge_strategies(
+    out: _Output,
+    records: Sequence[Record],
+    todo: list[Strategy],
+    judges: list[Any],
+    done: dict[str, dict[str, str]],
+    total: int,
+    progress: bool,
+    judging: dict[str, Any],
+) -> int:
+    """Judge ``records`` with each strategy of ``todo`` and write its items, then its row (also
+    put in ``done``); the LM calls made. ``judging``: the rest of :func:`evaluate_retrying`'s
+    arguments."""
+    from .lm import LMUnavailable  # lazy: lm's errors derive from DSPy's
+
+    out.table.parent.mkdir(parents=True, exist_ok=True)
+    out.items.parent.mkdir(parents=True, exist_ok=True)
+    new_table = not out.table.exists() or out.table.stat().st_size == 0
     calls = 0
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(strategies), initial=skipped, desc=f"grid {dataset}", unit="strategy")
+        desc = f"grid {out.key[1]}"
+        bar = tqdm(total=total, initial=total - len(todo), desc=desc, unit="strategy")
     try:
         with (
-            table_path.open("a", encoding="utf-8", newline="") as tfh,
-            items_path.open("a", encoding="utf-8") as ifh,
+            out.table.open("a", encoding="utf-8", newline="") as tfh,
+            out.items.open("a", encoding="utf-8") as ifh,
         ):
             if new_table:
-                _write_row(tfh, header)
+                _write_row(tfh, out.header)
             for s, judge in zip(todo, judges, strict=True):
                 try:
                     res = evaluate_retrying(
-                        judge,
-                        records,
-                        lm=the_lm,
-                        threads=threads,
-                        progress=progress,
-                        desc=_short(s),
-                        max_consecutive_failures=max_consecutive_failures,
+                        judge, records, progress=progress, desc=_short(s), **judging
                     )
                 except LMUnavailable as e:
                     raise LMUnavailable(
                         f"the grid stopped at strategy {_short(s)} ({len(done)} of "
-                        f"{len(strategies)} finished): {e}. No row is written for a strategy "
+                        f"{total} finished): {e}. No row is written for a strategy "
                         f"with missing judgements; the finished strategies are in "
-                        f"{table_path}: run the same command again to judge the others.",
+                        f"{out.table}: run the same command again to judge the others.",
                         model=e.model,
                         endpoint=e.endpoint,
                         last=e,
                     ) from e
                 calls += res.calls
-                base = {
-                    "model": model,
-                    "dataset": dataset,
-                    "task": task,
-                    **s.as_dict(),
-                    "strategy": s.key,
-                }
-                ifh.writelines(_item_lines(res, base, keep_outputs))
-                _sync(ifh)
-                cells: dict[str, Any] = {
-                    "model": model,
-                    "dataset": dataset,
-                    "task": task,
-                    **s.as_dict(),
-                    "n": res.n,
-                    "n_unparsed": res.parse_failures,
-                    "n_failed": res.call_failures,
-                    "kendall": res.kendall,
-                    "kendall_tie_corrected": _tie_calibrated(res),
-                    "pearson": res.pearson,
-                    "spearman": res.spearman,
-                    "accuracy": res.accuracy,
-                    "calls": res.calls,
-                    "cache_hits": res.cache_hits,
-                    "prompt_tokens": res.prompt_tokens,
-                    "completion_tokens": res.completion_tokens,
-                    "seconds": round(res.seconds, 3),
-                    "sample": sample,
-                    "strategy": s.key,
-                }
-                # The table row marks the strategy as finished: it is written last.
-                _write_row(tfh, [_fmt(cells[c]) for c in header])
-                _sync(tfh)
-                done[s.key] = {c: _fmt(cells[c]) for c in header}
+                done[s.key] = _write_strategy(out, tfh, ifh, s, res)
                 log.info(
                     "%s: kendall=%s unparsed=%d calls=%d %.1fs",
                     s,
@@ -542,16 +557,41 @@ def run_grid(
     finally:
         if bar is not None:
             bar.close()
-    rows = [done[s.key] for s in strategies if s.key in done]
-    return GridResult(
-        table=table_path,
-        items=items_path,
-        rows=rows,
-        evaluated=len(todo),
-        skipped=skipped,
-        calls=calls,
-        seconds=time.perf_counter() - t0,
-    )
+    return calls
+
+
+def _write_strategy(
+    out: _Output, tfh: io.TextIOBase, ifh: Any, s: Strategy, res: EvalResult
+) -> dict[str, str]:
+    """Write the items of strategy ``s``, then its table row (which marks it as finished)."""
+    model, dataset, task = out.key
+    base = {"model": model, "dataset": dataset, "task": task, **s.as_dict(), "strategy": s.key}
+    ifh.writelines(_item_lines(res, base, out.keep_outputs))
+    _sync(ifh)
+    cells: dict[str, Any] = {
+        "model": model,
+        "dataset": dataset,
+        "task": task,
+        **s.as_dict(),
+        "n": res.n,
+        "n_unparsed": res.parse_failures,
+        "n_failed": res.call_failures,
+        "kendall": res.kendall,
+        "kendall_tie_corrected": _tie_calibrated(res),
+        "pearson": res.pearson,
+        "spearman": res.spearman,
+        "accuracy": res.accuracy,
+        "calls": res.calls,
+        "cache_hits": res.cache_hits,
+        "prompt_tokens": res.prompt_tokens,
+        "completion_tokens": res.completion_tokens,
+        "seconds": round(res.seconds, 3),
+        "sample": out.sample,
+        "strategy": s.key,
+    }
+    _write_row(tfh, [_fmt(cells[c]) for c in out.header])
+    _sync(tfh)
+    return {c: _fmt(cells[c]) for c in out.header}
 
 
 def _short(strategy: Strategy) -> str:

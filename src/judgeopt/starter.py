@@ -117,58 +117,14 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
     if not p.is_file():
         raise ValueError(f"Data file not found: {p}")
     order, values = _columns(p, max_rows)
-    from .judge import RESERVED_FIELDS as RESERVED  # lazy: judgeopt.judge loads DSPy
-
-    texts: list[str] = []
-    reserved: list[str] = []
-    numbers: dict[str, list[float]] = {}
-    pairwise = False
-    for column in order:
-        base = column.split(".", 1)[-1] if column.startswith(("inputs.", "scores.")) else column
-        if column in _SKIP or column.startswith("meta."):
-            continue
-        if column == "label":
-            pairwise = any(str(v) in ("a", "b", "tie") for v in values[column])
-            continue
-        cells = [v for v in values[column] if v is not None and v != ""]
-        parsed = [_number(v) for v in cells]
-        if column.startswith("scores.") or (cells and all(x is not None for x in parsed)):
-            numbers[base] = [x for x in parsed if x is not None and math.isfinite(x)]
-        elif base in RESERVED or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", base):
-            reserved.append(base)  # cannot be an input field's name: left out
-        else:
-            texts.append(base)
-    if len(texts) < (3 if pairwise else 2):
-        raise ValueError(
-            f"{p}: a task needs at least {3 if pairwise else 2} text columns (the context and "
-            f"the judged {'outputs' if pairwise else 'field'}); found {texts!r} among the "
-            f"columns {order!r}"
-        )
-    if not pairwise and not numbers:
-        raise ValueError(
-            f"{p}: no numeric score column (the human scores) and no pairwise "
-            f"`label` column among {order!r}"
-        )
+    texts, reserved, numbers, pairwise = _sort_columns(order, values)
+    _check_columns(p, order, texts, numbers, pairwise)
     flat: dict[str, str] = {}
     read = ""
     if not pairwise:
         n_rows = max(len(v) for v in values.values())
         read = f" (in the first {n_rows} rows read)" if n_rows >= max_rows else ""
-        flat = {c: why for c, xs in numbers.items() if (why := _no_spread(c, xs)) is not None}
-        if len(flat) == len(numbers):
-            raise ValueError(
-                f"{p}: {'; '.join(flat.values())}{read}, so the correlation that scores a "
-                "judge is undefined for any judge (judgeopt compile refuses such data); use "
-                "data whose human scores vary"
-            )
-        for column, why in flat.items():
-            aspect = _ident(column)
-            message = (
-                f"{p}: {why}{read}, so judgeopt compile refuses the aspect `{aspect}` (a "
-                "correlation with constant scores is undefined); the task keeps it for data "
-                "whose scores vary"
-            )
-            warnings.warn(ConstantScoresWarning(message, aspect), stacklevel=2)
+        flat = _constant_columns(p, numbers, read)
     task_name = _NOT_IDENT.sub("_", name or p.stem) or "my_task"
     judged = texts[-2:] if pairwise else texts[-1:]
     lines = [
@@ -192,7 +148,80 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
             f"score_range = [{lo}, {hi}]",
         ]
     lines.append("")
-    lines.append("# The input fields, in prompt order (`label` is the heading the judge sees).")
+    lines += _input_lines(texts, reserved)
+    lines += _aspect_lines(numbers, flat, judged[0], pairwise)
+    return "\n".join(lines)
+
+
+def _sort_columns(
+    order: list[str], values: dict[str, list[Any]]
+) -> tuple[list[str], list[str], dict[str, list[float]], bool]:
+    """The text columns, the left-out ones, the score columns' numbers, and whether a
+    ``label`` column makes the task pairwise."""
+    from .judge import RESERVED_FIELDS as RESERVED  # lazy: judgeopt.judge loads DSPy
+
+    texts: list[str] = []
+    reserved: list[str] = []
+    numbers: dict[str, list[float]] = {}
+    pairwise = False
+    for column in order:
+        base = column.split(".", 1)[-1] if column.startswith(("inputs.", "scores.")) else column
+        if column in _SKIP or column.startswith("meta."):
+            continue
+        if column == "label":
+            pairwise = any(str(v) in ("a", "b", "tie") for v in values[column])
+            continue
+        cells = [v for v in values[column] if v is not None and v != ""]
+        parsed = [_number(v) for v in cells]
+        if column.startswith("scores.") or (cells and all(x is not None for x in parsed)):
+            numbers[base] = [x for x in parsed if x is not None and math.isfinite(x)]
+        elif base in RESERVED or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", base):
+            reserved.append(base)  # cannot be an input field's name: left out
+        else:
+            texts.append(base)
+    return texts, reserved, numbers, pairwise
+
+
+def _check_columns(
+    p: Path, order: list[str], texts: list[str], numbers: dict[str, list[float]], pairwise: bool
+) -> None:
+    if len(texts) < (3 if pairwise else 2):
+        raise ValueError(
+            f"{p}: a task needs at least {3 if pairwise else 2} text columns (the context and "
+            f"the judged {'outputs' if pairwise else 'field'}); found {texts!r} among the "
+            f"columns {order!r}"
+        )
+    if not pairwise and not numbers:
+        raise ValueError(
+            f"{p}: no numeric score column (the human scores) and no pairwise "
+            f"`label` column among {order!r}"
+        )
+
+
+def _constant_columns(p: Path, numbers: dict[str, list[float]], read: str) -> dict[str, str]:
+    """Score column -> why its scores cannot be correlated with, for each one whose scores do
+    not vary (warned about); raises when no column varies."""
+    flat = {c: why for c, xs in numbers.items() if (why := _no_spread(c, xs)) is not None}
+    if len(flat) == len(numbers):
+        raise ValueError(
+            f"{p}: {'; '.join(flat.values())}{read}, so the correlation that scores a "
+            "judge is undefined for any judge (judgeopt compile refuses such data); use "
+            "data whose human scores vary"
+        )
+    for column, why in flat.items():
+        aspect = _ident(column)
+        message = (
+            f"{p}: {why}{read}, so judgeopt compile refuses the aspect `{aspect}` (a "
+            "correlation with constant scores is undefined); the task keeps it for data "
+            "whose scores vary"
+        )
+        # The warning points at the caller of starter_task.
+        warnings.warn(ConstantScoresWarning(message, aspect), stacklevel=3)
+    return flat
+
+
+def _input_lines(texts: list[str], reserved: list[str]) -> list[str]:
+    lines = ["# The input fields, in prompt order (`label` is the heading the judge sees)."]
     if reserved:
         lines.append(f"# Left out (a reserved name or not an identifier): {', '.join(reserved)}.")
     for column in texts:
@@ -202,12 +231,18 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
             f"label = {json.dumps(column.replace('_', ' ').capitalize())}",
             "",
         ]
+    return lines
+
+
+def _aspect_lines(
+    numbers: dict[str, list[float]], flat: dict[str, str], judged: str, pairwise: bool
+) -> list[str]:
     aspects = ["overall"] if pairwise else [_ident(c) for c in numbers]
-    lines.append(
+    lines = [
         "# One aspect per score column. Edit the criteria: what makes a good "
-        + ("response" if pairwise else judged[0].replace("_", " "))
+        + ("response" if pairwise else judged.replace("_", " "))
         + " here."
-    )
+    ]
     for aspect, column in zip(aspects, ["label"] if pairwise else list(numbers), strict=True):
         lines += [f"[aspects.{aspect}]"]
         if not pairwise and aspect != column:
@@ -218,11 +253,11 @@ def starter_task(path: str | Path, *, name: str | None = None, max_rows: int = 1
                 "# and a judge cannot be correlated with constant human scores.",
             ]
         label = aspect.replace("_", " ")
-        noun = "response" if pairwise else judged[0].replace("_", " ")
+        noun = "response" if pairwise else judged.replace("_", " ")
         text = (
             f"{label.capitalize()}: which response follows the instruction and answers it better."
             if pairwise
             else f"{label.capitalize()}: how good the {noun} is in {label}."
         )
         lines += [f"criteria = {json.dumps(text)}", ""]
-    return "\n".join(lines)
+    return lines

@@ -6,16 +6,24 @@ One module per command group, each adding its own subcommands to the parser:
 (bench-search) and ``_demo`` (demo); ``_common`` holds what they share (:class:`CLIError`, the
 argparse types, the model options) and ``_main`` the parser and :func:`main`.
 
-Every command gets its model through ``judgeopt.cli._lm_from_args``, looked up here when the
-command runs, so replacing that one name (as the tests do) reaches all of them.
+Every command gets its model through :func:`load_lm`, looked up here when the command runs, so
+replacing that one name (``monkeypatch.setattr("judgeopt.cli.load_lm", ...)``, as the tests do)
+reaches all of them.
 """
 
 from __future__ import annotations
 
-from ._common import EXIT_UNAVAILABLE, EXIT_UNTRUSTED, CLIError
-from ._common import _lm_from_args as _lm_from_args  # the face's seam (see above)
+from ._common import EXIT_UNAVAILABLE, EXIT_UNTRUSTED, CLIError, load_lm
 from ._common import _model_string as _model_string
 from ._evaluate import item_rows
 from ._main import build_parser, main
 
-__all__ = ["EXIT_UNAVAILABLE", "EXIT_UNTRUSTED", "CLIError", "build_parser", "item_rows", "main"]
+__all__ = [
+    "EXIT_UNAVAILABLE",
+    "EXIT_UNTRUSTED",
+    "CLIError",
+    "build_parser",
+    "item_rows",
+    "load_lm",
+    "main",
+]

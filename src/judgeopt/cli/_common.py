@@ -135,9 +135,13 @@ def _model_string(args: argparse.Namespace, default_model: str | None = None) ->
     return str(args.model or default_model or "local")
 
 
-def _lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> Any:
+def load_lm(args: argparse.Namespace, default_model: str | None = None) -> Any:
     """``(model string, LM)`` of the command's model options (``--model``, ``--router``,
-    ``--api-base``, ``--parallel``, ``--n-ctx``); a bad option raises :class:`CLIError`."""
+    ``--api-base``, ``--parallel``, ``--n-ctx``); a bad option raises :class:`CLIError`.
+
+    Every command loads its model through ``judgeopt.cli.load_lm`` (see :func:`lm_from_args`):
+    replacing that name, as the tests do with a scripted LM, reaches all of them.
+    """
     # lazy: judgeopt.lm loads DSPy and LiteLLM (and make_lm is looked up when called)
     from ..lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
 
@@ -220,13 +224,14 @@ def load_data(
 
 
 def lm_from_args(args: argparse.Namespace, default_model: str | None = None) -> Any:
-    """``(model string, LM)`` of the command's model options, through the package face.
+    """``(model string, LM)`` of the command's model options, with its spending limits set.
 
-    ``judgeopt.cli._lm_from_args`` is looked up when this is called, so that replacing it (as
-    the tests do with a scripted LM) reaches every command that loads a model.
+    The LM comes from ``judgeopt.cli.load_lm``, looked up when this is called, so that replacing
+    it (as the tests do with a scripted LM) reaches every command that loads a model.
     """
-    face = sys.modules[__package__]
-    model, lm = face._lm_from_args(args, default_model)
+    from . import load_lm as load  # the package face's name, not this module's
+
+    model, lm = load(args, default_model)
     limit_spending(args, lm)
     return model, lm
 

@@ -69,34 +69,13 @@ def _optimizer(search_class: Any, preset: Any, args: argparse.Namespace, **run: 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     # lazy: judgeopt.judge and judgeopt.teleprompt load DSPy
-    from ..judge import ArtifactStore, load_task
-    from ..teleprompt import JudgeSearch, load_optimizer
+    from ..judge import ArtifactStore
+    from ..teleprompt import JudgeSearch
 
-    if args.ensemble_anchor is not None and args.ensemble_anchor >= 1.0:
-        raise CLIError(
-            f"--ensemble-anchor is the baseline's weight in the ensemble, below 1 (1 would "
-            f"be the baseline alone); got {args.ensemble_anchor:g}"
-        )
-    try:
-        task = load_task(args.task)
-        aspects = _compile_aspects(args, task)
-        preset = load_optimizer(args.optimizer)
-        _optimizer(JudgeSearch, preset, args)  # validate before loading a model
-    except (ValueError, argparse.ArgumentTypeError) as e:
-        raise CLIError(str(e)) from e
+    task, aspects, preset = _compile_setup(args)
     # --aspects always writes an index directory (even of one aspect); --aspect a,b too.
     several = len(aspects) > 1 or args.aspects is not None
-    root = Path(args.out)
-    if several and root.suffix == ".json":
-        raise CLIError(
-            f"with --aspects (here {', '.join(aspects)}), --out names a directory "
-            f"(one judge per aspect plus index.json); got {args.out!r}"
-        )
-    if not several and root.suffix != ".json":
-        raise CLIError(
-            f"--out names the exported judge, a file ending in .json, for one aspect; got "
-            f"{args.out!r} (--aspects {aspects[0]} writes an index directory instead)"
-        )
+    root = _out_root(args, aspects, several)
     # One LM for every aspect: the model is loaded once and its cache is shared.
     model, lm = lm_from_args(args)
     # The artifacts that are the same for every aspect (the self-generated references; see
@@ -134,16 +113,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         problems += _compile_aspect(args, task, aspect, (model, lm), optimizer, out, shared)
         written[aspect] = out.name
     if several:
-        from ..judge import write_judge_index  # lazy: loads DSPy
-
-        index = write_judge_index(root / "index.json", task.name, written, model=model, merge=True)
-        listed = json.loads(index.read_text(encoding="utf-8"))["judges"]  # other aspects kept
-        kept = [a for a in listed if a not in written]
-        print(
-            f"wrote {index} ({len(listed)} judges of {task.name}: {', '.join(listed)}"
-            + (f"; kept from the earlier index: {', '.join(kept)}" if kept else "")
-            + ")"
-        )
+        _write_index(root, task.name, written, model)
     if problems:
         print(
             f"judgeopt: the compiled judge is not trustworthy ({len(problems)} problem"
@@ -154,6 +124,57 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         )
         return EXIT_UNTRUSTED
     return 0
+
+
+def _compile_setup(args: argparse.Namespace) -> tuple[Any, list[str], Any]:
+    """The task, its aspects and the optimizer preset of the command's options (checked
+    before a model is loaded)."""
+    # lazy: judgeopt.judge and judgeopt.teleprompt load DSPy
+    from ..judge import load_task
+    from ..teleprompt import JudgeSearch, load_optimizer
+
+    if args.ensemble_anchor is not None and args.ensemble_anchor >= 1.0:
+        raise CLIError(
+            f"--ensemble-anchor is the baseline's weight in the ensemble, below 1 (1 would "
+            f"be the baseline alone); got {args.ensemble_anchor:g}"
+        )
+    try:
+        task = load_task(args.task)
+        aspects = _compile_aspects(args, task)
+        preset = load_optimizer(args.optimizer)
+        _optimizer(JudgeSearch, preset, args)  # validate before loading a model
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        raise CLIError(str(e)) from e
+    return task, aspects, preset
+
+
+def _out_root(args: argparse.Namespace, aspects: list[str], several: bool) -> Path:
+    """``--out``: a directory with several aspects, else the judge's JSON file."""
+    root = Path(args.out)
+    if several and root.suffix == ".json":
+        raise CLIError(
+            f"with --aspects (here {', '.join(aspects)}), --out names a directory "
+            f"(one judge per aspect plus index.json); got {args.out!r}"
+        )
+    if not several and root.suffix != ".json":
+        raise CLIError(
+            f"--out names the exported judge, a file ending in .json, for one aspect; got "
+            f"{args.out!r} (--aspects {aspects[0]} writes an index directory instead)"
+        )
+    return root
+
+
+def _write_index(root: Path, task_name: str, written: dict[str, str], model: str) -> None:
+    from ..judge import write_judge_index  # lazy: loads DSPy
+
+    index = write_judge_index(root / "index.json", task_name, written, model=model, merge=True)
+    listed = json.loads(index.read_text(encoding="utf-8"))["judges"]  # other aspects kept
+    kept = [a for a in listed if a not in written]
+    print(
+        f"wrote {index} ({len(listed)} judges of {task_name}: {', '.join(listed)}"
+        + (f"; kept from the earlier index: {', '.join(kept)}" if kept else "")
+        + ")"
+    )
 
 
 #: The compile's Python names (in its fingerprint) -> the CLI options that give them.
@@ -197,8 +218,40 @@ def _compile_aspect(
     from ..judge import ANY_ASPECT, JudgeProgram  # lazy: loads DSPy
 
     model, lm = model_lm
-    from ..teleprompt import CheckpointMismatchError  # lazy: loads DSPy
+    train, val, test = _aspect_data(args, task, aspect)
+    # The student's artifacts seed the search's store (JudgeProgram.fresh_copy).
+    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
+    _check_data(
+        student,
+        [
+            ("--data", args.data, train, val is None),
+            ("--valid-data", args.valid_data, val, True),
+            ("--test-data", args.test_data, test, False),
+        ],
+    )
+    judge = _search(optimizer, student, train, val)
+    common = f"{task.name}/{ANY_ASPECT}/"
+    for key, value in judge.store.to_dict().items():
+        if key.startswith(common):
+            shared.set(key, value)
+    judge = judge.with_report(judge.report_.with_model(model))
+    ensemble = judge.ensemble
+    if ensemble is not None:
+        ensemble.model_name = model
+    if test is not None:
+        baseline = judge.with_strategy(student.strategy)
+        judge = _test_judge(args, optimizer, judge, ensemble, baseline, test)
+    _write_judge(args, judge, ensemble, out)
+    problems = list(judge.search_result.problems)
+    for line in problems:
+        print(f"judgeopt: problem ({aspect}): {line}", file=sys.stderr)
+    return problems
 
+
+def _aspect_data(
+    args: argparse.Namespace, task: Any, aspect: str
+) -> tuple[list[Any], list[Any] | None, list[Any] | None]:
+    """The records of ``--data``, ``--valid-data`` and ``--test-data`` (``None``: not given)."""
     train = load_data(args.data, args.limit, task, aspect)
     val = (
         load_data(args.valid_data, args.limit, task, aspect, option="--valid-data")
@@ -211,71 +264,76 @@ def _compile_aspect(
         if args.test_data
         else None
     )
-    # The student's artifacts seed the search's store (JudgeProgram.fresh_copy).
-    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
-    _check_data(
-        student,
-        [
-            ("--data", args.data, train, val is None),
-            ("--valid-data", args.valid_data, val, True),
-            ("--test-data", args.test_data, test, False),
-        ],
-    )
+    return train, val, test
+
+
+def _search(optimizer: Any, student: Any, train: list[Any], val: list[Any] | None) -> Any:
+    """``optimizer.compile``, its errors reported with the options the user typed."""
+    from ..teleprompt import CheckpointMismatchError  # lazy: loads DSPy
+
     try:
-        judge = optimizer.compile(student, trainset=train, valset=val)
+        return optimizer.compile(student, trainset=train, valset=val)
     except CheckpointMismatchError as e:
         # The fingerprint's keys are the Python API's names; the user typed the options.
         renamed = [(_OPTION_OF.get(what, what), old, new) for what, old, new in e.differences]
         raise CLIError(str(CheckpointMismatchError(e.path, renamed))) from e
     except ValueError as e:
         raise CLIError(str(e)) from e
-    common = f"{task.name}/{ANY_ASPECT}/"
-    for key, value in judge.store.to_dict().items():
-        if key.startswith(common):
-            shared.set(key, value)
-    judge = judge.with_report(judge.report_.with_model(model))
-    ensemble = judge.ensemble
+
+
+def _test_judge(
+    args: argparse.Namespace,
+    optimizer: Any,
+    judge: Any,
+    ensemble: Any,
+    baseline: Any,
+    test: list[Any],
+) -> Any:
+    """``judge`` (and its ensemble) against ``baseline`` on the test records; the judge with
+    its test results (the ensemble gets its own)."""
+    res, _, comp = evaluate_against(
+        judge,
+        baseline,
+        test,
+        threads=args.threads,
+        progress=not args.no_progress,
+        desc="test",
+        max_consecutive_failures=optimizer.config.max_consecutive_failures,
+    )
+    bad = res.parse_failures + res.call_failures
+    too_many = (
+        [
+            f"the chosen judge gave no rating for {bad} of {res.n} test items "
+            f"({bad / res.n:.0%}), more than max_parse_failures="
+            f"{optimizer.config.max_parse_failures:g}"
+        ]
+        if res.n and bad / res.n > optimizer.config.max_parse_failures
+        else []
+    )
+    judge = judge.with_report(
+        judge.report_.with_test(
+            res.summary(), res.items, comparison=comp.to_dict(), problems=too_many
+        )
+    )
     if ensemble is not None:
-        ensemble.model_name = model
-    if test is not None:
-        baseline = judge.with_strategy(student.strategy)
-        res, _, comp = evaluate_against(
-            judge,
+        eres, _, ecomp = evaluate_against(
+            ensemble,
             baseline,
             test,
+            labels=("baseline", "ensemble"),
             threads=args.threads,
             progress=not args.no_progress,
             desc="test",
             max_consecutive_failures=optimizer.config.max_consecutive_failures,
         )
-        bad = res.parse_failures + res.call_failures
-        too_many = (
-            [
-                f"the chosen judge gave no rating for {bad} of {res.n} test items "
-                f"({bad / res.n:.0%}), more than max_parse_failures="
-                f"{optimizer.config.max_parse_failures:g}"
-            ]
-            if res.n and bad / res.n > optimizer.config.max_parse_failures
-            else []
-        )
-        judge = judge.with_report(
-            judge.report_.with_test(
-                res.summary(), res.items, comparison=comp.to_dict(), problems=too_many
-            )
-        )
-        if ensemble is not None:
-            eres, _, ecomp = evaluate_against(
-                ensemble,
-                baseline,
-                test,
-                labels=("baseline", "ensemble"),
-                threads=args.threads,
-                progress=not args.no_progress,
-                desc="test",
-                max_consecutive_failures=optimizer.config.max_consecutive_failures,
-            )
-            ensemble.test = eres.summary()
-            ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
+        ensemble.test = eres.summary()
+        ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
+    return judge
+
+
+def _write_judge(args: argparse.Namespace, judge: Any, ensemble: Any, out: Path) -> None:
+    """Save the judge (or the ensemble, and the judge beside it), print the summary and write
+    the report."""
     if ensemble is not None:
         single = out.with_name(out.stem + ".single.json")
         judge.save(single)
@@ -294,10 +352,6 @@ def _compile_aspect(
         report = out.with_name(out.stem + ".report")
         write_judge_report(judge, report)
         print(f"wrote the report {report / 'index.html'}")
-    problems = list(judge.search_result.problems)
-    for line in problems:
-        print(f"judgeopt: problem ({aspect}): {line}", file=sys.stderr)
-    return problems
 
 
 def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
@@ -402,6 +456,24 @@ def add_parser(sub: Subparsers) -> None:
         description="Search a judge's prompting strategy with HPSS (or another "
         "search) on labelled data and export the best judge as JSON.",
     )
+    _add_data_args(c)
+    _add_search_args(c)
+    _add_failure_args(c)
+    _add_selection_args(c)
+    c.add_argument(
+        "--out", required=True, help="the exported judge (JSON); with several aspects a directory"
+    )
+    c.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write the HTML report (OUT stem + .report/index.html)",
+    )
+    add_model(c)
+    add_spend_limits(c)
+    c.set_defaults(func=_cmd_compile)
+
+
+def _add_data_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("--task", required=True, help="signature TOML file or shipped task name")
     which = c.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -425,6 +497,9 @@ def add_parser(sub: Subparsers) -> None:
     c.add_argument("--test-data", help="held-out labelled data to evaluate the best judge on")
     c.add_argument("--limit", type=positive_int, help="use the first N records of each file")
     c.add_argument("--test-limit", type=positive_int, help="use the first N test records")
+
+
+def _add_search_args(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--optimizer",
         default="auto",
@@ -454,6 +529,9 @@ def add_parser(sub: Subparsers) -> None:
         help="discard the checkpoint and start afresh (needed when it belongs to a "
         "run with other data, settings or model)",
     )
+
+
+def _add_failure_args(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--max-consecutive-failures",
         type=positive_int,
@@ -480,6 +558,9 @@ def add_parser(sub: Subparsers) -> None:
         help="largest share of the chosen judge's answers without a rating "
         "before the compile exits with 1 (default: the preset's, 0.25)",
     )
+
+
+def _add_selection_args(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--selection",
         choices=("confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"),
@@ -527,14 +608,3 @@ def add_parser(sub: Subparsers) -> None:
         "none): the baseline at W with the M best other strategies sharing 1 - W, "
         "an ensemble hedged toward the baseline (W < 1)",
     )
-    c.add_argument(
-        "--out", required=True, help="the exported judge (JSON); with several aspects a directory"
-    )
-    c.add_argument(
-        "--no-report",
-        action="store_true",
-        help="do not write the HTML report (OUT stem + .report/index.html)",
-    )
-    add_model(c)
-    add_spend_limits(c)
-    c.set_defaults(func=_cmd_compile)

@@ -53,7 +53,32 @@ def unrated_problem(label: str, result: Any, limit: float) -> str | None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ..judge import JudgeProgram, baseline_strategy, load_any_judge  # lazy: loads DSPy
+    judge, records = _judge_and_records(args)
+    _, lm = lm_from_args(args, judge.model_name)
+    judge.lm = lm
+    # One short call first, as compile and grid make: a dead or hung endpoint stops here
+    # (exit 3) in seconds, not after every item's timeout.
+    check_endpoint(lm, timeout=args.check_timeout, before="evaluating")
+    other, labels = _other_judge(args, judge, lm)
+    try:
+        _print_plan(args, [judge] if other is None else [judge, other], records)
+    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
+        print(f"judgeopt evaluate: no cost plan ({e})", file=sys.stderr)
+    result, ref, payload = _judge_records(args, judge, other, records, labels)
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.items:
+        runs = [(labels[1], result)] if other is None else [(labels[1], result), (labels[0], ref)]
+        n = _write_items(args.items, runs, records)
+        print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
+    return _gate(args, result, None if other is None else ref, labels)
+
+
+def _judge_and_records(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The exported judge and the records of ``--data``, checked before a model is loaded."""
+    from ..judge import load_any_judge  # lazy: loads DSPy
 
     try:
         judge = load_any_judge(args.judge)
@@ -70,11 +95,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         check_label_spread(records, judge.task, judge.aspect, "--data")
     except ValueError as e:
         raise CLIError(str(e)) from e
-    _, lm = lm_from_args(args, judge.model_name)
-    judge.lm = lm
-    # One short call first, as compile and grid make: a dead or hung endpoint stops here
-    # (exit 3) in seconds, not after every item's timeout.
-    check_endpoint(lm, timeout=args.check_timeout, before="evaluating")
+    return judge, records
+
+
+def _other_judge(args: argparse.Namespace, judge: Any, lm: Any) -> tuple[Any, tuple[str, str]]:
+    """The judge of ``--baseline`` or ``--compare`` (``None``: neither), and the labels of
+    both judges."""
+    from ..judge import JudgeProgram, baseline_strategy, load_any_judge  # lazy: loads DSPy
+
     other: Any = None
     labels = ("baseline", Path(args.judge).name)
     if args.baseline:
@@ -96,10 +124,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             _, other.lm = lm_from_args(args, other.model_name)
             check_endpoint(other.lm, timeout=args.check_timeout, before="evaluating")
         labels = (Path(args.compare).name, Path(args.judge).name)
-    try:
-        _print_plan(args, [judge] if other is None else [judge, other], records)
-    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
-        print(f"judgeopt evaluate: no cost plan ({e})", file=sys.stderr)
+    return other, labels
+
+
+def _judge_records(
+    args: argparse.Namespace, judge: Any, other: Any, records: list[Any], labels: tuple[str, str]
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Judge ``records`` (against ``other`` if given) and print the summary or comparison;
+    the judge's result, the other's (``None`` without one) and the JSON payload."""
+    ref = None
     try:
         if other is None:
             result = evaluate(
@@ -132,15 +165,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                 print(line)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    if args.items:
-        runs = [(labels[1], result)] if other is None else [(labels[1], result), (labels[0], ref)]
-        n = _write_items(args.items, runs, records)
-        print(f"wrote {n} judged items to {args.items}", file=sys.stderr)
-    return _gate(args, result, None if other is None else ref, labels)
+    return result, ref, payload
 
 
 #: Items whose prompts are counted for the plan (a sample of a larger file).

@@ -94,6 +94,35 @@ def add_parser(sub: Subparsers) -> None:
         "top-k logprobs (pass --topk for the approximation); attention "
         "features need --backend transformers.",
     )
+    _add_data_args(gb)
+    gb.add_argument(
+        "--features",
+        type=csv_list,
+        default=["sentprob", "softmax_ent", "softmax_var", "softmax_combo"],
+        help="comma-separated features (default sentprob,softmax_ent,"
+        "softmax_var,softmax_combo); see docs/glassbox.md",
+    )
+    _add_model_args(gb)
+    _add_feature_args(gb)
+    gb.add_argument("--limit", type=positive_int, help="use the first N records")
+    gb.add_argument(
+        "--n-threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads of a local model (default $JUDGEOPT_THREADS or 2)",
+    )
+    gb.add_argument(
+        "--n-ctx",
+        type=positive_int,
+        default=None,
+        help="context window of a local model (default 4096)",
+    )
+    gb.add_argument("--json", help="write the features and correlations to this file")
+    gb.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    gb.set_defaults(func=_cmd_glassbox)
+
+
+def _add_data_args(gb: argparse.ArgumentParser) -> None:
     gb.add_argument(
         "--data",
         required=True,
@@ -118,13 +147,9 @@ def add_parser(sub: Subparsers) -> None:
     )
     gb.add_argument("--reference-field", help="input field of a reference answer")
     gb.add_argument("--system", help="system message before the instruction")
-    gb.add_argument(
-        "--features",
-        type=csv_list,
-        default=["sentprob", "softmax_ent", "softmax_var", "softmax_combo"],
-        help="comma-separated features (default sentprob,softmax_ent,"
-        "softmax_var,softmax_combo); see docs/glassbox.md",
-    )
+
+
+def _add_model_args(gb: argparse.ArgumentParser) -> None:
     gb.add_argument(
         "--model",
         default=None,
@@ -152,6 +177,9 @@ def add_parser(sub: Subparsers) -> None:
         action="store_true",
         help="vLLM only: score given texts through its prompt logprobs",
     )
+
+
+def _add_feature_args(gb: argparse.ArgumentParser) -> None:
     gb.add_argument(
         "--topk",
         type=positive_int,
@@ -177,19 +205,3 @@ def add_parser(sub: Subparsers) -> None:
         default="dataset",
         help="correlation level (dataset)",
     )
-    gb.add_argument("--limit", type=positive_int, help="use the first N records")
-    gb.add_argument(
-        "--n-threads",
-        type=positive_int,
-        default=None,
-        help="CPU threads of a local model (default $JUDGEOPT_THREADS or 2)",
-    )
-    gb.add_argument(
-        "--n-ctx",
-        type=positive_int,
-        default=None,
-        help="context window of a local model (default 4096)",
-    )
-    gb.add_argument("--json", help="write the features and correlations to this file")
-    gb.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    gb.set_defaults(func=_cmd_glassbox)

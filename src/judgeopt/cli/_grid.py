@@ -59,76 +59,17 @@ def _infer_prexme_task(dataset: str) -> str | None:
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
-    # lazy: judgeopt.judge loads DSPy
-    from ..judge import (
-        ONE_SHOT_BASE_PROMPTS,
-        ZERO_SHOT_BASE_PROMPTS,
-        JudgeProgram,
-        PrExMeProgram,
-        load_prexme_task,
-        load_task,
-    )
-
-    try:
-        config = load_grid_config(args.space) if args.space else GridConfig()
-        selection: dict[str, Any] = dict(config.factors)
-        selection.update(parse_factor_options(args.factors or []))
-    except GridError as e:
-        raise CLIError(str(e)) from e
+    config, selection = _grid_selection(args)
     dataset = args.dataset or Path(args.data).stem
     aspect = args.aspect or config.aspect
-    task_name = args.task or config.task or (None if aspect else _infer_prexme_task(dataset))
-    if task_name is None:
-        raise CLIError(
-            f"cannot tell the task from the dataset name {dataset!r}: give --task "
-            "(a PrExMe task such as zh_en, or a signature with --aspect)"
-        )
-    task: Any
-    try:
-        if aspect is None:
-            task = load_prexme_task(task_name)
-            judged = task.score_key
-        else:
-            task = load_task(task_name)
-            task.aspect(aspect)  # an unknown aspect names the task's aspects
-            judged = aspect
-    except ValueError as e:
-        raise CLIError(str(e)) from e
+    task, judged = _grid_task(args, config, dataset, aspect)
     # The task's fields and aspects name the columns of plain data (question,answer,score),
     # as for compile and evaluate.
     records = load_data(args.data, args.limit, task, judged)
     examples = (
         load_data(args.examples, None, task, judged, option="--examples") if args.examples else None
     )
-    program: Any
-    try:
-        if aspect is None:
-            program = PrExMeProgram(task, examples=examples, max_tokens=args.max_tokens or 180)
-            if examples is None and "base_prompt" not in selection:
-                # Without examples, "every base prompt" means the zero-shot ones.
-                selection["base_prompt"] = list(ZERO_SHOT_BASE_PROMPTS)
-                print(
-                    f"grid: no --examples, so only the zero-shot base prompts (the one-shot "
-                    f"{', '.join(ONE_SHOT_BASE_PROMPTS)} need them)",
-                    file=sys.stderr,
-                )
-        else:
-            program = JudgeProgram(task, aspect, trainset=examples, max_tokens=args.max_tokens)
-        space = select_subspace(program.space, selection)
-    except (GridError, ValueError) as e:
-        raise CLIError(str(e)) from e
-    if aspect is None and examples is None:
-        one_shot = [b for b in space["base_prompt"].values if b in ONE_SHOT_BASE_PROMPTS]
-        if one_shot:
-            raise CLIError(
-                f"the one-shot base prompts {one_shot!r} need --examples (labelled "
-                "records to retrieve the demonstrations from)"
-            )
-    if space.size > args.max_strategies:
-        raise CLIError(
-            f"the grid has {space.size} strategies, more than --max-strategies "
-            f"{args.max_strategies}: select values with --factors or raise the limit"
-        )
+    program, space = _grid_program(args, task, aspect, examples, selection)
     model, program.lm = lm_from_args(args)
     print(
         f"grid: {space.size} strategies x {len(records)} items of {dataset} with {model} "
@@ -161,6 +102,91 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         )
     except GridError as e:
         raise CLIError(str(e)) from e
+    _print_grid_result(result, program, space, args.top)
+    return 0
+
+
+def _grid_selection(args: argparse.Namespace) -> tuple[GridConfig, dict[str, Any]]:
+    """The ``--space`` file and the factor values selected by it and ``--factors``."""
+    try:
+        config = load_grid_config(args.space) if args.space else GridConfig()
+        selection: dict[str, Any] = dict(config.factors)
+        selection.update(parse_factor_options(args.factors or []))
+    except GridError as e:
+        raise CLIError(str(e)) from e
+    return config, selection
+
+
+def _grid_task(
+    args: argparse.Namespace, config: GridConfig, dataset: str, aspect: str | None
+) -> tuple[Any, str]:
+    """The task (PrExMe's without an aspect, else a signature) and its judged score."""
+    from ..judge import load_prexme_task, load_task  # lazy: judgeopt.judge loads DSPy
+
+    task_name = args.task or config.task or (None if aspect else _infer_prexme_task(dataset))
+    if task_name is None:
+        raise CLIError(
+            f"cannot tell the task from the dataset name {dataset!r}: give --task "
+            "(a PrExMe task such as zh_en, or a signature with --aspect)"
+        )
+    task: Any
+    try:
+        if aspect is None:
+            task = load_prexme_task(task_name)
+            judged = task.score_key
+        else:
+            task = load_task(task_name)
+            task.aspect(aspect)  # an unknown aspect names the task's aspects
+            judged = aspect
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    return task, judged
+
+
+def _grid_program(
+    args: argparse.Namespace,
+    task: Any,
+    aspect: str | None,
+    examples: list[Any] | None,
+    selection: dict[str, Any],
+) -> tuple[Any, Any]:
+    """The judge (PrExMe's templates without an aspect) and the selected sub-space."""
+    # lazy: judgeopt.judge loads DSPy
+    from ..judge import ONE_SHOT_BASE_PROMPTS, ZERO_SHOT_BASE_PROMPTS, JudgeProgram, PrExMeProgram
+
+    program: Any
+    try:
+        if aspect is None:
+            program = PrExMeProgram(task, examples=examples, max_tokens=args.max_tokens or 180)
+            if examples is None and "base_prompt" not in selection:
+                # Without examples, "every base prompt" means the zero-shot ones.
+                selection["base_prompt"] = list(ZERO_SHOT_BASE_PROMPTS)
+                print(
+                    f"grid: no --examples, so only the zero-shot base prompts (the one-shot "
+                    f"{', '.join(ONE_SHOT_BASE_PROMPTS)} need them)",
+                    file=sys.stderr,
+                )
+        else:
+            program = JudgeProgram(task, aspect, trainset=examples, max_tokens=args.max_tokens)
+        space = select_subspace(program.space, selection)
+    except (GridError, ValueError) as e:
+        raise CLIError(str(e)) from e
+    if aspect is None and examples is None:
+        one_shot = [b for b in space["base_prompt"].values if b in ONE_SHOT_BASE_PROMPTS]
+        if one_shot:
+            raise CLIError(
+                f"the one-shot base prompts {one_shot!r} need --examples (labelled "
+                "records to retrieve the demonstrations from)"
+            )
+    if space.size > args.max_strategies:
+        raise CLIError(
+            f"the grid has {space.size} strategies, more than --max-strategies "
+            f"{args.max_strategies}: select values with --factors or raise the limit"
+        )
+    return program, space
+
+
+def _print_grid_result(result: Any, program: Any, space: Any, top: int) -> None:
     per_call = f", {result.seconds / result.calls:.2f} s per call" if result.calls else ""
     print(
         f"{result.evaluated} strategies evaluated, {result.skipped} already done; "
@@ -168,14 +194,13 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     )
     metric = "accuracy" if getattr(program.task, "mode", "") == "pairwise" else "kendall"
     print(f"best by {metric}:")
-    for row in result.best(metric, k=args.top):
+    for row in result.best(metric, k=top):
         value = f"{float(row[metric]):.3f}" if row[metric] else "nan"
         print(
             f"  {value:>6}  unparsed {row['n_unparsed']:>3}/{row['n']}  "
             + ", ".join(f"{n}={row[n]}" for n in space.names)
         )
     print(f"wrote {result.table} and {result.items}")
-    return 0
 
 
 #: Strategies of the grid whose prompts are counted for the plan, and items of each.
@@ -270,6 +295,14 @@ def add_grid_parser(sub: Subparsers) -> None:
             "status 3 and no row for that strategy; the re-run judges it again."
         ),
     )
+    _add_grid_input_args(g)
+    _add_grid_run_args(g)
+    add_model(g)
+    add_spend_limits(g)
+    g.set_defaults(func=_cmd_grid)
+
+
+def _add_grid_input_args(g: argparse.ArgumentParser) -> None:
     g.add_argument("--data", required=True, help="labelled JSONL/CSV to judge")
     g.add_argument("--limit", type=positive_int, help="judge the first N records")
     g.add_argument(
@@ -299,6 +332,9 @@ def add_grid_parser(sub: Subparsers) -> None:
         "(PrExMe POS/OS-CoT/OS-CoT-EM) or in-context examples",
     )
     g.add_argument("--dataset", help="dataset name in the table (default: the data file stem)")
+
+
+def _add_grid_run_args(g: argparse.ArgumentParser) -> None:
     g.add_argument("--out", required=True, help="the CSV table (appended to; resumes)")
     g.add_argument("--items", help="per-item JSONL (default: OUT with .items.jsonl)")
     g.add_argument(
@@ -335,9 +371,6 @@ def add_grid_parser(sub: Subparsers) -> None:
         help="how long the check call made before the first strategy waits for the "
         f"endpoint's answer (default {CHECK_TIMEOUT:g}; the judge calls keep their own timeout)",
     )
-    add_model(g)
-    add_spend_limits(g)
-    g.set_defaults(func=_cmd_grid)
 
 
 def add_analyze_parser(sub: Subparsers) -> None:
@@ -354,6 +387,23 @@ def add_analyze_parser(sub: Subparsers) -> None:
             "Writes report.md, analysis.json and PNG figures to --out."
         ),
     )
+    _add_analyze_input_args(an)
+    _add_analyze_method_args(an)
+    an.add_argument(
+        "--max-candidates",
+        type=positive_int,
+        default=20,
+        help="strategies per setting tested against the best with --items (20)",
+    )
+    an.add_argument(
+        "--n-resamples", type=positive_int, default=1000, help="permutations per test (1000)"
+    )
+    an.add_argument("--seed", type=int, default=0, help="seed of the permutations (0)")
+    an.add_argument("--no-figures", action="store_true", help="write no PNG figures")
+    an.set_defaults(func=_cmd_analyze)
+
+
+def _add_analyze_input_args(an: argparse.ArgumentParser) -> None:
     an.add_argument(
         "--results", required=True, help="results CSV, one row per strategy and setting"
     )
@@ -388,6 +438,9 @@ def add_analyze_parser(sub: Subparsers) -> None:
         "approximation without --items ('auto': n_items, n_segments or n if "
         "present; 'none')",
     )
+
+
+def _add_analyze_method_args(an: argparse.ArgumentParser) -> None:
     an.add_argument(
         "--test",
         choices=TESTS,
@@ -438,15 +491,3 @@ def add_analyze_parser(sub: Subparsers) -> None:
         default=None,
         help="group column whose best strategies are compared (default: the first group column)",
     )
-    an.add_argument(
-        "--max-candidates",
-        type=positive_int,
-        default=20,
-        help="strategies per setting tested against the best with --items (20)",
-    )
-    an.add_argument(
-        "--n-resamples", type=positive_int, default=1000, help="permutations per test (1000)"
-    )
-    an.add_argument("--seed", type=int, default=0, help="seed of the permutations (0)")
-    an.add_argument("--no-figures", action="store_true", help="write no PNG figures")
-    an.set_defaults(func=_cmd_analyze)

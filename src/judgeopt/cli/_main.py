@@ -9,9 +9,10 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from .._errors import JudgeoptError
 from .._signals import SpendLimitReached, interrupt_reason, sigterm_as_interrupt
 from . import _bench, _compile, _demo, _evaluate, _glassbox, _grid, _init_report, _serve
-from ._common import EXIT_UNAVAILABLE, CLIError
+from ._common import EXIT_UNAVAILABLE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,19 +114,12 @@ def _run(args: argparse.Namespace, *, owns_process: bool) -> int:
             flush=True,
         )
         return 130
-    except CLIError as e:
-        print(f"judgeopt: error: {e}", file=sys.stderr)
-        return 2
     except LMUnavailable as e:
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    except (FileNotFoundError, ValueError) as e:
+    except (JudgeoptError, FileNotFoundError, ValueError) as e:
+        # What judgeopt raises on purpose (CLIError, a data, task or LM configuration error,
+        # a missing optional package) is the user's to fix; anything else is a bug and keeps
+        # its traceback.
         print(f"judgeopt: error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:
-        # LM configuration errors (a missing model file, packages not installed) are user
-        # errors too; anything else is a bug and keeps its traceback.
-        if type(e).__module__.startswith("judgeopt.lm"):
-            print(f"judgeopt: error: {e}", file=sys.stderr)
-            return 2
-        raise

@@ -17,20 +17,9 @@ class _Stopped(Exception):
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    # lazy: judgeopt.lm loads DSPy and LiteLLM
-    from ..lm import DEFAULT_SERVE_SETTINGS, ENGINES, parse_local_model, start_servers
+    from ..lm import start_servers  # lazy: judgeopt.lm loads DSPy and LiteLLM
 
-    if args.engine not in ENGINES:
-        raise CLIError(f"--engine must be one of {sorted(ENGINES)}; got {args.engine!r}")
-    try:
-        model = parse_local_model(args.model) or args.model
-    except ValueError as e:
-        raise CLIError(str(e)) from e
-    settings = dict(DEFAULT_SERVE_SETTINGS)
-    if args.routing_strategy:
-        settings["routing_strategy"] = args.routing_strategy
-    if args.num_retries is not None:
-        settings["num_retries"] = args.num_retries
+    model, settings = _model_and_settings(args)
 
     def stop_now(signum: int, frame: Any) -> None:
         raise _Stopped(signal.Signals(signum).name)
@@ -52,43 +41,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             model_name=args.model_name,
             router_settings=settings,
         )
-        each = f", {args.threads} thread(s) each" if args.threads else ""
-        print(
-            f"judgeopt serve: {len(group.servers)} {args.engine} server(s) of {model} on "
-            f"127.0.0.1{each}",
-            flush=True,
-        )
-        for server in group.servers:
-            print(f"  {server.api_base}  pid {server.pid}", flush=True)
-        print(
-            f"wrote {group.config_path} (model group {group.model_name!r}, "
-            f"routing {settings.get('routing_strategy')})"
-        )
-        # About two calls in flight per replica keep every one busy (docs/lm.md, Concurrency).
-        threads = 2 * len(group.servers)
-        print("use it with:")
-        print(
-            f"  judgeopt compile --router {group.config_path} --threads {threads} "
-            "--task ... --aspect ... --data ... --out judge.json"
-        )
-        print(
-            f"  judgeopt evaluate judge.json --router {group.config_path} --threads "
-            f"{threads} --data ..."
-        )
-        print(f"  make_lm({group.spec!r})  # Python")
-        print("SIGINT (Ctrl-C) or SIGTERM stops every server.", flush=True)
-        reported: set[int] = set()
-        while True:
-            time.sleep(1.0)
-            for server in group.dead():
-                if server.pid not in reported:
-                    reported.add(server.pid)
-                    print(
-                        f"judgeopt serve: the server at {server.api_base} (pid "
-                        f"{server.pid}) exited; the router sends requests to the others",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+        _print_started(args, model, settings, group)
+        _watch(group)
     except _Stopped as e:
         if group is None:
             # start_servers stopped the servers it had started.
@@ -113,6 +67,72 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return 0
+
+
+def _model_and_settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The served model of ``--model`` and the router settings of the options."""
+    # lazy: judgeopt.lm loads DSPy and LiteLLM
+    from ..lm import DEFAULT_SERVE_SETTINGS, ENGINES, parse_local_model
+
+    if args.engine not in ENGINES:
+        raise CLIError(f"--engine must be one of {sorted(ENGINES)}; got {args.engine!r}")
+    try:
+        model = parse_local_model(args.model) or args.model
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    settings = dict(DEFAULT_SERVE_SETTINGS)
+    if args.routing_strategy:
+        settings["routing_strategy"] = args.routing_strategy
+    if args.num_retries is not None:
+        settings["num_retries"] = args.num_retries
+    return model, settings
+
+
+def _print_started(
+    args: argparse.Namespace, model: Any, settings: dict[str, Any], group: Any
+) -> None:
+    """Print the servers, the router config and how to use it."""
+    each = f", {args.threads} thread(s) each" if args.threads else ""
+    print(
+        f"judgeopt serve: {len(group.servers)} {args.engine} server(s) of {model} on "
+        f"127.0.0.1{each}",
+        flush=True,
+    )
+    for server in group.servers:
+        print(f"  {server.api_base}  pid {server.pid}", flush=True)
+    print(
+        f"wrote {group.config_path} (model group {group.model_name!r}, "
+        f"routing {settings.get('routing_strategy')})"
+    )
+    # About two calls in flight per replica keep every one busy (docs/lm.md, Concurrency).
+    threads = 2 * len(group.servers)
+    print("use it with:")
+    print(
+        f"  judgeopt compile --router {group.config_path} --threads {threads} "
+        "--task ... --aspect ... --data ... --out judge.json"
+    )
+    print(
+        f"  judgeopt evaluate judge.json --router {group.config_path} --threads "
+        f"{threads} --data ..."
+    )
+    print(f"  make_lm({group.spec!r})  # Python")
+    print("SIGINT (Ctrl-C) or SIGTERM stops every server.", flush=True)
+
+
+def _watch(group: Any) -> None:
+    """Report each server that exits, until a signal stops the command."""
+    reported: set[int] = set()
+    while True:
+        time.sleep(1.0)
+        for server in group.dead():
+            if server.pid not in reported:
+                reported.add(server.pid)
+                print(
+                    f"judgeopt serve: the server at {server.api_base} (pid "
+                    f"{server.pid}) exited; the router sends requests to the others",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def add_parser(sub: Subparsers) -> None:
