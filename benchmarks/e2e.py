@@ -130,7 +130,7 @@ def run_pair(
     judge = opt.compile(student, trainset=valid)
     compile_seconds = time.perf_counter() - t0
     s1 = lm.stats()
-    judge.model_name = model
+    judge = judge.with_model_name(model)
     baseline = judge.with_strategy(student.strategy)
     ens = judge.ensemble
 
@@ -165,9 +165,12 @@ def run_pair(
     )
     judge.save(pair_dir / "judge.json")
     if ens is not None:
-        ens.model_name = model
-        ens.test = results["ensemble"].summary()
-        ens.comparisons = {**(ens.comparisons or {}), "test": comps["ensemble"].to_dict()}
+        ens = ens.with_model_name(model)
+        ens = ens.with_report(
+            ens.report_.with_test(
+                results["ensemble"].summary(), comparison=comps["ensemble"].to_dict()
+            )
+        )
         ens.save(pair_dir / "ensemble.json")
     res = judge.search_result
     sel = judge.selection or {}

@@ -86,7 +86,7 @@ def test_qwen_compile_with_decoding_export_load_fresh_process(
     here = [best.judge(r.inputs, sample_id=r.id) for r in items]
     assert all(p.decoding == chosen for p in here)
 
-    best.model_name = MODEL
+    best = best.with_model_name(MODEL)
     files = [(str(tmp_path / "judge.json"), len(items))]
     best.save(files[0][0])
     exported = json.loads(Path(files[0][0]).read_text())

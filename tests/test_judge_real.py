@@ -73,7 +73,7 @@ def test_qwen_compile_export_load_fresh_process_same_scores(env: Path, items) ->
     assert res.parse_failures <= 2, res.to_dict()
     scores = [i.score for i in res.items]
     path = env / "judge.json"
-    best.model_name = "local:qwen2.5-coder-0.5b"
+    best = best.with_model_name("local:qwen2.5-coder-0.5b")
     best.save(path)
     code = (
         "import json, sys\n"

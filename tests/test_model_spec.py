@@ -50,7 +50,7 @@ def test_evaluate_with_an_unloadable_recorded_model_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_data: Path
 ) -> None:
     judge = JudgeProgram(load_task("summeval"), "coherence")
-    judge.model_name = "local/mine.gguf"
+    judge = judge.with_model_name("local/mine.gguf")
     judge.save(tmp_path / "judge.json")
     code = main(
         [

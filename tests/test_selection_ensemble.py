@@ -48,6 +48,16 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
     loaded = load_any_judge(path, lm=fake.lm)
     assert isinstance(loaded, JudgeEnsemble) and loaded(**r.inputs).score == pred.score
     assert loaded.comparisons == ens.comparisons
+    assert loaded.report_ == ens.report_ and loaded.model_name == ens.model_name
+    # The compile's results are a frozen report, read through properties, derived, never set.
+    for name in ("validation", "test", "selection", "comparisons", "model_name"):
+        with pytest.raises(AttributeError):
+            setattr(ens, name, None)
+    renamed = ens.with_model_name("local:other")
+    assert renamed.model_name == "local:other" and ens.model_name != "local:other"
+    assert renamed.comparisons == ens.comparisons
+    with pytest.raises(AttributeError):
+        judge.model_name = "local:other"
     with pytest.raises(ValueError, match="is a judge ensemble"):
         JudgeProgram.load(path)
     with pytest.raises(ValueError, match="at least 2 members"):

@@ -448,7 +448,7 @@ def test_compile_export_and_reload_a_judge_through_vllm(
     assert stats.calls > 0 and stats.failed == 0
 
     here = [best(**r.inputs).score for r in tc_items]
-    best.model_name = qwen_server.model
+    best = best.with_model_name(qwen_server.model)
     path = tmp_path / "judge.json"
     best.save(path)
     data = tmp_path / "items.json"

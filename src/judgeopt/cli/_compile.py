@@ -237,10 +237,10 @@ def _compile_aspect(
     judge = judge.with_report(judge.report_.with_model(model))
     ensemble = judge.ensemble
     if ensemble is not None:
-        ensemble.model_name = model
+        ensemble = ensemble.with_model_name(model)
     if test is not None:
         baseline = judge.with_strategy(student.strategy)
-        judge = _test_judge(args, optimizer, judge, ensemble, baseline, test)
+        judge, ensemble = _test_judge(args, optimizer, judge, ensemble, baseline, test)
     _write_judge(args, judge, ensemble, out)
     problems = list(judge.search_result.problems)
     for line in problems:
@@ -288,9 +288,9 @@ def _test_judge(
     ensemble: Any,
     baseline: Any,
     test: list[Any],
-) -> Any:
-    """``judge`` (and its ensemble) against ``baseline`` on the test records; the judge with
-    its test results (the ensemble gets its own)."""
+) -> tuple[Any, Any]:
+    """``judge`` (and its ensemble) against ``baseline`` on the test records: the judge and
+    the ensemble, each with its test results."""
     res, _, comp = evaluate_against(
         judge,
         baseline,
@@ -326,9 +326,10 @@ def _test_judge(
             desc="test",
             max_consecutive_failures=optimizer.config.max_consecutive_failures,
         )
-        ensemble.test = eres.summary()
-        ensemble.comparisons = {**(ensemble.comparisons or {}), "test": ecomp.to_dict()}
-    return judge
+        ensemble = ensemble.with_report(
+            ensemble.report_.with_test(eres.summary(), comparison=ecomp.to_dict())
+        )
+    return judge, ensemble
 
 
 def _write_judge(args: argparse.Namespace, judge: Any, ensemble: Any, out: Path) -> None:

@@ -111,10 +111,10 @@ class CompiledViews:
     """``report_`` and its read-only views, for a judge program (a mixin).
 
     The class provides :attr:`report_` (an empty report until a compile or ``load`` attaches
-    one) and one property per report field. ``model_name`` can also be set (``judge.model_name
-    = "local:..."`` records which model the judge runs on): that derives a new report.
-    Subclasses implement :meth:`_copy` (a shallow copy that does not share mutable per-program
-    state such as an adapter bound to the original).
+    one) and one read-only property per report field; :meth:`with_report` and
+    :meth:`with_model_name` derive a copy with another report. Subclasses implement
+    :meth:`_copy` (a shallow copy that does not share mutable per-program state such as an
+    adapter bound to the original).
     """
 
     #: The compile's results (:class:`CompileReport`); an empty report before a compile.
@@ -169,9 +169,10 @@ class CompiledViews:
         """The model string the judge records (``report_.model_name``)."""
         return self.report_.model_name
 
-    @model_name.setter
-    def model_name(self, value: str | None) -> None:
-        self.report_ = self.report_.with_model(value)
+    def with_model_name(self: _P, model_name: str | None) -> _P:
+        """A copy of this judge recording ``model_name`` (a model string that loads its model
+        again: ``local:NAME``, ``router:FILE#GROUP``, LiteLLM's) in its report."""
+        return self.with_report(self.report_.with_model(model_name))
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ from judgeopt import __version__
 from judgeopt._io import write_text_atomic
 from judgeopt.scoring import combine_z
 
+from ._compiled import CompiledViews, CompileReport
 from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, read_judge_file
 from ._load import judge_from_dict
 from ._program import JudgeProgram
@@ -38,13 +39,18 @@ from ._program import JudgeProgram
 __all__ = ["INDEX_FORMAT", "JudgeEnsemble", "load_any_judge", "load_judges", "write_judge_index"]
 
 
-class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type information
+class JudgeEnsemble(CompiledViews, dspy.Module):  # type: ignore[misc]  # dspy: no type information
     """The mean of several judges' z-normalised ratings, as one DSPy module.
 
     Call it like a :class:`JudgeProgram`: ``ensemble(**fields)`` returns a
     ``dspy.Prediction`` with ``score`` (``None`` when no member's rating parsed),
     ``member_scores`` (each member's rating or ``None``), ``z`` (the mean z-score),
     ``parse_error`` and ``raw`` (the first member's output).
+
+    What the compile found out about it (``validation``, ``test``, ``selection``,
+    ``comparisons``, ``model_name``) is its :attr:`report_` (a
+    :class:`~judgeopt.judge.CompileReport`), read through read-only properties as a
+    :class:`JudgeProgram`'s; :meth:`with_report` derives a copy with another one.
 
     Args:
         members: Judges of one pointwise task and aspect (at least two).
@@ -112,11 +118,10 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         self.lm = lm
         self.task = first.task
         self.aspect = first.aspect
-        self.validation: dict[str, Any] | None = None
-        self.test: dict[str, Any] | None = None
-        self.selection: dict[str, Any] | None = None
-        self.comparisons: dict[str, dict[str, Any]] | None = None
-        self.model_name: str | None = first.model_name
+        self.report_ = CompileReport(model_name=first.model_name)
+
+    def _copy(self) -> JudgeEnsemble:
+        return copy.copy(self)
 
     @property
     def strategy(self) -> list[Any]:
@@ -133,7 +138,7 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
         members = [m.with_explain(explain) for m in self.members]
         if all(a is b for a, b in zip(members, self.members, strict=True)):
             return self
-        new = copy.copy(self)
+        new = self._copy()
         new.members = members
         return new
 
@@ -266,10 +271,15 @@ class JudgeEnsemble(dspy.Module):  # type: ignore[misc]  # dspy ships no type in
             weights=None if weights[0] is None else [float(w or 0.0) for w in weights],
             lm=lm,
         )
-        for name in ("validation", "test", "selection", "comparisons"):
-            setattr(ens, name, raw.get(name))
-        ens.model_name = raw.get("model")
-        return ens
+        return ens.with_report(
+            CompileReport(
+                validation=raw.get("validation"),
+                test=raw.get("test"),
+                selection=raw.get("selection"),
+                comparisons=raw.get("comparisons"),
+                model_name=raw.get("model"),
+            )
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> JudgeEnsemble:

@@ -9,6 +9,7 @@ ensemble's predictions and its comparison with the baseline.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from ..data import Record
@@ -78,7 +79,7 @@ def build_ensemble(
     )
     kept_res = [res for _, res in keep]
     ens_res = ensemble_result(ens, kept_res, records)
-    ens.comparisons = {
+    comparisons = {
         split: compare(
             ens_res,
             base_res,
@@ -90,11 +91,11 @@ def build_ensemble(
             note=note,
         ).to_dict()
     }
-    ens.selection = {
+    chosen = {
         "members": [p.strategy.as_dict() for p, _ in keep],
         "weights": ens.weights,
         "anchor": float(kept_w[0]) if weights is not None else 0.0,
         "normalised_on": split,
         "items": len(records),
     }
-    return ens
+    return ens.with_report(replace(ens.report_, comparisons=comparisons, selection=chosen))

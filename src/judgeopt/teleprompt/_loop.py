@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -338,9 +339,11 @@ class CompileRun:
             log.warning("%s", line, extra=REPORTED)
         # A model string that loads again ("local:NAME", "router:FILE#GROUP", LiteLLM's).
         model_name = model_spec(self.lm)
-        if selected.ensemble is not None:
-            selected.ensemble.model_name = model_name
-            selected.ensemble.validation = validation
+        ensemble = selected.ensemble
+        if ensemble is not None:
+            ensemble = ensemble.with_report(
+                replace(ensemble.report_, model_name=model_name, validation=validation)
+            )
         for line in selected.record.get("messages", []):
             log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line, extra=REPORTED)
         return chosen.with_report(
@@ -349,7 +352,7 @@ class CompileRun:
                 validation=validation,
                 selection=selected.record,
                 comparisons=selected.comparisons,
-                ensemble=selected.ensemble,
+                ensemble=ensemble,
                 model_name=model_name,
             )
         )
