@@ -621,7 +621,7 @@ def test_cli_empty_data_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_unknown_factor_value_in_a_judge_file_names_the_file(task, tmp_path: Path) -> None:
-    from judgeopt.judge import load_any_judge
+    from judgeopt.judge import load_judge
 
     path = tmp_path / "judge.json"
     JudgeProgram(task, ASPECT).save(path)
@@ -629,7 +629,7 @@ def test_unknown_factor_value_in_a_judge_file_names_the_file(task, tmp_path: Pat
     data["strategy"]["cot"] = "sideways"
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=re.escape(str(path)) + ".*sideways"):
-        load_any_judge(path)
+        load_judge(path)
     with pytest.raises(ValueError, match=re.escape(str(path))):
         JudgeProgram.load(path)
 

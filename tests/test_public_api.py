@@ -110,6 +110,7 @@ def test_one_meaning_per_name_between_the_searches_and_the_teleprompters() -> No
         ("judgeopt.teleprompt", "GridSearch", "GridJudgeSearch"),
         ("judgeopt", "RandomSearch", "RandomJudgeSearch"),
         ("judgeopt", "GridSearch", "GridJudgeSearch"),
+        ("judgeopt.judge", "load_any_judge", "load_judge"),
     ],
 )
 def test_renamed_names_still_work_with_a_deprecation_warning(
@@ -121,3 +122,14 @@ def test_renamed_names_still_work_with_a_deprecation_warning(
     assert old not in mod.__all__ and old not in dir(mod)
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = mod.Nope
+
+
+def test_one_load_judge() -> None:
+    """``judgeopt.load_judge`` is ``judgeopt.judge.load_judge`` (a judge or an ensemble); the
+    loader of a single judge only is ``load_program``."""
+    import judgeopt
+    import judgeopt.judge
+
+    assert judgeopt.load_judge is judgeopt.judge.load_judge
+    assert judgeopt.load_judges is judgeopt.judge.load_judges
+    assert judgeopt.judge.load_program is not judgeopt.judge.load_judge

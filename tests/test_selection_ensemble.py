@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from _selection_scripts import ASPECT, compile_with, respond_with, topical_records, topical_task
-from judgeopt.judge import JudgeEnsemble, JudgeProgram, baseline_strategy, load_any_judge
+from judgeopt.judge import (
+    JudgeEnsemble,
+    JudgeProgram,
+    baseline_strategy,
+    load_judge,
+    load_program,
+)
 from judgeopt.teleprompt import HPSS
 
 
@@ -45,7 +51,7 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
     ens.save(path)
     data = json.loads(path.read_text())
     assert data["format"] == "judgeopt-ensemble" and len(data["members"]) == 2
-    loaded = load_any_judge(path, lm=fake.lm)
+    loaded = load_judge(path, lm=fake.lm)
     assert isinstance(loaded, JudgeEnsemble) and loaded(**r.inputs).score == pred.score
     assert loaded.comparisons == ens.comparisons
     assert loaded.report_ == ens.report_ and loaded.model_name == ens.model_name
@@ -60,6 +66,8 @@ def test_ensemble_of_the_best_strategies(task, records, tmp_path: Path) -> None:
         judge.model_name = "local:other"
     with pytest.raises(ValueError, match="is a judge ensemble"):
         JudgeProgram.load(path)
+    with pytest.raises(ValueError, match="is a judge ensemble"):
+        load_program(path)
     with pytest.raises(ValueError, match="at least 2 members"):
         JudgeEnsemble(ens.members[:1], [1.0], [1.0])
     with pytest.raises(ValueError, match="standard deviation > 0"):
@@ -90,7 +98,7 @@ def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_p
     ens.save(path)
     data = json.loads(path.read_text())
     assert [m["weight"] for m in data["members"]] == pytest.approx([0.4, 0.3, 0.3])
-    loaded = load_any_judge(path, lm=fake.lm)
+    loaded = load_judge(path, lm=fake.lm)
     assert loaded.weights == pytest.approx(ens.weights) and loaded(**r.inputs).score == pred.score
     del data["members"][1]["weight"]
     with pytest.raises(ValueError, match="every member needs a `weight`, or none"):

@@ -26,8 +26,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_judge": "judgeopt.judge._ensemble",
-    "load_judges": "judgeopt.judge._ensemble",
+    "load_judge": "judgeopt.judge",
+    "load_judges": "judgeopt.judge",
     "JudgeProgram": "judgeopt.judge",
     "JudgeEnsemble": "judgeopt.judge",
     "JudgeTask": "judgeopt.judge",

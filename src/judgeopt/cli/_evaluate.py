@@ -78,10 +78,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _judge_and_records(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The exported judge and the records of ``--data``, checked before a model is loaded."""
-    from ..judge import load_any_judge  # lazy: loads DSPy
+    from ..judge import load_judge  # lazy: loads DSPy
 
     try:
-        judge = load_any_judge(args.judge)
+        judge = load_judge(args.judge)
     except ValueError as e:
         raise CLIError(str(e)) from e
     records = load_data(args.data, args.limit, judge.task, getattr(judge, "aspect", None))
@@ -101,7 +101,7 @@ def _judge_and_records(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 def _other_judge(args: argparse.Namespace, judge: Any, lm: Any) -> tuple[Any, tuple[str, str]]:
     """The judge of ``--baseline`` or ``--compare`` (``None``: neither), and the labels of
     both judges."""
-    from ..judge import JudgeProgram, baseline_strategy, load_any_judge  # lazy: loads DSPy
+    from ..judge import JudgeProgram, baseline_strategy, load_judge  # lazy: loads DSPy
 
     other: Any = None
     labels = ("baseline", Path(args.judge).name)
@@ -109,7 +109,7 @@ def _other_judge(args: argparse.Namespace, judge: Any, lm: Any) -> tuple[Any, tu
         other = JudgeProgram(judge.task, judge.aspect, baseline_strategy(judge.task), lm=lm)
     elif args.compare:
         try:
-            other = load_any_judge(args.compare)
+            other = load_judge(args.compare)
         except ValueError as e:
             raise CLIError(f"--compare: {e}") from e
         if (other.task.name, other.aspect) != (judge.task.name, judge.aspect):
@@ -267,9 +267,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     try:
         if args.judge:
-            from ..judge import JudgeEnsemble, load_any_judge  # lazy: loads DSPy
+            from ..judge import JudgeEnsemble, load_judge  # lazy: loads DSPy
 
-            loaded = load_any_judge(args.judge)
+            loaded = load_judge(args.judge)
             members = loaded.members if isinstance(loaded, JudgeEnsemble) else [loaded]
             for i, judge in enumerate(members):
                 data = judge.export()

@@ -3,6 +3,7 @@ examples, output parsing, artifacts, the DSPy program and its JSON export."""
 
 from __future__ import annotations
 
+from judgeopt._renamed import renamed_names as _renamed_names
 from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
 
 from ._artifacts import ArtifactError, ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
@@ -16,7 +17,7 @@ from ._decoding import (
     decoding_for,
     logprob_support,
 )
-from ._ensemble import JudgeEnsemble, load_any_judge, load_judges, write_judge_index
+from ._ensemble import JudgeEnsemble, load_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, read_judge_file, save_judge
 from ._factors import (
@@ -28,7 +29,7 @@ from ._factors import (
     hpss_strategy,
     shared_across_aspects,
 )
-from ._load import load_judge
+from ._load import load_program
 from ._metric import JudgeMetric, UnparsedJudgement
 from ._predict import JudgePredict
 from ._prexme import (
@@ -105,9 +106,9 @@ __all__ = [
     "hpss_graph",
     "hpss_space",
     "hpss_strategy",
-    "load_any_judge",
     "load_judge",
     "load_judges",
+    "load_program",
     "load_prexme_task",
     "load_task",
     "logprob_support",
@@ -128,3 +129,5 @@ __all__ = [
     "to_records",
     "write_judge_index",
 ]
+
+__getattr__ = _renamed_names(__name__, {"load_any_judge": "load_judge"}, globals())

@@ -36,7 +36,7 @@ from ._export import ENSEMBLE_FORMAT, FORMAT_VERSION, export_judge, read_judge_f
 from ._load import judge_from_dict
 from ._program import JudgeProgram
 
-__all__ = ["INDEX_FORMAT", "JudgeEnsemble", "load_any_judge", "load_judges", "write_judge_index"]
+__all__ = ["INDEX_FORMAT", "JudgeEnsemble", "load_judge", "load_judges", "write_judge_index"]
 
 
 class JudgeEnsemble(CompiledViews, dspy.Module):  # type: ignore[misc]  # dspy: no type information
@@ -295,8 +295,9 @@ class JudgeEnsemble(CompiledViews, dspy.Module):  # type: ignore[misc]  # dspy: 
         return f"JudgeEnsemble({self.task.name}/{self.aspect}: {len(self.members)} members)"
 
 
-def load_any_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram | JudgeEnsemble:
-    """Load an exported judge or ensemble, whichever the file holds.
+def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram | JudgeEnsemble:
+    """Load an exported judge or ensemble, whichever the file holds (``judgeopt.load_judge``;
+    :func:`~judgeopt.judge.load_program` loads a single judge only).
 
     Args:
         path: The JSON file.
@@ -309,10 +310,6 @@ def load_any_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram 
     if raw.get("format") == ENSEMBLE_FORMAT:
         return JudgeEnsemble.from_dict(raw, source=str(path), **kwargs)
     return judge_from_dict(raw, source=str(path), **kwargs)
-
-
-#: ``judgeopt.load_judge``: a judge or an ensemble, whichever the file holds.
-load_judge = load_any_judge
 
 
 #: The ``format`` field of the index of several judges (``compile --aspects``).
@@ -411,7 +408,7 @@ def load_judges(
         )
     out: dict[str, JudgeProgram | JudgeEnsemble] = {}
     for aspect, file in judges.items():
-        judge = load_any_judge(p.parent / file, **kwargs)
+        judge = load_judge(p.parent / file, **kwargs)
         if judge.aspect != aspect:
             raise ValueError(f"{p}: `judges.{aspect}` is {file}, which judges {judge.aspect!r}.")
         out[aspect] = judge

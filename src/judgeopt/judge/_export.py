@@ -10,7 +10,7 @@ It never holds an API key or endpoint credentials.
 This module knows the file, not the program class: :func:`export_judge` reads any judge with
 the attributes of :class:`ExportableJudge`, and :func:`build_judge` / :func:`read_judge` are
 given the class to build (``JudgeProgram`` passes itself; :mod:`._load` binds it for
-:func:`~judgeopt.judge.load_judge`).
+:func:`~judgeopt.judge.load_program`).
 """
 
 from __future__ import annotations

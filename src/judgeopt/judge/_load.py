@@ -1,7 +1,8 @@
 """Loading an exported judge file as a :class:`~judgeopt.judge.JudgeProgram`.
 
 :mod:`._export` reads and validates the file for any judge class; this module binds it to
-:class:`JudgeProgram`, so ``load_judge(path)`` needs no class argument.
+:class:`JudgeProgram`, so ``load_program(path)`` needs no class argument (``load_judge`` loads a
+judge or an ensemble, whichever the file holds).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from typing import Any
 from ._export import build_judge, read_judge
 from ._program import JudgeProgram
 
-__all__ = ["judge_from_dict", "load_judge"]
+__all__ = ["judge_from_dict", "load_program"]
 
 
-def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
-    """Validate an exported judge and rebuild the program (no pickle).
+def load_program(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
+    """Validate an exported single judge and rebuild the program (no pickle); an ensemble
+    file is refused (:func:`~judgeopt.judge.load_judge` loads either).
 
     Args:
         path: The JSON file.
@@ -31,5 +33,5 @@ def load_judge(path: str | os.PathLike[str], **kwargs: Any) -> JudgeProgram:
 
 def judge_from_dict(raw: dict[str, Any], *, source: str = "<dict>", **kwargs: Any) -> JudgeProgram:
     """Validate the exported form of one judge and rebuild the program (see
-    :func:`load_judge`; ``source`` names the origin in error messages)."""
+    :func:`load_program`; ``source`` names the origin in error messages)."""
     return build_judge(JudgeProgram, raw, source=source, **kwargs)
