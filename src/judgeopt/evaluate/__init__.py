@@ -1,7 +1,7 @@
 """Run a judge over a labelled dataset and measure its agreement with the human labels.
 
 :func:`evaluate` judges every record (:mod:`._run`) after checking that the records fit the
-judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._results`);
+judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._eval_result`);
 :func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`);
 :func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`);
 :class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`).
@@ -12,6 +12,15 @@ from __future__ import annotations
 from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
+from ._eval_result import (
+    EvalResult,
+    ItemResult,
+    correct,
+    ensemble_result,
+    item_predictions,
+    merge_results,
+    score_items,
+)
 from ._plan import (
     CallCost,
     CostPlan,
@@ -23,15 +32,6 @@ from ._plan import (
     time_judgement,
 )
 from ._pool import CallPool
-from ._results import (
-    EvalResult,
-    ItemResult,
-    correct,
-    ensemble_result,
-    item_predictions,
-    merge_results,
-    score_items,
-)
 from ._run import default_threads, evaluate, evaluate_retrying
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..data import Record
 from ..metrics import paired_bootstrap, paired_bootstrap_mean
-from ._results import EvalResult, ItemResult, correct, item_predictions
+from ._eval_result import EvalResult, ItemResult, correct, item_predictions
 from ._run import evaluate
 
 __all__ = ["Comparison", "compare", "evaluate_against"]

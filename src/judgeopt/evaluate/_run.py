@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from .._validation import check_int
 from ..data import Record
 from ._checks import check_records
+from ._eval_result import EvalResult, ItemResult, merge_results, result_of
 from ._pool import CallPool
-from ._results import EvalResult, ItemResult, merge_results, result_of
 
 if TYPE_CHECKING:
     from ..judge import JudgeProgram

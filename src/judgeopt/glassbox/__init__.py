@@ -62,11 +62,11 @@ from judgeopt.scoring import (
 
 from ._compute import compute_features
 from ._factory import BACKENDS, make_backend
+from ._feature_result import FeatureCorrelations, FeatureResult, correlate_features
 from ._litellm import LiteLLMBackend
 from ._llamacpp import LlamaCppBackend
 from ._rating import expected_rating, greedy_rating, self_consistency_rating
 from ._registry import DEFAULT_FEATURES, FEATURES, PROMPT_POOL, FeatureSpec
-from ._results import FeatureCorrelations, FeatureResult, correlate_features
 from ._transformers import TransformersBackend
 
 __all__ = [

@@ -56,6 +56,7 @@ from judgeopt.scoring import (
 )
 
 from .._validation import check_int
+from ._feature_result import FeatureResult
 from ._registry import (
     DEFAULT_FEATURES,
     FEATURES,
@@ -64,7 +65,6 @@ from ._registry import (
     TopkTail,
     check_features,
 )
-from ._results import FeatureResult
 
 __all__ = ["compute_features"]
 

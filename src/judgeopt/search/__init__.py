@@ -17,9 +17,9 @@ from ._auto import BUDGET_DEFAULTS, AutoSearch
 from ._base import Kind, Search, Trial
 from ._baselines import GreedySearch, GridSearch, RandomSearch, StepwiseGreedySearch
 from ._csv import read_csv_rows
+from ._factor_priors import FactorPriors
 from ._graph import Artifact, ArtifactRequest, Constraint, FactorGraph, sample_valid
 from ._hpss import HPSSSearch
-from ._priors import FactorPriors
 from ._registry import SEARCHES
 from ._space import Factor, FactorSpace, Strategy, Value
 from ._tpe import TPESearch

@@ -11,9 +11,9 @@ import numpy as np
 from .._validation import check_int, check_number
 from ._base import SearchGenerator
 from ._density import parzen_proposal
+from ._factor_priors import FactorPriors
 from ._graph import FactorGraph
 from ._hpss import _MAX_EMPTY_GENERATIONS, HPSSSearch
-from ._priors import FactorPriors
 from ._space import FactorSpace, Strategy, Value
 
 BUDGET_DEFAULTS: dict[int, dict[str, Any]] = {

@@ -11,8 +11,8 @@ import numpy as np
 
 from .._validation import check_int, check_number
 from ._base import Kind, Search, SearchGenerator, rank_key
+from ._factor_priors import FactorPriors
 from ._graph import FactorGraph
-from ._priors import FactorPriors
 from ._space import FactorSpace, Strategy, Value
 
 # NOTE: a generation in which every sampled neighbour was already explored evaluates

@@ -42,7 +42,7 @@ rule, the compile returns the prior instead of the baseline when the rule keeps 
 unless the items the rule compared on refute it (``prior_veto``; :func:`prior_rule` is the
 same decision on numbers). :func:`posterior_rule` weighs every candidate's gain on the labels
 against other tasks' gains for the same change (:class:`GainPrior`), a hierarchical form of
-the same idea (``_prior``).
+the same idea (``_cross_task_prior``).
 
 So the confirm rule can only return a judge whose confirmed gain is positive. For one finalist whose
 true gain is zero or negative, the chance that its lower bound clears zero is at most about
@@ -61,16 +61,18 @@ held-out test set (``--test-data``).
 Everything here is a pure function of numbers (numpy and :mod:`judgeopt.metrics`).
 
 The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
-(:func:`confirmation_split`), ``_result`` (:class:`Finalist`, :class:`SelectionResult`),
+(:func:`confirmation_split`), ``_rule_result`` (:class:`Finalist`, :class:`SelectionResult`),
 ``_rules`` (the decision rules :func:`choose` and :func:`veto`), ``_table`` (a whole table
 of judgements: :class:`RuleInput`, its scores, a rule's :class:`Pick`), ``_pooled`` (the
-rules on such a table), ``_prior`` (the rules that read other tasks' results), ``_registry``
-(:data:`RULES`: every rule by name, as the compile and the judgement bank both read them) and
+rules on such a table), ``_cross_task_prior`` (the rules that read other tasks' results),
+``_registry`` (:data:`RULES`: every rule by name, as the compile and the judgement bank both
+read them) and
 ``_simulation`` (:func:`simulate_selection`).
 """
 
 from ._config import GainPriorChange, GainPriorTable, SelectionConfig, default_confidence
 from ._config import Rule as Rule
+from ._cross_task_prior import GainPrior, change_from, change_key, posterior_rule, prior_rule
 from ._pooled import (
     anchored_rule,
     best_rule,
@@ -85,9 +87,8 @@ from ._pooled import (
     veto_rule,
     with_fallback,
 )
-from ._prior import GainPrior, change_from, change_key, posterior_rule, prior_rule
 from ._registry import RULES, RuleSpec, compile_rule, table_rules
-from ._result import Finalist, SelectionResult
+from ._rule_result import Finalist, SelectionResult
 from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
 from ._simulation import simulate_selection

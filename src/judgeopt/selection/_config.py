@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ._prior import GainPrior, change_key
+from ._cross_task_prior import GainPrior, change_key
 
 Rule = Literal["confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"]
 

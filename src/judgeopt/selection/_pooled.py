@@ -25,7 +25,7 @@ baseline among them) has been judged, as a judgement bank holds them, and use al
   items, beats the baseline on the other half (:func:`crossfit_gain`).
 
 The rules that read other tasks' results (:func:`prior_rule`, :func:`posterior_rule`) are in
-``_prior``.
+``_cross_task_prior``.
 
 Every rule reads a :class:`~judgeopt.selection.RuleInput` and returns a ``Pick``: the
 candidate(s) and weights that make its judge (both in ``_table``). Pure numpy/scipy.

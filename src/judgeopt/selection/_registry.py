@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._cross_task_prior import GainPrior, posterior_rule, prior_rule
 from ._pooled import (
     RuleFn,
     anchored_rule,
@@ -42,7 +43,6 @@ from ._pooled import (
     veto_rule,
     with_fallback,
 )
-from ._prior import GainPrior, posterior_rule, prior_rule
 from ._split import confirmation_split
 from ._table import Pick, RuleInput
 

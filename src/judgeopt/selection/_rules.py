@@ -19,7 +19,7 @@ from ..metrics import (
     paired_bootstrap_mean,
     validate_pair,
 )
-from ._result import Finalist, SelectionResult
+from ._rule_result import Finalist, SelectionResult
 
 
 def choose(

@@ -1,11 +1,11 @@
 """A table of judgements: every candidate strategy judged on the same items, and its scores.
 
-What the pooled rules (``_pooled``) and the rules that read other tasks (``_prior``) decide
-from: :class:`RuleInput` (human scores, one row of ratings per candidate, groups, the
-baseline's row, a split seed, memoised scores and bootstrap resamples), :func:`column_scores`
-(Spearman per row, dataset or group level) and :func:`bootstrap_scores`; and what they
-decide: a :class:`Pick`, the candidate(s) and weights that make a rule's judge, which
-:meth:`Pick.predict` applies to new items. Pure numpy/scipy.
+What the pooled rules (``_pooled``) and the rules that read other tasks
+(``_cross_task_prior``) decide from: :class:`RuleInput` (human scores, one row of ratings per
+candidate, groups, the baseline's row, a split seed, memoised scores and bootstrap
+resamples), :func:`column_scores` (Spearman per row, dataset or group level) and
+:func:`bootstrap_scores`; and what they decide: a :class:`Pick`, the candidate(s) and weights
+that make a rule's judge, which :meth:`Pick.predict` applies to new items. Pure numpy/scipy.
 """
 
 from __future__ import annotations

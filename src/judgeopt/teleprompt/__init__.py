@@ -29,8 +29,8 @@ The package's modules, one concept each:
   ``posterior``: :func:`judgeopt.selection.compile_rule`);
 * ``_guard``: the cross-fitted guard of rule ``best`` and the ensemble (``[selection]
   guard``);
-* ``_prior``: the prior default returned instead of the baseline (``[selection] prior``);
-* ``_result``: :class:`CompileResult` and the problems a compile reports;
+* ``_prior_default``: the prior default returned instead of the baseline (``[selection] prior``);
+* ``_compile_result``: :class:`CompileResult` and the problems a compile reports;
 * ``_teleprompters``: :class:`JudgeSearch`, :class:`HPSS`, :class:`Greedy`, ...
 """
 
@@ -38,10 +38,10 @@ from __future__ import annotations
 
 from .._checkpoint import CheckpointMismatchError
 from .._renamed import renamed_names as _renamed_names
+from ._compile_result import CompileResult
 from ._config import Metric, OptimizerConfig, load_optimizer
 from ._journal import ItemStore
 from ._judging import ENDPOINT_CHECK
-from ._result import CompileResult
 from ._teleprompters import (
     HPSS,
     Auto,

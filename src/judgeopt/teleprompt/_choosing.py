@@ -6,7 +6,7 @@ finalists among the search's trials, judges them and the baseline on the confirm
 (reusing every stored judgement), applies the rule, compares the chosen judge with the
 baseline and builds the prompt ensemble when asked. The pooled rules (``shrink``, ``lcb``,
 ``factor``, ``posterior``) are fed by :mod:`judgeopt.teleprompt._pooling`; the prior default,
-returned when the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior`.
+returned when the rule keeps the baseline, by :mod:`judgeopt.teleprompt._prior_default`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ._pooling import (
     choose_pooled,
     pooled_note,
 )
-from ._prior import prior_fallback
+from ._prior_default import prior_fallback
 
 #: The note of a comparison whose judge is the baseline itself.
 KEPT_BASELINE_NOTE = "the returned judge is the baseline itself: there is no gain to estimate"

@@ -31,11 +31,11 @@ from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
 from ..search import Strategy
 from ._choosing import Chooser
+from ._compile_result import CompileResult, find_problems
 from ._config import OptimizerConfig
 from ._journal import RunJournal, progress_log
 from ._judging import Evaluator, check_endpoint, race_plan
 from ._planning import compile_plan
-from ._result import CompileResult, find_problems
 from ._searching import (
     build_graph,
     check_student,
