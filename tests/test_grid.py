@@ -451,6 +451,8 @@ def test_cli_grid_toml_and_errors(
         (["--factors", "colour=red"], "Unknown factor"),
         (["--max-strategies", "10"], "more than --max-strategies"),
         (["--data", str(tmp_path / "x.jsonl")], "cannot tell the task"),
+        # A signature task without --aspect: the message says to give one, and names them.
+        (["--task", "topical_chat"], "is a signature task: give --aspect"),
     ]:
         assert main([*base, "--out", str(tmp_path / "c.csv"), *extra]) == 2
         assert message in capsys.readouterr().err, extra

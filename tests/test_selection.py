@@ -349,3 +349,11 @@ def test_an_unknown_rule_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
     preset.write_text("[selection]\nprior = {scale = [10]}\n")
     with pytest.raises(ValueError, match=re.escape("`selection.prior.scale")):
         load_optimizer(preset)
+
+
+def test_the_lcb_summary_counts_its_comparisons_in_words() -> None:
+    from judgeopt.selection import RULES
+
+    summary = RULES["lcb"].summary
+    assert summary(SelectionConfig(), 1).endswith("one comparison, uncorrected")
+    assert summary(SelectionConfig(), 7).endswith("corrected for 7 comparisons")

@@ -132,7 +132,10 @@ def _grid_task(
     task: Any
     try:
         if aspect is None:
-            task = load_prexme_task(task_name)
+            try:
+                task = load_prexme_task(task_name)
+            except ValueError as e:
+                raise ValueError(f"{e}{_aspect_hint(task_name)}") from e
             judged = task.score_key
         else:
             task = load_task(task_name)
@@ -141,6 +144,20 @@ def _grid_task(
     except ValueError as e:
         raise CLIError(str(e)) from e
     return task, judged
+
+
+def _aspect_hint(task_name: str) -> str:
+    """What to add when ``task_name`` is a signature task given without ``--aspect``."""
+    from ..judge import load_task  # lazy: judgeopt.judge loads DSPy
+
+    try:
+        task = load_task(task_name)
+    except (ValueError, OSError):
+        return ""
+    return (
+        f" {task_name!r} is a signature task: give --aspect to judge one of its aspects "
+        f"with the HPSS factors ({', '.join(task.aspects)})."
+    )
 
 
 def _grid_program(

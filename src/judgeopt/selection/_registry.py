@@ -254,7 +254,7 @@ RULES: dict[str, RuleSpec] = {
         },
         summary=lambda sel, n: (
             f"one-sided {sel.confidence:.0%} lower bound of the gain over the baseline, "
-            f"corrected for {max(1, n)} comparisons"
+            + (f"corrected for {n} comparisons" if n > 1 else "one comparison, uncorrected")
         ),
     ),
     "factor": RuleSpec(
