@@ -256,11 +256,9 @@ def _demo_lm(model: str, api_base: str | None, parallel: int | None) -> Any:
     local = parse_local_model(model) is not None
     if parallel is not None and not local:
         raise ValueError(f"`parallel` only applies to local models, not to {model!r}")
-    return make_lm(
-        model,
-        api_base=api_base,
-        **({"parallel": parallel or RECOMMENDED_PARALLEL} if local else {}),
-    )
+    if local:
+        return make_lm(model, api_base=api_base, parallel=parallel or RECOMMENDED_PARALLEL)
+    return make_lm(model, api_base=api_base)
 
 
 def _compile(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -124,13 +124,13 @@ def score_items(
         # An unparsed verdict counts as wrong.
         correct = sum(i.score is not None and str(i.score) == str(i.human) for i in items)
         return {"accuracy": correct / len(items) if items else None}
-    human = np.asarray([float(i.human) for i in items], dtype=float)  # type: ignore[arg-type]
-    parsed = [float(i.score) for i in items if i.score is not None]  # type: ignore[arg-type]
+    human = np.asarray([_number(i.human) for i in items], dtype=float)
+    parsed = [_number(i.score) for i in items if i.score is not None]
     out: dict[str, float | None] = {"spearman": None, "kendall": None, "pearson": None}
     if len(parsed) < 3 or len(items) < 3:
         return out
     fill = float(np.mean(parsed))
-    pred = np.asarray([fill if i.score is None else float(i.score) for i in items])  # type: ignore[arg-type]
+    pred = np.asarray([fill if i.score is None else _number(i.score) for i in items])
     use_groups = list(groups) if level == "group" and groups is not None else None
     for method in ("spearman", "kendall", "pearson"):
         try:
@@ -209,12 +209,18 @@ def merge_results(
     )
 
 
+def _number(value: float | str | None) -> float:
+    """A pointwise rating or human score as a float (a pairwise verdict is a string and is
+    never read here; ``None`` is filtered out before)."""
+    return float(cast(float, value))
+
+
 def item_predictions(items: Sequence[ItemResult]) -> list[float]:
     """The judge's ratings as scored: unparsed or failed items take the mean of the parsed
     ratings (as :func:`score_items` imputes them); all failed gives zeros."""
-    parsed = [float(i.score) for i in items if i.score is not None]  # type: ignore[arg-type]
+    parsed = [_number(i.score) for i in items if i.score is not None]
     fill = float(np.mean(parsed)) if parsed else 0.0
-    return [fill if i.score is None else float(i.score) for i in items]  # type: ignore[arg-type]
+    return [fill if i.score is None else _number(i.score) for i in items]
 
 
 def correct(items: Sequence[ItemResult]) -> list[float]:
@@ -247,7 +253,7 @@ def ensemble_result(
     for r in records:
         if any(r.id not in bm for bm in by_member):
             raise ValueError(f"ensemble_result: record {r.id!r} was not judged by every member")
-        ratings = [None if bm[r.id].score is None else float(bm[r.id].score) for bm in by_member]
+        ratings = [None if bm[r.id].score is None else _number(bm[r.id].score) for bm in by_member]
         score, _ = ensemble.combine(ratings)
         items.append(
             ItemResult(

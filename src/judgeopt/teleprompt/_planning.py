@@ -31,7 +31,7 @@ def compile_plan(
     base: Any,
     baseline: Strategy,
     search_items: Sequence[Any],
-    confirm_items: Sequence[Any],
+    confirm_items: Sequence[Any] | None,
     *,
     strategies_left: int,
     lm: Any,

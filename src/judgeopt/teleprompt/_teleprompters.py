@@ -177,7 +177,7 @@ class JudgeSearch(Teleprompter):
         self,
         student: JudgeStudent,
         *,
-        trainset: Sequence[Any],  # type: ignore[override]
+        trainset: Sequence[Any],
         teacher: Any = None,
         valset: Sequence[Any] | None = None,
         **kwargs: Any,
