@@ -8,7 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..evaluate import (
     CHECK_TIMEOUT,
@@ -32,8 +32,13 @@ from ._common import (
     share,
 )
 
+if TYPE_CHECKING:  # the CLI imports them where they are used: they load DSPy
+    from ..data import Record
+    from ..judge import ArtifactStore, JudgeEnsemble, JudgeProgram, JudgeTask
+    from ..teleprompt import CompileResult, JudgeSearch, OptimizerConfig
 
-def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
+
+def _compile_aspects(args: argparse.Namespace, task: JudgeTask) -> list[str]:
     """The aspects of ``--aspect a,b,c`` / ``--aspects all`` (each checked)."""
     if args.aspects is not None:
         if args.aspects == "all":
@@ -48,7 +53,12 @@ def _compile_aspects(args: argparse.Namespace, task: Any) -> list[str]:
     return names
 
 
-def _optimizer(search_class: Any, preset: Any, args: argparse.Namespace, **run: Any) -> Any:
+def _optimizer(
+    search_class: type[JudgeSearch],
+    preset: OptimizerConfig,
+    args: argparse.Namespace,
+    **run: Any,
+) -> JudgeSearch:
     """The teleprompter of the command's preset and options (``run``: the settings of one
     run: threads, checkpoint, progress, restart)."""
     return search_class.from_config(
@@ -126,7 +136,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compile_setup(args: argparse.Namespace) -> tuple[Any, list[str], Any]:
+def _compile_setup(args: argparse.Namespace) -> tuple[JudgeTask, list[str], OptimizerConfig]:
     """The task, its aspects and the optimizer preset of the command's options (checked
     before a model is loaded)."""
     # lazy: judgeopt.judge and judgeopt.teleprompt load DSPy
@@ -181,7 +191,9 @@ def _write_index(root: Path, task_name: str, written: dict[str, str], model: str
 _OPTION_OF = {"trainset": "--data (trainset)", "valset": "--valid-data (valset)"}
 
 
-def _check_data(student: Any, parts: list[tuple[str, str | None, Any, bool]]) -> None:
+def _check_data(
+    student: JudgeProgram, parts: list[tuple[str, str | None, list[Record] | None, bool]]
+) -> None:
     """The compile's checks of its data (``trainset`` / ``valset`` in the Python API's
     messages), made here first so that the messages name the option the user typed.
 
@@ -203,12 +215,12 @@ def _check_data(student: Any, parts: list[tuple[str, str | None, Any, bool]]) ->
 
 def _compile_aspect(
     args: argparse.Namespace,
-    task: Any,
+    task: JudgeTask,
     aspect: str,
     model_lm: tuple[str, Any],
-    optimizer: Any,
+    optimizer: JudgeSearch,
     out: Path,
-    shared: Any,
+    shared: ArtifactStore,
 ) -> list[str]:
     """Compile, test and write the judge of one aspect; the problems found (printed).
 
@@ -249,8 +261,8 @@ def _compile_aspect(
 
 
 def _aspect_data(
-    args: argparse.Namespace, task: Any, aspect: str
-) -> tuple[list[Any], list[Any] | None, list[Any] | None]:
+    args: argparse.Namespace, task: JudgeTask, aspect: str
+) -> tuple[list[Record], list[Record] | None, list[Record] | None]:
     """The records of ``--data``, ``--valid-data`` and ``--test-data`` (``None``: not given)."""
     train = load_data(args.data, args.limit, task, aspect)
     val = (
@@ -267,7 +279,9 @@ def _aspect_data(
     return train, val, test
 
 
-def _search(optimizer: Any, student: Any, train: list[Any], val: list[Any] | None) -> Any:
+def _search(
+    optimizer: JudgeSearch, student: JudgeProgram, train: list[Record], val: list[Record] | None
+) -> JudgeProgram:
     """``optimizer.compile``, its errors reported with the options the user typed."""
     from ..teleprompt import CheckpointMismatchError  # lazy: loads DSPy
 
@@ -283,12 +297,12 @@ def _search(optimizer: Any, student: Any, train: list[Any], val: list[Any] | Non
 
 def _test_judge(
     args: argparse.Namespace,
-    optimizer: Any,
-    judge: Any,
-    ensemble: Any,
-    baseline: Any,
-    test: list[Any],
-) -> tuple[Any, Any]:
+    optimizer: JudgeSearch,
+    judge: JudgeProgram,
+    ensemble: JudgeEnsemble | None,
+    baseline: JudgeProgram,
+    test: list[Record],
+) -> tuple[JudgeProgram, JudgeEnsemble | None]:
     """``judge`` (and its ensemble) against ``baseline`` on the test records: the judge and
     the ensemble, each with its test results."""
     res, _, comp = evaluate_against(
@@ -332,7 +346,9 @@ def _test_judge(
     return judge, ensemble
 
 
-def _write_judge(args: argparse.Namespace, judge: Any, ensemble: Any, out: Path) -> None:
+def _write_judge(
+    args: argparse.Namespace, judge: JudgeProgram, ensemble: JudgeEnsemble | None, out: Path
+) -> None:
     """Save the judge (or the ensemble, and the judge beside it), print the summary and write
     the report."""
     if ensemble is not None:
@@ -362,11 +378,10 @@ def _print_comparisons(comparisons: dict[str, Any] | None) -> None:
             print(line)
 
 
-def _planned_and_spent(res: Any) -> str:
+def _planned_and_spent(res: CompileResult, plan: dict[str, Any]) -> str:
     """The search's plan (made before its first call) beside what this run spent on it."""
     from ..evaluate import duration
 
-    plan = res.plan
     planned = (
         f"planned {plan['calls']:,} calls at most, "
         f"{plan['prompt_tokens'] + plan['completion_tokens']:,} tokens"
@@ -379,7 +394,7 @@ def _planned_and_spent(res: Any) -> str:
     return f"cost: {planned}; {spent}"
 
 
-def _print_compile_summary(judge: Any, ensemble: Any) -> None:
+def _print_compile_summary(judge: JudgeProgram, ensemble: JudgeEnsemble | None) -> None:
     res = judge.search_result
     sel = judge.selection or {}
     part = (
@@ -399,7 +414,7 @@ def _print_compile_summary(judge: Any, ensemble: Any) -> None:
         f"tokens, {res.seconds:.0f} s{' in this run' if resumed else ''})"
     )
     if res.plan is not None:
-        print(f"  {_planned_and_spent(res)}")
+        print(f"  {_planned_and_spent(res, res.plan)}")
     print(
         f"  {'#':>3} {res.metric:>9} {'unparsed':>9} {'failed':>7}  strategy (changes from "
         "the first)"

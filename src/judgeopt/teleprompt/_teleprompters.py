@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from dspy.teleprompt import Teleprompter
 
@@ -20,6 +20,8 @@ from ..search import Value
 from ..selection import SelectionConfig
 from ._config import Metric, OptimizerConfig, racing_config, selection_config
 from ._loop import CompileRun
+
+_Student = TypeVar("_Student", bound=JudgeStudent)
 
 __all__ = [
     "Auto",
@@ -175,13 +177,13 @@ class JudgeSearch(Teleprompter):
 
     def compile(
         self,
-        student: JudgeStudent,
+        student: _Student,
         *,
         trainset: Sequence[Any],
         teacher: Any = None,
         valset: Sequence[Any] | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> _Student:
         """Search the strategy of ``student`` and return the best judge found.
 
         The student is never changed: the strategies are judged with its fresh copies
@@ -232,7 +234,7 @@ class JudgeSearch(Teleprompter):
             progress=self.progress,
             plan=self.plan_cost,
         )
-        return run.run()
+        return cast(_Student, run.run())
 
 
 class Auto(JudgeSearch):
