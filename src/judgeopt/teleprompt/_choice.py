@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..data import Record
@@ -18,7 +18,15 @@ from ..search import Search
 from ._journal import strategy_key
 from ._pooling import PooledChoice, ValidationTable, validation_table
 
-__all__ = ["ChoiceRun", "Selected", "Step", "in_order", "lm_stats", "trial_key"]
+__all__ = [
+    "ChoiceRun",
+    "Selected",
+    "SelectionRecord",
+    "Step",
+    "in_order",
+    "lm_stats",
+    "trial_key",
+]
 
 
 def lm_stats(lm: Any) -> dict[str, int]:
@@ -41,13 +49,76 @@ def in_order(res: EvalResult, records: Sequence[Record]) -> list[ItemResult]:
     return [by_id[r.id] for r in records]
 
 
+@dataclass
+class SelectionRecord:
+    """How the compile chose its judge, filled in as the choice goes; exported as the
+    ``selection`` of the compile's report (:meth:`to_dict`).
+
+    Attributes:
+        settings: The selection configuration (``SelectionConfig``, as JSON).
+        rule: The rule that decided (``best`` when another rule fell back to it).
+        search_items: The items the strategies were scored on.
+        messages: What the choice says, in order (logged, and printed by the CLI).
+        outcome: The deciding rule's own fields (``reason``, ``chosen``, ``candidates`` or
+            ``finalists``, ...).
+        confirm_items: Items set aside to confirm finalists on (0: none).
+        excluded: The strategies passed over for unrated answers.
+        baseline_search_score: The baseline's search score (rule ``veto``).
+        guard: The cross-fitted guard's record.
+        prior_fallback: The prior default's record.
+        cost: The calls, tokens and seconds the choice spent beyond the search.
+        kept_baseline: Whether the returned judge is the baseline itself.
+    """
+
+    settings: dict[str, Any]
+    rule: str
+    search_items: int
+    messages: list[str] = field(default_factory=list)
+    outcome: dict[str, Any] = field(default_factory=dict)
+    confirm_items: int | None = None
+    excluded: list[dict[str, Any]] | None = None
+    baseline_search_score: float | None = None
+    guard: dict[str, Any] | None = None
+    prior_fallback: dict[str, Any] | None = None
+    cost: dict[str, float] | None = None
+    kept_baseline: bool | None = None
+
+    #: The optional fields, in the order :meth:`to_dict` writes them (when set).
+    _OPTIONAL = (
+        "confirm_items",
+        "excluded",
+        "baseline_search_score",
+        "guard",
+        "prior_fallback",
+        "cost",
+        "kept_baseline",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-data form: the settings, the rule, the items, the messages, the rule's
+        own fields, then each optional field that was set."""
+        out = {
+            **self.settings,
+            "rule": self.rule,
+            "search_items": self.search_items,
+            "messages": list(self.messages),
+            **self.outcome,
+        }
+        for name in self._OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
 @dataclass(frozen=True)
 class Selected:
     """The outcome of :meth:`Chooser.select`.
 
     Attributes:
         judge: The chosen judge (a fresh copy, without compile results).
-        record: How it was chosen (the ``selection`` of the compile's report).
+        record: How it was chosen (its :meth:`SelectionRecord.to_dict` is the ``selection``
+            of the compile's report).
         comparisons: Split name -> the chosen judge against the baseline.
         ensemble: The prompt ensemble, when one was asked for and could be built.
         warn: Whether the record's messages are warnings (a rule fell back, or the chosen
@@ -55,7 +126,7 @@ class Selected:
     """
 
     judge: Any
-    record: dict[str, Any]
+    record: SelectionRecord
     comparisons: dict[str, dict[str, Any]]
     ensemble: JudgeEnsemble | None
     warn: bool
@@ -100,12 +171,7 @@ class ChoiceRun:
         # An anchored ensemble takes the n best strategies other than the baseline: one
         # finalist more, in case the baseline is among the best.
         self.n_finalists = self.n_members + 1 if self.anchor and self.n_members else self.n_members
-        self.record: dict[str, Any] = {
-            "rule": sel.rule,
-            **sel.model_dump(mode="json"),
-            "search_items": len(search_val),
-            "messages": [],
-        }
+        self.record = SelectionRecord(sel.model_dump(mode="json"), sel.rule, len(search_val))
         self.unrated = {
             int(s["number"]): (
                 int(s.get("parse_failures") or 0) + int(s.get("call_failures") or 0),
@@ -160,15 +226,16 @@ class ChoiceRun:
         """The record's cost and last warning, and the outcome."""
         record, sel = self.record, self.chooser.sel
         stats1 = lm_stats(self.chooser.evaluator.lm)
-        record["cost"] = {k: stats1[k] - self.stats0[k] for k in self.stats0}
-        record["cost"]["seconds"] = round(time.perf_counter() - self.t0, 3)
-        record["kept_baseline"] = strategy_key(step.chosen.strategy) == self.baseline_key
+        cost: dict[str, float] = {k: stats1[k] - self.stats0[k] for k in self.stats0}
+        cost["seconds"] = round(time.perf_counter() - self.t0, 3)
+        record.cost = cost
+        record.kept_baseline = strategy_key(step.chosen.strategy) == self.baseline_key
         warn = comparison.gain is not None and comparison.gain < 0
         if warn:
-            record["messages"].append(
+            record.messages.append(
                 f"selection: the returned judge scores {comparison.gain:+.3f} against the "
                 f"baseline on the {step.split} items"
             )
-        warn = warn or step.fallback is not None or record["rule"] != sel.rule
+        warn = warn or step.fallback is not None or record.rule != sel.rule
         compiled = step.chosen.with_strategy(step.chosen.strategy)
         return Selected(compiled, record, {step.split: comparison.to_dict()}, ensemble, warn)

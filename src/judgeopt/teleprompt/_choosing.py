@@ -245,8 +245,8 @@ class Chooser:
             key_of=trial_key,
             gain_prior=sel.gain_prior_for(model_spec(self.evaluator.lm)),
         )
-        run.record.update(pooled.record)
-        run.record["confirm_items"] = 0
+        run.record.outcome.update(pooled.record)
+        run.record.confirm_items = 0
         run.excluded.extend(pooled.excluded)
         n_fin = run.n_finalists
         finalists = (
@@ -265,8 +265,8 @@ class Chooser:
         """Rule ``best`` (asked for, or too few items to confirm): the best search score
         among the strategies that rated enough of their items."""
         sel, record = self.sel, run.record
-        record["rule"] = "best"
-        record["confirm_items"] = 0
+        record.rule = "best"
+        record.confirm_items = 0
         best_trial = run.search.best_trial
         assert best_trial is not None
         top = self.best_rated(run.search, run.unrated, run.excluded)
@@ -307,7 +307,7 @@ class Chooser:
                 if fallback is None
                 else "the rule falls back to the best validation score"
             )
-            record["messages"].append(f"selection: {split_note}; {outcome}")
+            record.messages.append(f"selection: {split_note}; {outcome}")
         note = (
             "the items the search chose the judge on: the gain is biased upward; "
             "evaluate on held-out test items for an unbiased estimate"
@@ -318,7 +318,7 @@ class Chooser:
         """Rules ``confirm`` and ``veto``: the finalists, judged on the confirmation items."""
         n = max(self.sel.compared, run.n_finalists)
         finalists = self.finalists(run.search, run.base, n, run.unrated, run.excluded)
-        run.record["confirm_items"] = len(confirm_val)
+        run.record.confirm_items = len(confirm_val)
         note = (
             "the confirmation items also chose among the finalists: the gain is "
             "somewhat optimistic; evaluate on held-out test items for an unbiased "
@@ -331,22 +331,22 @@ class Chooser:
         record = run.record
         if run.excluded:
             unique = list({e["key"]: e for e in run.excluded}.values())
-            record["excluded"] = unique
+            record.excluded = unique
             listed = ", ".join(
                 f"{e['key']}{' (the baseline)' if e['key'] in run.baseline_keys else ''} "
                 f"({e['unrated']} of {e['n']}; search score {e['search_score']:.3f})"
                 for e in unique
             )
-            record["messages"].append(
+            record.messages.append(
                 f"selection: passed over {len(unique)} strateg{'y' if len(unique) == 1 else 'ies'}"
                 f" with a high search score that gave no rating for more than "
                 f"max_parse_failures={self.config.max_parse_failures:g} of their search "
                 f"items (their score rests on the few answers that parsed): {listed}"
             )
         if step.fallback is not None:
-            record["messages"].append(step.fallback)
+            record.messages.append(step.fallback)
         if step.pooled is not None:
-            record["messages"].append(step.pooled.message)
+            record.messages.append(step.pooled.message)
 
     def _guard(self, run: ChoiceRun, step: Step) -> Step:
         """The cross-fitted guard of the ensemble or of rule best's pick."""
@@ -356,16 +356,16 @@ class Chooser:
             n_items=len(run.search_val),
             ensemble=step.n_members,
             anchor=run.anchor,
-            rule=run.record["rule"],
+            rule=run.record.rule,
             chose_baseline=strategy_key(step.chosen.strategy) == run.baseline_key,
             metric=self.metric,
         )
-        run.record["guard"] = check.record
-        run.record["messages"].append(check.message)
+        run.record.guard = check.record
+        run.record.messages.append(check.message)
         if check.passed:
             return step
         # No ensemble; rule best's own pick is refuted too.
-        if run.record["rule"] == "best":
+        if run.record.rule == "best":
             return replace(
                 step,
                 chosen=run.baseline,
@@ -388,7 +388,7 @@ class Chooser:
         """Rules ``confirm`` and ``veto`` decide on the confirmation items."""
         sel, record, finalists = self.sel, run.record, step.finalists
         if not programs:
-            record["messages"].append(
+            record.messages.append(
                 "selection: every strategy other than the baseline was passed over (above); "
                 "the baseline is kept"
                 if run.excluded
@@ -401,7 +401,7 @@ class Chooser:
         try:
             if sel.rule == "veto":
                 base_score = self.search_score(run.search, run.base, run.baseline)
-                record["baseline_search_score"] = base_score
+                record.baseline_search_score = base_score
                 result = veto(
                     humans,
                     run.vector(base_res, judged_on),
@@ -429,14 +429,15 @@ class Chooser:
                     seed=sel.seed,
                 )
         except ValueError as e:
-            record["messages"].append(
+            record.messages.append(
                 f"selection: the confirmation failed ({e}); the baseline is kept"
             )
             return step
-        record.update(result.to_dict())
-        for f, t in zip(record["finalists"], finalists, strict=False):
+        outcome = result.to_dict()
+        for f, t in zip(outcome["finalists"], finalists, strict=False):
             f["strategy"] = run.base.with_strategy(t.strategy).strategy.as_dict()
-        record["messages"].append(f"selection: {result.reason}")
+        record.outcome.update(outcome)
+        record.messages.append(f"selection: {result.reason}")
         if result.chosen is None:
             return step
         return replace(step, chosen=programs[result.chosen])
@@ -465,8 +466,8 @@ class Chooser:
             split=step.split,
             forbid=self.config.forbid,
         )
-        run.record["prior_fallback"] = prior.record
-        run.record["messages"].append(prior.message)
+        run.record.prior_fallback = prior.record
+        run.record.messages.append(prior.message)
         return step if prior.program is None else replace(step, chosen=prior.program)
 
     def _ensemble(
@@ -506,7 +507,7 @@ class Chooser:
             base_res,
             split=step.split,
             note=step.note,
-            record=run.record,
+            messages=run.record.messages,
             pairwise=run.base.task.mode == "pairwise",
             metric=self.metric,
             sel=self.sel,

@@ -28,7 +28,7 @@ def build_ensemble(
     *,
     split: str,
     note: str,
-    record: dict[str, Any],
+    messages: list[str],
     pairwise: bool,
     metric: str,
     sel: SelectionConfig,
@@ -40,10 +40,10 @@ def build_ensemble(
 
     A member whose ratings do not vary on ``records`` is left out (an anchor among them:
     the others at equal weights); with fewer than two members left, or a pairwise task,
-    no ensemble is built. Each case is said in ``record["messages"]``.
+    no ensemble is built. Each case is said in ``messages``.
     """
     if pairwise:
-        record["messages"].append(
+        messages.append(
             "ensemble: a pairwise judge has no ratings to average; no ensemble is built"
         )
         return None
@@ -63,13 +63,13 @@ def build_ensemble(
             sds.append(sd)
             kept_w.append(w)
         elif weights is not None and prog is members[0]:
-            record["messages"].append(
+            messages.append(
                 "ensemble: the baseline gave no varying ratings, so the ensemble has no "
                 "anchor (its other members at equal weights)"
             )
             weights = None
     if len(keep) < 2:
-        record["messages"].append(
+        messages.append(
             f"ensemble: fewer than 2 of the {len(members)} best strategies gave varying "
             "ratings; no ensemble is built"
         )

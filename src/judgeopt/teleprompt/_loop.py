@@ -331,7 +331,7 @@ class CompileRun:
             prompt_tokens=totals["prompt_tokens"],
             completion_tokens=totals["completion_tokens"],
             calls_this_run=self.this_run["calls"],
-            selection_calls=int(selected.record.get("cost", {}).get("calls", 0)),
+            selection_calls=int((selected.record.cost or {}).get("calls", 0)),
             plan=None if self.cost_plan is None else self.cost_plan.to_dict(),
             problems=problems,
         )
@@ -344,13 +344,13 @@ class CompileRun:
             ensemble = ensemble.with_report(
                 replace(ensemble.report_, model_name=model_name, validation=validation)
             )
-        for line in selected.record.get("messages", []):
+        for line in selected.record.messages:
             log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line, extra=REPORTED)
         return chosen.with_report(
             CompileReport(
                 search_result=result,
                 validation=validation,
-                selection=selected.record,
+                selection=selected.record.to_dict(),
                 comparisons=selected.comparisons,
                 ensemble=ensemble,
                 model_name=model_name,
