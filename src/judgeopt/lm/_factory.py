@@ -80,8 +80,7 @@ def make_lm(
         >>> type(lm).__name__, lm.api_base
         ('JudgeLM', 'http://127.0.0.1:8080/v1')
     """
-    if not isinstance(model, str) or not model:
-        raise ValueError(f"The `model` argument must be a non-empty string. Got {model!r} instead.")
+    build = _builder(model)
     options = _LMOptions(
         api_base=api_base,
         api_key=api_key,
@@ -97,12 +96,20 @@ def make_lm(
         parallel=parallel,
         extra=kwargs,
     )
-    build = next(build for matches, build in _BACKENDS if matches(model))
     return build(model, options)
+
+
+def _builder(model: object) -> _Builder:
+    """The builder of the first backend in :data:`_BACKENDS` that takes ``model``."""
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"The `model` argument must be a non-empty string. Got {model!r} instead.")
+    return next(build for matches, build in _BACKENDS if matches(model))
 
 
 @dataclass(frozen=True)
 class _LMOptions:
+    """:func:`make_lm`'s options, as the backends' builders read them."""
+
     api_base: str | None
     api_key: str | None
     temperature: float
@@ -120,6 +127,9 @@ class _LMOptions:
     def given(self, *names: str) -> dict[str, Any]:
         """The options among ``names`` that were given (not ``None``), by name, sorted."""
         return {n: getattr(self, n) for n in sorted(names) if getattr(self, n) is not None}
+
+
+_Builder = Callable[[str, _LMOptions], dspy.BaseLM]
 
 
 def _reject_local_options(model: str, options: _LMOptions) -> None:
@@ -198,7 +208,7 @@ def _any_model(model: str) -> bool:
 
 
 # Tried in order; the first whose predicate accepts the model string builds its LM.
-_BACKENDS: tuple[tuple[Callable[[str], bool], Callable[[str, _LMOptions], dspy.BaseLM]], ...] = (
+_BACKENDS: tuple[tuple[Callable[[str], bool], _Builder], ...] = (
     (_is_local, _local_lm),
     (_is_router, _router_lm),
     (_any_model, _litellm_lm),
