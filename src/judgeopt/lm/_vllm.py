@@ -298,34 +298,37 @@ def convert_gguf_to_hf(
     with _convert_lock(folder):
         if _marker_matches(folder, sha256, dtype):
             return folder
-        env = find_vllm_python(python)
-        missing = [p for p in ("transformers", "gguf", "accelerate") if not getattr(env, p)]
-        if missing:
-            raise LocalModelError(
-                f"the vLLM environment {env.python} lacks {', '.join(missing)}, which the GGUF "
-                f"conversion needs: {env.python} -m pip install gguf==0.19.0 accelerate==1.15.0"
-            )
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        need = 4 * source.stat().st_size + 64 * 1024 * 1024  # dense bf16 of a ~4.5-bit GGUF
-        free = shutil.disk_usage(folder.parent).free
-        if free < need:
-            raise LocalModelError(
-                f"not enough disk space in {folder.parent} to convert {name}: need about "
-                f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free. Free space, pass output_dir= "
-                "or set JUDGEOPT_MODEL_DIR to a larger disk."
-            )
+        env = _conversion_env(python, source, folder, name)
         _convert_into(folder, env.python, source, sha256, dtype, threads, timeout)
         return folder
 
 
+def _conversion_env(
+    python: str | os.PathLike[str] | None, source: Path, folder: Path, name: str
+) -> VLLMEnvironment:
+    """The vLLM environment, checked for what converting into ``folder`` needs (packages;
+    disk space, in its parent, made here)."""
+    env = find_vllm_python(python)
+    missing = [p for p in ("transformers", "gguf", "accelerate") if not getattr(env, p)]
+    if missing:
+        raise LocalModelError(
+            f"the vLLM environment {env.python} lacks {', '.join(missing)}, which the GGUF "
+            f"conversion needs: {env.python} -m pip install gguf==0.19.0 accelerate==1.15.0"
+        )
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    need = 4 * source.stat().st_size + 64 * 1024 * 1024  # dense bf16 of a ~4.5-bit GGUF
+    free = shutil.disk_usage(folder.parent).free
+    if free < need:
+        raise LocalModelError(
+            f"not enough disk space in {folder.parent} to convert {name}: need about "
+            f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free. Free space, pass output_dir= "
+            "or set JUDGEOPT_MODEL_DIR to a larger disk."
+        )
+    return env
+
+
 def _convert_into(
-    folder: Path,
-    python: Path,
-    source: Path,
-    sha256: str,
-    dtype: str,
-    threads: int,
-    timeout: float,
+    folder: Path, python: Path, source: Path, sha256: str, dtype: str, threads: int, timeout: float
 ) -> None:
     """Convert ``source`` in a temporary folder, then rename it to ``folder`` with its marker."""
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
