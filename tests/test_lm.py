@@ -1026,6 +1026,37 @@ def test_models_are_freed_at_exit_before_the_interpreter_tears_llama_cpp_down(
     assert "Exception ignored" not in proc.stderr
 
 
+PLAIN_EXIT_SCRIPT = """
+import os, sys
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+from judgeopt.glassbox import make_backend
+from judgeopt.lm import make_lm
+messages = [{"role": "user", "content": "Say hi"}]
+for parallel in (1, 2):
+    lm = make_lm(f"local:{sys.argv[1]}", max_tokens=2, n_threads=1, parallel=parallel, cache=False)
+    lm(messages=messages)
+backend = make_backend(f"local:{sys.argv[1]}", n_threads=1, n_ctx=512)
+print(len(backend.score(messages, "Hi!").tokens) > 0)
+"""
+
+
+@needs_llama
+def test_a_process_that_used_the_embedded_model_exits_without_llama_del_errors(
+    smol_path: Path,
+) -> None:
+    """A run that loads models (an LM, one decoding in batches, a glass-box backend's) and
+    simply ends frees them before teardown: no `Llama.__del__` error on stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_EXIT_SCRIPT, str(smol_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True"]
+    assert "Llama.__del__" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
 @pytest.mark.slow
 @needs_llama
 def test_smollm2_context_overflow(smol_path: Path) -> None:

@@ -35,7 +35,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -319,16 +319,75 @@ def compute_features(
         ValueError: On unknown features, missing fields, or features that need a reference
             without ``reference_field``.
     """
-    # Both load DSPy (judge sits below glassbox, lm's errors derive from DSPy's): imported
-    # when features are computed, so `import judgeopt.glassbox` stays light.
-    from judgeopt.judge import fill_template
-    from judgeopt.lm import LMError
-
     names = check_features(features)
-    if (instruction_field is None) == (instruction_template is None):
+    fields = _Fields(
+        instruction_field, instruction_template, response_field, reference_field, system
+    )
+    vocab_size = _check_arguments(backend, names, fields, topk, topk_tail, vocab_size, n_ensemble)
+    items = _records(records, limit)
+    _check_fields(items, names, fields)
+    scorer = _ItemScorer(
+        backend,
+        names,
+        topk=topk,
+        topk_tail=topk_tail,
+        vocab_size=vocab_size,
+        n_ensemble=n_ensemble,
+        sample_top_k=sample_top_k,
+        sample_temperature=sample_temperature,
+        sample_max_tokens=sample_max_tokens,
+        seed=seed,
+    )
+    started = time.monotonic()
+    rows, errors = _score_items(items, scorer, fields, progress=progress, seed=seed)
+    return FeatureResult(
+        features=names,
+        ids=tuple(r.id for r in items),
+        group_ids=tuple(r.group_id for r in items),
+        values=_feature_values(names, rows),
+        human=_human_scores(items),
+        errors=errors,
+        model=backend.model,
+        backend=backend.name,
+        seconds=time.monotonic() - started,
+        settings={
+            **fields._asdict(),
+            "topk": topk,
+            "topk_tail": topk_tail if topk is not None else None,
+            "vocab_size": vocab_size if topk is not None else None,
+            "n_ensemble": n_ensemble,
+            "sample_top_k": sample_top_k,
+            "sample_temperature": sample_temperature,
+            "sample_max_tokens": sample_max_tokens,
+            "seed": seed,
+        },
+    )
+
+
+class _Fields(NamedTuple):
+    """Where :func:`compute_features` reads each record's turns (and the system message)."""
+
+    instruction_field: str | None
+    instruction_template: str | None
+    response_field: str
+    reference_field: str | None
+    system: str | None
+
+
+def _check_arguments(
+    backend: LogprobBackend,
+    names: tuple[str, ...],
+    fields: _Fields,
+    topk: int | None,
+    topk_tail: TopkTail,
+    vocab_size: int | None,
+    n_ensemble: int,
+) -> int | None:
+    """Check :func:`compute_features`' arguments; return the vocabulary size to use."""
+    if (fields.instruction_field is None) == (fields.instruction_template is None):
         raise ValueError("Give exactly one of `instruction_field` and `instruction_template`.")
     needs_ref = [f for f in names if FEATURES[f].reference]
-    if needs_ref and not reference_field:
+    if needs_ref and not fields.reference_field:
         raise ValueError(f"The features {needs_ref} need a reference: pass `reference_field`.")
     check_int(topk, "topk", min_value=1, allow_none=True)
     check_int(n_ensemble, "n_ensemble", min_value=2)
@@ -348,11 +407,15 @@ def compute_features(
                     "topk_tail='uniform' needs the model's vocabulary size: pass `vocab_size` "
                     "(e.g. 151936 for Qwen2.5), or use topk_tail='ignore'."
                 )
-    items = _records(records, limit)
+    return vocab_size
+
+
+def _check_fields(items: list[Any], names: tuple[str, ...], fields: _Fields) -> None:
+    needs_ref = any(FEATURES[f].reference for f in names)
     needed_fields = [
-        response_field,
-        *([instruction_field] if instruction_field else []),
-        *([reference_field] if needs_ref and reference_field else []),
+        fields.response_field,
+        *([fields.instruction_field] if fields.instruction_field else []),
+        *([fields.reference_field] if needs_ref and fields.reference_field else []),
     ]
     for i, rec in enumerate(items):
         missing = [f for f in needed_fields if f not in rec.inputs]
@@ -362,19 +425,17 @@ def compute_features(
                 f"{sorted(rec.inputs)}."
             )
 
-    scorer = _ItemScorer(
-        backend,
-        names,
-        topk=topk,
-        topk_tail=topk_tail,
-        vocab_size=vocab_size,
-        n_ensemble=n_ensemble,
-        sample_top_k=sample_top_k,
-        sample_temperature=sample_temperature,
-        sample_max_tokens=sample_max_tokens,
-        seed=seed,
-    )
-    started = time.monotonic()
+
+def _score_items(
+    items: list[Any], scorer: _ItemScorer, fields: _Fields, *, progress: bool, seed: int
+) -> tuple[list[dict[str, float]], dict[str, str]]:
+    """Each item's features (``{}`` for a failed one) and the failures' messages by item id."""
+    # Both load DSPy (judge sits below glassbox, lm's errors derive from DSPy's): imported
+    # when features are computed, so `import judgeopt.glassbox` stays light.
+    from judgeopt.judge import fill_template
+    from judgeopt.lm import LMError
+
+    template, reference_field = fields.instruction_template, fields.reference_field
     rows: list[dict[str, float]] = []
     errors: dict[str, str] = {}
     iterator: Any = items
@@ -384,19 +445,23 @@ def compute_features(
         iterator = tqdm(items, desc="glass-box features", unit="item")
     for index, rec in enumerate(iterator):
         instruction = (
-            fill_template(instruction_template, rec.inputs)
-            if instruction_template
-            else rec.inputs[str(instruction_field)]
+            fill_template(template, rec.inputs)
+            if template
+            else rec.inputs[str(fields.instruction_field)]
         )
         reference = rec.inputs.get(reference_field) if reference_field else None
         rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
+        response = rec.inputs[fields.response_field]
         try:
-            rows.append(scorer(instruction, rec.inputs[response_field], reference, system, rng))
+            rows.append(scorer(instruction, response, reference, fields.system, rng))
         except LMError as exc:
             logger.warning("glass-box features of %s failed: %s", rec.id, exc)
             errors[rec.id] = f"{type(exc).__name__}: {exc}"
             rows.append({})
+    return rows, errors
 
+
+def _feature_values(names: tuple[str, ...], rows: list[dict[str, float]]) -> dict[str, Any]:
     values = {
         f: np.array([row.get(f, np.nan) for row in rows], dtype=np.float64)
         for f in names
@@ -406,34 +471,11 @@ def compute_features(
         ent = np.array([row.get("softmax_ent", np.nan) for row in rows], dtype=np.float64)
         var = np.array([row.get("softmax_var", np.nan) for row in rows], dtype=np.float64)
         values["softmax_combo"] = softmax_combo(ent, var)
+    return {f: values[f] for f in names}
+
+
+def _human_scores(items: list[Any]) -> dict[str, Any]:
     aspects = sorted({a for rec in items for a in rec.scores})
-    human = {
+    return {
         a: np.array([rec.scores.get(a, np.nan) for rec in items], dtype=np.float64) for a in aspects
     }
-    settings = {
-        "instruction_field": instruction_field,
-        "instruction_template": instruction_template,
-        "response_field": response_field,
-        "reference_field": reference_field,
-        "system": system,
-        "topk": topk,
-        "topk_tail": topk_tail if topk is not None else None,
-        "vocab_size": vocab_size if topk is not None else None,
-        "n_ensemble": n_ensemble,
-        "sample_top_k": sample_top_k,
-        "sample_temperature": sample_temperature,
-        "sample_max_tokens": sample_max_tokens,
-        "seed": seed,
-    }
-    return FeatureResult(
-        features=names,
-        ids=tuple(r.id for r in items),
-        group_ids=tuple(r.group_id for r in items),
-        values={f: values[f] for f in names},
-        human=human,
-        errors=errors,
-        model=backend.model,
-        backend=backend.name,
-        seconds=time.monotonic() - started,
-        settings=settings,
-    )

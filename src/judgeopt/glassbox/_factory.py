@@ -83,12 +83,25 @@ def make_backend(
         return LiteLLMBackend(
             model, api_base=api_base, api_key=api_key, prompt_logprobs=prompt_logprobs, cache=cache
         )
+    wrong = {"api_base": api_base, "api_key": api_key}
+    return _local_backend(chosen, model, local, wrong, prompt_logprobs, n_threads, n_ctx, dtype)
+
+
+def _local_backend(
+    chosen: str,
+    model: str,
+    local: str | None,
+    wrong: dict[str, Any],
+    prompt_logprobs: bool,
+    n_threads: int | None,
+    n_ctx: int | None,
+    dtype: str | None,
+) -> LogprobBackend:
     if local is None:
         raise ValueError(
             f"The {chosen} backend runs local models: 'local', 'local:NAME' or 'local:PATH'. "
             f"Got {model!r} instead."
         )
-    wrong = {"api_base": api_base, "api_key": api_key}
     given = sorted(k for k, v in wrong.items() if v is not None)
     if given or prompt_logprobs:
         raise ValueError(

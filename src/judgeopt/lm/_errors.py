@@ -281,15 +281,20 @@ def wrap_exception(
     """
     if isinstance(exc, LMError):
         return exc
+    where = endpoint or "the provider's default endpoint"
+    common: dict[str, Any] = {"model": model, "endpoint": endpoint, "status": _status_of(exc)}
+    transport = _transport_error(exc, where, timeout, common)
+    return transport if transport is not None else _http_error(exc, where, common)
+
+
+def _transport_error(
+    exc: BaseException, where: str, timeout: float | None, common: dict[str, Any]
+) -> LMError | None:
+    """A timeout or a failed connection anywhere in ``exc``'s cause chain, else ``None``."""
     import httpx
     import openai
-    from litellm import exceptions as lx
 
-    where = endpoint or "the provider's default endpoint"
-    status = _status_of(exc)
-    detail = _short(exc)
-    common: dict[str, Any] = {"model": model, "endpoint": endpoint, "status": status}
-
+    model = common["model"]
     chain = _chain(exc)
 
     def caused_by(*types: type[BaseException]) -> bool:
@@ -297,7 +302,10 @@ def wrap_exception(
 
     # LiteLLM reports a refused connection as an InternalServerError (HTTP 500) whose cause is
     # openai.APIConnectionError, so the cause chain is read before the status code.
-    if caused_by(openai.APITimeoutError, httpx.TimeoutException, TimeoutError) or status == 408:
+    if (
+        caused_by(openai.APITimeoutError, httpx.TimeoutException, TimeoutError)
+        or common["status"] == 408
+    ):
         limit = f" after {timeout:g} s" if timeout is not None else ""
         return LMTimeout(
             f"the call to {where} (model {model}) timed out{limit}: raise timeout=, lower "
@@ -310,6 +318,15 @@ def wrap_exception(
             f"api_base right? ({_short(chain[-1])})",
             **{**common, "status": None},
         )
+    return None
+
+
+def _http_error(exc: BaseException, where: str, common: dict[str, Any]) -> LMError:
+    """The LMError for what the endpoint answered: by exception type, else by HTTP status."""
+    import openai
+    from litellm import exceptions as lx
+
+    model, status, detail = common["model"], common["status"], _short(exc)
     if isinstance(exc, lx.ContextWindowExceededError) or (
         isinstance(exc, openai.BadRequestError) and _OVERFLOW_PATTERNS.search(str(exc))
     ):

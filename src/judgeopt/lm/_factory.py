@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -11,7 +13,7 @@ from ._cache import LMCache
 from ._litellm import JudgeLM
 from ._local import LlamaCppLM
 from ._models import parse_local_model
-from ._router import RouterLM, parse_router_model
+from ._router import ROUTER_PREFIX, RouterLM, parse_router_model
 
 __all__ = ["make_lm", "parse_local_model"]
 
@@ -78,86 +80,136 @@ def make_lm(
         >>> type(lm).__name__, lm.api_base
         ('JudgeLM', 'http://127.0.0.1:8080/v1')
     """
-    if not isinstance(model, str) or not model:
-        raise ValueError(f"The `model` argument must be a non-empty string. Got {model!r} instead.")
-    local = parse_local_model(model)
-    if local is not None:
-        remote_only = {
-            "api_base": api_base,
-            "api_key": api_key,
-            "max_concurrency": max_concurrency,
-            "timeout": timeout,
-            "num_retries": num_retries,
-        }
-        given = sorted(k for k, v in remote_only.items() if v is not None)
-        if given:
-            raise ValueError(
-                f"{given} only apply to LiteLLM models, not to the local model {model!r}."
-            )
-        local_kwargs: dict[str, Any] = {}
-        if n_ctx is not None:
-            local_kwargs["n_ctx"] = n_ctx
-        if logits_all is not None:
-            local_kwargs["logits_all"] = logits_all
-        if parallel is not None:
-            local_kwargs["parallel"] = parallel
-        return LlamaCppLM(
-            local,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            n_threads=n_threads,
-            cache=cache,
-            **local_kwargs,
-            **kwargs,
-        )
-
-    local_only = {
-        "n_threads": n_threads,
-        "n_ctx": n_ctx,
-        "logits_all": logits_all,
-        "parallel": parallel,
-    }
-    given = sorted(k for k, v in local_only.items() if v is not None)
-    if given:
-        raise ValueError(
-            f"{given} only apply to local models ('local', 'local:...'), not to {model!r}."
-        )
-    routed = parse_router_model(model)
-    if routed is not None:
-        endpoint = sorted(
-            k for k, v in {"api_base": api_base, "api_key": api_key}.items() if v is not None
-        )
-        if endpoint:
-            raise ValueError(
-                f"{endpoint} do not apply to the router {model!r}: its endpoints "
-                "and keys come from its config file."
-            )
-        path, group = routed
-        return RouterLM(
-            path,
-            model_name=group,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            cache=cache,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            num_retries=num_retries,
-            **kwargs,
-        )
-    remote_kwargs: dict[str, Any] = {}
-    if max_concurrency is not None:
-        remote_kwargs["max_concurrency"] = max_concurrency
-    if timeout is not None:
-        remote_kwargs["timeout"] = timeout
-    if num_retries is not None:
-        remote_kwargs["num_retries"] = num_retries
-    return JudgeLM(
-        model,
+    build = _builder(model)
+    options = _LMOptions(
         api_base=api_base,
         api_key=api_key,
         temperature=temperature,
         max_tokens=max_tokens,
         cache=cache,
-        **remote_kwargs,
-        **kwargs,
+        max_concurrency=max_concurrency,
+        timeout=timeout,
+        num_retries=num_retries,
+        n_threads=n_threads,
+        n_ctx=n_ctx,
+        logits_all=logits_all,
+        parallel=parallel,
+        extra=kwargs,
     )
+    return build(model, options)
+
+
+def _builder(model: object) -> _Builder:
+    """The builder of the first backend in :data:`_BACKENDS` that takes ``model``."""
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"The `model` argument must be a non-empty string. Got {model!r} instead.")
+    return next(build for matches, build in _BACKENDS if matches(model))
+
+
+@dataclass(frozen=True)
+class _LMOptions:
+    """:func:`make_lm`'s options, as the backends' builders read them."""
+
+    api_base: str | None
+    api_key: str | None
+    temperature: float
+    max_tokens: int
+    cache: bool | str | os.PathLike[str] | LMCache | None
+    max_concurrency: int | None
+    timeout: float | None
+    num_retries: int | None
+    n_threads: int | None
+    n_ctx: int | None
+    logits_all: bool | None
+    parallel: int | None
+    extra: dict[str, Any]
+
+    def given(self, *names: str) -> dict[str, Any]:
+        """The options among ``names`` that were given (not ``None``), by name, sorted."""
+        return {n: getattr(self, n) for n in sorted(names) if getattr(self, n) is not None}
+
+
+_Builder = Callable[[str, _LMOptions], dspy.BaseLM]
+
+
+def _reject_local_options(model: str, options: _LMOptions) -> None:
+    given = list(options.given("n_threads", "n_ctx", "logits_all", "parallel"))
+    if given:
+        raise ValueError(
+            f"{given} only apply to local models ('local', 'local:...'), not to {model!r}."
+        )
+
+
+def _local_lm(model: str, options: _LMOptions) -> dspy.BaseLM:
+    local = parse_local_model(model)
+    assert local is not None
+    given = list(options.given("api_base", "api_key", "max_concurrency", "timeout", "num_retries"))
+    if given:
+        raise ValueError(f"{given} only apply to LiteLLM models, not to the local model {model!r}.")
+    return LlamaCppLM(
+        local,
+        temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        n_threads=options.n_threads,
+        cache=options.cache,
+        **options.given("n_ctx", "logits_all", "parallel"),
+        **options.extra,
+    )
+
+
+def _router_lm(model: str, options: _LMOptions) -> dspy.BaseLM:
+    _reject_local_options(model, options)
+    routed = parse_router_model(model)
+    assert routed is not None
+    endpoint = list(options.given("api_base", "api_key"))
+    if endpoint:
+        raise ValueError(
+            f"{endpoint} do not apply to the router {model!r}: its endpoints "
+            "and keys come from its config file."
+        )
+    path, group = routed
+    return RouterLM(
+        path,
+        model_name=group,
+        temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        cache=options.cache,
+        max_concurrency=options.max_concurrency,
+        timeout=options.timeout,
+        num_retries=options.num_retries,
+        **options.extra,
+    )
+
+
+def _litellm_lm(model: str, options: _LMOptions) -> dspy.BaseLM:
+    _reject_local_options(model, options)
+    return JudgeLM(
+        model,
+        api_base=options.api_base,
+        api_key=options.api_key,
+        temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        cache=options.cache,
+        **options.given("max_concurrency", "timeout", "num_retries"),
+        **options.extra,
+    )
+
+
+def _is_local(model: str) -> bool:
+    return parse_local_model(model) is not None
+
+
+def _is_router(model: str) -> bool:
+    return model.startswith(ROUTER_PREFIX)
+
+
+def _any_model(model: str) -> bool:
+    return True
+
+
+# Tried in order; the first whose predicate accepts the model string builds its LM.
+_BACKENDS: tuple[tuple[Callable[[str], bool], _Builder], ...] = (
+    (_is_local, _local_lm),
+    (_is_router, _router_lm),
+    (_any_model, _litellm_lm),
+)

@@ -423,80 +423,8 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             call_params = dict(llama_params)
             if seed is not None and n > 1:
                 call_params["seed"] = int(seed) + index  # distinct samples, reproducibly
-            batched = self._batchable(call_params)
-            started = time.monotonic()
-            try:
-                if batched:
-                    top = int(call_params["top_logprobs"]) if call_params.get("logprobs") else None
-                    out = (
-                        self._engine(handle)
-                        .submit(
-                            messages,
-                            max_tokens=call_params.get("max_tokens"),
-                            top_logprobs=top,
-                            stop=call_params.get("stop"),
-                            model=self.model,
-                            sampling=self._sampling(call_params),
-                        )
-                        .result()
-                    )
-                    out.pop("_seconds", None)
-                else:
-                    with handle.lock:
-                        started = time.monotonic()
-                        if call_params.get("logprobs") and not self.logits_all:
-                            out = greedy_with_logprobs(
-                                handle.llama,
-                                messages,
-                                max_tokens=call_params.get("max_tokens"),
-                                top_logprobs=int(call_params["top_logprobs"]),
-                                stop=call_params.get("stop"),
-                                model=self.model,
-                            )
-                        else:
-                            out = handle.llama.create_chat_completion(
-                                messages=messages, **call_params
-                            )
-            except EngineClosed as exc:
-                # Closed at exit (after an interrupt): the request was never decoded.
-                raise LMClosed(
-                    f"{self.model} was closed before it answered (the process is stopping)",
-                    model=self.model,
-                    endpoint=IN_PROCESS,
-                ) from exc
-            except ValueError as exc:
-                elapsed = time.monotonic() - started
-                overflow = overflow_from_llama(
-                    exc,
-                    model=self.model,
-                    n_ctx=handle.n_ctx,
-                    max_tokens=call_params.get("max_tokens"),
-                )
-                if overflow is None and "could not broadcast input array" in str(exc):
-                    overflow = LMContextOverflow(
-                        f"the prompt does not fit the context window (n_ctx={handle.n_ctx}): "
-                        "shorten the prompt or load the model with a larger n_ctx",
-                        model=self.model,
-                        endpoint=IN_PROCESS,
-                        n_ctx=handle.n_ctx,
-                    )
-                error: LMError = overflow or LMBadRequest(
-                    f"llama.cpp rejected the request: {exc}",
-                    model=self.model,
-                    endpoint=IN_PROCESS,
-                )
-                self._stats.record_failure(error.kind, elapsed)
-                raise error from exc
-            except Exception as exc:
-                self._stats.record_failure("error", time.monotonic() - started)
-                raise LMError(
-                    f"llama.cpp failed on {self.model}: {type(exc).__name__}: {exc}",
-                    model=self.model,
-                    endpoint=IN_PROCESS,
-                ) from exc
-            elapsed = time.monotonic() - started
-            call_usage = dict(out.get("usage") or {})
-            self._stats.record_call(elapsed, call_usage)
+            out = self._complete(handle, messages, call_params)
+            call_usage = out.get("usage") or {}
             for key in usage:
                 usage[key] += int(call_usage.get(key) or 0)
             for choice in out.get("choices", []):
@@ -506,6 +434,92 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         assert first is not None
         response = {**first, "choices": choices, "usage": usage}
         return attributes(response)
+
+    def _complete(
+        self, handle: _Handle, messages: Messages, call_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One completion, timed into the stats; llama.cpp's errors raised as LMErrors."""
+        batched = self._batchable(call_params)
+        started = time.monotonic()
+        try:
+            if batched:
+                out = self._complete_batched(handle, messages, call_params)
+            else:
+                with handle.lock:
+                    started = time.monotonic()
+                    if call_params.get("logprobs") and not self.logits_all:
+                        out = greedy_with_logprobs(
+                            handle.llama,
+                            messages,
+                            max_tokens=call_params.get("max_tokens"),
+                            top_logprobs=int(call_params["top_logprobs"]),
+                            stop=call_params.get("stop"),
+                            model=self.model,
+                        )
+                    else:
+                        out = handle.llama.create_chat_completion(messages=messages, **call_params)
+        except EngineClosed as exc:
+            # Closed at exit (after an interrupt): the request was never decoded.
+            raise LMClosed(
+                f"{self.model} was closed before it answered (the process is stopping)",
+                model=self.model,
+                endpoint=IN_PROCESS,
+            ) from exc
+        except ValueError as exc:
+            elapsed = time.monotonic() - started
+            error = self._rejected(exc, handle.n_ctx, call_params)
+            self._stats.record_failure(error.kind, elapsed)
+            raise error from exc
+        except Exception as exc:
+            self._stats.record_failure("error", time.monotonic() - started)
+            raise LMError(
+                f"llama.cpp failed on {self.model}: {type(exc).__name__}: {exc}",
+                model=self.model,
+                endpoint=IN_PROCESS,
+            ) from exc
+        self._stats.record_call(time.monotonic() - started, dict(out.get("usage") or {}))
+        return out
+
+    def _complete_batched(
+        self, handle: _Handle, messages: Messages, call_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        top = int(call_params["top_logprobs"]) if call_params.get("logprobs") else None
+        out: dict[str, Any] = (
+            self._engine(handle)
+            .submit(
+                messages,
+                max_tokens=call_params.get("max_tokens"),
+                top_logprobs=top,
+                stop=call_params.get("stop"),
+                model=self.model,
+                sampling=self._sampling(call_params),
+            )
+            .result()
+        )
+        out.pop("_seconds", None)
+        return out
+
+    def _rejected(self, exc: ValueError, n_ctx: int, call_params: dict[str, Any]) -> LMError:
+        """The LMError for a request llama.cpp rejected with ``exc``."""
+        overflow = overflow_from_llama(
+            exc,
+            model=self.model,
+            n_ctx=n_ctx,
+            max_tokens=call_params.get("max_tokens"),
+        )
+        if overflow is None and "could not broadcast input array" in str(exc):
+            overflow = LMContextOverflow(
+                f"the prompt does not fit the context window (n_ctx={n_ctx}): "
+                "shorten the prompt or load the model with a larger n_ctx",
+                model=self.model,
+                endpoint=IN_PROCESS,
+                n_ctx=n_ctx,
+            )
+        return overflow or LMBadRequest(
+            f"llama.cpp rejected the request: {exc}",
+            model=self.model,
+            endpoint=IN_PROCESS,
+        )
 
 
 def _llama_response_format(value: Any) -> dict[str, Any]:

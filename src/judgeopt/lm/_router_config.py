@@ -280,6 +280,31 @@ def build_router_config(
     Raises:
         RouterConfigError: Naming the field, the value and what is allowed.
     """
+    entries = _check_top_level(source, document)
+    deployments = [_check_entry(source, i, e) for i, e in enumerate(entries)]
+    ids = [d.id for d in deployments]
+    duplicates = sorted({x for x in ids if ids.count(x) > 1})
+    if duplicates:
+        raise RouterConfigError(
+            f"{source}: several deployments have the id(s) {duplicates}: give each its own "
+            "`model_info.id` (deployments without one are named MODEL@API_BASE)."
+        )
+    groups = list(dict.fromkeys(d.model_name for d in deployments))
+    settings = _router_settings(source, document, groups)
+    own = _judgeopt_section(source, document)
+    chosen = _chosen_group(source, model_name, own, groups)
+    return RouterConfig(
+        path=path,
+        model_list=_model_list(entries, deployments),
+        router_settings=settings,
+        model_name=chosen,
+        max_concurrency=own.get("max_concurrency"),
+        supports_logprobs=own.get("supports_logprobs"),
+        deployments=tuple(deployments),
+    )
+
+
+def _check_top_level(source: str, document: Any) -> list[Any]:
     if not isinstance(document, Mapping):
         raise config_error(
             source,
@@ -310,16 +335,10 @@ def build_router_config(
             "must be a non-empty list of deployments "
             "({model_name, litellm_params: {model, api_base, ...}, model_info})",
         )
-    deployments = [_check_entry(source, i, e) for i, e in enumerate(entries)]
-    ids = [d.id for d in deployments]
-    duplicates = sorted({x for x in ids if ids.count(x) > 1})
-    if duplicates:
-        raise RouterConfigError(
-            f"{source}: several deployments have the id(s) {duplicates}: give each its own "
-            "`model_info.id` (deployments without one are named MODEL@API_BASE)."
-        )
-    groups = list(dict.fromkeys(d.model_name for d in deployments))
+    return entries
 
+
+def _router_settings(source: str, document: Mapping[str, Any], groups: list[str]) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     litellm_settings = document.get("litellm_settings") or {}
     if not isinstance(litellm_settings, Mapping):
@@ -345,7 +364,10 @@ def build_router_config(
         )
     settings.update(router_settings)
     check_router_settings(source, settings, groups)
+    return settings
 
+
+def _judgeopt_section(source: str, document: Mapping[str, Any]) -> Mapping[str, Any]:
     own = document.get("judgeopt") or {}
     if not isinstance(own, Mapping):
         raise config_error(
@@ -363,6 +385,12 @@ def build_router_config(
     logprobs = own.get("supports_logprobs")
     if logprobs is not None and not isinstance(logprobs, bool):
         raise config_error(source, "judgeopt.supports_logprobs", logprobs, "must be true or false")
+    return own
+
+
+def _chosen_group(
+    source: str, model_name: str | None, own: Mapping[str, Any], groups: list[str]
+) -> str:
     chosen = model_name or own.get("model_name")
     if chosen is None:
         if len(groups) > 1:
@@ -377,7 +405,12 @@ def build_router_config(
         raise config_error(
             source, field, chosen, f"must be one of the file's model groups {groups}"
         )
+    return str(chosen)
 
+
+def _model_list(
+    entries: list[Any], deployments: list[RouterDeployment]
+) -> tuple[dict[str, Any], ...]:
     model_list = []
     for entry, deployment in zip(entries, deployments, strict=True):
         params = dict(entry["litellm_params"])
@@ -395,15 +428,7 @@ def build_router_config(
         model_list.append(
             {"model_name": deployment.model_name, "litellm_params": params, "model_info": info}
         )
-    return RouterConfig(
-        path=path,
-        model_list=tuple(model_list),
-        router_settings=settings,
-        model_name=chosen,
-        max_concurrency=own.get("max_concurrency"),
-        supports_logprobs=logprobs,
-        deployments=tuple(deployments),
-    )
+    return tuple(model_list)
 
 
 def load_router_config(

@@ -237,18 +237,7 @@ def start_servers(
             length.
         LocalModelError: If a server cannot start (the message has its log's tail).
     """
-    if engine not in ENGINES:
-        raise ValueError(
-            f"The `engine` argument must be one of {sorted(ENGINES)}. Got {engine!r} instead."
-        )
-    check_int(replicas, "replicas", min_value=1)
-    if ports is not None and len(ports) != replicas:
-        raise ValueError(
-            f"The `ports` argument must give one port per replica ({replicas}). "
-            f"Got {list(ports)!r} instead."
-        )
-    if ports is not None and len(set(ports)) != len(ports):
-        raise ValueError(f"The `ports` argument must not repeat a port. Got {list(ports)!r}.")
+    _check_serve_args(engine, replicas, ports)
     chosen = ENGINES[engine]
     name = str(model)
     served_as = alias or default_alias(name)
@@ -267,31 +256,57 @@ def start_servers(
                     logits_all=logits_all,
                 )
             )
-        model_id = chosen.model_id(name)
-        path = write_router_config(
-            config_path,
-            [
-                {
-                    "model": s.model,
-                    "api_base": s.api_base,
-                    "model_id": model_id,
-                    "id": f"{engine}-{i + 1}:{s.port}",
-                }
-                for i, s in enumerate(servers)
-            ],
-            model_name=model_name,
-            router_settings=dict(
-                DEFAULT_SERVE_SETTINGS if router_settings is None else router_settings
-            ),
-            header=(
-                f"Written by `judgeopt serve`: {replicas} {engine} server(s) of {name} "
-                f"on 127.0.0.1\n(pids {', '.join(str(s.pid) for s in servers)}). Use it "
-                f"with --router {config_path} or make_lm('router:{config_path}').\n"
-                "A LiteLLM Router config: model_list, router_settings "
-                "(see docs/lm.md, 'Several servers')."
-            ),
+        path = _write_config(
+            config_path, servers, engine, name, chosen.model_id(name), model_name, router_settings
         )
     except BaseException:
         _stop_all(servers)
         raise
     return ServerGroup(servers, config_path=path, engine=engine, model_name=model_name)
+
+
+def _check_serve_args(engine: str, replicas: int, ports: Sequence[int] | None) -> None:
+    if engine not in ENGINES:
+        raise ValueError(
+            f"The `engine` argument must be one of {sorted(ENGINES)}. Got {engine!r} instead."
+        )
+    check_int(replicas, "replicas", min_value=1)
+    if ports is not None and len(ports) != replicas:
+        raise ValueError(
+            f"The `ports` argument must give one port per replica ({replicas}). "
+            f"Got {list(ports)!r} instead."
+        )
+    if ports is not None and len(set(ports)) != len(ports):
+        raise ValueError(f"The `ports` argument must not repeat a port. Got {list(ports)!r}.")
+
+
+def _write_config(
+    config_path: str | os.PathLike[str],
+    servers: Sequence[Server],
+    engine: str,
+    model: str,
+    model_id: str,
+    model_name: str,
+    settings: Mapping[str, Any] | None,
+) -> Path:
+    return write_router_config(
+        config_path,
+        [
+            {
+                "model": s.model,
+                "api_base": s.api_base,
+                "model_id": model_id,
+                "id": f"{engine}-{i + 1}:{s.port}",
+            }
+            for i, s in enumerate(servers)
+        ],
+        model_name=model_name,
+        router_settings=dict(DEFAULT_SERVE_SETTINGS if settings is None else settings),
+        header=(
+            f"Written by `judgeopt serve`: {len(servers)} {engine} server(s) of {model} "
+            f"on 127.0.0.1\n(pids {', '.join(str(s.pid) for s in servers)}). Use it "
+            f"with --router {config_path} or make_lm('router:{config_path}').\n"
+            "A LiteLLM Router config: model_list, router_settings "
+            "(see docs/lm.md, 'Several servers')."
+        ),
+    )

@@ -295,29 +295,35 @@ def launch_server(
         model_path=model_path,
         group=group,
     )
+    _await_ready(server, name, startup_timeout)
+    return server
+
+
+def _await_ready(server: ServerProcess, name: str, startup_timeout: float) -> None:
+    engine = server.engine
     started = time.monotonic()
     while True:
         if not server.is_running():
             tail = server.stderr_tail(40)
             server.stop()
             raise LocalModelError(
-                f"the {cls.engine} server for {name} exited with code {process.returncode} "
+                f"the {engine} server for {name} exited with code {server._process.returncode} "
                 f"before answering on {server.api_base}. Its last output:\n{tail}"
             )
         if _ready(server.api_base):
             logger.info(
                 "%s server ready at %s (pid %d) after %.1f s",
-                cls.engine,
+                engine,
                 server.api_base,
                 server.pid,
                 time.monotonic() - started,
             )
-            return server
+            return
         if time.monotonic() - started > startup_timeout:
             tail = server.stderr_tail(40)
             server.stop()
             raise LocalModelError(
-                f"the {cls.engine} server for {name} did not answer on {server.api_base}/models "
+                f"the {engine} server for {name} did not answer on {server.api_base}/models "
                 f"within {startup_timeout:g} s. Its last output:\n{tail}"
             )
         time.sleep(0.2)

@@ -298,66 +298,87 @@ def convert_gguf_to_hf(
     with _convert_lock(folder):
         if _marker_matches(folder, sha256, dtype):
             return folder
-        env = find_vllm_python(python)
-        missing = [p for p in ("transformers", "gguf", "accelerate") if not getattr(env, p)]
-        if missing:
-            raise LocalModelError(
-                f"the vLLM environment {env.python} lacks {', '.join(missing)}, which the GGUF "
-                f"conversion needs: {env.python} -m pip install gguf==0.19.0 accelerate==1.15.0"
-            )
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        need = 4 * source.stat().st_size + 64 * 1024 * 1024  # dense bf16 of a ~4.5-bit GGUF
-        free = shutil.disk_usage(folder.parent).free
-        if free < need:
-            raise LocalModelError(
-                f"not enough disk space in {folder.parent} to convert {name}: need about "
-                f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free. Free space, pass output_dir= "
-                "or set JUDGEOPT_MODEL_DIR to a larger disk."
-            )
-        tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        child_env = {
-            **os.environ,
-            "OMP_NUM_THREADS": str(threads),
-            "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        }
-        logger.info("converting %s to a Hugging Face folder %s with %s", source, folder, env.python)
-        try:
-            try:
-                done = subprocess.run(
-                    [str(env.python), "-c", _CONVERT, str(source), str(tmp), dtype],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    env=child_env,
-                    stdin=subprocess.DEVNULL,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise LocalModelError(
-                    f"converting {source} took longer than {timeout:g} s"
-                ) from exc
-            if done.returncode != 0 or not (tmp / "config.json").is_file():
-                tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-                raise LocalModelError(
-                    f"converting {source} to a Hugging Face folder failed (exit code "
-                    f"{done.returncode}) in {env.python}:\n{tail}"
-                )
-            marker = {
-                "source": str(source),
-                "source_sha256": sha256,
-                "dtype": dtype,
-                "transformers": done.stdout.strip().splitlines()[-1] if done.stdout else None,
-            }
-            (tmp / _MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
-            if folder.exists():
-                if _marker_matches(folder, sha256, dtype):  # another process was faster
-                    return folder
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        env = _conversion_env(python, source, folder, name)
+        _convert_into(folder, env.python, source, sha256, dtype, threads, timeout)
         return folder
+
+
+def _conversion_env(
+    python: str | os.PathLike[str] | None, source: Path, folder: Path, name: str
+) -> VLLMEnvironment:
+    """The vLLM environment, checked for what converting into ``folder`` needs (packages;
+    disk space, in its parent, made here)."""
+    env = find_vllm_python(python)
+    missing = [p for p in ("transformers", "gguf", "accelerate") if not getattr(env, p)]
+    if missing:
+        raise LocalModelError(
+            f"the vLLM environment {env.python} lacks {', '.join(missing)}, which the GGUF "
+            f"conversion needs: {env.python} -m pip install gguf==0.19.0 accelerate==1.15.0"
+        )
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    need = 4 * source.stat().st_size + 64 * 1024 * 1024  # dense bf16 of a ~4.5-bit GGUF
+    free = shutil.disk_usage(folder.parent).free
+    if free < need:
+        raise LocalModelError(
+            f"not enough disk space in {folder.parent} to convert {name}: need about "
+            f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free. Free space, pass output_dir= "
+            "or set JUDGEOPT_MODEL_DIR to a larger disk."
+        )
+    return env
+
+
+def _convert_into(
+    folder: Path, python: Path, source: Path, sha256: str, dtype: str, threads: int, timeout: float
+) -> None:
+    """Convert ``source`` in a temporary folder, then rename it to ``folder`` with its marker."""
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("converting %s to a Hugging Face folder %s with %s", source, folder, python)
+    try:
+        done = _run_converter(python, source, tmp, dtype, threads, timeout)
+        marker = {
+            "source": str(source),
+            "source_sha256": sha256,
+            "dtype": dtype,
+            "transformers": done.stdout.strip().splitlines()[-1] if done.stdout else None,
+        }
+        (tmp / _MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+        if folder.exists():
+            if _marker_matches(folder, sha256, dtype):  # another process was faster
+                return
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_converter(
+    python: Path, source: Path, tmp: Path, dtype: str, threads: int, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    child_env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    try:
+        done = subprocess.run(
+            [str(python), "-c", _CONVERT, str(source), str(tmp), dtype],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise LocalModelError(f"converting {source} took longer than {timeout:g} s") from exc
+    if done.returncode != 0 or not (tmp / "config.json").is_file():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise LocalModelError(
+            f"converting {source} to a Hugging Face folder failed (exit code "
+            f"{done.returncode}) in {python}:\n{tail}"
+        )
+    return done
 
 
 # -- the server ---------------------------------------------------------------------------
@@ -474,6 +495,44 @@ def start_vllm_server(
             the model cannot be found or converted, or the server exits or does not answer in
             time (the message has its log's tail).
     """
+    threads = _check_server_args(
+        host, alias, max_model_len, kv_cache_gb, dtype, n_threads, startup_timeout
+    )
+    vllm_env = find_vllm_python(python)
+    served, source, default_alias = _resolve_model(model, vllm_env.python)
+    name = alias or default_alias.replace(" ", "-")
+    check_alias(name)
+    chosen = port if port is not None else _free_port(host)
+    command = _server_command(
+        vllm_env.python, served, name, host, chosen, max_model_len, dtype, extra_args
+    )
+    server = launch_server(
+        VLLMServer,
+        command,
+        host=host,
+        port=chosen,
+        alias=name,
+        model_path=served,
+        startup_timeout=startup_timeout,
+        env=_server_env(threads, kv_cache_gb, served, env),
+        group=True,
+    )
+    server.source = source
+    server.python = vllm_env.python
+    server.vllm_version = vllm_env.vllm
+    return server
+
+
+def _check_server_args(
+    host: str,
+    alias: str | None,
+    max_model_len: int,
+    kv_cache_gb: int | None,
+    dtype: str,
+    n_threads: int | None,
+    startup_timeout: float,
+) -> int:
+    """Check :func:`start_vllm_server`'s arguments; return its thread count."""
     check_host(host)
     if alias is not None:
         check_alias(alias)
@@ -487,12 +546,36 @@ def start_vllm_server(
     threads = default_threads() if n_threads is None else n_threads
     check_int(threads, "n_threads", min_value=1)
     check_number(startup_timeout, "startup_timeout", min_value=0, min_open=True)
-    vllm_env = find_vllm_python(python)
-    served, source, default_alias = _resolve_model(model, vllm_env.python)
-    name = alias or default_alias.replace(" ", "-")
-    check_alias(name)
-    chosen = port if port is not None else _free_port(host)
+    return threads
 
+
+def _server_command(
+    python: Path,
+    served: Path | str,
+    name: str,
+    host: str,
+    port: int,
+    max_model_len: int,
+    dtype: str,
+    extra_args: Sequence[str],
+) -> list[str]:
+    return [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(served),
+        "--served-model-name", name,
+        "--host", host,
+        "--port", str(port),
+        "--max-model-len", str(max_model_len),
+        "--dtype", dtype,
+        "--generation-config", "vllm",
+        "--disable-uvicorn-access-log",
+        *extra_args,
+    ]  # fmt: skip
+
+
+def _server_env(
+    threads: int, kv_cache_gb: int | None, served: Path | str, env: Mapping[str, str] | None
+) -> dict[str, str]:
     child_env = dict(os.environ)
     child_env.update(
         {
@@ -509,30 +592,4 @@ def start_vllm_server(
     if isinstance(served, Path):
         child_env["HF_HUB_OFFLINE"] = "1"
     child_env.update(env or {})
-    command = [
-        str(vllm_env.python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(served),
-        "--served-model-name", name,
-        "--host", host,
-        "--port", str(chosen),
-        "--max-model-len", str(max_model_len),
-        "--dtype", dtype,
-        "--generation-config", "vllm",
-        "--disable-uvicorn-access-log",
-        *extra_args,
-    ]  # fmt: skip
-    server = launch_server(
-        VLLMServer,
-        command,
-        host=host,
-        port=chosen,
-        alias=name,
-        model_path=served,
-        startup_timeout=startup_timeout,
-        env=child_env,
-        group=True,
-    )
-    server.source = source
-    server.python = vllm_env.python
-    server.vllm_version = vllm_env.vllm
-    return server
+    return child_env
