@@ -310,7 +310,7 @@ def _to_record(row: Any, location: str) -> Record:
             str(unknown[0]),
             f"unknown field; expected only {', '.join(_JSON_KEYS)}, "
             "or the plain layout's input and score keys named by the task (fields= / scores= "
-            "in Python; see docs/tasks.md, 'Your data')",
+            "in Python; see docs/tasks.md, 'The data layout')",
         )
     if "id" not in row:
         raise DataFormatError(location, "id", "missing; expected a non-empty string")
@@ -321,7 +321,31 @@ def _to_record(row: Any, location: str) -> Record:
         )
     group_id = _optional_str(row.get("group_id"), location, "group_id")
     system_id = _optional_str(row.get("system_id"), location, "system_id")
+    inputs = _inputs(row, location)
+    clean_scores = _scores(row, location)
+    label = row.get("label")
+    if label is not None and label not in LABELS:
+        raise DataFormatError(
+            location, "label", f"expected 'a', 'b', 'tie' or null, got {_describe(label)}"
+        )
+    meta = row.get("meta")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise DataFormatError(location, "meta", f"expected an object, got {_describe(meta)}")
+    return Record(
+        id=record_id,
+        group_id=group_id,
+        system_id=system_id,
+        inputs={str(name): value for name, value in inputs.items()},
+        scores=clean_scores,
+        label=label,
+        meta=dict(meta),
+    )
 
+
+def _inputs(row: Mapping[str, Any], location: str) -> Mapping[str, str]:
+    """A record's ``inputs``: a non-empty object of text fields."""
     if "inputs" not in row:
         raise DataFormatError(location, "inputs", "missing; expected an object of text fields")
     inputs = row["inputs"]
@@ -336,7 +360,11 @@ def _to_record(row: Any, location: str) -> Record:
             raise DataFormatError(
                 location, f"inputs.{name}", f"expected a string, got {_describe(value)}"
             )
+    return inputs
 
+
+def _scores(row: Mapping[str, Any], location: str) -> dict[str, float]:
+    """A record's ``scores``: aspect -> finite number (none: ``{}``)."""
     scores = row.get("scores")
     if scores is None:
         scores = {}
@@ -353,28 +381,7 @@ def _to_record(row: Any, location: str) -> Record:
                 location, f"scores.{aspect}", f"expected a finite number, got {value}"
             )
         clean_scores[str(aspect)] = float(value)
-
-    label = row.get("label")
-    if label is not None and label not in LABELS:
-        raise DataFormatError(
-            location, "label", f"expected 'a', 'b', 'tie' or null, got {_describe(label)}"
-        )
-
-    meta = row.get("meta")
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, Mapping):
-        raise DataFormatError(location, "meta", f"expected an object, got {_describe(meta)}")
-
-    return Record(
-        id=record_id,
-        group_id=group_id,
-        system_id=system_id,
-        inputs={str(name): value for name, value in inputs.items()},
-        scores=clean_scores,
-        label=label,
-        meta=dict(meta),
-    )
+    return clean_scores
 
 
 def _optional_str(value: Any, location: str, name: str) -> str | None:

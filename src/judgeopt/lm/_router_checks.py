@@ -97,38 +97,8 @@ def _router_parameters() -> dict[str, Any]:
 
 def check_router_settings(source: str, settings: Mapping[str, Any], groups: Sequence[str]) -> None:
     parameters = _router_parameters()
-    allowed = sorted(set(parameters) - {"self"} - set(_REFUSED_SETTINGS))
-    for key, value in settings.items():
-        field = f"router_settings.{key}"
-        if key in _REFUSED_SETTINGS:
-            if key == "cache_responses" and not value:
-                continue
-            raise RouterConfigError(
-                f"{source}: `{field}` cannot be set here: {_REFUSED_SETTINGS[key]}."
-            )
-        if key not in parameters or key == "self":
-            raise RouterConfigError(
-                f"{source}: `{field}` is not a setting of litellm.Router. Allowed: {allowed}."
-            )
-    for key in ("num_retries", "allowed_fails", "max_fallbacks"):
-        if settings.get(key) is not None:
-            check_config_number(
-                source, f"router_settings.{key}", settings[key], integer=True, minimum=0
-            )
-    for key in ("cooldown_time", "retry_after"):
-        if settings.get(key) is not None:
-            check_config_number(
-                source, f"router_settings.{key}", settings[key], integer=False, minimum=0
-            )
-    if settings.get("timeout") is not None:
-        check_config_number(
-            source,
-            "router_settings.timeout",
-            settings["timeout"],
-            integer=False,
-            minimum=0,
-            strict=True,
-        )
+    _check_setting_names(source, settings, parameters)
+    _check_setting_numbers(source, settings)
     if "routing_strategy" in settings:
         strategies = _routing_strategies(parameters["routing_strategy"].annotation)
         if strategies and settings["routing_strategy"] not in strategies:
@@ -150,6 +120,48 @@ def check_router_settings(source: str, settings: Mapping[str, Any], groups: Sequ
                 value,
                 f"must be a list of model groups of `model_list` ({list(groups)})",
             )
+
+
+def _check_setting_names(
+    source: str, settings: Mapping[str, Any], parameters: Mapping[str, Any]
+) -> None:
+    """Every key is a setting of ``litellm.Router`` that judgeopt lets a config set."""
+    allowed = sorted(set(parameters) - {"self"} - set(_REFUSED_SETTINGS))
+    for key, value in settings.items():
+        field = f"router_settings.{key}"
+        if key in _REFUSED_SETTINGS:
+            if key == "cache_responses" and not value:
+                continue
+            raise RouterConfigError(
+                f"{source}: `{field}` cannot be set here: {_REFUSED_SETTINGS[key]}."
+            )
+        if key not in parameters or key == "self":
+            raise RouterConfigError(
+                f"{source}: `{field}` is not a setting of litellm.Router. Allowed: {allowed}."
+            )
+
+
+def _check_setting_numbers(source: str, settings: Mapping[str, Any]) -> None:
+    """The counts and durations are numbers >= 0 (the timeout > 0)."""
+    for key in ("num_retries", "allowed_fails", "max_fallbacks"):
+        if settings.get(key) is not None:
+            check_config_number(
+                source, f"router_settings.{key}", settings[key], integer=True, minimum=0
+            )
+    for key in ("cooldown_time", "retry_after"):
+        if settings.get(key) is not None:
+            check_config_number(
+                source, f"router_settings.{key}", settings[key], integer=False, minimum=0
+            )
+    if settings.get("timeout") is not None:
+        check_config_number(
+            source,
+            "router_settings.timeout",
+            settings["timeout"],
+            integer=False,
+            minimum=0,
+            strict=True,
+        )
 
 
 def _routing_strategies(annotation: Any) -> list[str]:
