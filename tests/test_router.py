@@ -42,7 +42,7 @@ from judgeopt.lm import (
     start_servers,
     write_router_config,
 )
-from judgeopt.lm import _serve as serve_mod
+from judgeopt.lm import _replicas as serve_mod
 from judgeopt.lm._router import parse_router_model
 from judgeopt.testing import Activity, ScriptedServer
 

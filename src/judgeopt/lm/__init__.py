@@ -74,10 +74,10 @@ _LAZY: dict[str, str] = {
     "load_router_config": "_router_config",
     "write_router_config": "_router_config",
     "RouterLM": "_router",
-    "DEFAULT_SERVE_SETTINGS": "_serve",
-    "ENGINES": "_serve",
-    "ServerGroup": "_serve",
-    "start_servers": "_serve",
+    "DEFAULT_SERVE_SETTINGS": "_replicas",
+    "ENGINES": "_replicas",
+    "ServerGroup": "_replicas",
+    "start_servers": "_replicas",
     "LlamaServer": "_server",
     "start_llama_server": "_server",
     "loadable_spec": "_spec",
@@ -187,6 +187,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
         local_model_dir,
         parse_local_model,
     )
+    from ._replicas import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
     from ._router import RouterLM
     from ._router_config import (
         SERVE_ENGINES,
@@ -196,7 +197,6 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
         load_router_config,
         write_router_config,
     )
-    from ._serve import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
     from ._server import LlamaServer, start_llama_server
     from ._spec import loadable_spec, model_spec
     from ._spend import SpendLimit, SpendLimitReached, UnpricedModelError, price_of
