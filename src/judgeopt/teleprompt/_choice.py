@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..judge import JudgeEnsemble
 from ..search import Search
 from ._journal import strategy_key
 from ._pooling import PooledChoice, ValidationTable, validation_table
+from ._summary import StrategySummary
 
 __all__ = [
     "ChoiceRun",
@@ -160,7 +161,7 @@ class ChoiceRun:
         base: Any,
         baseline: Any,
         search_val: list[Record],
-        summaries: Sequence[Mapping[str, Any]],
+        summaries: Sequence[StrategySummary],
     ) -> None:
         config, sel = chooser.config, chooser.sel
         self.chooser, self.search, self.base, self.baseline = chooser, search, base, baseline
@@ -172,13 +173,7 @@ class ChoiceRun:
         # finalist more, in case the baseline is among the best.
         self.n_finalists = self.n_members + 1 if self.anchor and self.n_members else self.n_members
         self.record = SelectionRecord(sel.model_dump(mode="json"), sel.rule, len(search_val))
-        self.unrated = {
-            int(s["number"]): (
-                int(s.get("parse_failures") or 0) + int(s.get("call_failures") or 0),
-                int(s.get("n") or 0),
-            )
-            for s in summaries
-        }
+        self.unrated = {s.number: (s.unrated, s.n) for s in summaries}
         self.excluded: list[dict[str, Any]] = []
         self.baseline_key = strategy_key(baseline.strategy)
         self.baseline_keys = {

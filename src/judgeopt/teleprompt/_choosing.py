@@ -34,6 +34,7 @@ from ._pooling import (
     pooled_note,
 )
 from ._prior_default import prior_fallback
+from ._summary import StrategySummary
 
 #: The note of a comparison whose judge is the baseline itself.
 KEPT_BASELINE_NOTE = "the returned judge is the baseline itself: there is no gain to estimate"
@@ -178,7 +179,7 @@ class Chooser:
         confirm_val: list[Record] | None,
         *,
         split_note: str | None = None,
-        summaries: Sequence[Mapping[str, Any]] = (),
+        summaries: Sequence[StrategySummary] = (),
     ) -> Selected:
         """Choose the compiled judge among the search's trials and ``baseline``.
 

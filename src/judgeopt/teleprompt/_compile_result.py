@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..search import Search, Value
+from ._summary import StrategySummary
 
 __all__ = ["CompileResult", "find_problems"]
 
@@ -81,7 +82,7 @@ class CompileResult:
 
 def find_problems(
     search: Search,
-    summaries: Sequence[Mapping[str, Any]],
+    summaries: Sequence[StrategySummary],
     validation: Mapping[str, Any] | None,
     comparisons: Mapping[str, Mapping[str, Any]],
     *,
@@ -100,9 +101,9 @@ def find_problems(
         max_parse_failures: The largest accepted share of answers without a rating.
     """
     out = []
-    n_items = sum(int(s.get("n", 0)) for s in summaries)
-    unparsed = sum(int(s.get("parse_failures", 0)) for s in summaries)
-    failed = sum(int(s.get("call_failures", 0)) for s in summaries)
+    n_items = sum(s.n for s in summaries)
+    unparsed = sum(s.count("parse_failures") for s in summaries)
+    failed = sum(s.count("call_failures") for s in summaries)
     if search.trials and all(t.failed for t in search.trials):
         out.append(
             f"every one of the {search.n_evaluations} strategies scored NaN ({metric} "

@@ -26,6 +26,7 @@ from .._io import write_text_atomic
 from ..evaluate import ItemResult
 from ..lm import LMUnavailable
 from ..search import Search, Strategy
+from ._summary import StrategySummary
 
 __all__ = ["ItemStore", "PendingItems", "RunJournal", "progress_log", "strategy_key"]
 
@@ -92,7 +93,7 @@ class RunJournal:
 
     def resume(
         self, search: Search, *, name: str, seed: int, budget: int
-    ) -> tuple[Search, list[dict[str, Any]]]:
+    ) -> tuple[Search, list[StrategySummary]]:
         """The search and evaluation summaries to continue from (``search`` and none when
         there is nothing to resume).
 
@@ -118,7 +119,7 @@ class RunJournal:
             )
         state["params"]["budget"] = budget
         search = Search.from_state(state)
-        summaries: list[dict[str, Any]] = []
+        summaries: list[StrategySummary] = []
         if self.paths["evals"].is_file():
             # A line written just before an interruption, for an evaluation the state does
             # not hold yet, is dropped: that candidate is judged again (from the pending
@@ -126,11 +127,11 @@ class RunJournal:
             summaries = [
                 s
                 for s in (
-                    json.loads(line)
+                    StrategySummary.from_dict(json.loads(line))
                     for line in self.paths["evals"].read_text(encoding="utf-8").splitlines()
                     if line
                 )
-                if s["number"] < search.n_evaluations
+                if s.number < search.n_evaluations
             ]
         note = ""
         if self.paths["pending"].is_file():
@@ -148,14 +149,14 @@ class RunJournal:
         )
         return search, summaries
 
-    def record(self, search: Search, summary: Mapping[str, Any], *, artifacts: Any = None) -> None:
+    def record(self, search: Search, summary: StrategySummary, *, artifacts: Any = None) -> None:
         """Save a told evaluation: the generated ``artifacts`` (an ``ArtifactStore``), its
         summary, then the search's state; and forget the candidate's pending items."""
         if self.paths:
             if artifacts is not None:
                 artifacts.save()
             with self.paths["evals"].open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(summary, ensure_ascii=False) + "\n")
+                fh.write(json.dumps(summary.to_dict(), ensure_ascii=False) + "\n")
             write_text_atomic(self.paths["state"], json.dumps(search.state_dict()))
         self.pending.clear()
 

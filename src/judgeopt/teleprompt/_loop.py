@@ -43,6 +43,7 @@ from ._searching import (
     make_search,
     student_records,
 )
+from ._summary import StrategySummary
 
 __all__ = ["REPORTED", "CompileRun"]
 
@@ -126,9 +127,7 @@ class CompileRun:
         self.plan = race_plan(
             self.search_val, config.racing, pairwise=pairwise, aspect=student.aspect, level=level
         )
-        self.dropped = {
-            s["number"] for s in self.summaries if (s.get("racing") or {}).get("dropped")
-        }
+        self.dropped = {s.number for s in self.summaries if s.dropped}
         self.this_run = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         self.cost_plan = self._estimate_cost(graph) if plan else None
 
@@ -191,9 +190,7 @@ class CompileRun:
                     if self.config.racing.dropped_score == "bound":
                         score = racing["bound"]
                 search.tell(strategy, score)
-                summary = {"number": number, "strategy": strategy.as_dict(), **result.summary()}
-                if racing is not None:
-                    summary["racing"] = racing
+                summary = StrategySummary(number, strategy.as_dict(), result.summary(), racing)
                 self.summaries.append(summary)
                 self.journal.record(search, summary, artifacts=self.artifacts)
                 self._report(strategy, score, result, bar)
@@ -299,9 +296,9 @@ class CompileRun:
         # `decoding` factor existed (strategies without it) still match.
         validation = next(
             (
-                s
+                s.to_dict()
                 for s in reversed(summaries)
-                if self.base.with_strategy(s["strategy"]).strategy == chosen.strategy
+                if self.base.with_strategy(s.strategy).strategy == chosen.strategy
             ),
             None,
         )
@@ -314,7 +311,7 @@ class CompileRun:
             max_parse_failures=config.max_parse_failures,
         )
         # Over every session of the checkpoint (the summaries of earlier sessions included).
-        totals = {k: sum(int(s.get(k, 0) or 0) for s in summaries) for k in self.this_run}
+        totals = {k: sum(s.count(k) for s in summaries) for k in self.this_run}
         result = CompileResult(
             search=config.search,
             budget=config.budget,
@@ -324,7 +321,7 @@ class CompileRun:
             best_strategy=best_trial.strategy.as_dict(),
             best_score=best_trial.score,
             trace=self._trace(),
-            evaluation_summaries=summaries,
+            evaluation_summaries=[s.to_dict() for s in summaries],
             seconds=time.perf_counter() - t0,
             racing=self._racing_summary(),
             calls=totals["calls"],
@@ -361,7 +358,7 @@ class CompileRun:
         """The search's trace, with each evaluation's racing record."""
         trace = self.search.trace()
         if self.config.racing.enabled:
-            by_number = {s["number"]: s.get("racing") for s in self.summaries}
+            by_number = {s.number: s.racing for s in self.summaries}
             for t in trace:
                 if by_number.get(t["number"]) is not None:
                     t["racing"] = by_number[t["number"]]
@@ -376,7 +373,7 @@ class CompileRun:
             **race.model_dump(mode="json"),
             "top": self.config.race_top(),
             "dropped": len(self.dropped),
-            "items_judged": sum(s["n"] for s in self.summaries),
+            "items_judged": sum(s.n for s in self.summaries),
             "items_full": len(self.search_val) * len(self.summaries),
         }
 

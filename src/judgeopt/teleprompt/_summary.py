@@ -1,0 +1,73 @@
+"""One evaluated strategy's summary: what the compile keeps of each strategy it judged.
+
+The run journal writes one per line (``evaluations.jsonl``), a resumed compile reads them back,
+the choice reads their unrated counts, and the exported report lists them
+(``search_result.evaluation_summaries``, :meth:`StrategySummary.to_dict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StrategySummary"]
+
+
+@dataclass(frozen=True)
+class StrategySummary:
+    """A judged strategy: its number in the search, its factor values, its evaluation on the
+    search items and, when racing judged it, the race's record.
+
+    Attributes:
+        number: Its place in the search (0 first; the summary table shows ``number + 1``).
+        strategy: Factor -> value.
+        evaluation: ``EvalResult.summary()``: ``n``, ``parse_failures``,
+            ``call_failures``, the scores (``spearman``, ``kendall``, ``pearson`` or
+            ``accuracy``), ``level``, ``calls``, ``cache_hits``, the tokens and ``seconds``.
+        racing: The race's record (``dropped``, ``bound``, ...), or ``None``.
+    """
+
+    number: int
+    strategy: dict[str, Any]
+    evaluation: dict[str, Any]
+    racing: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> StrategySummary:
+        """Read :meth:`to_dict` output (a journal line)."""
+        evaluation = {k: v for k, v in raw.items() if k not in ("number", "strategy", "racing")}
+        return cls(int(raw["number"]), dict(raw["strategy"]), evaluation, raw.get("racing"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-data form: ``number``, ``strategy``, the evaluation's fields, ``racing``
+        (when raced)."""
+        out = {"number": self.number, "strategy": self.strategy, **self.evaluation}
+        if self.racing is not None:
+            out["racing"] = self.racing
+        return out
+
+    def count(self, name: str) -> int:
+        """One of the evaluation's counts (``n``, ``parse_failures``, ``call_failures``,
+        ``calls``, ``prompt_tokens``, ``completion_tokens``); 0 when absent."""
+        return int(self.evaluation.get(name) or 0)
+
+    @property
+    def n(self) -> int:
+        """Items judged."""
+        return self.count("n")
+
+    @property
+    def unrated(self) -> int:
+        """Items without a rating: unparsed answers and failed calls."""
+        return self.count("parse_failures") + self.count("call_failures")
+
+    @property
+    def dropped(self) -> bool:
+        """Whether racing dropped the strategy before all its items were judged."""
+        return bool((self.racing or {}).get("dropped"))
+
+    def score(self, metric: str) -> float | None:
+        """Its score by ``metric`` (``None``: undefined)."""
+        value = self.evaluation.get(metric)
+        return None if value is None else float(value)
