@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,34 @@ def strategy_key(strategy: Strategy | Mapping[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, default=str)
 
 
+@dataclass(frozen=True)
+class JournalFiles:
+    """The files of a checkpoint directory."""
+
+    state: Path
+    evals: Path
+    artifacts: Path
+    pending: Path
+    items: Path
+    fingerprint: Path
+
+    @classmethod
+    def under(cls, d: Path) -> JournalFiles:
+        """The files of checkpoint directory ``d``."""
+        return cls(
+            state=d / "search_state.json",
+            evals=d / "evaluations.jsonl",
+            artifacts=d / "artifacts.json",
+            pending=d / "pending.jsonl",
+            items=d / "items.jsonl",
+            fingerprint=d / FINGERPRINT_FILE,
+        )
+
+    def results(self) -> tuple[Path, ...]:
+        """The files that hold a run's results (all but the fingerprint)."""
+        return (self.state, self.evals, self.artifacts, self.pending, self.items)
+
+
 class RunJournal:
     """The checkpoint of one compile (``None`` directory: nothing is written or resumed).
 
@@ -50,29 +78,18 @@ class RunJournal:
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
-        d = directory
-        self.paths: dict[str, Path] = (
-            {}
-            if d is None
-            else {
-                "state": d / "search_state.json",
-                "evals": d / "evaluations.jsonl",
-                "artifacts": d / "artifacts.json",
-                "pending": d / "pending.jsonl",
-                "items": d / "items.jsonl",
-                "fingerprint": d / FINGERPRINT_FILE,
-            }
-        )
-        self.pending = PendingItems(self.paths.get("pending"))
+        self.files = None if directory is None else JournalFiles.under(directory)
+        files = self.files
+        self.pending = PendingItems(None if files is None else files.pending)
         # Every judged item of every strategy (search, confirmation, comparison), so that no
         # judgement is made twice, with or without the LM's cache.
-        self.items = ItemStore(self.paths.get("items"))
+        self.items = ItemStore(None if files is None else files.items)
         self.resuming = False
 
     @property
     def artifacts_path(self) -> Path | None:
         """Where the generated artifacts are kept (``None``: in memory only)."""
-        return self.paths.get("artifacts")
+        return None if self.files is None else self.files.artifacts
 
     def open(self, fingerprint: Mapping[str, Any], *, restart: bool) -> None:
         """Check the directory against this run's ``fingerprint`` and record it.
@@ -82,14 +99,14 @@ class RunJournal:
         Raises:
             CheckpointMismatchError: When the directory holds results of another run.
         """
-        if self.directory is None:
+        if self.directory is None or self.files is None:
             return
         if restart:
-            self._discard()
-        has_results = any(p.is_file() for k, p in self.paths.items() if k != "fingerprint")
+            self._discard(self.files)
+        has_results = any(p.is_file() for p in self.files.results())
         self.resuming = check_fingerprint(self.directory, fingerprint, has_results=has_results)
         # The stores were read before a restart could discard their files: read them again.
-        self.items = ItemStore(self.paths["items"])
+        self.items = ItemStore(self.files.items)
 
     def resume(
         self, search: Search, *, name: str, seed: int, budget: int
@@ -100,8 +117,8 @@ class RunJournal:
         Raises:
             ValueError: When the saved search is another search or seed.
         """
-        state_path = self.paths.get("state")
-        if state_path is None or not state_path.is_file():
+        files = self.files
+        if files is None or not files.state.is_file():
             if self.resuming:
                 progress_log.info(
                     "resuming from %s (0 of %d strategies done; the judgements "
@@ -110,17 +127,17 @@ class RunJournal:
                     budget,
                 )
             return search, []
-        state = json.loads(state_path.read_text(encoding="utf-8"))
+        state = json.loads(files.state.read_text(encoding="utf-8"))
         if state.get("search") != name or state["params"].get("seed") != seed:
             raise ValueError(
-                f"Checkpoint {state_path} is for search {state.get('search')!r} seed "
+                f"Checkpoint {files.state} is for search {state.get('search')!r} seed "
                 f"{state['params'].get('seed')!r}; this compile is {name!r} seed {seed}. "
                 "Use another checkpoint_dir."
             )
         state["params"]["budget"] = budget
         search = Search.from_state(state)
         summaries: list[StrategySummary] = []
-        if self.paths["evals"].is_file():
+        if files.evals.is_file():
             # A line written just before an interruption, for an evaluation the state does
             # not hold yet, is dropped: that candidate is judged again (from the pending
             # items, so with no repeated call).
@@ -128,16 +145,14 @@ class RunJournal:
                 s
                 for s in (
                     StrategySummary.from_dict(json.loads(line))
-                    for line in self.paths["evals"].read_text(encoding="utf-8").splitlines()
+                    for line in files.evals.read_text(encoding="utf-8").splitlines()
                     if line
                 )
                 if s.number < search.n_evaluations
             ]
         note = ""
-        if self.paths["pending"].is_file():
-            n_pending = max(
-                0, len(self.paths["pending"].read_text(encoding="utf-8").splitlines()) - 1
-            )
+        if files.pending.is_file():
+            n_pending = max(0, len(files.pending.read_text(encoding="utf-8").splitlines()) - 1)
             if n_pending:
                 note = f"; {n_pending} judged item(s) of strategy {search.n_evaluations + 1} kept"
         progress_log.info(
@@ -152,12 +167,12 @@ class RunJournal:
     def record(self, search: Search, summary: StrategySummary, *, artifacts: Any = None) -> None:
         """Save a told evaluation: the generated ``artifacts`` (an ``ArtifactStore``), its
         summary, then the search's state; and forget the candidate's pending items."""
-        if self.paths:
+        if self.files is not None:
             if artifacts is not None:
                 artifacts.save()
-            with self.paths["evals"].open("a", encoding="utf-8") as fh:
+            with self.files.evals.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(summary.to_dict(), ensure_ascii=False) + "\n")
-            write_text_atomic(self.paths["state"], json.dumps(search.state_dict()))
+            write_text_atomic(self.files.state, json.dumps(search.state_dict()))
         self.pending.clear()
 
     def stopped(self, error: LMUnavailable, where: str, done: int) -> LMUnavailable:
@@ -175,10 +190,11 @@ class RunJournal:
             last=error,
         )
 
-    def _discard(self) -> None:
+    def _discard(self, files: JournalFiles) -> None:
         """Delete the checkpoint's files (``restart``)."""
-        removed = [p.name for p in self.paths.values() if p.is_file()]
-        for p in self.paths.values():
+        paths = (*files.results(), files.fingerprint)
+        removed = [p.name for p in paths if p.is_file()]
+        for p in paths:
             p.unlink(missing_ok=True)
         if removed:
             progress_log.info(
