@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..data import Record
@@ -36,6 +36,7 @@ from ..racing import (
 )
 from ..search import Strategy
 from ._journal import RunJournal
+from ._summary import RaceCheck, RaceRecord
 
 __all__ = ["ENDPOINT_CHECK", "Evaluator", "Plan", "check_endpoint", "finite_or_none", "race_plan"]
 
@@ -196,7 +197,7 @@ class Evaluator:
         *,
         metric: str,
         bar_to: float | None,
-    ) -> tuple[EvalResult, dict[str, Any] | None]:
+    ) -> tuple[EvalResult, RaceRecord | None]:
         """Judge the search's candidate ``number`` chunk by chunk; stop early when racing
         drops it.
 
@@ -212,7 +213,7 @@ class Evaluator:
 
         done = pending.resume(number, strategy)
         parts = [_resumed(list(done.values()), level)] if done else []
-        checks: list[dict[str, Any]] = []
+        checks: list[RaceCheck] = []
         n_items = len(val)
         for size in plan.sizes:
             recs = plan.records(size)
@@ -224,16 +225,17 @@ class Evaluator:
             if not race.enabled:
                 break
             if size == plan.sizes[-1]:
-                checks.append({"items": len(recs), "estimate": None, "bound": None})
+                checks.append(RaceCheck(len(recs), None, None))
                 break
             partial, estimate, decision = self._race_check(
                 parts, recs, size, len(plan.units), race, metric, bar_to, pairwise
             )
-            checks.append({"items": len(recs), "estimate": estimate, "bound": decision.bound})
+            checks.append(RaceCheck(len(recs), estimate, decision.bound))
             if decision.drop:
-                return partial, _race_record(
-                    True, len(recs), n_items, estimate, decision.bound, bar_to, checks
+                race_record = RaceRecord(
+                    True, len(recs), n_items, estimate, decision.bound, bar_to, tuple(checks)
                 )
+                return partial, race_record
         result = (
             parts[0]
             if len(parts) == 1 and not race.enabled
@@ -241,10 +243,9 @@ class Evaluator:
         )
         if not race.enabled:
             return result, None
-        checks[-1]["estimate"] = finite_or_none(result.metric(metric))
-        return result, _race_record(
-            False, n_items, n_items, checks[-1]["estimate"], None, bar_to, checks
-        )
+        estimate = finite_or_none(result.metric(metric))
+        checks[-1] = replace(checks[-1], estimate=estimate)
+        return result, RaceRecord(False, n_items, n_items, estimate, None, bar_to, tuple(checks))
 
     def _race_check(
         self,
@@ -278,27 +279,6 @@ class Evaluator:
 def _resumed(items: list[ItemResult], level: str) -> EvalResult:
     """Items judged before (resumed from the checkpoint) as one part of a result."""
     return EvalResult(n=len(items), parse_failures=0, call_failures=0, level=level, items=items)
-
-
-def _race_record(
-    dropped: bool,
-    items: int,
-    of: int,
-    estimate: float | None,
-    bound: float | None,
-    threshold: float | None,
-    checks: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """A candidate's racing record: dropped (or not) after judging ``items`` of ``of``."""
-    return {
-        "dropped": dropped,
-        "items": items,
-        "of": of,
-        "estimate": estimate,
-        "bound": bound,
-        "threshold": threshold,
-        "checks": checks,
-    }
 
 
 def _group_sd(items: Sequence[ItemResult], records: Sequence[Record], metric: str) -> float | None:

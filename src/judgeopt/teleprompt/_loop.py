@@ -43,7 +43,7 @@ from ._searching import (
     make_search,
     student_records,
 )
-from ._summary import StrategySummary
+from ._summary import RaceRecord, StrategySummary
 
 __all__ = ["REPORTED", "CompileRun"]
 
@@ -185,10 +185,10 @@ class CompileRun:
                 number = search.n_evaluations
                 result, racing = self._judge(strategy, number)
                 score = result.metric(self.metric)
-                if racing is not None and racing["dropped"]:
+                if racing is not None and racing.dropped:
                     self.dropped.add(number)
-                    if self.config.racing.dropped_score == "bound":
-                        score = racing["bound"]
+                    if self.config.racing.dropped_score == "bound" and racing.bound is not None:
+                        score = racing.bound
                 search.tell(strategy, score)
                 summary = StrategySummary(number, strategy.as_dict(), result.summary(), racing)
                 self.summaries.append(summary)
@@ -196,7 +196,7 @@ class CompileRun:
                 self._report(strategy, score, result, bar)
         return self._finish(t0)
 
-    def _judge(self, strategy: Strategy, number: int) -> tuple[EvalResult, dict[str, Any] | None]:
+    def _judge(self, strategy: Strategy, number: int) -> tuple[EvalResult, RaceRecord | None]:
         """Judge the search's candidate ``number`` on the search items (raced or not)."""
         race = self.config.racing
         bar_to = (
@@ -358,10 +358,10 @@ class CompileRun:
         """The search's trace, with each evaluation's racing record."""
         trace = self.search.trace()
         if self.config.racing.enabled:
-            by_number = {s.number: s.racing for s in self.summaries}
-            for t in trace:
-                if by_number.get(t["number"]) is not None:
-                    t["racing"] = by_number[t["number"]]
+            raced = {s.number: s.racing.to_dict() for s in self.summaries if s.racing}
+            for trial, entry in zip(self.search.trials, trace, strict=True):
+                if trial.number in raced:
+                    entry["racing"] = raced[trial.number]
         return trace
 
     def _racing_summary(self) -> dict[str, Any] | None:

@@ -8,10 +8,47 @@ the choice reads their unrated counts, and the exported report lists them
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["StrategySummary"]
+__all__ = ["RaceCheck", "RaceRecord", "StrategySummary"]
+
+
+@dataclass(frozen=True)
+class RaceCheck:
+    """One of racing's checks: after ``items`` items, the ``estimate`` and the upper
+    ``bound`` it was compared with (``None``: no check at the last chunk)."""
+
+    items: int
+    estimate: float | None
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class RaceRecord:
+    """A raced strategy: dropped (or not) after judging ``items`` of ``of`` items, its
+    estimate there, the bound that dropped it, the bar it was held to and every check."""
+
+    dropped: bool
+    items: int
+    of: int
+    estimate: float | None
+    bound: float | None
+    threshold: float | None
+    checks: tuple[RaceCheck, ...]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RaceRecord:
+        """Read :meth:`to_dict` output."""
+        checks = tuple(RaceCheck(**c) for c in raw.get("checks") or ())
+        fields = {k: raw.get(k) for k in ("estimate", "bound", "threshold")}
+        return cls(bool(raw["dropped"]), int(raw["items"]), int(raw["of"]), **fields, checks=checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-data form (a summary's and a trace entry's ``racing``)."""
+        out = asdict(self)
+        out["checks"] = [asdict(c) for c in self.checks]
+        return out
 
 
 @dataclass(frozen=True)
@@ -31,20 +68,22 @@ class StrategySummary:
     number: int
     strategy: dict[str, Any]
     evaluation: dict[str, Any]
-    racing: dict[str, Any] | None = None
+    racing: RaceRecord | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StrategySummary:
         """Read :meth:`to_dict` output (a journal line)."""
         evaluation = {k: v for k, v in raw.items() if k not in ("number", "strategy", "racing")}
-        return cls(int(raw["number"]), dict(raw["strategy"]), evaluation, raw.get("racing"))
+        racing = raw.get("racing")
+        race = None if racing is None else RaceRecord.from_dict(racing)
+        return cls(int(raw["number"]), dict(raw["strategy"]), evaluation, race)
 
     def to_dict(self) -> dict[str, Any]:
         """The plain-data form: ``number``, ``strategy``, the evaluation's fields, ``racing``
         (when raced)."""
         out = {"number": self.number, "strategy": self.strategy, **self.evaluation}
         if self.racing is not None:
-            out["racing"] = self.racing
+            out["racing"] = self.racing.to_dict()
         return out
 
     def count(self, name: str) -> int:
@@ -65,7 +104,7 @@ class StrategySummary:
     @property
     def dropped(self) -> bool:
         """Whether racing dropped the strategy before all its items were judged."""
-        return bool((self.racing or {}).get("dropped"))
+        return self.racing is not None and self.racing.dropped
 
     def score(self, metric: str) -> float | None:
         """Its score by ``metric`` (``None``: undefined)."""
