@@ -128,7 +128,7 @@ class CompileRun:
             self.search_val, config.racing, pairwise=pairwise, aspect=student.aspect, level=level
         )
         self.dropped = {s.number for s in self.summaries if s.dropped}
-        self.this_run = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.calls_this_run = 0
         self.cost_plan = self._estimate_cost(graph) if plan else None
 
     def _open_journal(
@@ -226,8 +226,7 @@ class CompileRun:
     def _report(self, strategy: Strategy, score: float, result: EvalResult, bar: Any) -> None:
         """Count the strategy's calls and show where the search stands."""
         search, metric, budget = self.search, self.metric, self.config.budget
-        for k in self.this_run:
-            self.this_run[k] += int(getattr(result, k))
+        self.calls_this_run += result.calls
         log.info("[%d/%d] %s -> %s=%s", search.n_evaluations, budget, strategy, metric, score)
         if bar is None:
             progress_log.info(
@@ -310,8 +309,6 @@ class CompileRun:
             metric=self.metric,
             max_parse_failures=config.max_parse_failures,
         )
-        # Over every session of the checkpoint (the summaries of earlier sessions included).
-        totals = {k: sum(s.count(k) for s in summaries) for k in self.this_run}
         result = CompileResult(
             search=config.search,
             budget=config.budget,
@@ -324,10 +321,11 @@ class CompileRun:
             evaluation_summaries=[s.to_dict() for s in summaries],
             seconds=time.perf_counter() - t0,
             racing=self._racing_summary(),
-            calls=totals["calls"],
-            prompt_tokens=totals["prompt_tokens"],
-            completion_tokens=totals["completion_tokens"],
-            calls_this_run=self.this_run["calls"],
+            # Over every session of the checkpoint (earlier sessions' summaries included).
+            calls=sum(s.count("calls") for s in summaries),
+            prompt_tokens=sum(s.count("prompt_tokens") for s in summaries),
+            completion_tokens=sum(s.count("completion_tokens") for s in summaries),
+            calls_this_run=self.calls_this_run,
             selection_calls=int((selected.record.cost or {}).get("calls", 0)),
             plan=None if self.cost_plan is None else self.cost_plan.to_dict(),
             problems=problems,

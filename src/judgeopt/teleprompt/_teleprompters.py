@@ -156,24 +156,20 @@ class JudgeSearch(Teleprompter):
         Raises:
             ValueError: On an unknown rule name (naming the allowed ones).
         """
-        kw = config.model_dump()
         race = overrides.pop("racing", None)
+        racing: Any = config.racing.model_dump() if race is None else race
         if isinstance(race, bool):
-            kw["racing"] = config.racing.model_copy(update={"enabled": race})
-        elif race is not None:
-            kw["racing"] = race
+            racing = config.racing.model_copy(update={"enabled": race})
         rule = overrides.pop("selection", None)
+        selection: Any = config.selection.model_dump() if rule is None else rule
         if isinstance(rule, str):
-            kw["selection"] = config.selection.with_rule(rule)
-        elif rule is not None:
-            kw["selection"] = rule
+            selection = config.selection.with_rule(rule)
         guard = overrides.pop("guard", None)
         if guard is not None:
-            chosen = selection_config(kw["selection"])
-            kw["selection"] = chosen.model_copy(update={"guard": bool(guard)})
+            selection = selection_config(selection).model_copy(update={"guard": bool(guard)})
+        kw = config.model_dump(exclude={"racing", "selection"})
         kw.update({k: v for k, v in overrides.items() if v is not None})
-        search = kw.pop("search")
-        return JudgeSearch(search, **kw)
+        return JudgeSearch(kw.pop("search"), racing=racing, selection=selection, **kw)
 
     def compile(
         self,
