@@ -308,8 +308,9 @@ def _transport_error(
     ):
         limit = f" after {timeout:g} s" if timeout is not None else ""
         return LMTimeout(
-            f"the call to {where} (model {model}) timed out{limit}: raise timeout=, lower "
-            f"max_concurrency, or check the server's load ({_short(chain[-1])})",
+            f"the call to {where} (model {model}) timed out{limit}: make fewer calls at once "
+            "(--threads on the command line, max_concurrency= in Python), allow more time "
+            f"(timeout= in Python), or check the server's load ({_short(chain[-1])})",
             **{**common, "status": None},
         )
     if caused_by(openai.APIConnectionError, httpx.TransportError, ConnectionError):
@@ -337,8 +338,9 @@ def _http_error(exc: BaseException, where: str, common: dict[str, Any]) -> LMErr
         )
     if isinstance(exc, openai.RateLimitError) or status == 429:
         return LMRateLimit(
-            f"{where} rate-limited model {model}: lower max_concurrency or raise num_retries "
-            f"({detail})",
+            f"{where} rate-limited model {model}: make fewer calls at once (--threads on the "
+            "command line, max_concurrency= in Python) or retry more (num_retries= in Python, "
+            f"router_settings.num_retries in a router config) ({detail})",
             retry_after=_retry_after_of(exc),
             **common,
         )
