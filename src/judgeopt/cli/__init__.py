@@ -6,9 +6,11 @@ One module per command group, each adding its own subcommands to the parser:
 (bench-search) and ``_demo`` (demo); ``_common`` holds what they share (:class:`CLIError`, the
 argparse types, the model options) and ``_main`` the parser and :func:`main`.
 
-Every command gets its model through :func:`load_lm`, looked up here when the command runs, so
-replacing that one name (``monkeypatch.setattr("judgeopt.cli.load_lm", ...)``, as the tests do)
-reaches all of them.
+The commands that judge through a DSPy LM (compile, evaluate, grid) get it from the model
+options through :func:`load_lm`, looked up here when the command runs, so replacing that one
+name (``monkeypatch.setattr("judgeopt.cli.load_lm", ...)``, as the tests do) reaches all of
+them. ``glassbox`` builds a logprob backend instead (``judgeopt.glassbox.make_backend``), and
+``demo`` its own embedded model (``judgeopt.demo``).
 """
 
 from __future__ import annotations
