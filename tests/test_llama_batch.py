@@ -153,6 +153,26 @@ def test_the_lm_batches_concurrent_greedy_calls(smol: LlamaCppLM) -> None:
     assert smol.preferred_threads == 4 and default_threads(smol) == 4
 
 
+def test_the_lm_reports_the_prompt_tokens_it_computed_and_reused(smol: LlamaCppLM) -> None:
+    """``prompt_token_ids`` is the prompt the engine evaluates (its length is the usage), and
+    ``prompt_reuse`` counts what the engine computed and what it copied from another slot:
+    the same prompt twice computes its whole blocks once."""
+    messages = _messages(0)
+    ids = smol.prompt_token_ids(messages)
+    assert len(ids) == smol.count_prompt_tokens(messages) > 2 * BLOCK
+    smol(messages=messages, max_tokens=4)  # the engine exists from the first batched call
+    before, tokens = smol.prompt_reuse(), smol.stats().prompt_tokens
+    assert before is not None
+    smol(messages=messages, max_tokens=4)
+    after = smol.prompt_reuse()
+    assert after is not None and smol.stats().prompt_tokens - tokens == len(ids)
+    whole = (len(ids) - 1) // BLOCK * BLOCK
+    assert after["shared"] - before["shared"] == whole
+    assert after["evaluated"] - before["evaluated"] == len(ids) - whole
+    one_at_a_time = LlamaCppLM("smollm2-135m", cache=False, n_threads=2, parallel=1)
+    assert one_at_a_time.prompt_reuse() is None
+
+
 def test_structured_and_penalised_calls_go_one_at_a_time(smol: LlamaCppLM) -> None:
     engine = smol._engine(smol._get_handle())
     steps = engine.steps

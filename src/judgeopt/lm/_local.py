@@ -256,13 +256,31 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         """The prompt tokens of ``messages``, exactly: the model's chat template applied and
         tokenized (loads the model); estimated as any model's when the chat handler builds
         no token prompt."""
-        handle = self._get_handle()
         try:
-            with handle.lock:
-                tokens, _ = chat_prompt(handle.llama, messages)
+            return len(self.prompt_token_ids(messages))
         except Exception:  # noqa: BLE001 - a chat handler without a token prompt: estimate
             return super().count_prompt_tokens(messages)
-        return len(tokens)
+
+    def prompt_token_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The token ids the model evaluates for ``messages`` (its chat template applied and
+        tokenized; loads the model)."""
+        handle = self._get_handle()
+        with handle.lock:
+            tokens, _ = chat_prompt(handle.llama, messages)
+        return list(tokens)
+
+    def prompt_reuse(self) -> dict[str, int] | None:
+        """What the batch engine of this model and ``parallel`` has done with prompts since it
+        started: ``evaluated`` (prompt tokens computed) and ``shared`` (prompt tokens whose
+        values were copied from a prefix another sequence held, not computed); ``None``
+        without an engine (``parallel`` 1, or no batched call yet). Engines are shared by
+        every LM on the same model file with the same ``parallel``."""
+        handle = self._get_handle()
+        with _handles_guard:
+            engine = handle.engines.get(self.parallel)
+        if engine is None:
+            return None
+        return {"evaluated": engine.prompt_tokens_evaluated, "shared": engine.prompt_tokens_shared}
 
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
