@@ -17,7 +17,7 @@ from ..judge import JudgeEnsemble
 from ..search import Search
 from ._journal import strategy_key
 from ._pooling import PooledChoice, ValidationTable, validation_table
-from ._summary import StrategySummary
+from ._summary import PassedOver, StrategySummary
 
 __all__ = [
     "ChoiceRun",
@@ -77,7 +77,7 @@ class SelectionRecord:
     messages: list[str] = field(default_factory=list)
     outcome: dict[str, Any] = field(default_factory=dict)
     confirm_items: int | None = None
-    excluded: list[dict[str, Any]] | None = None
+    excluded: list[PassedOver] | None = None
     baseline_search_score: float | None = None
     guard: dict[str, Any] | None = None
     prior_fallback: dict[str, Any] | None = None
@@ -87,7 +87,6 @@ class SelectionRecord:
     #: The optional fields, in the order :meth:`to_dict` writes them (when set).
     _OPTIONAL = (
         "confirm_items",
-        "excluded",
         "baseline_search_score",
         "guard",
         "prior_fallback",
@@ -105,6 +104,8 @@ class SelectionRecord:
             "messages": list(self.messages),
             **self.outcome,
         }
+        if self.excluded is not None:
+            out["excluded"] = [e.to_dict() for e in self.excluded]
         for name in self._OPTIONAL:
             value = getattr(self, name)
             if value is not None:
@@ -174,7 +175,7 @@ class ChoiceRun:
         self.n_finalists = self.n_members + 1 if self.anchor and self.n_members else self.n_members
         self.record = SelectionRecord(sel.model_dump(mode="json"), sel.rule, len(search_val))
         self.unrated = {s.number: (s.unrated, s.n) for s in summaries}
-        self.excluded: list[dict[str, Any]] = []
+        self.excluded: list[PassedOver] = []
         self.baseline_key = strategy_key(baseline.strategy)
         self.baseline_keys = {
             trial_key(t)

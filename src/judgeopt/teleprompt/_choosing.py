@@ -34,7 +34,7 @@ from ._pooling import (
     pooled_note,
 )
 from ._prior_default import prior_fallback
-from ._summary import StrategySummary
+from ._summary import PassedOver, StrategySummary
 
 #: The note of a comparison whose judge is the baseline itself.
 KEPT_BASELINE_NOTE = "the returned judge is the baseline itself: there is no gain to estimate"
@@ -97,7 +97,7 @@ class Chooser:
         base: Any,
         n: int,
         unrated: Mapping[int, tuple[int, int]] | None = None,
-        excluded: list[dict[str, Any]] | None = None,
+        excluded: list[PassedOver] | None = None,
     ) -> list[Any]:
         """The ``n`` best distinct trials other than the baseline, by search score.
 
@@ -119,14 +119,7 @@ class Chooser:
             bad, n_items = (unrated or {}).get(t.number, (0, 0))
             if n_items and bad / n_items > limit:
                 if excluded is not None:
-                    excluded.append(
-                        {
-                            "key": trial_key(t),
-                            "search_score": t.score,
-                            "unrated": bad,
-                            "n": n_items,
-                        }
-                    )
+                    excluded.append(PassedOver(trial_key(t), t.score, bad, n_items))
                 continue
             out.append(t)
             if len(out) == n:
@@ -137,7 +130,7 @@ class Chooser:
         self,
         search: Search,
         unrated: Mapping[int, tuple[int, int]],
-        excluded: list[dict[str, Any]],
+        excluded: list[PassedOver],
     ) -> Any | None:
         """The trial with the best search score (the baseline's included) among those that
         rated at least ``1 - max_parse_failures`` of their items; ``None`` if none did. The
@@ -151,9 +144,7 @@ class Chooser:
             bad, n_items = unrated.get(t.number, (0, 0))
             if not (n_items and bad / n_items > limit):
                 return t
-            excluded.append(
-                {"key": trial_key(t), "search_score": t.score, "unrated": bad, "n": n_items}
-            )
+            excluded.append(PassedOver(trial_key(t), t.score, bad, n_items))
         return None
 
     @staticmethod
@@ -276,7 +267,7 @@ class Chooser:
             # Every strategy was passed over: the baseline is the fallback (docs/judge.md),
             # never the search's best, whose score rests on the few answers that parsed.
             chosen = run.baseline
-            run.excluded[:] = [e for e in run.excluded if e["key"] not in run.baseline_keys]
+            run.excluded[:] = [e for e in run.excluded if e.key not in run.baseline_keys]
             fallback = (
                 "selection: every strategy with a search score gave no rating for more "
                 f"than max_parse_failures={self.config.max_parse_failures:g} of its "
@@ -331,11 +322,12 @@ class Chooser:
         """The messages of the strategies passed over, the fallback and the pooled rule."""
         record = run.record
         if run.excluded:
-            unique = list({e["key"]: e for e in run.excluded}.values())
+            unique = list({e.key: e for e in run.excluded}.values())
             record.excluded = unique
             listed = ", ".join(
-                f"{e['key']}{' (the baseline)' if e['key'] in run.baseline_keys else ''} "
-                f"({e['unrated']} of {e['n']}; search score {e['search_score']:.3f})"
+                str(e).replace(e.key, f"{e.key} (the baseline)", 1)
+                if e.key in run.baseline_keys
+                else str(e)
                 for e in unique
             )
             record.messages.append(

@@ -83,7 +83,7 @@ class CompileResult:
 def find_problems(
     search: Search,
     summaries: Sequence[StrategySummary],
-    validation: Mapping[str, Any] | None,
+    validation: StrategySummary | None,
     comparisons: Mapping[str, Mapping[str, Any]],
     *,
     metric: str,
@@ -111,23 +111,28 @@ def find_problems(
             "calls failed, or the judge gave one rating to every item; the returned "
             "judge is the baseline, not a judge that was shown to work"
         )
-    elif validation is not None and validation.get(metric) is None:
+    elif validation is not None and validation.score(metric) is None:
         out.append(f"the chosen judge's {metric} on the validation items is undefined (NaN)")
     limit = max_parse_failures
-    splits: list[tuple[str, Mapping[str, Any]]] = []
+    # (split, items, unparsed, failed calls) of the chosen judge on each split it was judged on
+    splits: list[tuple[str, int, int, int]] = []
     if validation is not None:
-        splits.append(("validation", validation))
+        v = validation
+        splits.append(("validation", v.n, v.count("parse_failures"), v.count("call_failures")))
     for split, comp in comparisons.items():
         if split != "validation":
-            splits.append((split, comp.get("chosen", {})))
-    for split, summ in splits:
-        n = int(summ.get("n") or 0)
-        bad = int(summ.get("parse_failures") or 0) + int(summ.get("call_failures") or 0)
+            side = comp.get("chosen") or {}  # a Comparison's side: the same counts
+            n, unparsed, failed = (
+                int(side.get(k) or 0) for k in ("n", "parse_failures", "call_failures")
+            )
+            splits.append((split, n, unparsed, failed))
+    for split, n, unparsed, failed in splits:
+        bad = unparsed + failed
         if n and bad / n > limit:
             out.append(
                 f"the chosen judge gave no rating for {bad} of {n} {split} items "
-                f"({bad / n:.0%}; {summ.get('parse_failures')} unparsed, "
-                f"{summ.get('call_failures')} failed calls), more than "
+                f"({bad / n:.0%}; {unparsed} unparsed, "
+                f"{failed} failed calls), more than "
                 f"max_parse_failures={limit:g}: too many of its answers are not in the "
                 "expected format (a model too small for the prompt, or a max_tokens "
                 "too low)"

@@ -293,18 +293,19 @@ class CompileRun:
         chosen = selected.judge
         # NOTE: through the judge's space, so summaries of a checkpoint written before the
         # `decoding` factor existed (strategies without it) still match.
-        validation = next(
+        chosen_summary = next(
             (
-                s.to_dict()
+                s
                 for s in reversed(summaries)
                 if self.base.with_strategy(s.strategy).strategy == chosen.strategy
             ),
             None,
         )
+        validation = None if chosen_summary is None else chosen_summary.to_dict()
         problems = find_problems(
             search,
             summaries,
-            validation,
+            chosen_summary,
             selected.comparisons,
             metric=self.metric,
             max_parse_failures=config.max_parse_failures,

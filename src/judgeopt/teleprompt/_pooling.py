@@ -35,6 +35,7 @@ from ..selection import (
 )
 from ._journal import strategy_key
 from ._judging import Evaluator
+from ._summary import PassedOver
 
 __all__ = [
     "POOLED_RULES",
@@ -82,7 +83,7 @@ class PooledChoice:
     chosen: Any
     record: dict[str, Any]
     message: str
-    excluded: list[dict[str, Any]] = field(default_factory=list)
+    excluded: list[PassedOver] = field(default_factory=list)
 
 
 def _ratings(items: Mapping[str, Any], val: list[Record]) -> list[float]:
@@ -238,7 +239,7 @@ def choose_pooled(
     )
     top = float(scores[0])
     excluded = [
-        {"key": key_of(t), "search_score": t.score, "unrated": bad, "n": n_items}
+        PassedOver(key_of(t), t.score, bad, n_items)
         for t, bad, n_items in sorted(table.passed, key=lambda x: (-x[0].score, x[0].number))
         if math.isfinite(t.score) and t.score > top
     ]

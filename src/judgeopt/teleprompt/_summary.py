@@ -11,7 +11,27 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["RaceCheck", "RaceRecord", "StrategySummary"]
+__all__ = ["PassedOver", "RaceCheck", "RaceRecord", "StrategySummary"]
+
+
+@dataclass(frozen=True)
+class PassedOver:
+    """A strategy the choice passed over: it gave no rating for ``unrated`` of its ``n``
+    search items, more than ``max_parse_failures`` allows, though its search score (which
+    rests on the answers that parsed) was high. ``key``: its number as the summary table
+    shows it (``#1`` first)."""
+
+    key: str
+    search_score: float
+    unrated: int
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-data form (an entry of the selection record's ``excluded``)."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.unrated} of {self.n}; search score {self.search_score:.3f})"
 
 
 @dataclass(frozen=True)
