@@ -17,6 +17,7 @@ from ..judge import JudgeEnsemble
 from ..search import Search
 from ._journal import strategy_key
 from ._pooling import PooledChoice, ValidationTable, validation_table
+from ._prior_default import PriorRecord
 from ._summary import PassedOver, StrategySummary
 
 __all__ = [
@@ -80,7 +81,7 @@ class SelectionRecord:
     excluded: list[PassedOver] | None = None
     baseline_search_score: float | None = None
     guard: dict[str, Any] | None = None
-    prior_fallback: dict[str, Any] | None = None
+    prior_fallback: PriorRecord | None = None
     cost: dict[str, float] | None = None
     kept_baseline: bool | None = None
 
@@ -89,7 +90,6 @@ class SelectionRecord:
         "confirm_items",
         "baseline_search_score",
         "guard",
-        "prior_fallback",
         "cost",
         "kept_baseline",
     )
@@ -110,6 +110,8 @@ class SelectionRecord:
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
+        if self.prior_fallback is not None:
+            out["prior_fallback"] = self.prior_fallback.to_dict()
         return out
 
 

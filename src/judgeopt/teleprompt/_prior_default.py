@@ -21,7 +21,44 @@ from ..evaluate import EvalResult
 from ..selection import SelectionConfig, SelectionResult, veto
 from ._journal import strategy_key
 
-__all__ = ["PriorFallback", "prior_fallback"]
+__all__ = ["PriorFallback", "PriorRecord", "prior_fallback"]
+
+
+@dataclass
+class PriorRecord:
+    """The selection record's ``prior_fallback``, filled in as the prior default is tried.
+
+    Attributes:
+        change: The prior default's factor values that differ from the baseline's.
+        strategy: Its whole strategy (``None`` when it does not fit the space).
+        returned: Whether the compile returns it.
+        reason: Why (or why not).
+        gain: The paired gain over the baseline, when compared.
+        interval: The gain's 95 % interval, when compared.
+        upper_bound: The gain's one-sided upper bound at ``confidence``, when compared.
+    """
+
+    change: dict[str, Any]
+    strategy: dict[str, Any] | None = None
+    returned: bool = False
+    reason: str | None = None
+    gain: float | None = None
+    interval: list[float] | None = None
+    upper_bound: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-data form: ``change``, ``strategy``, ``returned``, then each of the
+        other fields that was set."""
+        out: dict[str, Any] = {
+            "change": self.change,
+            "strategy": self.strategy,
+            "returned": self.returned,
+        }
+        for name in ("reason", "gain", "interval", "upper_bound"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
 
 
 @dataclass(frozen=True)
@@ -30,15 +67,12 @@ class PriorFallback:
 
     Attributes:
         program: The prior default's judge to return, or ``None`` (the baseline stays).
-        record: The selection record's ``prior_fallback`` (its ``prior`` is the setting):
-            ``change``, ``strategy`` (``None`` when it does not fit the space),
-            ``returned``, ``reason`` and, when compared, the paired ``gain``, its 95 %
-            ``interval`` and the one-sided ``upper_bound`` at ``confidence``.
+        record: The selection record's ``prior_fallback`` (its ``prior`` is the setting).
         message: The compile's message.
     """
 
     program: Any | None
-    record: dict[str, Any]
+    record: PriorRecord
     message: str
 
 
@@ -74,13 +108,13 @@ def prior_fallback(
         forbid: The optimizer's forbidden combinations: a prior that matches one is not used.
     """
     change = dict(change)
-    record: dict[str, Any] = {"change": change, "strategy": None, "returned": False}
+    record = PriorRecord(change)
     program = _prior_program(baseline, change, forbid, record)
     if isinstance(program, PriorFallback):
         return program
     res = judged(program, f"{split}: prior default")
     if not sel.prior_veto:
-        record.update(returned=True, reason="returned without a comparison (prior_veto off)")
+        record.returned, record.reason = True, "returned without a comparison (prior_veto off)"
         return PriorFallback(
             program,
             record,
@@ -105,9 +139,9 @@ def prior_fallback(
     return _verdict(sel, change, program, record, result, len(humans), split)
 
 
-def _not_used(change: dict[str, Any], record: dict[str, Any], reason: str) -> PriorFallback:
+def _not_used(change: dict[str, Any], record: PriorRecord, reason: str) -> PriorFallback:
     """The baseline stays: the prior default is not used, for ``reason``."""
-    record["reason"] = reason
+    record.reason = reason
     return PriorFallback(
         None, record, f"selection: the prior default {change} is not used: {reason}"
     )
@@ -117,7 +151,7 @@ def _prior_program(
     baseline: Any,
     change: dict[str, Any],
     forbid: Sequence[Mapping[str, Any]],
-    record: dict[str, Any],
+    record: PriorRecord,
 ) -> Any:
     """The prior default's judge, or the :class:`PriorFallback` that keeps the baseline when
     it does not fit the space, is forbidden or is the baseline."""
@@ -125,14 +159,12 @@ def _prior_program(
         program = baseline.with_strategy({**baseline.strategy.as_dict(), **change})
     except (ValueError, KeyError) as e:
         return _not_used(change, record, f"it does not fit this compile's factor space ({e})")
-    record["strategy"] = program.strategy.as_dict()
-    hit = next(
-        (f for f in forbid if all(record["strategy"].get(k) == v for k, v in f.items())), None
-    )
+    strategy = record.strategy = program.strategy.as_dict()
+    hit = next((f for f in forbid if all(strategy.get(k) == v for k, v in f.items())), None)
     if hit is not None:
         return _not_used(change, record, f"it is a forbidden combination ({dict(hit)})")
     if strategy_key(program.strategy) == strategy_key(baseline.strategy):
-        record["reason"] = "it is the baseline"
+        record.reason = "it is the baseline"
         return PriorFallback(None, record, f"selection: the prior default {change} is the baseline")
     return program
 
@@ -141,7 +173,7 @@ def _verdict(
     sel: SelectionConfig,
     change: dict[str, Any],
     program: Any,
-    record: dict[str, Any],
+    record: PriorRecord,
     result: SelectionResult,
     n_items: int,
     split: str,
@@ -151,25 +183,22 @@ def _verdict(
     if f.error is not None:
         reason = f"it cannot be compared with the baseline on the {split} items ({f.error})"
         return _not_used(change, record, reason)
-    record.update(
-        gain=f.gain.delta,
-        interval=[f.gain.low, f.gain.high],
-        upper_bound=f.upper_bound,
-    )
+    record.gain, record.interval = f.gain.delta, [f.gain.low, f.gain.high]
+    record.upper_bound = f.upper_bound
     told = (
         f"gain {f.gain.delta:+.3f} over the baseline on the {n_items} {split} items "
         f"(95 % interval {f.gain.low:+.3f} to {f.gain.high:+.3f}; one-sided "
         f"{sel.confidence:.0%} upper bound {f.upper_bound:+.3f})"
     )
     if result.chosen is None:
-        record["reason"] = f"vetoed: {told} < 0"
+        record.reason = f"vetoed: {told} < 0"
         return PriorFallback(
             None,
             record,
             f"selection: the prior default {change} was vetoed by these labels: {told} < 0; "
             "the baseline is kept",
         )
-    record.update(returned=True, reason=f"not vetoed: {told} >= 0")
+    record.returned, record.reason = True, f"not vetoed: {told} >= 0"
     return PriorFallback(
         program,
         record,
