@@ -22,6 +22,7 @@ from ..evaluate import (
     time_judgement,
 )
 from ..search import Strategy
+from ._attacks import add_attack_args, check_attack_args, run_attacks
 from ._common import (
     EXIT_UNTRUSTED,
     CLIError,
@@ -53,12 +54,16 @@ def unrated_problem(label: str, result: Any, limit: float) -> str | None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    attacks = check_attack_args(args)
     judge, records = _judge_and_records(args)
     _, lm = lm_from_args(args, judge.model_name)
     judge.lm = lm
     # One short call first, as compile and grid make: a dead or hung endpoint stops here
     # (exit 3) in seconds, not after every item's timeout.
     check_endpoint(lm, timeout=args.check_timeout, before="evaluating")
+    if attacks is not None:
+        run_attacks(args, judge, records, attacks)
+        return 0
     other, labels = _other_judge(args, judge, lm)
     try:
         _print_plan(args, [judge] if other is None else [judge, other], records)
@@ -368,6 +373,7 @@ def add_evaluate_parser(sub: Subparsers) -> None:
         default="default: the model the judge records (its `model`, e.g. "
         "'local:qwen2.5-coder-1.5b'), else 'local'",
     )
+    add_attack_args(e)
     add_spend_limits(e)
     e.set_defaults(func=_cmd_evaluate)
 

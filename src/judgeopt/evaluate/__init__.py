@@ -4,11 +4,14 @@
 judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._eval_result`);
 :func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`);
 :func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`);
-:class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`).
+:class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`);
+:func:`robustness` runs the injection suite (:mod:`._attacks`, :mod:`._robustness`): how far
+text inside the judged item can move the judge's ratings.
 """
 
 from __future__ import annotations
 
+from ._attacks import ATTACK_SUITES, SUITE_VERSION, Attack, attack_records, attack_suite
 from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
 from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
@@ -32,9 +35,19 @@ from ._plan import (
     time_judgement,
 )
 from ._pool import CallPool
+from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
 from ._run import default_threads, evaluate, evaluate_retrying
 
 __all__ = [
+    "ATTACK_SUITES",
+    "SUITE_VERSION",
+    "Attack",
+    "AttackResult",
+    "RobustnessReport",
+    "attack_records",
+    "attack_suite",
+    "robustness",
+    "wilson_interval",
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",
     "CallCost",

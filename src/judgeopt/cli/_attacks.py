@@ -1,0 +1,83 @@
+"""``judgeopt evaluate --attacks``: run the injection suite on an exported judge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..evaluate import SUITE_VERSION, attack_suite, robustness
+from ._common import CLIError, csv_list
+
+
+def add_attack_args(p: argparse.ArgumentParser) -> None:
+    """Add ``--attacks [SUITE]``, ``--attack NAMES`` and ``--attack-seed``."""
+    p.add_argument(
+        "--attacks",
+        nargs="?",
+        const=SUITE_VERSION,
+        default=None,
+        metavar="SUITE",
+        help="judge the items clean and with each attack of the injection suite (SUITE, "
+        f"default {SUITE_VERSION}: text added to the judged text that tries to move the "
+        "rating) and report per attack the mean rating shift, the attack success rate (items "
+        "moved by a quarter of the scale or more), the share sent to the scale's end and the "
+        "agreement with the humans under attack, with intervals; one run of the judge per "
+        "attack",
+    )
+    p.add_argument(
+        "--attack",
+        type=csv_list,
+        default=None,
+        metavar="NAMES",
+        help="with --attacks: only these attacks of the suite (comma-separated)",
+    )
+    p.add_argument(
+        "--attack-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --attacks: the seed of a pairwise judge's attacked side (0)",
+    )
+
+
+def check_attack_args(args: argparse.Namespace) -> list[str] | None:
+    """The attacks to run (``None``: no ``--attacks``), checked before a model is loaded."""
+    if args.attacks is None:
+        if args.attack is not None:
+            raise CLIError("--attack names attacks of --attacks; give --attacks too")
+        return None
+    if args.baseline or args.compare:
+        raise CLIError("--attacks measures one judge: leave out --baseline and --compare")
+    try:
+        return [a.name for a in attack_suite(args.attacks, args.attack)]
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+
+
+def run_attacks(
+    args: argparse.Namespace, judge: Any, records: list[Any], attacks: list[str]
+) -> dict[str, Any]:
+    """Run the suite, print its table and write ``--json``; the report's plain form."""
+    try:
+        report = robustness(
+            judge,
+            records,
+            suite=args.attacks,
+            attacks=attacks,
+            threads=args.threads,
+            progress=not args.no_progress,
+            seed=args.attack_seed,
+            max_consecutive_failures=args.max_consecutive_failures,
+        )
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    for line in report.lines():
+        print(line)
+    payload = report.to_dict()
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return payload
