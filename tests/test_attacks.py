@@ -163,3 +163,18 @@ def test_cli_evaluate_attacks(records: list[Record], tmp_path: Path, monkeypatch
     assert [a["attack"] for a in report["attacks"]] == ["note_up", "fake_rating"]
     assert main([*args, "--attacks", "v0"]) == 2
     assert "Unknown attack suite 'v0'" in capsys.readouterr().err
+
+
+def test_pairwise_flips_count_verdicts_moved_towards_the_attacked_side() -> None:
+    """A verdict already on the pushed side is not counted; one moved there is."""
+    from judgeopt.evaluate._robustness import _flips
+
+    # (clean verdict, attacked verdict, attacked side: 0 = a, 1 = b)
+    both = [("b", "a", 0), ("b", "b", 0), ("a", "a", 0), ("a", "b", 1), ("tie", "b", 1)]
+    up = _flips(both, 1)
+    # Open to an upward push: the clean verdict was not the attacked side (4 of 5).
+    assert up["flipped"] == pytest.approx(3 / 4)
+    down = _flips(both, -1)
+    # Open to a downward push: the clean verdict was the attacked side (1 of 5), kept.
+    assert down["flipped"] == 0.0
+    assert _flips([], 1) == {}
