@@ -106,15 +106,20 @@ def measure_pair(
         res = evaluate(program, items, lm=lm, threads=args.parallel, progress=False)
         seconds = time.perf_counter() - t0
         after = lm.prompt_reuse() or {"evaluated": 0, "shared": 0}
-        within = sum(computed(p, prompts[:i]) for i, p in enumerate(prompts))
-        across = sum(computed(p, [*history, *prompts[:i]]) for i, p in enumerate(prompts))
-        history.extend(prompts)
+        # A call the engine refused (a prompt longer than the context) evaluates nothing:
+        # the bounds count the prompts it judged.
+        failed = {i.id for i in res.items if i.error}
+        judged = [p for r, p in zip(items, prompts, strict=True) if r.id not in failed]
+        within = sum(computed(p, judged[:i]) for i, p in enumerate(judged))
+        across = sum(computed(p, [*history, *judged[:i]]) for i, p in enumerate(judged))
+        history.extend(judged)
         rows.append(
             {
                 "strategy": program.strategy.as_dict(),
                 "baseline": k == 0,
-                "n": len(items),
-                "prompt_tokens": sum(len(p) for p in prompts),
+                "n": len(judged),
+                "failed": len(failed),
+                "prompt_tokens": sum(len(p) for p in judged),
                 "usage_prompt_tokens": res.prompt_tokens,
                 "computed": after["evaluated"] - before["evaluated"],
                 "copied": after["shared"] - before["shared"],
