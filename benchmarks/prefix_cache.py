@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,9 +90,24 @@ def prompts_of(program: JudgeProgram, records: Sequence[Record], lm: LlamaCppLM)
     return out
 
 
+def _pair(task_name: str, aspect: str, n_items: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pair's row: its strategies and their totals."""
+    total = {
+        key: sum(int(r[key]) for r in rows)
+        for key in ("prompt_tokens", "computed", "copied", "bound_within", "bound_across", "n")
+    }
+    return {"task": task_name, "aspect": aspect, "items": n_items, "strategies": rows, **total}
+
+
 def measure_pair(
-    task_name: str, aspect: str, args: argparse.Namespace, lm: LlamaCppLM
+    task_name: str,
+    aspect: str,
+    args: argparse.Namespace,
+    lm: LlamaCppLM,
+    on_strategy: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
+    """The pair's row; ``on_strategy`` gets the row so far after each strategy (the script
+    writes its JSON then, so an interrupted run keeps what it measured)."""
     items, pool = pair_records(task_name, args.limit, args.seed)
     task = load_task(task_name)
     base = JudgeProgram(task, aspect, lm=lm, trainset=pool)
@@ -135,11 +150,8 @@ def measure_pair(
             f"{r['computed']}, within-bound {within}, across-bound {across} ({seconds:.0f} s)",
             file=sys.stderr,
         )
-    total = {
-        key: sum(int(r[key]) for r in rows)
-        for key in ("prompt_tokens", "computed", "copied", "bound_within", "bound_across", "n")
-    }
-    return {"task": task_name, "aspect": aspect, "items": len(items), "strategies": rows, **total}
+        on_strategy(_pair(task_name, aspect, len(items), rows))
+    return _pair(task_name, aspect, len(items), rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,10 +165,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lm = make_lm("local", cache=False, parallel=args.parallel)
     assert isinstance(lm, LlamaCppLM)
-    pairs = []
+    pairs: list[dict[str, Any]] = []
+    settings = {k: v for k, v in vars(args).items() if k != "json"}
+
+    def save(partial: dict[str, Any]) -> None:
+        if args.json:
+            payload = {"settings": {**settings, "block": BLOCK}, "pairs": [*pairs, partial]}
+            write_json(args.json, payload)
+
     for spec in args.pairs.split(","):
         task_name, aspect = spec.split(":")
-        pairs.append(measure_pair(task_name, aspect, args, lm))
+        pairs.append(measure_pair(task_name, aspect, args, lm, save))
     per = [
         (
             f"{p['task']}/{p['aspect']}",
@@ -181,9 +200,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reusable at most",
     ]
     print(markdown_table(header, per))
-    if args.json:
-        settings = {k: v for k, v in vars(args).items() if k != "json"}
-        write_json(args.json, {"settings": {**settings, "block": BLOCK}, "pairs": pairs})
     return 0
 
 
