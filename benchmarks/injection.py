@@ -30,17 +30,14 @@ from judgeopt.data import Record, load_records
 from judgeopt.evaluate import SUITE_VERSION, robustness
 from judgeopt.judge import JudgeProgram, load_task
 from judgeopt.lm import make_lm
-from judgeopt_lab import sample_groups, shared_data_dir, write_json
+from judgeopt_lab import pair_file, sample_groups, write_json
 
-DATA = shared_data_dir()
 PAIRS = "summeval:coherence,topical_chat:naturalness,sfhot:informativeness"
 
 
 def pair_records(task: str, n: int, seed: int) -> list[Record]:
     """``n`` items (whole groups, seeded) of the pair's test file (else its only file)."""
-    folder = DATA / task
-    path = folder / "test.jsonl" if (folder / "test.jsonl").is_file() else folder / "full.jsonl"
-    return sample_groups(load_records(path), n, seed=seed, cut=True)
+    return sample_groups(load_records(pair_file(task, "test")), n, seed=seed, cut=True)
 
 
 def judges(task_name: str, aspect: str, names: Sequence[str], lm: Any) -> dict[str, Any]:

@@ -43,18 +43,15 @@ from judgeopt.evaluate import evaluate
 from judgeopt.judge import ARTIFACTS_KEY, JudgeProgram, load_task, sample_id_of
 from judgeopt.lm import LlamaCppLM, make_lm
 from judgeopt.search import sample_valid
-from judgeopt_lab import markdown_table, sample_groups, shared_data_dir, write_json
+from judgeopt_lab import markdown_table, pair_file, sample_groups, write_json
 
-DATA = shared_data_dir()
 PAIRS = "summeval:coherence,topical_chat:naturalness,hanna:coherence"
 BLOCK = 64  # the batch engine's unit of prompt evaluation and of prefix sharing
 
 
 def pair_records(task: str, n: int, seed: int) -> tuple[list[Record], list[Record]]:
     """``n`` items (whole groups, in file order) and the rest of the file (the example pool)."""
-    folder = DATA / task
-    path = folder / "valid.jsonl" if (folder / "valid.jsonl").is_file() else folder / "full.jsonl"
-    records = load_records(path)
+    records = load_records(pair_file(task, "valid"))
     items = sample_groups(records, n, seed=seed, cut=True)
     chosen = {r.id for r in items}
     items.sort(key=lambda r: records.index(r))

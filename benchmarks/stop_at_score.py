@@ -39,17 +39,14 @@ from judgeopt.data import Record, load_records
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import LlamaCppLM, make_lm
 from judgeopt.metrics import correlation
-from judgeopt_lab import sample_groups, shared_data_dir, write_json
+from judgeopt_lab import pair_file, sample_groups, write_json
 
-DATA = shared_data_dir()
 PAIRS = "summeval:coherence,topical_chat:naturalness,sfhot:informativeness"
 
 
 def pair_records(task: str, n: int, seed: int) -> list[Record]:
     """``n`` items (whole groups) of a pair's validation file (SummEval: its only file)."""
-    folder = DATA / task
-    path = folder / "valid.jsonl" if (folder / "valid.jsonl").is_file() else folder / "full.jsonl"
-    return sample_groups(load_records(path), n, seed, cut=True)
+    return sample_groups(load_records(pair_file(task, "valid")), n, seed, cut=True)
 
 
 def fresh_engine(lm: LlamaCppLM) -> None:

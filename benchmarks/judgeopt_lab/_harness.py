@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "markdown_table",
     "normal_interval",
+    "pair_file",
     "provenance",
     "run_interruptible",
     "sample_groups",
@@ -53,6 +54,14 @@ def shared_data_dir() -> Path:
     if env:
         return Path(env)
     return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def pair_file(task: str, split: str) -> Path:
+    """A task's ``split`` file (``valid`` or ``test``) in the shared data, else its only file
+    (``full.jsonl``: SummEval has no split)."""
+    folder = shared_data_dir() / task
+    path = folder / f"{split}.jsonl"
+    return path if path.is_file() else folder / "full.jsonl"
 
 
 def sample_groups(records: Sequence[R], n_items: int, seed: int, *, cut: bool = False) -> list[R]:
