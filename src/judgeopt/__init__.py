@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from ._errors import JudgeoptError
+from ._renamed import renamed_names
 
 # LiteLLM reads this when it is first imported: without it, it fetches a price list from the
 # network at import time (and stalls offline). Every judgeopt module is imported after this file,
@@ -58,15 +59,7 @@ _RENAMED = {"RandomSearch": "RandomJudgeSearch", "GridSearch": "GridJudgeSearch"
 
 def __getattr__(name: str) -> Any:
     if name in _RENAMED:
-        import warnings
-
-        warnings.warn(
-            f"judgeopt.{name} is deprecated and will be removed in a later release; "
-            f"it is now judgeopt.{_RENAMED[name]}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return __getattr__(_RENAMED[name])
+        return _renamed(name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'judgeopt' has no attribute {name!r}")
@@ -77,3 +70,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+_renamed = renamed_names(__name__, _RENAMED, __getattr__, stacklevel=3)

@@ -16,11 +16,19 @@ __all__ = ["renamed_names"]
 
 
 def renamed_names(
-    module: str, renamed: Mapping[str, str], namespace: Mapping[str, Any]
+    module: str,
+    renamed: Mapping[str, str],
+    namespace: Mapping[str, Any] | Callable[[str], Any],
+    *,
+    stacklevel: int = 2,
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` that answers each old name of ``renamed`` (old -> new) with
-    the new name's object from ``namespace``, warning once per use."""
+    the new name's object, warning once per use. ``namespace`` holds the new names (the
+    module's ``globals()``), or is a function that finds one (a lazy module's loader).
+    ``stacklevel`` points the warning at the caller (3 when the module's own ``__getattr__``
+    calls this one)."""
     table = dict(renamed)
+    find = namespace if callable(namespace) else namespace.__getitem__
 
     def __getattr__(name: str) -> Any:
         new = table.get(name)
@@ -30,8 +38,8 @@ def renamed_names(
             f"{module}.{name} is deprecated and will be removed in a later release; "
             f"it is now {module}.{new}",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
-        return namespace[new]
+        return find(new)
 
     return __getattr__
