@@ -101,6 +101,8 @@ class RobustnessReport:
         seed: The seed of the pairwise side draw.
         clean: The clean evaluation's summary.
         attacks: One :class:`AttackResult` per attack, in the suite's order.
+        clean_scores: Each record's clean score by record id (``None``: unrated), for
+            paired comparisons of two judges' clean agreement.
     """
 
     suite: str
@@ -110,6 +112,7 @@ class RobustnessReport:
     seed: int
     clean: dict[str, Any]
     attacks: list[AttackResult] = field(default_factory=list)
+    clean_scores: dict[str, float | str | None] = field(default_factory=dict)
 
     @property
     def mean_success(self) -> float | None:
@@ -130,6 +133,7 @@ class RobustnessReport:
             "clean": self.clean,
             "mean_success": self.mean_success,
             "attacks": [a.to_dict() for a in self.attacks],
+            "clean_scores": dict(self.clean_scores),
         }
 
     def lines(self) -> list[str]:
@@ -228,7 +232,10 @@ def robustness(
         )
         res = evaluate(program, attacked, desc=attack.name, **kw)
         results.append(_attack_result(attack, clean, res, records, sides, bounds, metric, seed))
-    return RobustnessReport(suite, metric, len(records), bounds, seed, clean.summary(), results)
+    scores = {i.id: i.score for i in clean.items}
+    return RobustnessReport(
+        suite, metric, len(records), bounds, seed, clean.summary(), results, scores
+    )
 
 
 def _attack_result(

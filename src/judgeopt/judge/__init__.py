@@ -17,6 +17,7 @@ from ._decoding import (
     decoding_for,
     logprob_support,
 )
+from ._defences import DEFENCES, JUDGED_TAG, defended_text
 from ._ensemble import JudgeEnsemble, load_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, read_judge_file, save_judge
@@ -61,6 +62,9 @@ from ._template import placeholders as template_placeholders
 from ._vocabulary import RESERVED as RESERVED_FIELDS
 
 __all__ = [
+    "DEFENCES",
+    "JUDGED_TAG",
+    "defended_text",
     "ANY_ASPECT",
     "ARTIFACTS_KEY",
     "RESERVED_FIELDS",

@@ -14,6 +14,7 @@ factor          values
 ``metrics``     ``"off"``, ``"on"`` (self-generated per-sample questions)
 ``order``       the 6 orders of the components TD, ER and IC, e.g. ``"TD-ER-IC"``
 ``decoding``    ``"greedy"``, ``"expected"``, ``"sc5"`` (pointwise only; see below)
+``defence``     ``"none"``, ``"tagged"``, ``"sandwich"`` (opt-in; see below)
 ==============  =======================================================================
 
 Pairwise tasks have no ``scale`` factor and no ``"self"`` criteria (HPSS Appendix G).
@@ -25,6 +26,12 @@ baseline's value); ``expected`` is the probability-weighted rating read from the
 token's distribution in that answer (needs log-probabilities from the LM); ``sc5`` averages
 the ratings of 5 sampled answers. Their parameters are in :mod:`judgeopt.judge._decoding`.
 Pairwise tasks have no ``decoding`` factor: their verdict is always parsed greedily.
+
+``defence`` is not one of Table 1's factors either: it guards the judge against judged text
+that tries to talk it into a rating (:mod:`judgeopt.judge._defences`). It is opt-in, so
+that the default space, its strategies and their keys stay Table 1's plus ``decoding``:
+:func:`hpss_space` and :func:`hpss_graph` add it with ``defences=True``, and
+:func:`hpss_strategy` builds a strategy of the defended space whenever its values name it.
 
 The evaluation aspect is not a factor: a search runs for one (task, aspect) pair, and the
 artifacts of :func:`hpss_graph` are made per (task, aspect). Their graph cache keys do not
@@ -43,6 +50,7 @@ from typing import Final
 
 from judgeopt.search import ArtifactRequest, Factor, FactorGraph, FactorSpace, Strategy, Value
 
+from ._defences import DEFENCES
 from ._task import JudgeTask
 from ._template import placeholders
 from ._vocabulary import (
@@ -106,20 +114,23 @@ _DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "order": "Order of Task Description, Evaluation Rules and Input Content.",
         "decoding": "How the answer becomes a score: greedy parse, probability-weighted "
         "expected rating (needs logprobs), or self-consistency over 5 samples.",
+        "defence": "How the judged text is guarded against instructions inside it: not at "
+        "all, tagged with a rule, or tagged with a rule and a closing reminder.",
     }
 )
 
 
-def hpss_space(task: JudgeTask) -> FactorSpace:
+def hpss_space(task: JudgeTask, *, defences: bool = False) -> FactorSpace:
     """The HPSS factor space of a task: Table 1's factors in its order, then ``decoding``.
 
     Args:
         task: The task. Pairwise tasks get no ``scale`` factor, no ``"self"`` criteria
             (HPSS Appendix G) and no ``decoding`` factor.
+        defences: Add the ``defence`` factor last (three times the strategies).
 
     Returns:
         The factor space: 38,880 strategies for a pointwise task (Table 1's 12,960 times 3
-        decodings), 1,728 for a pairwise one.
+        decodings), 1,728 for a pairwise one; three times as many with ``defences``.
     """
     pointwise = task.mode == "pointwise"
     values: dict[str, tuple[str | int, ...]] = {
@@ -136,6 +147,8 @@ def hpss_space(task: JudgeTask) -> FactorSpace:
     if not pointwise:
         del values["scale"]
         del values["decoding"]
+    if defences:
+        values["defence"] = DEFENCES
     return FactorSpace([Factor(n, v, _DESCRIPTIONS[n]) for n, v in values.items()])
 
 
@@ -175,10 +188,13 @@ def hpss_strategy(task: JudgeTask, values: Mapping[str, Value]) -> Strategy:
     Strategies saved before the ``decoding`` factor existed (exported judges, checkpoints,
     strategy JSON) lack it; they decode greedily, as they did then.
 
+    A strategy whose values name ``defence`` belongs to the defended space
+    (``hpss_space(task, defences=True)``); any other, to the default space.
+
     Raises:
         ValueError: On unknown factors, missing Table 1 factors or values out of range.
     """
-    space = hpss_space(task)
+    space = hpss_space(task, defences="defence" in values)
     filled = dict(values)
     for name, default in FACTOR_DEFAULTS.items():
         if name in space and name not in filled:
@@ -186,7 +202,7 @@ def hpss_strategy(task: JudgeTask, values: Mapping[str, Value]) -> Strategy:
     return space.strategy(filled)
 
 
-def hpss_graph(task: JudgeTask) -> FactorGraph:
+def hpss_graph(task: JudgeTask, *, defences: bool = False) -> FactorGraph:
     """The factor graph of a task: the artifacts strategies need, and constraints.
 
     Artifacts (inputs define the cache key, see :meth:`FactorGraph.cache_key`):
@@ -209,11 +225,12 @@ def hpss_graph(task: JudgeTask) -> FactorGraph:
 
     Args:
         task: The task.
+        defences: Search the ``defence`` factor too (it needs no artifact).
 
     Returns:
         A new :class:`FactorGraph` over :func:`hpss_space` of the task.
     """
-    space = hpss_space(task)
+    space = hpss_space(task, defences=defences)
     graph = FactorGraph(space)
     pointwise = task.mode == "pointwise"
     criteria_inputs: list[str] = ["criteria"]

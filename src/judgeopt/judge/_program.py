@@ -283,10 +283,10 @@ class JudgeProgram(CompiledViews, dspy.Module):
         self.task = task if isinstance(task, JudgeTask) else load_task(task)
         self.task.aspect(aspect)
         self.aspect = aspect
-        self.space = hpss_space(self.task)
         self.strategy = (
             baseline_strategy(self.task) if strategy is None else hpss_strategy(self.task, strategy)
         )
+        self.space = hpss_space(self.task, defences="defence" in self.strategy)
         self.decoding_params = dict(decoding_params or {})
         decoding_for(self.strategy, self.decoding_params)  # validate them now
         self.store = artifacts if artifacts is not None else ArtifactStore()
@@ -390,6 +390,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
         """
         new = self._copy()
         new.strategy = hpss_strategy(self.task, strategy)
+        new.space = hpss_space(self.task, defences="defence" in new.strategy)
         if new.strategy.get("decoding") != self.strategy.get("decoding"):
             new.decoding_params = {}
         new.report_ = CompileReport(model_name=self.model_name)
@@ -436,8 +437,9 @@ class JudgeProgram(CompiledViews, dspy.Module):
 
     def search_graph(self) -> FactorGraph:
         """A new factor graph of the HPSS strategies of this judge's task
-        (:func:`~judgeopt.judge.hpss_graph`)."""
-        return hpss_graph(self.task)
+        (:func:`~judgeopt.judge.hpss_graph`), with the ``defence`` factor when this judge's
+        strategy names it."""
+        return hpss_graph(self.task, defences="defence" in self.strategy)
 
     def resolve_lm(self, lm: dspy.BaseLM | None = None) -> dspy.BaseLM:
         """The LM a call uses: ``lm``, else the program's, else DSPy's configured one."""

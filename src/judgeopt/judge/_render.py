@@ -13,6 +13,10 @@ blank line:
   task order, the metrics questions after the ``metrics_after`` field (``metrics=on``) and
   the self-generated reference just before the judged field (``reference=self``).
 
+A defended strategy (``defence`` ``tagged`` or ``sandwich``, :mod:`._defences`) adds one
+last evaluation rule and tags the judged field(s); ``sandwich`` ends the prompt with a
+reminder after the three components.
+
 Inputs and artifacts are inserted verbatim and never parsed as templates, so text with
 braces (code, JSON) is harmless.
 """
@@ -25,6 +29,7 @@ from typing import Final, Literal, TypeAlias
 
 from judgeopt.search import Strategy, Value
 
+from ._defences import defence_reminder, defence_rule, defended_text
 from ._factors import hpss_strategy
 from ._task import JudgeTask
 from ._template import placeholders, substitute
@@ -183,7 +188,7 @@ def render_prompt(
         reference=reference,
         examples=examples,
     )
-    return _join(parts, _strategy(task, strategy))
+    return _join(task, aspect, parts, _strategy(task, strategy))
 
 
 def render_messages(
@@ -265,7 +270,7 @@ def render_template(
         reference="{self_reference}" if reference is None else reference,
         examples_text=examples_text,
     )
-    return _join(parts, s)
+    return _join(task, aspect, parts, s)
 
 
 def fill_template(template: str, values: Mapping[str, str]) -> str:
@@ -428,7 +433,11 @@ def _components(
     # ER: numbered rules (one holds the criteria), then the AutoCoT steps.
     crit = criteria_for(task, aspect, s, criteria_text)
     rule_values = {**values, "criteria": crit}
-    rules = [f"{i}. {substitute(r, rule_values)}" for i, r in enumerate(p.rules, start=1)]
+    rule_texts = [substitute(r, rule_values) for r in p.rules]
+    guard = defence_rule(_defence(s), values)
+    if guard is not None:
+        rule_texts.append(guard)
+    rules = [f"{i}. {text}" for i, text in enumerate(rule_texts, start=1)]
     er = substitute(p.rules_heading, values) + "\n" + "\n".join(rules)
     if s["autocot"] == "on":
         if autocot_steps is None:
@@ -451,7 +460,10 @@ def _components(
     for f in task.inputs:
         if f.name == first_judged and reference_block is not None:
             blocks.append(reference_block)
-        blocks.append(f.block(inputs[f.name]))
+        text = inputs[f.name]
+        blocks.append(
+            f.block(defended_text(text, _defence(s)) if f.name in task.judged_fields else text)
+        )
         if f.name == p.metrics_after and metrics_block is not None:
             blocks.append(metrics_block)
     ic = "\n\n".join(blocks)
@@ -462,8 +474,14 @@ def _components(
     return {"TD": td, "ER": er, "IC": ic}
 
 
-def _join(parts: Mapping[str, str], s: Strategy) -> str:
-    return "\n\n".join(parts[c] for c in order_components(str(s["order"])))
+def _join(task: JudgeTask, aspect: str, parts: Mapping[str, str], s: Strategy) -> str:
+    prompt = "\n\n".join(parts[c] for c in order_components(str(s["order"])))
+    reminder = defence_reminder(_defence(s), task.text_values(aspect, _scale(task, s)))
+    return prompt if reminder is None else prompt + "\n\n" + reminder
+
+
+def _defence(s: Strategy) -> str:
+    return str(s["defence"]) if "defence" in s else "none"
 
 
 def _td_before_ic(order: str) -> bool:
