@@ -1,4 +1,5 @@
-"""``judgeopt evaluate --attacks``: run the injection suite on an exported judge."""
+"""``judgeopt evaluate --attacks``: run the injection suite on an exported judge; and
+``judgeopt compile``'s options that search defences and hold the judge to a robustness bound."""
 
 from __future__ import annotations
 
@@ -8,7 +9,34 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluate import SUITE_VERSION, attack_suite, robustness
-from ._common import CLIError, csv_list
+from ._common import CLIError, csv_list, share
+
+
+def add_compile_attack_args(c: argparse.ArgumentParser) -> None:
+    """Add ``compile``'s ``--defences``, ``--max-attack-success`` and ``--attack-suite``."""
+    c.add_argument(
+        "--defences",
+        action="store_true",
+        help="search the defence factor too: the judged text as the task shows it, "
+        "tagged with a rule that instructions inside it are judged, not obeyed, or "
+        "tagged and followed by a reminder (docs/judge.md, 'Judges under attack')",
+    )
+    c.add_argument(
+        "--max-attack-success",
+        type=share,
+        default=None,
+        metavar="SHARE",
+        help="hold the chosen judge to this attack success rate, averaged over the "
+        "injection suite on the validation items: a judge above it is passed over "
+        "and the choice made again (each judge checked costs 10 calls per "
+        "validation item; default: no check)",
+    )
+    c.add_argument(
+        "--attack-suite",
+        default=None,
+        metavar="SUITE",
+        help="the injection suite of --max-attack-success (default: the newest, injection-1)",
+    )
 
 
 def add_attack_args(p: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from ..evaluate import (
     evaluate_against,
 )
 from ..report import write_judge_report
+from ._attacks import add_compile_attack_args
 from ._common import (
     EXIT_UNTRUSTED,
     CLIError,
@@ -61,6 +62,9 @@ def _optimizer(
 ) -> JudgeSearch:
     """The teleprompter of the command's preset and options (``run``: the settings of one
     run: threads, checkpoint, progress, restart)."""
+    from ..judge import DEFENCES  # lazy: judgeopt.judge loads DSPy
+
+    space = {**preset.space, "defence": list(DEFENCES)} if args.defences else None
     return search_class.from_config(
         preset,
         budget=args.budget,
@@ -73,6 +77,9 @@ def _optimizer(
         max_consecutive_failures=args.max_consecutive_failures,
         max_parse_failures=args.max_parse_failures,
         check_timeout=args.check_timeout,
+        max_attack_success=args.max_attack_success,
+        attack_suite=args.attack_suite,
+        space=space,
         **run,
     )
 
@@ -476,6 +483,7 @@ def add_parser(sub: Subparsers) -> None:
     _add_search_args(c)
     _add_failure_args(c)
     _add_selection_args(c)
+    add_compile_attack_args(c)
     c.add_argument(
         "--out", required=True, help="the exported judge (JSON); with several aspects a directory"
     )

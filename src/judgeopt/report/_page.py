@@ -276,6 +276,54 @@ def _results(data: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _robustness_html(data: Mapping[str, Any]) -> list[str]:
+    """The robustness bound's checks (``judgeopt compile --max-attack-success``)."""
+    rob = (data.get("selection") or {}).get("robustness")
+    if not rob:
+        return []
+    base = baseline_strategy_of(data) or {}
+    rows = []
+    for i, c in enumerate(rob.get("checked") or [], start=1):
+        strategy = c.get("strategy") or {}
+        diff = ", ".join(f"{k}={v}" for k, v in strategy.items() if base.get(k) != v)
+        worst = max(
+            ((k, x) for k, x in (c.get("attacks") or {}).items() if finite(x)),
+            key=lambda kv: kv[1],
+            default=None,
+        )
+        rows.append(
+            [
+                i,
+                diff or "the baseline",
+                fmt(c.get("mean_success"), "undefined"),
+                DASH if worst is None else f"{worst[0]} ({worst[1]:.0%})",
+                fmt(c.get("clean"), "undefined"),
+                "within" if c.get("passed") else "above",
+            ]
+        )
+    verdict_text = "meets" if rob.get("met") else "does not meet"
+    return [
+        "<h2>Under attack</h2>",
+        f"<p>The returned judge {verdict_text} the robustness bound: attack success at most "
+        f"{_esc(fmt(rob.get('bound')))} averaged over the injection suite "
+        f"<code>{_esc(rob.get('suite'))}</code>, on {_esc(rob.get('items'))} validation items "
+        f"({_esc(rob.get('calls', DASH))} calls). Attack success: the share of items an "
+        "attack moves by at least a quarter of the scale in its direction.</p>",
+        _table(
+            rows,
+            [
+                "checked",
+                "changes from the baseline",
+                "attack success",
+                "worst attack",
+                "clean agreement",
+                "bound",
+            ],
+            cls="robustness",
+        ),
+    ]
+
+
 def _figures_html(files: Mapping[str, Path], absent: Mapping[str, str]) -> list[str]:
     parts = ["<h2>Figures</h2>"]
     for name in FIGURES:
@@ -325,6 +373,7 @@ def page(data: Mapping[str, Any], files: Mapping[str, Path], absent: Mapping[str
         _table(sorted((k, v) for k, v in (data.get("strategy") or {}).items()), ["factor", "value"])
     )
     parts += _results(data)
+    parts += _robustness_html(data)
     parts += _figures_html(files, absent)
     messages = data.get("messages") or (
         [{"role": "user", "content": data.get("template")}] if data.get("template") else []

@@ -70,6 +70,8 @@ class SelectionRecord:
         prior_fallback: The prior default's record.
         cost: The calls, tokens and seconds the choice spent beyond the search.
         kept_baseline: Whether the returned judge is the baseline itself.
+        robustness: The robustness bound's record (:mod:`._attack_bound`), when the
+            compile holds its judge to one.
     """
 
     settings: dict[str, Any]
@@ -84,6 +86,7 @@ class SelectionRecord:
     prior_fallback: PriorRecord | None = None
     cost: dict[str, float] | None = None
     kept_baseline: bool | None = None
+    robustness: dict[str, Any] | None = None
 
     #: The optional fields, in the order :meth:`to_dict` writes them (when set).
     _OPTIONAL = (
@@ -92,6 +95,7 @@ class SelectionRecord:
         "guard",
         "cost",
         "kept_baseline",
+        "robustness",
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +203,7 @@ class ChoiceRun:
             max_parse_failures=self.chooser.config.max_parse_failures,
             key_of=trial_key,
             seed=self.chooser.sel.seed,
+            barred=frozenset(self.chooser.barred),
         )
 
     def judged(self, program: Any, desc: str, records: list[Record]) -> EvalResult:

@@ -56,6 +56,8 @@ class Chooser:
         self.sel: SelectionConfig = config.selection
         self.evaluator = evaluator
         self.metric = metric
+        #: Strategy keys the choice may not return, with why (a robustness bound failed).
+        self.barred: dict[str, str] = {}
 
     # The split ----------------------------------------------------------------------------
     def split(
@@ -113,7 +115,7 @@ class Chooser:
         out, seen = [], {strategy_key(base.strategy)}
         for t in trials:
             key = strategy_key(base.with_strategy(t.strategy).strategy)
-            if key in seen:
+            if key in seen or key in self.barred:
                 continue
             seen.add(key)
             bad, n_items = (unrated or {}).get(t.number, (0, 0))
@@ -141,6 +143,8 @@ class Chooser:
             key=lambda t: (-t.score, t.number),
         )
         for t in trials:
+            if strategy_key(t.strategy) in self.barred:
+                continue
             bad, n_items = unrated.get(t.number, (0, 0))
             if not (n_items and bad / n_items > limit):
                 return t

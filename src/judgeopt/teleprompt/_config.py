@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._resources import shipped_file, shipped_names
-from ..evaluate import CHECK_TIMEOUT
+from ..evaluate import ATTACK_SUITES, CHECK_TIMEOUT, SUITE_VERSION
 from ..racing import RacingConfig
 from ..search import SEARCHES, Value
 from ..selection import SelectionConfig
@@ -61,6 +61,14 @@ class OptimizerConfig(BaseModel):
         max_parse_failures: Largest share of the chosen judge's answers on its scoring
             items that may give no rating (unparsed, or a failed call) before the compile
             reports the judge as untrustworthy (``judgeopt compile`` then exits with 1).
+        max_attack_success: Hold the chosen judge to this attack success rate, averaged
+            over the injection suite and measured on the validation items
+            (:mod:`judgeopt.teleprompt._attack_bound`): a judge above it is passed over and
+            the choice made again (``None``, the default: no check, no extra call).
+        attack_suite: The injection suite of that check (:data:`judgeopt.evaluate.
+            ATTACK_SUITES`).
+        max_attack_checks: The most judges the check runs the suite on (each costs the
+            validation items times the suite's attacks plus one in calls).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -81,8 +89,16 @@ class OptimizerConfig(BaseModel):
     max_consecutive_failures: int = Field(5, ge=1)
     check_timeout: float = Field(CHECK_TIMEOUT, gt=0)
     max_parse_failures: float = Field(0.25, ge=0.0, le=1.0)
+    max_attack_success: float | None = Field(None, ge=0.0, le=1.0)
+    attack_suite: str = SUITE_VERSION
+    max_attack_checks: int = Field(3, ge=1)
 
     def model_post_init(self, __context: Any) -> None:
+        if self.attack_suite not in ATTACK_SUITES:
+            raise ValueError(
+                f"The `attack_suite` field must be one of {sorted(ATTACK_SUITES)!r}. "
+                f"Got {self.attack_suite!r} instead."
+            )
         if self.search not in SEARCHES:
             raise ValueError(
                 f"The `search` field must be one of {sorted(SEARCHES)!r}. "

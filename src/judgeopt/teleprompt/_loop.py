@@ -30,10 +30,12 @@ from ..judge import ArtifactStore, CompileReport, JudgeStudent
 from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
 from ..search import Strategy
+from ._attack_bound import AttackBound, check_attacks
+from ._choice import Selected, lm_stats
 from ._choosing import Chooser
 from ._compile_result import CompileResult, find_problems
 from ._config import OptimizerConfig
-from ._journal import RunJournal, progress_log
+from ._journal import RunJournal, progress_log, strategy_key
 from ._judging import Evaluator, check_endpoint, race_plan
 from ._planning import compile_plan
 from ._searching import (
@@ -42,6 +44,7 @@ from ._searching import (
     compile_metric,
     make_search,
     student_records,
+    with_optional_factors,
 )
 from ._summary import RaceRecord, StrategySummary
 
@@ -85,6 +88,7 @@ class CompileRun:
         plan: bool = True,
     ) -> None:
         check_student(student)
+        student = with_optional_factors(config, student)
         task = self.task = student.task
         self.config, self.student, self.progress = config, student, progress
         self.metric = compile_metric(config, task.mode)
@@ -276,20 +280,8 @@ class CompileRun:
         best_trial = search.best_trial
         if best_trial is None:
             raise RuntimeError("The search evaluated no strategy.")
-        try:
-            selected = self.chooser.select(
-                search,
-                self.base,
-                self.base.with_strategy(self.student.strategy),
-                self.search_val,
-                self.confirm_val,
-                split_note=self.split_note,
-                summaries=summaries,
-            )
-        except LMUnavailable as e:
-            raise self.journal.stopped(
-                e, "choosing the judge after the search", search.n_evaluations
-            ) from e
+        selected = self._select()
+        selected, bound_problems = self._hold_to_bound(selected)
         chosen = selected.judge
         # NOTE: through the judge's space, so summaries of a checkpoint written before the
         # `decoding` factor existed (strategies without it) still match.
@@ -310,6 +302,7 @@ class CompileRun:
             metric=self.metric,
             max_parse_failures=config.max_parse_failures,
         )
+        problems += bound_problems
         result = CompileResult(
             search=config.search,
             budget=config.budget,
@@ -352,6 +345,84 @@ class CompileRun:
                 model_name=model_name,
             )
         )
+
+    def _select(self) -> Selected:
+        """The chooser's choice among the search's trials (less any barred)."""
+        try:
+            return self.chooser.select(
+                self.search,
+                self.base,
+                self.base.with_strategy(self.student.strategy),
+                self.search_val,
+                self.confirm_val,
+                split_note=self.split_note,
+                summaries=self.summaries,
+            )
+        except LMUnavailable as e:
+            raise self.journal.stopped(
+                e, "choosing the judge after the search", self.search.n_evaluations
+            ) from e
+
+    def _hold_to_bound(self, selected: Selected) -> tuple[Selected, list[str]]:
+        """Hold the chosen judge to ``max_attack_success`` (:mod:`._attack_bound`): pass over
+        a judge above it and choose again, at most ``max_attack_checks`` judges checked.
+        Returns the final choice and the problem when the judge returned fails the bound."""
+        config = self.config
+        if config.max_attack_success is None:
+            return selected, []
+        val = self.search_val + (self.confirm_val or [])
+        bound = AttackBound(config.attack_suite, config.max_attack_success, len(val))
+        baseline_key = strategy_key(self.base.with_strategy(self.student.strategy).strategy)
+        stats0, messages = lm_stats(self.lm), []
+        while True:
+            key = strategy_key(selected.judge.strategy)
+            name = self._judge_name(selected.judge, baseline_key)
+            try:
+                check = check_attacks(
+                    selected.judge,
+                    val,
+                    suite=config.attack_suite,
+                    bound=config.max_attack_success,
+                    lm=self.lm,
+                    threads=config.threads,
+                    progress=self.progress,
+                    seed=config.seed,
+                )
+            except LMUnavailable as e:
+                raise self.journal.stopped(
+                    e, "checking the judge's robustness", self.search.n_evaluations
+                ) from e
+            bound.checked.append(check)
+            if (
+                check.passed
+                or key == baseline_key
+                or len(bound.checked) >= config.max_attack_checks
+            ):
+                break
+            messages.append(bound.passed_over(check, name))
+            self.chooser.barred[key] = "above max_attack_success"
+            selected = self._select()
+            if strategy_key(selected.judge.strategy) in self.chooser.barred:
+                break  # the choice came back to a judge that already failed
+        messages.append(bound.kept(bound.checked[-1], name))
+        record = selected.record
+        record.messages.extend(messages)
+        stats1 = lm_stats(self.lm)
+        record.robustness = {
+            **bound.to_dict(),
+            "calls": stats1["calls"] - stats0["calls"],
+        }
+        return selected, [] if bound.met else [bound.problem(name)]
+
+    def _judge_name(self, judge: Any, baseline_key: str) -> str:
+        """How the messages name a judge: the baseline, or its search trial (``#3``)."""
+        key = strategy_key(judge.strategy)
+        if key == baseline_key:
+            return "the baseline"
+        for t in self.search.trials:
+            if strategy_key(self.base.with_strategy(t.strategy).strategy) == key:
+                return f"strategy #{t.number + 1}"
+        return "the chosen judge"
 
     def _trace(self) -> list[dict[str, Any]]:
         """The search's trace, with each evaluation's racing record."""

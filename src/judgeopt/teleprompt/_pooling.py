@@ -129,13 +129,15 @@ def validation_table(
     max_parse_failures: float,
     key_of: Callable[[Any], str],
     seed: int = 0,
+    barred: frozenset[str] = frozenset(),
 ) -> ValidationTable:
     """The table of every strategy's ratings on ``val`` from the stored judgements (no new
     call, except for the baseline if the search never judged it on ``val``).
 
     A strategy is a candidate when the search judged it on every item of ``val`` and it
     rated at least ``1 - max_parse_failures`` of them (``unrated``: trial number ->
-    (answers without a rating, items)); each strategy appears once.
+    (answers without a rating, items)) and its key is not ``barred`` (a robustness bound
+    it failed); each strategy appears once.
     """
     aspect = base.aspect
     humans = np.asarray([float(r.scores[aspect]) for r in val], dtype=np.float64)
@@ -152,7 +154,7 @@ def validation_table(
     for t in sorted(search.trials, key=lambda t: t.number):
         prog = base.with_strategy(t.strategy)
         key = strategy_key(prog.strategy)
-        if key in seen:
+        if key in seen or key in barred:
             continue
         items = store.items(prog.strategy)
         bad, n_items = unrated.get(t.number, (0, 0))

@@ -17,7 +17,17 @@ from ..judge import JudgeStudent, check_decodings, to_records
 from ..search import SEARCHES, FactorGraph, Search
 from ._config import OptimizerConfig
 
-__all__ = ["build_graph", "compile_metric", "make_search", "student_records"]
+__all__ = [
+    "build_graph",
+    "compile_metric",
+    "make_search",
+    "student_records",
+    "with_optional_factors",
+]
+
+#: Factors a student's space holds only when asked for (:func:`judgeopt.judge.hpss_space`),
+#: with the value that leaves the prompt as it was.
+OPTIONAL_FACTORS = {"defence": "none"}
 
 
 def compile_metric(config: OptimizerConfig, mode: str) -> str:
@@ -79,6 +89,31 @@ def student_records(data: Sequence[Any], student: JudgeStudent, name: str) -> li
     except ValueError as e:
         raise ValueError(f"`{name}`: {e}") from None
     return records
+
+
+def with_optional_factors(config: OptimizerConfig, student: JudgeStudent) -> JudgeStudent:
+    """The student, with the optional factors the preset's ``space`` names added to its
+    strategy at their neutral value (``defence``: ``none``), so that its search graph holds
+    them; the student itself when the preset names none.
+
+    Raises:
+        ValueError: When the student's program has no such factor (a PrExMe program).
+    """
+    wanted = {
+        name: value
+        for name, value in OPTIONAL_FACTORS.items()
+        if name in config.space and name not in student.strategy
+    }
+    if not wanted:
+        return student
+    try:
+        widened: JudgeStudent = student.with_strategy({**student.strategy.as_dict(), **wanted})
+    except (KeyError, ValueError) as e:
+        raise ValueError(
+            f"The optimizer's `space` names {sorted(wanted)!r}, which a "
+            f"{type(student).__name__} cannot search: {e}"
+        ) from None
+    return widened
 
 
 def build_graph(config: OptimizerConfig, student: JudgeStudent, lm: Any) -> FactorGraph:

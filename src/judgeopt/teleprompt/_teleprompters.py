@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from dspy.teleprompt import Teleprompter
 
-from ..evaluate import CHECK_TIMEOUT
+from ..evaluate import CHECK_TIMEOUT, SUITE_VERSION
 from ..judge import JudgeStudent
 from ..racing import RacingConfig
 from ..search import Value
@@ -71,6 +71,11 @@ class JudgeSearch(Teleprompter):
             (apart from the LM's per-call timeout; :data:`judgeopt.evaluate.CHECK_TIMEOUT`).
         max_parse_failures: Share of the chosen judge's answers without a rating above which
             the compile reports a problem (``CompileResult.problems``).
+        max_attack_success: Hold the chosen judge to this attack success rate over the
+            injection suite, on the validation items: a judge above it is passed over
+            (``None``: no check; see :class:`OptimizerConfig`).
+        attack_suite: The injection suite of that check.
+        max_attack_checks: The most judges that check runs the suite on.
         restart: Discard the checkpoint in ``checkpoint_dir`` and start afresh (needed when
             it belongs to a run with other data, settings or model).
         check_endpoint: Make one short call before the search, so a dead or misnamed
@@ -109,6 +114,9 @@ class JudgeSearch(Teleprompter):
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
+        max_attack_success: float | None = None,
+        attack_suite: str = SUITE_VERSION,
+        max_attack_checks: int = 3,
         restart: bool = False,
         check_endpoint: bool = True,
         plan_cost: bool = True,
@@ -137,6 +145,9 @@ class JudgeSearch(Teleprompter):
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
+            max_attack_success=max_attack_success,
+            attack_suite=attack_suite,
+            max_attack_checks=max_attack_checks,
         )
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
