@@ -66,12 +66,14 @@ class AttackBound:
         bound: The largest accepted mean attack success.
         items: The validation items the suite was run on.
         checked: The judges checked, in order.
+        calls: The LM calls the checks made.
     """
 
     suite: str
     bound: float
     items: int
     checked: list[AttackCheck] = field(default_factory=list)
+    calls: int = 0
 
     @property
     def met(self) -> bool:
@@ -85,6 +87,7 @@ class AttackBound:
             "bound": self.bound,
             "items": self.items,
             "met": self.met,
+            "calls": self.calls,
             "checked": [c.to_dict() for c in self.checked],
         }
 

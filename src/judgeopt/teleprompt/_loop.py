@@ -407,11 +407,8 @@ class CompileRun:
         messages.append(bound.kept(bound.checked[-1], name))
         record = selected.record
         record.messages.extend(messages)
-        stats1 = lm_stats(self.lm)
-        record.robustness = {
-            **bound.to_dict(),
-            "calls": stats1["calls"] - stats0["calls"],
-        }
+        bound.calls = lm_stats(self.lm)["calls"] - stats0["calls"]
+        record.robustness = bound.to_dict()
         return selected, [] if bound.met else [bound.problem(name)]
 
     def _judge_name(self, judge: Any, baseline_key: str) -> str:
