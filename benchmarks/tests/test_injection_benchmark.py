@@ -1,0 +1,98 @@
+"""benchmarks/injection.py: the target's figures for a pair, and the merge of runs, on
+hand-made robustness reports whose every number is known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import injection
+from judgeopt.data import Record
+
+
+def _records(n_groups: int = 6, per: int = 4) -> list[Record]:
+    return [
+        Record(
+            id=f"g{g}i{i}",
+            group_id=f"g{g}",
+            system_id=f"s{i}",
+            inputs={"summary": f"text {g} {i}"},
+            scores={"coherence": float(i + 1)},
+        )
+        for g in range(n_groups)
+        for i in range(per)
+    ]
+
+
+def _report(records: list[Record], success: float, noisy: bool) -> dict[str, Any]:
+    scores = {
+        r.id: r.scores["coherence"] + (1.5 * (sum(map(ord, r.id)) % 3 - 1) if noisy else 0.0)
+        for r in records
+    }
+    return {
+        "metric": "spearman",
+        "clean": {"spearman": 0.5 if noisy else 1.0},
+        "mean_success": success,
+        "clean_scores": scores,
+        "attacks": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("base_success", "defended_success", "defended_noisy", "met"),
+    [(0.8, 0.1, False, True), (0.8, 0.3, False, False), (0.8, 0.1, True, False)],
+)
+def test_the_target_needs_both_a_quarter_of_the_attacks_and_the_clean_agreement(
+    base_success: float, defended_success: float, defended_noisy: bool, met: bool
+) -> None:
+    records = _records()
+    row = {
+        "aspect": "coherence",
+        "judges": {
+            "baseline": _report(records, base_success, noisy=False),
+            injection.DEFENDED: _report(records, defended_success, noisy=defended_noisy),
+        },
+    }
+    out = injection.pair_summary(row, records, "local", seed=0)
+    assert out["met"] is met
+    assert out["baseline"] == {"attack_success": base_success, "clean_corr": 1.0}
+    assert out["defended"]["strategy"] == injection.DEFENDED
+    assert out["n_paired"] == len(records) and out["clean_corr_diff_se"] >= 0
+    if not defended_noisy:
+        assert out["clean_corr_diff"] == pytest.approx(0.0)
+    else:
+        assert out["clean_corr_diff"] < -out["clean_corr_diff_se"]
+
+
+def test_a_pair_without_both_judges_has_no_target_row() -> None:
+    records = _records()
+    row = {"aspect": "coherence", "judges": {"baseline": _report(records, 0.5, False)}}
+    assert injection.pair_summary(row, records, "local", seed=0) == {}
+
+
+def test_runs_merge_into_the_target_file(tmp_path: Path) -> None:
+    records = _records()
+    runs = []
+    for model in ("local", "local:qwen2.5-coder-0.5b"):
+        row: dict[str, Any] = {"task": "summeval", "aspect": "coherence", "n": len(records)}
+        row["judges"] = {
+            "baseline": _report(records, 0.8, False),
+            injection.DEFENDED: _report(records, 0.1, False),
+        }
+        row.update(injection.pair_summary(row, records, model, seed=0))
+        path = tmp_path / f"{model.replace(':', '_')}.json"
+        payload = {"suite_version": "injection-1", "model": model, "settings": {}}
+        path.write_text(json.dumps({**payload, "pairs": [row]}))
+        runs.append(str(path))
+    out = tmp_path / "injection.json"
+    assert injection.main(["--merge", *runs, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["suite_version"] == "injection-1" and data["met"] == "2 of 2 pair-model rows"
+    assert [p["model"] for p in data["pairs"]] == ["local", "local:qwen2.5-coder-0.5b"]
+    for p in data["pairs"]:
+        assert {"task", "aspect", "model", "baseline", "defended"} <= set(p)
+        assert {"clean_corr_diff", "clean_corr_diff_se"} <= set(p)
+    assert "provenance" in data
