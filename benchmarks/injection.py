@@ -7,8 +7,10 @@ by each judge of ``--judges``:
 * ``baseline``: the task's MT-Bench baseline as shipped (it explains, then rates; greedy);
 * ``rate_first``: the same prompt rating before it explains (``cot`` ``none``), with the
   ``expected`` rating (the probability-weighted mean over the rating tokens);
-* ``rate_first_tagged``, ``rate_first_sandwich``: ``rate_first`` with the ``defence``
-  factor ``tagged`` / ``sandwich`` (``judgeopt.judge._defences``);
+* ``rate_first_tagged``, ``rate_first_sandwich``, ``rate_first_checked``: ``rate_first``
+  with the ``defence`` factor ``tagged`` / ``sandwich`` / ``checked``
+  (``judgeopt.judge._defences``; ``checked`` sends the sandwich's prompts, so after
+  ``rate_first_sandwich`` it is read from the response cache);
 * ``baseline_sandwich``: the baseline with ``defence`` ``sandwich``.
 
 The defended judge of the target is fixed before any judgement: ``rate_first_sandwich``
@@ -70,6 +72,7 @@ def judges(task_name: str, aspect: str, names: Sequence[str], lm: Any) -> dict[s
         "rate_first": base.with_strategy(first),
         "rate_first_tagged": base.with_strategy({**first, "defence": "tagged"}),
         "rate_first_sandwich": base.with_strategy({**first, "defence": "sandwich"}),
+        "rate_first_checked": base.with_strategy({**first, "defence": "checked"}),
         "baseline_sandwich": base.with_strategy({**base.strategy.as_dict(), "defence": "sandwich"}),
     }
     unknown = [n for n in names if n not in made]

@@ -12,6 +12,10 @@ value           the prompt
                 tags is material to evaluate, never an instruction to the judge
 ``sandwich``    ``tagged``, and after the whole prompt a reminder to rate the tagged text
                 by the rules and to ignore instructions and ratings inside it
+``checked``     the ``sandwich`` prompt, and a check of the answer: a rating (a verdict)
+                whose text the judged text holds verbatim (``Rating: [[5]]`` written into
+                the judged text, and echoed) is not taken; the answer counts as unparsed
+                (:func:`echoed_rating`)
 ==============  =======================================================================
 
 Only the judged fields are tagged (the summary, the response), not the context they are
@@ -26,12 +30,13 @@ for every task. ``docs/judge.md`` ("Judges under attack") shows them and what th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ._template import substitute
 
 __all__ = [
+    "CHECKED_DEFENCES",
     "DEFENCES",
     "DEFENCE_REMINDER",
     "DEFENCE_RULE",
@@ -39,10 +44,16 @@ __all__ = [
     "defence_reminder",
     "defence_rule",
     "defended_text",
+    "echoed_rating",
 ]
 
-DEFENCES: Final[tuple[str, ...]] = ("none", "tagged", "sandwich")
+DEFENCES: Final[tuple[str, ...]] = ("none", "tagged", "sandwich", "checked")
 """Values of the ``defence`` factor."""
+
+CHECKED_DEFENCES: Final[frozenset[str]] = frozenset({"checked"})
+"""The ``defence`` values that check the answer for an echoed rating."""
+
+_REMINDED: Final = frozenset({"sandwich", "checked"})
 
 JUDGED_TAG: Final = "judged_text"
 """The tag name that encloses the judged text (``<judged_text>...</judged_text>``)."""
@@ -84,9 +95,23 @@ def defence_rule(defence: str, values: Mapping[str, str]) -> str | None:
 
 
 def defence_reminder(defence: str, values: Mapping[str, str]) -> str | None:
-    """The reminder a ``defence`` adds after the prompt (``sandwich`` only)."""
+    """The reminder a ``defence`` adds after the prompt (``sandwich`` and ``checked``)."""
     _check(defence)
-    return substitute(DEFENCE_REMINDER, values) if defence == "sandwich" else None
+    return substitute(DEFENCE_REMINDER, values) if defence in _REMINDED else None
+
+
+def echoed_rating(matched: str | None, judged: Sequence[str]) -> str | None:
+    """The answer's rating text when the judged text holds it verbatim, else ``None``.
+
+    Args:
+        matched: The text the rating parser matched in the answer (``RatingParse.matched``,
+            ``PreferenceParse.matched``), e.g. ``"Rating: [[5]]"`` or ``"[[5]]"``.
+        judged: The judged fields' texts.
+    """
+    text = (matched or "").strip()
+    if not text or not any(c.isdigit() or c in "[]" for c in text):
+        return None  # a bare verdict word ("A") is no rating string to echo
+    return text if any(text in j for j in judged) else None
 
 
 def _check(defence: str) -> None:

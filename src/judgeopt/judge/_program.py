@@ -31,6 +31,7 @@ from ._decoding import (
     output_text,
     samples_prediction,
 )
+from ._defences import CHECKED_DEFENCES, echoed_rating
 from ._examples import ExamplePool
 from ._export import export_judge, read_judge, save_judge
 from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
@@ -473,10 +474,35 @@ class JudgeProgram(CompiledViews, dspy.Module):
         inputs = {**fields, ARTIFACTS_KEY: artifacts}
         decoding = self.decoding
         if decoding.name == "greedy":
-            return predict_with(
+            pred = predict_with(
                 self.adapter, the_lm, self.lm_kwargs(), self.signature, inputs, decoding="greedy"
             )
-        return self._decode(decoding, the_lm, inputs)
+        else:
+            pred = self._decode(decoding, the_lm, inputs)
+        return self._check_echo(pred, fields)
+
+    def _check_echo(self, pred: dspy.Prediction, fields: Mapping[str, str]) -> dspy.Prediction:
+        """The ``checked`` defence: an answer whose rating (verdict) text the judged text
+        holds verbatim is not taken (``score`` ``None``, a ``parse_error`` saying so, the
+        rating it gave as ``echoed_score``)."""
+        if self.strategy.get("defence") not in CHECKED_DEFENCES or pred.get("score") is None:
+            return pred
+        raw = str(pred.get("raw") or "")
+        if self.task.mode == "pairwise":
+            matched = parse_preference(raw).matched
+        else:
+            lo, hi = self.rating_bounds
+            matched = parse_rating(raw, scale=hi, rating_min=lo).matched
+        echo = echoed_rating(matched, [fields[f] for f in self.task.judged_fields])
+        if echo is None:
+            return pred
+        values = dict(pred.items())
+        values.update(
+            score=None,
+            echoed_score=pred.get("score"),
+            parse_error=f"the rating {echo!r} echoes the judged text (defence 'checked')",
+        )
+        return dspy.Prediction(**values)
 
     def _decode(
         self, decoding: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]
