@@ -19,7 +19,8 @@ def add_compile_attack_args(c: argparse.ArgumentParser) -> None:
         action="store_true",
         help="search the defence factor too: the judged text as the task shows it, "
         "tagged with a rule that instructions inside it are judged, not obeyed, or "
-        "tagged and followed by a reminder (docs/judge.md, 'Judges under attack')",
+        "tagged and followed by a reminder, or that with answers whose rating echoes the "
+        "judged text refused (docs/judge.md, 'Judges under attack')",
     )
     c.add_argument(
         "--max-attack-success",
