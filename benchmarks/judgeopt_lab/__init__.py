@@ -24,7 +24,10 @@ judges, :func:`load_bank` reads it, :data:`RULES` (``judgeopt.selection``'s regi
 one the compile reads too) are the decision rules it replays, :func:`replay_bank` replays
 them over many splits and chooses the default leave-one-pair-out (:func:`choose_default`),
 and :func:`selection_settings` / :func:`preset_toml` turn the choice into a preset's
-settings.
+settings. What a replayed compile's judging costs (``benchmarks/bank_cost.py``):
+:func:`judgement_costs` (seconds per judgement from the bank's chunks), :func:`cost_matrix`,
+:func:`first_k` (a smaller budget's columns) and :func:`compile_seconds` /
+:func:`rule_cost_rows` (per rule and split).
 
 The search benchmark a user runs (``judgeopt bench-search``) is the product's:
 :mod:`judgeopt.bench`.
@@ -44,6 +47,16 @@ from ._bank import (
     load_bank,
     pack_bank,
     strategy_json,
+)
+from ._bank_cost import (
+    CostFit,
+    compile_seconds,
+    cost_matrix,
+    first_k,
+    judgement_costs,
+    race,
+    raced,
+    rule_cost_rows,
 )
 from ._bank_todo import bank_base, bank_todo
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
@@ -77,6 +90,7 @@ __all__ = [
     "BankColumn",
     "BankPair",
     "CVMethodResult",
+    "CostFit",
     "CVResult",
     "EXIT_INTERRUPTED",
     "Factory",
@@ -89,12 +103,16 @@ __all__ = [
     "bank_splits",
     "bank_todo",
     "choose_default",
+    "compile_seconds",
     "confirmation_kwargs",
+    "cost_matrix",
     "cross_validate_searches",
     "e2e_table",
     "evaluate_stored",
     "finalist_report",
     "finite_or_none",
+    "first_k",
+    "judgement_costs",
     "judgement_covers",
     "keep_judgement",
     "load_bank",
@@ -110,6 +128,9 @@ __all__ = [
     "replay_bank",
     "replay_fixed",
     "replay_rule",
+    "race",
+    "raced",
+    "rule_cost_rows",
     "rules_report",
     "run_interruptible",
     "sample_groups",

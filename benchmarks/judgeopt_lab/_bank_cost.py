@@ -1,0 +1,425 @@
+"""What a replayed compile's judging costs: the bank's seconds per judgement, replayed with
+each selection rule's gain (``benchmarks/bank_cost.py``).
+
+**Seconds per judgement.** The recorder writes, after every ``n`` judged lines, a ``chunk``
+line with the wall seconds of those ``n`` calls (``benchmarks/bank.py``: 8 calls always in
+flight on the batch engine); each bank call's own line holds its latency (``seconds``, the
+time from its start to its end while it shared the engine with the others). A chunk's
+wall time is shared among its ``n`` judgements in proportion to their latencies
+(``share="latency"``: a call's share of the engine's slot-seconds; an explanation-first call
+that runs ten times longer than a rating-only one costs about ten times as much) or equally
+(``share="equal"``). The shares of a chunk add up to its wall time, so a pair's costs add up to
+the recorder's hours (section 13 of docs/benchmarks.md).
+
+A judgement without a chunk (imported from ``benchmarks/e2e.py`` without a call, or a bank
+call whose chunk line an interruption cut) gets a modelled cost: per pair, the least-squares
+line of the measured costs on the answer's length in characters (``raw``; most of a call's
+time is the tokens it generates), at that judgement's answer length (never below 0).
+
+**A compile's judging.** A replayed compile judges, on the split's validation items, every
+strategy its search evaluated (the bank's columns, or the first ``k`` of them in the search's
+order for a budget of ``k``, :func:`first_k`), except where the rule asks for less
+(:func:`compile_seconds`): ``confirm`` and ``veto`` search on one half
+(:func:`judgeopt.selection.confirmation_split`, as the rule splits) and judge only the baseline
+and their finalists on the other; ``baseline`` and ``prior`` judge nothing.
+
+**Racing** (:func:`race`, :func:`raced`): the compile's racing (:mod:`judgeopt.racing`, the
+``[racing]`` defaults: checkpoints at 25, 50 and 75 % of the search items, at least 20 items,
+a one-sided 95 % bound compared with the 5th best full score so far) replayed on the bank's
+columns in the search's order. A dropped strategy costs the items it was judged on and is
+not among the strategies the rule compares (as the compile's pooled rules leave it out); the
+search's path is the bank's either way (the replay cannot show where a dropped strategy's
+partial score would have sent the search).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from judgeopt.metrics import group_correlation
+from judgeopt.racing import (
+    RacingConfig,
+    checkpoint_sizes,
+    race_decision,
+    race_order,
+    threshold,
+    unit_keys,
+)
+from judgeopt.selection import (
+    Pick,
+    RuleInput,
+    RuleSpec,
+    change_from,
+    column_scores,
+    confirmation_split,
+    impute,
+)
+
+from ._bank import BankColumn, BankPair, keep_judgement, strategy_json
+from ._replay import _input
+
+__all__ = [
+    "CONFIRM_FINALISTS",
+    "NO_CALLS",
+    "CostFit",
+    "column_index",
+    "compile_seconds",
+    "cost_matrix",
+    "first_k",
+    "judgement_costs",
+    "race",
+    "raced",
+    "rule_cost_rows",
+    "search_rank",
+]
+
+#: Rules that judge nothing on the validation items.
+NO_CALLS = frozenset({"baseline", "prior"})
+#: Rules that search on one half and confirm on the other: the finalists they judge there.
+CONFIRM_FINALISTS = {"confirm": 3, "confirm+prior": 3, "confirm+prior(veto)": 3, "veto": 1}
+
+
+@dataclass(frozen=True)
+class CostFit:
+    """How a pair's judgements got their seconds.
+
+    Attributes:
+        measured: Judgements whose cost is their share of a chunk.
+        modelled: Judgements costed by the length line (no chunk).
+        intercept: Seconds of the line at an empty answer.
+        per_char: Seconds per character of the answer.
+        r: Correlation of the measured costs with the answer's length.
+        seconds: The chunks' wall seconds in all (what the measured shares add up to).
+    """
+
+    measured: int
+    modelled: int
+    intercept: float
+    per_char: float
+    r: float
+    seconds: float
+
+
+def judgement_costs(
+    lines: Iterable[Mapping[str, Any]], *, share: str = "latency"
+) -> tuple[dict[tuple[str, str], float], CostFit]:
+    """The seconds of each judgement a pair's bank holds, keyed as :func:`keep_judgement`
+    keys them (the base strategy's sorted JSON, the item id), for the judgement the loader
+    keeps (a bank call over an imported one).
+
+    Raises:
+        ValueError: On an unknown ``share`` (``latency`` or ``equal``).
+    """
+    if share not in ("latency", "equal"):
+        raise ValueError(f"share must be 'latency' or 'equal'; got {share!r}")
+    lines = [dict(x) for x in lines]
+    cost: dict[int, float] = {}
+    pending: list[int] = []
+    total = 0.0
+    for k, line in enumerate(lines):
+        kind = line.get("kind")
+        if kind == "judgement" and line.get("source") == "bank":
+            pending.append(k)
+        elif kind == "chunk":
+            n = int(line.get("n") or 0)
+            wall = float(line.get("seconds") or 0.0)
+            total += wall
+            mine = pending[-n:] if n else []
+            latency = [float(lines[j].get("seconds") or 0.0) for j in mine]
+            whole = sum(latency)
+            for j, lat in zip(mine, latency, strict=True):
+                cost[j] = wall * (lat / whole if share == "latency" and whole > 0 else 1 / n)
+            pending = []
+    x = np.array([len(lines[j].get("raw") or "") for j in cost], dtype=float)
+    y = np.array(list(cost.values()), dtype=float)
+    if x.size >= 2 and np.ptp(x) > 0:
+        per_char, intercept = (float(v) for v in np.polyfit(x, y, 1))
+        r = float(np.corrcoef(x, y)[0, 1]) if np.ptp(y) > 0 else math.nan
+    else:
+        per_char, intercept, r = 0.0, float(y.mean()) if y.size else 0.0, math.nan
+    held: dict[tuple[str, str], dict[str, Any]] = {}
+    modelled = 0
+    for k, line in enumerate(lines):
+        if line.get("kind") != "judgement":
+            continue
+        if k in cost:
+            seconds = cost[k]
+        else:
+            seconds = max(0.0, intercept + per_char * len(line.get("raw") or ""))
+        keep_judgement(held, {**line, "_cost": seconds, "_measured": k in cost})
+    out = {key: float(v["_cost"]) for key, v in held.items()}
+    modelled = sum(not v["_measured"] for v in held.values())
+    fit = CostFit(len(out) - modelled, modelled, intercept, per_char, r, total)
+    return out, fit
+
+
+def _base(column: BankColumn) -> str:
+    return strategy_json({k: v for k, v in column.strategy.items() if k != "decoding"})
+
+
+def cost_matrix(pair: BankPair, costs: Mapping[tuple[str, str], float]) -> np.ndarray:
+    """The seconds of each (column, pool item) judgement, shaped as :meth:`BankPair.matrix`
+    (``nan`` where the bank holds none). A column is one strategy with its decoding; two
+    columns of the same calls (``greedy`` and ``expected``) each cost the calls, as a compile
+    that evaluates both judges both."""
+    out = np.full((len(pair.columns), len(pair.ids)), np.nan)
+    for c, col in enumerate(pair.columns):
+        base = _base(col)
+        for i, rid in enumerate(pair.ids):
+            v = costs.get((base, str(rid)))
+            if v is not None:
+                out[c, i] = v
+    return out
+
+
+def search_rank(column: BankColumn) -> int | None:
+    """The column's place in its search's order (its ``search #n`` role), else ``None``."""
+    for role in column.roles:
+        if role.startswith("search #"):
+            return int(role.split("#", 1)[1])
+    return None
+
+
+def first_k(pair: BankPair, k: int) -> tuple[BankPair, list[int]]:
+    """The pair cut to the baseline and the columns the search evaluated first, up to ``k``
+    in all (a search at budget ``k`` that took the same path), and their rows in ``pair``."""
+    rows = [
+        i
+        for i, c in enumerate(pair.columns)
+        if "baseline" in c.roles or (search_rank(c) is not None and search_rank(c) <= k)  # type: ignore[operator]
+    ]
+    cut = BankPair(
+        name=pair.name,
+        task=pair.task,
+        aspect=pair.aspect,
+        level=pair.level,
+        ids=pair.ids,
+        human=pair.human,
+        groups=pair.groups,
+        columns=tuple(pair.columns[i] for i in rows),
+        seconds=pair.seconds,
+        calls=pair.calls,
+        tokens=pair.tokens,
+    )
+    return cut, rows
+
+
+def column_index(pair: BankPair, change: Mapping[str, Any] | None) -> int | None:
+    """The row of the column that is ``change`` from the baseline (``None``: no such
+    column, or no change)."""
+    if not change:
+        return None
+    base = pair.baseline.strategy
+    for i, c in enumerate(pair.columns):
+        if change_from(c.strategy, base) == dict(change):
+            return i
+    return None
+
+
+def compile_seconds(
+    rule: str,
+    pair: BankPair,
+    cost: np.ndarray,
+    valid: np.ndarray,
+    *,
+    seed: int,
+    prior_row: int | None = None,
+    racing: bool = False,
+    data: RuleInput | None = None,
+) -> float:
+    """The seconds a compile running ``rule`` spends judging on the validation items
+    ``valid`` (pool rows), every column of ``pair`` being a strategy its search evaluated;
+    ``seed`` is the rule's seed on the split (the replay's split index), ``prior_row`` the
+    prior default's column (judged on the confirmation half by ``confirm+prior(veto)``).
+    With ``racing``, each strategy costs the search items racing judged it on (:func:`race`)
+    and the finalists are among those it kept. ``data``: the split's validation input, if
+    made already (its race is then run once for every rule).
+    """
+    if rule in NO_CALLS:
+        return 0.0
+    sub = cost[:, valid]
+    finalists = CONFIRM_FINALISTS.get(rule)
+    if data is None:
+        data = _input(pair, np.asarray(valid), pair.matrix(), seed)
+    halves = finalists is not None
+    search = _search_items(data, halves)
+    if racing:
+        judged = data.memo(f"race-items-{halves}", lambda: race(data, search))
+    else:
+        judged = {r: search for r in range(len(pair.columns))}
+    seconds = sum(float(np.nansum(sub[r, judged[r]])) for r in judged)
+    if finalists is None:
+        return seconds
+    b = data.baseline
+    conf = sorted(set(range(len(valid))) - set(search))
+    kept = [r for r in judged if len(judged[r]) == len(search)]
+    human = pair.human[valid]
+    groups = [pair.groups[i] for i in valid]
+    grouped = groups if pair.level == "group" else None
+    s_groups = None if grouped is None else [grouped[i] for i in search]
+    preds = impute(pair.matrix()[:, valid][:, np.asarray(search)])  # as the rule reads them
+    scores = np.full(len(pair.columns), np.nan)
+    scores[kept] = column_scores(human[np.asarray(search)], preds[kept], s_groups)
+    ranked = [int(i) for i in np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")]
+    ranked = [i for i in ranked if i in kept]
+    if rule == "veto":  # the search half's best, the baseline on a tie (as the rule)
+        finite = np.nan_to_num(scores, nan=-np.inf)
+        top = b if finite[b] >= finite.max() else ranked[0]
+        confirmed: set[int] = set() if top == b else {b, top}
+    else:
+        confirmed = {b, *[i for i in ranked if i != b][:finalists]}
+        if rule == "confirm+prior(veto)" and prior_row is not None:
+            confirmed.add(prior_row)
+    return seconds + float(np.nansum(sub[sorted(confirmed)][:, conf]))
+
+
+def rule_cost_rows(
+    pair: BankPair,
+    cost: np.ndarray,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    rules: Iterable[str],
+    *,
+    prior: Mapping[str, Any] | None = None,
+    racing: bool = False,
+) -> dict[str, np.ndarray]:
+    """Per rule, the compile's judging seconds on each split's validation items."""
+    prior_row = column_index(pair, prior)
+    preds = pair.matrix()
+    inputs = [_input(pair, np.asarray(v), preds, s) for s, (v, _) in enumerate(splits)]
+    return {
+        r: np.array(
+            [
+                compile_seconds(
+                    r, pair, cost, v, seed=s, prior_row=prior_row, racing=racing, data=d
+                )
+                for s, ((v, _), d) in enumerate(zip(splits, inputs, strict=True))
+            ]
+        )
+        for r in rules
+    }
+
+
+#: The search's population size (``k`` of HPSS and ``auto``): racing's ``top``.
+RACE_TOP = 5
+
+
+def race(
+    data: RuleInput,
+    items: Sequence[int],
+    *,
+    config: RacingConfig | None = None,
+    top: int = RACE_TOP,
+) -> dict[int, list[int]]:
+    """Racing replayed on ``data``'s candidates in row order (the search's order) over the
+    search items ``items`` (indices into ``data``'s items): per candidate, the items it is
+    judged on (all of ``items`` for a survivor, a prefix for a dropped one). The baseline is
+    never dropped (the compile judges it on every item)."""
+    cfg = config or RacingConfig(enabled=True)
+    idx = np.asarray(items, dtype=np.intp)
+    grouped = data.groups is not None
+    groups = [data.groups[i] for i in idx] if data.groups is not None else None
+    _, keys, members = unit_keys(list(data.human[idx]), groups)
+    n_units = len(members)
+    per_unit = len(idx) / n_units
+    min_units = max(3, math.ceil(cfg.min_items / per_unit)) if grouped else cfg.min_items
+    sizes = checkpoint_sizes(n_units, cfg.checkpoints, min_units)
+    order = race_order(keys, n_strata=sizes[0], seed=cfg.seed)
+    level = "group" if grouped else "dataset"
+    full: list[float] = []
+    out: dict[int, list[int]] = {}
+    for row in range(data.preds.shape[0]):
+        bar = threshold(full, top)
+        judged = [int(i) for i in idx]
+        if row != data.baseline:
+            for size in sizes[:-1]:
+                part = [int(idx[i]) for u in order[:size] for i in members[u]]
+                h, x = data.human[part], data.preds[row, part]
+                g = None if data.groups is None else [data.groups[i] for i in part]
+                estimate = float(column_scores(h, x[None, :], g)[0])
+                sd = _group_sd(h, x, g) if g is not None else None
+                decision = race_decision(
+                    estimate if math.isfinite(estimate) else None,
+                    size,
+                    n_units,
+                    bar,
+                    metric="spearman",
+                    z=cfg.z,
+                    level=level,
+                    group_sd=sd,
+                )
+                if decision.drop:
+                    judged = part
+                    break
+        out[row] = judged
+        if len(judged) == len(idx):
+            score = float(column_scores(data.human[idx], data.preds[row, idx][None, :], groups)[0])
+            if math.isfinite(score):
+                full.append(score)
+    return out
+
+
+def _group_sd(human: np.ndarray, pred: np.ndarray, groups: Sequence[Any]) -> float | None:
+    """The spread of the per-group Spearman correlations (mean-imputed), as the compile's
+    racing reads it at group level."""
+    parsed = pred[np.isfinite(pred)]
+    if parsed.size < 3:
+        return None
+    filled = np.where(np.isfinite(pred), pred, parsed.mean())
+    try:
+        per = list(
+            group_correlation(
+                list(human), list(filled), list(groups), "spearman"
+            ).per_group.values()
+        )
+    except ValueError:
+        return None
+    return float(np.std(per, ddof=1)) if len(per) >= 2 else None
+
+
+def _search_items(data: RuleInput, halves: bool) -> list[int]:
+    if not halves:
+        return list(range(len(data.human)))
+    split_by = data.split_groups if data.split_groups is not None else data.groups
+    search, _ = confirmation_split(data.human, split_by, fraction=0.5, seed=data.seed)
+    return list(search)
+
+
+def _raced_input(data: RuleInput, halves: bool) -> tuple[RuleInput, list[int]]:
+    """``data`` cut to the candidates racing keeps (and their rows in ``data``)."""
+
+    def make() -> tuple[RuleInput, list[int]]:
+        items = _search_items(data, halves)
+        n = len(items)
+        rows = [r for r, judged in race(data, items).items() if len(judged) == n]
+        sub = RuleInput(
+            human=data.human,
+            preds=data.preds[rows],
+            baseline=rows.index(data.baseline),
+            groups=data.groups,
+            split_groups=data.split_groups,
+            strategies=[data.strategies[r] for r in rows] if data.strategies else (),
+            seed=data.seed,
+        )
+        return sub, rows
+
+    return data.memo(f"raced-{halves}", make)
+
+
+def raced(name: str, spec: RuleSpec) -> RuleSpec:
+    """``spec`` as a raced compile runs it: the rule compares only the candidates racing
+    kept (on the search half for ``confirm`` and ``veto``, else on all the items)."""
+    if name in NO_CALLS:
+        return spec
+    halves = name in CONFIRM_FINALISTS
+
+    def fn(data: RuleInput, **kwargs: Any) -> Pick:
+        sub, rows = _raced_input(data, halves)
+        pick = spec.fn(sub, **kwargs)
+        return replace(pick, members=tuple(rows[m] for m in pick.members))
+
+    return replace(spec, fn=fn)
