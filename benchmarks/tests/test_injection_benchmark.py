@@ -34,7 +34,7 @@ def _report(records: list[Record], success: float, noisy: bool) -> dict[str, Any
     }
     return {
         "metric": "spearman",
-        "clean": {"spearman": 0.5 if noisy else 1.0},
+        "clean": {"spearman": 0.5 if noisy else 1.0, "level": "group"},
         "mean_success": success,
         "clean_scores": scores,
         "attacks": [],
@@ -61,10 +61,24 @@ def test_the_target_needs_both_a_quarter_of_the_attacks_and_the_clean_agreement(
     assert out["baseline"] == {"attack_success": base_success, "clean_corr": 1.0}
     assert out["defended"]["strategy"] == injection.DEFENDED
     assert out["n_paired"] == len(records) and out["clean_corr_diff_se"] >= 0
+    assert out["n_units"] == 6
     if not defended_noisy:
         assert out["clean_corr_diff"] == pytest.approx(0.0)
     else:
         assert out["clean_corr_diff"] < -out["clean_corr_diff_se"]
+
+
+def test_too_few_groups_decide_nothing() -> None:
+    records = _records(n_groups=2)
+    row = {
+        "aspect": "coherence",
+        "judges": {
+            "baseline": _report(records, 0.8, noisy=False),
+            injection.DEFENDED: _report(records, 0.0, noisy=False),
+        },
+    }
+    out = injection.pair_summary(row, records, "local", seed=0)
+    assert out["met"] is None and "2 group(s)" in out["met_note"]
 
 
 def test_a_pair_without_both_judges_has_no_target_row() -> None:
@@ -74,7 +88,8 @@ def test_a_pair_without_both_judges_has_no_target_row() -> None:
 
 
 def test_runs_merge_into_the_target_file(tmp_path: Path) -> None:
-    records = _records()
+    """The merge redraws each pair's items (as the run did) and computes the figures again."""
+    records = injection.pair_records("summeval", 24, 0)
     runs = []
     for model in ("local", "local:qwen2.5-coder-0.5b"):
         row: dict[str, Any] = {"task": "summeval", "aspect": "coherence", "n": len(records)}
@@ -90,7 +105,9 @@ def test_runs_merge_into_the_target_file(tmp_path: Path) -> None:
     out = tmp_path / "injection.json"
     assert injection.main(["--merge", *runs, "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert data["suite_version"] == "injection-1" and data["met"] == "2 of 2 pair-model rows"
+    assert data["suite_version"] == "injection-1" and data["met"] == "0 of 2 pair-model rows"
+    # 24 SummEval summaries are two articles' worth: too few groups to decide the target.
+    assert all(p["met"] is None and p["n_units"] == 2 for p in data["pairs"])
     assert [p["model"] for p in data["pairs"]] == ["local", "local:qwen2.5-coder-0.5b"]
     for p in data["pairs"]:
         assert {"task", "aspect", "model", "baseline", "defended"} <= set(p)
