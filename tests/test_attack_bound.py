@@ -24,6 +24,7 @@ from judgeopt.judge import (
     JudgeProgram,
     baseline_strategy,
     defended_text,
+    echoed_rating,
     hpss_graph,
     hpss_space,
     hpss_strategy,
@@ -152,6 +153,10 @@ def test_the_checked_defence_refuses_an_echoed_rating(task, records) -> None:
     assert pred.score is None and pred.echoed_score == 10
     assert "echoes the judged text" in pred.parse_error
     assert sandwich(**attacked).score == 10  # the same prompt, without the check
+    # A bare number is in many a text by chance: never taken for an echo.
+    assert echoed_rating("4", "lone_number", ["scored 4 goals"]) is None
+    assert echoed_rating("[[4]]", "double_brackets", ["scored [[4]]"]) == "[[4]]"
+    assert echoed_rating("Rating: 4", "labelled", ["ok"]) is None
     # The prompt is the sandwich's: a checked judge reuses its cached answers.
     assert render_messages(task, ASPECT, checked.strategy, attacked) == render_messages(
         task, ASPECT, sandwich.strategy, attacked

@@ -100,17 +100,23 @@ def defence_reminder(defence: str, values: Mapping[str, str]) -> str | None:
     return substitute(DEFENCE_REMINDER, values) if defence in _REMINDED else None
 
 
-def echoed_rating(matched: str | None, judged: Sequence[str]) -> str | None:
+#: The parse rules whose match is a rating string a judged text can forge: ``[[5]]``,
+#: ``Rating: 5`` (a bare number, a fraction or a verdict word is in many a text by chance).
+ECHO_RULES: Final = frozenset({"double_brackets", "labelled"})
+
+
+def echoed_rating(matched: str | None, method: str, judged: Sequence[str]) -> str | None:
     """The answer's rating text when the judged text holds it verbatim, else ``None``.
 
     Args:
         matched: The text the rating parser matched in the answer (``RatingParse.matched``,
             ``PreferenceParse.matched``), e.g. ``"Rating: [[5]]"`` or ``"[[5]]"``.
+        method: The parse rule that matched; only :data:`ECHO_RULES` are checked.
         judged: The judged fields' texts.
     """
     text = (matched or "").strip()
-    if not text or not any(c.isdigit() or c in "[]" for c in text):
-        return None  # a bare verdict word ("A") is no rating string to echo
+    if method not in ECHO_RULES or not text:
+        return None
     return text if any(text in j for j in judged) else None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import dspy
 
 from judgeopt.data import Record
-from judgeopt.scoring import parse_preference, parse_rating
+from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
 from judgeopt.search import FactorGraph, Strategy, Value
 
 from .._errors import JudgeoptError
@@ -488,12 +488,14 @@ class JudgeProgram(CompiledViews, dspy.Module):
         if self.strategy.get("defence") not in CHECKED_DEFENCES or pred.get("score") is None:
             return pred
         raw = str(pred.get("raw") or "")
+        parsed: RatingParse | PreferenceParse
         if self.task.mode == "pairwise":
-            matched = parse_preference(raw).matched
+            parsed = parse_preference(raw)
         else:
             lo, hi = self.rating_bounds
-            matched = parse_rating(raw, scale=hi, rating_min=lo).matched
-        echo = echoed_rating(matched, [fields[f] for f in self.task.judged_fields])
+            parsed = parse_rating(raw, scale=hi, rating_min=lo)
+        judged = [fields[f] for f in self.task.judged_fields]
+        echo = echoed_rating(parsed.matched, parsed.method, judged)
         if echo is None:
             return pred
         values = dict(pred.items())
