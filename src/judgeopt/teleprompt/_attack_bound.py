@@ -67,6 +67,8 @@ class AttackBound:
         items: The validation items the suite was run on.
         checked: The judges checked, in order.
         calls: The LM calls the checks made.
+        returned: The check of the judge the choice returned (the last one checked, unless
+            the choice came back to a judge checked before).
     """
 
     suite: str
@@ -74,11 +76,12 @@ class AttackBound:
     items: int
     checked: list[AttackCheck] = field(default_factory=list)
     calls: int = 0
+    returned: AttackCheck | None = None
 
     @property
     def met(self) -> bool:
-        """Whether the last judge checked (the one returned) met the bound."""
-        return bool(self.checked) and self.checked[-1].passed
+        """Whether the judge returned met the bound."""
+        return self.returned is not None and self.returned.passed
 
     def to_dict(self) -> dict[str, Any]:
         """The plain-data form (the selection record's ``robustness``)."""
@@ -110,10 +113,10 @@ class AttackBound:
 
     def problem(self, key: str) -> str:
         """The problem line when the judge returned fails the bound."""
-        last = self.checked[-1]
+        mean = None if self.returned is None else self.returned.mean_success
         return (
             f"the returned judge ({key}) fails the robustness bound: attack success "
-            f"{_pct(last.mean_success)} over the suite {self.suite} on {self.items} "
+            f"{_pct(mean)} over the suite {self.suite} on {self.items} "
             f"validation items, above max_attack_success {self.bound:g} (after "
             f"{len(self.checked)} judge(s) checked)"
         )

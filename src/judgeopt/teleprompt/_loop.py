@@ -30,7 +30,7 @@ from ..judge import ArtifactStore, CompileReport, JudgeStudent
 from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
 from ..search import Strategy
-from ._attack_bound import AttackBound, check_attacks
+from ._attack_bound import AttackBound, AttackCheck, check_attacks
 from ._choice import Selected, lm_stats
 from ._choosing import Chooser
 from ._compile_result import CompileResult, find_problems
@@ -374,9 +374,11 @@ class CompileRun:
         bound = AttackBound(config.attack_suite, config.max_attack_success, len(val))
         baseline_key = strategy_key(self.base.with_strategy(self.student.strategy).strategy)
         stats0, messages = lm_stats(self.lm), []
+        checks: dict[str, AttackCheck] = {}  # strategy key -> its check
         while True:
             key = strategy_key(selected.judge.strategy)
-            name = self._judge_name(selected.judge, baseline_key)
+            if key in checks:
+                break  # the choice came back to a judge that already failed
             try:
                 check = check_attacks(
                     selected.judge,
@@ -392,6 +394,7 @@ class CompileRun:
                 raise self.journal.stopped(
                     e, "checking the judge's robustness", self.search.n_evaluations
                 ) from e
+            checks[key] = check
             bound.checked.append(check)
             if (
                 check.passed
@@ -399,12 +402,14 @@ class CompileRun:
                 or len(bound.checked) >= config.max_attack_checks
             ):
                 break
-            messages.append(bound.passed_over(check, name))
+            messages.append(
+                bound.passed_over(check, self._judge_name(selected.judge, baseline_key))
+            )
             self.chooser.barred[key] = "above max_attack_success"
             selected = self._select()
-            if strategy_key(selected.judge.strategy) in self.chooser.barred:
-                break  # the choice came back to a judge that already failed
-        messages.append(bound.kept(bound.checked[-1], name))
+        name = self._judge_name(selected.judge, baseline_key)
+        bound.returned = checks[key]
+        messages.append(bound.kept(bound.returned, name))
         record = selected.record
         record.messages.extend(messages)
         bound.calls = lm_stats(self.lm)["calls"] - stats0["calls"]
