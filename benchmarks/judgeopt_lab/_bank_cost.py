@@ -191,21 +191,9 @@ def first_k(pair: BankPair, k: int) -> tuple[BankPair, list[int]]:
     rows = [
         i
         for i, c in enumerate(pair.columns)
-        if "baseline" in c.roles or (search_rank(c) is not None and search_rank(c) <= k)  # type: ignore[operator]
+        if "baseline" in c.roles or ((rank := search_rank(c)) is not None and rank <= k)
     ]
-    cut = BankPair(
-        name=pair.name,
-        task=pair.task,
-        aspect=pair.aspect,
-        level=pair.level,
-        ids=pair.ids,
-        human=pair.human,
-        groups=pair.groups,
-        columns=tuple(pair.columns[i] for i in rows),
-        seconds=pair.seconds,
-        calls=pair.calls,
-        tokens=pair.tokens,
-    )
+    cut = replace(pair, columns=tuple(pair.columns[i] for i in rows))
     return cut, rows
 
 
