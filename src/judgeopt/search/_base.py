@@ -283,11 +283,12 @@ class Search(abc.ABC):
         return json.dumps(self.state_dict())
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any] | str) -> Search:
+    def from_state(cls, state: Mapping[str, Any] | str, **params: Any) -> Search:
         """Rebuild a search from :meth:`state_dict` output (a dict or JSON text).
 
         Called on :class:`Search` it picks the class named in the state; called on a
-        subclass it requires that class.
+        subclass it requires that class. ``params`` replace the saved parameters of the same
+        name (``budget=`` to go on past the saved budget).
 
         Raises:
             ValueError: On an unknown search name, a format version mismatch, or a history
@@ -308,7 +309,7 @@ class Search(abc.ABC):
             raise ValueError(f"State is for search {name!r}, not {cls.name!r}.")
         space = FactorSpace.from_dict(data["space"])
         graph = None if data.get("graph") is None else FactorGraph.from_dict(data["graph"])
-        search = klass(space, graph=graph, **data["params"])
+        search = klass(space, graph=graph, **{**data["params"], **params})
         for i, item in enumerate(data.get("history", [])):
             expected = space.strategy(item["strategy"])
             got = search.ask()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +38,9 @@ class Finalist:
     error: str | None = None
     upper_bound: float = math.nan
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form."""
-        return {
+    def to_dict(self, strategy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Plain-data form (with the finalist's ``strategy`` when the caller gives it)."""
+        out = {
             "key": self.key,
             "search_score": _num(self.search_score),
             "confirm_score": _num(self.confirm_score),
@@ -50,6 +51,9 @@ class Finalist:
             "confirmed": self.confirmed,
             "error": self.error,
         }
+        if strategy is not None:
+            out.update(strategy=dict(strategy))
+        return out
 
 
 @dataclass(frozen=True)
@@ -70,14 +74,17 @@ class SelectionResult:
     confidence: float
     reason: str = field(default="")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form."""
+    def to_dict(self, strategies: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+        """Plain-data form; ``strategies`` (one per finalist, in order) adds each finalist's
+        strategy."""
+        each: list[Mapping[str, Any] | None] = list(strategies or ())
+        each += [None] * (len(self.finalists) - len(each))
         return {
             "chosen": self.chosen,
             "baseline_score": _num(self.baseline_score),
             "confidence": self.confidence,
             "reason": self.reason,
-            "finalists": [f.to_dict() for f in self.finalists],
+            "finalists": [f.to_dict(s) for f, s in zip(self.finalists, each, strict=False)],
         }
 
 

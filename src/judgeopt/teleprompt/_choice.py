@@ -26,17 +26,50 @@ __all__ = [
     "SelectionRecord",
     "Step",
     "in_order",
+    "LMCounts",
+    "SelectionCost",
     "lm_stats",
     "trial_key",
 ]
 
 
-def lm_stats(lm: Any) -> dict[str, int]:
+@dataclass(frozen=True)
+class LMCounts:
+    """An LM's call and token counters at one moment; ``b - a`` is what was spent between."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __sub__(self, other: LMCounts) -> LMCounts:
+        return LMCounts(*(getattr(self, f) - getattr(other, f) for f in _COUNTERS))
+
+    def to_dict(self) -> dict[str, int]:
+        """The counters by name."""
+        return {f: getattr(self, f) for f in _COUNTERS}
+
+
+_COUNTERS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+
+
+def lm_stats(lm: Any) -> LMCounts:
     """The LM's call and token counters (zeros for an LM without ``stats()``)."""
     fn = getattr(lm, "stats", None)
     st = fn() if callable(fn) else None
-    keys = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
-    return {k: int(getattr(st, k, 0) or 0) for k in keys}
+    return LMCounts(*(int(getattr(st, k, 0) or 0) for k in _COUNTERS))
+
+
+@dataclass(frozen=True)
+class SelectionCost:
+    """What the choice spent beyond the search: the LM's counters and the wall seconds."""
+
+    spent: LMCounts
+    seconds: float
+
+    def to_dict(self) -> dict[str, float]:
+        """The counters and ``seconds``, as the selection record's JSON holds them."""
+        return {**self.spent.to_dict(), "seconds": self.seconds}
 
 
 def trial_key(trial: Any) -> str:
@@ -84,7 +117,7 @@ class SelectionRecord:
     baseline_search_score: float | None = None
     guard: dict[str, Any] | None = None
     prior_fallback: PriorRecord | None = None
-    cost: dict[str, float] | None = None
+    cost: SelectionCost | None = None
     kept_baseline: bool | None = None
     robustness: dict[str, Any] | None = None
 
@@ -113,7 +146,7 @@ class SelectionRecord:
         for name in self._OPTIONAL:
             value = getattr(self, name)
             if value is not None:
-                out[name] = value
+                out[name] = value.to_dict() if isinstance(value, SelectionCost) else value
         if self.prior_fallback is not None:
             out["prior_fallback"] = self.prior_fallback.to_dict()
         return out
@@ -228,10 +261,8 @@ class ChoiceRun:
     def finish(self, step: Step, comparison: Any, ensemble: JudgeEnsemble | None) -> Selected:
         """The record's cost and last warning, and the outcome."""
         record, sel = self.record, self.chooser.sel
-        stats1 = lm_stats(self.chooser.evaluator.lm)
-        cost: dict[str, float] = {k: stats1[k] - self.stats0[k] for k in self.stats0}
-        cost["seconds"] = round(time.perf_counter() - self.t0, 3)
-        record.cost = cost
+        spent = lm_stats(self.chooser.evaluator.lm) - self.stats0
+        record.cost = SelectionCost(spent, round(time.perf_counter() - self.t0, 3))
         record.kept_baseline = strategy_key(step.chosen.strategy) == self.baseline_key
         warn = comparison.gain is not None and comparison.gain < 0
         if warn:

@@ -241,7 +241,7 @@ class Chooser:
             key_of=trial_key,
             gain_prior=sel.gain_prior_for(model_spec(self.evaluator.lm)),
         )
-        run.record.outcome.update(pooled.record)
+        run.record.outcome.update(pooled.record.to_dict())
         run.record.confirm_items = 0
         run.excluded.extend(pooled.excluded)
         n_fin = run.n_finalists
@@ -430,10 +430,8 @@ class Chooser:
                 f"selection: the confirmation failed ({e}); the baseline is kept"
             )
             return step
-        outcome = result.to_dict()
-        for f, t in zip(outcome["finalists"], finalists, strict=False):
-            f["strategy"] = run.base.with_strategy(t.strategy).strategy.as_dict()
-        record.outcome.update(outcome)
+        strategies = [run.base.with_strategy(t.strategy).strategy.as_dict() for t in finalists]
+        record.outcome.update(result.to_dict(strategies))
         record.messages.append(f"selection: {result.reason}")
         if result.chosen is None:
             return step

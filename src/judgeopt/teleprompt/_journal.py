@@ -128,14 +128,13 @@ class RunJournal:
                 )
             return search, []
         state = json.loads(files.state.read_text(encoding="utf-8"))
-        if state.get("search") != name or state["params"].get("seed") != seed:
+        saved_name, saved_seed = state.get("search"), (state.get("params") or {}).get("seed")
+        if (saved_name, saved_seed) != (name, seed):
             raise ValueError(
-                f"Checkpoint {files.state} is for search {state.get('search')!r} seed "
-                f"{state['params'].get('seed')!r}; this compile is {name!r} seed {seed}. "
-                "Use another checkpoint_dir."
+                f"Checkpoint {files.state} is for search {saved_name!r} seed {saved_seed!r}; "
+                f"this compile is {name!r} seed {seed}. Use another checkpoint_dir."
             )
-        state["params"]["budget"] = budget
-        search = Search.from_state(state)
+        search = Search.from_state(state, budget=budget)
         summaries: list[StrategySummary] = []
         if files.evals.is_file():
             # A line written just before an interruption, for an evaluation the state does

@@ -320,7 +320,7 @@ class CompileRun:
             prompt_tokens=sum(s.count("prompt_tokens") for s in summaries),
             completion_tokens=sum(s.count("completion_tokens") for s in summaries),
             calls_this_run=self.calls_this_run,
-            selection_calls=int((selected.record.cost or {}).get("calls", 0)),
+            selection_calls=selected.record.cost.spent.calls if selected.record.cost else 0,
             plan=None if self.cost_plan is None else self.cost_plan.to_dict(),
             problems=problems,
         )
@@ -412,7 +412,7 @@ class CompileRun:
         messages.append(bound.kept(bound.returned, name))
         record = selected.record
         record.messages.extend(messages)
-        bound.calls = lm_stats(self.lm)["calls"] - stats0["calls"]
+        bound.calls = (lm_stats(self.lm) - stats0).calls
         record.robustness = bound.to_dict()
         return selected, [] if bound.met else [bound.problem(name)]
 
@@ -429,12 +429,13 @@ class CompileRun:
     def _trace(self) -> list[dict[str, Any]]:
         """The search's trace, with each evaluation's racing record."""
         trace = self.search.trace()
-        if self.config.racing.enabled:
-            raced = {s.number: s.racing.to_dict() for s in self.summaries if s.racing}
-            for trial, entry in zip(self.search.trials, trace, strict=True):
-                if trial.number in raced:
-                    entry["racing"] = raced[trial.number]
-        return trace
+        if not self.config.racing.enabled:
+            return trace
+        raced = {s.number: s.racing for s in self.summaries if s.racing}
+        return [
+            {**entry, "racing": raced[t.number].to_dict()} if t.number in raced else entry
+            for t, entry in zip(self.search.trials, trace, strict=True)
+        ]
 
     def _racing_summary(self) -> dict[str, Any] | None:
         """What racing saved (``None`` without racing)."""

@@ -39,7 +39,9 @@ from ._summary import PassedOver
 
 __all__ = [
     "POOLED_RULES",
+    "PooledCandidate",
     "PooledChoice",
+    "PooledOutcome",
     "ValidationTable",
     "choose_pooled",
     "pooled_note",
@@ -66,22 +68,76 @@ def pooled_note(rule: str, metric: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class PooledCandidate:
+    """One candidate of a pooled rule: how the compile names it, its strategy, its validation
+    score, its gain over the baseline and that gain's bootstrap standard error, and (rule
+    ``posterior``) the gain the bank's prior expected of its change from the baseline."""
+
+    key: str
+    strategy: dict[str, Any]
+    score: float
+    gain: float
+    se: float
+    prior_gain: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The candidate as the selection record's JSON holds it."""
+        out = {k: getattr(self, k) for k in ("key", "strategy", "score", "gain", "se")}
+        if self.prior_gain is not None:
+            out.update(prior_gain=self.prior_gain)
+        return out
+
+
+@dataclass(frozen=True)
+class PooledOutcome:
+    """A pooled rule's outcome, as the selection record keeps it.
+
+    Attributes:
+        reason: The rule's own reason for its pick.
+        chosen: The index of the pick into ``candidates`` (``None``: the baseline).
+        baseline_score: The baseline's validation score.
+        candidates: Every candidate compared with the baseline.
+        rule_applied: The rule that ran when it is not the one asked for (``shrink`` for a
+            ``posterior`` without a prior).
+        not_judged_on_all: The strategies racing dropped early (not candidates).
+    """
+
+    reason: str
+    chosen: int | None
+    baseline_score: float
+    candidates: tuple[PooledCandidate, ...]
+    rule_applied: str | None = None
+    not_judged_on_all: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The outcome's fields of the selection record's JSON (the optional ones when set)."""
+        out: dict[str, Any] = dict(
+            reason=self.reason,
+            chosen=self.chosen,
+            baseline_score=self.baseline_score,
+            candidates=[c.to_dict() for c in self.candidates],
+        )
+        if self.rule_applied is not None:
+            out.update(rule_applied=self.rule_applied)
+        if self.not_judged_on_all:
+            out.update(not_judged_on_all=list(self.not_judged_on_all))
+        return out
+
+
+@dataclass(frozen=True)
 class PooledChoice:
     """What :func:`choose_pooled` decided.
 
     Attributes:
         chosen: The chosen program (the baseline when the rule kept it).
-        record: The selection record's fields: ``reason``, ``chosen`` (index into
-            ``candidates``, ``None`` for the baseline), ``baseline_score``, ``candidates``
-            (key, strategy, validation score, gain over the baseline and its bootstrap
-            standard error each), and ``not_judged_on_all`` when racing dropped some.
+        record: The rule's outcome (:class:`PooledOutcome`).
         message: The compile's message (which rule chose, and why).
         excluded: The strategies passed over for their unrated answers that could have been
             chosen (validation score above the baseline's), as :class:`Chooser` lists them.
     """
 
     chosen: Any
-    record: dict[str, Any]
+    record: PooledOutcome
     message: str
     excluded: list[PassedOver] = field(default_factory=list)
 
@@ -213,21 +269,16 @@ def choose_pooled(
     se = (boot - boot[:, [0]]).std(axis=0, ddof=1)
     row = pick.single if pick.single is not None else 0
     chosen = baseline if row == 0 else progs[row - 1]
-    candidates = _candidates(table, se, key_of)
-    record: dict[str, Any] = {
-        "reason": pick.reason,
-        "chosen": None if row == 0 else row - 1,
-        "baseline_score": float(scores[0]),
-        "candidates": candidates,
-    }
-    if no_prior:
-        record["rule_applied"] = "shrink"
-    if rule == "posterior" and gain_prior is not None:
-        base_strategy = dict(baseline.strategy.as_dict())
-        for c in candidates:  # what the bank said of each candidate's change
-            c["prior_gain"] = gain_prior.of(change_from(c["strategy"], base_strategy))[0]
-    if table.partial:
-        record["not_judged_on_all"] = table.partial
+    prior = gain_prior if rule == "posterior" else None
+    candidates = _candidates(table, se, key_of, prior, dict(baseline.strategy.as_dict()))
+    record = PooledOutcome(
+        pick.reason,
+        None if row == 0 else row - 1,
+        float(scores[0]),
+        candidates,
+        rule_applied="shrink" if no_prior else None,
+        not_judged_on_all=tuple(table.partial),
+    )
     message = _pooled_message(
         sel,
         spec,
@@ -249,20 +300,26 @@ def choose_pooled(
 
 
 def _candidates(
-    table: ValidationTable, se: np.ndarray, key_of: Callable[[Any], str]
-) -> list[dict[str, Any]]:
-    """Each candidate's record: key, strategy, validation score, gain and its standard error."""
+    table: ValidationTable,
+    se: np.ndarray,
+    key_of: Callable[[Any], str],
+    gain_prior: GainPrior | None,
+    base_strategy: dict[str, Any],
+) -> tuple[PooledCandidate, ...]:
+    """Each candidate: key, strategy, validation score, gain and its standard error, and what
+    ``gain_prior`` (the bank) said of its change from the baseline."""
     scores = table.data.scores
-    return [
-        {
-            "key": key_of(t),
-            "strategy": p.strategy.as_dict(),
-            "score": float(scores[i + 1]),
-            "gain": float(scores[i + 1] - scores[0]),
-            "se": float(se[i + 1]),
-        }
-        for i, (t, p) in enumerate(zip(table.trials, table.programs, strict=True))
-    ]
+    out = []
+    for i, (t, p) in enumerate(zip(table.trials, table.programs, strict=True)):
+        strategy = dict(p.strategy.as_dict())
+        prior = (
+            None
+            if gain_prior is None
+            else float(gain_prior.of(change_from(strategy, base_strategy))[0])
+        )
+        score, gain = float(scores[i + 1]), float(scores[i + 1] - scores[0])
+        out.append(PooledCandidate(key_of(t), strategy, score, gain, float(se[i + 1]), prior))
+    return tuple(out)
 
 
 def _pooled_message(
@@ -270,7 +327,7 @@ def _pooled_message(
     spec: RuleSpec,
     no_prior: bool,
     table: ValidationTable,
-    candidates: list[dict[str, Any]],
+    candidates: tuple[PooledCandidate, ...],
     reason: str,
     row: int,
     *,
@@ -312,11 +369,11 @@ def _pooled_message(
             ""
             if best is None
             else f"; the best other, {key_of(cands[best])}, gained "
-            f"{candidates[best]['gain']:+.3f} (standard error {candidates[best]['se']:.3f})"
+            f"{candidates[best].gain:+.3f} (standard error {candidates[best].se:.3f})"
         )
         return f"selection: rule {sel.rule} ({what}) kept the baseline: {reason}{other}; {told}"
     c = candidates[row - 1]
     return (
-        f"selection: rule {sel.rule} ({what}) chose {c['key']}: {reason}; gain "
-        f"{c['gain']:+.3f} (standard error {c['se']:.3f}) on the validation items; {told}"
+        f"selection: rule {sel.rule} ({what}) chose {c.key}: {reason}; gain "
+        f"{c.gain:+.3f} (standard error {c.se:.3f}) on the validation items; {told}"
     )

@@ -200,5 +200,5 @@ def make_search(config: OptimizerConfig, student: JudgeStudent, graph: FactorGra
                 "baseline_scale to `scale`), or build the student with a strategy inside "
                 "the space."
             )
-        kwargs["baseline"] = base
+        kwargs.update(baseline=base)
     return cls(graph.space, budget=config.budget, seed=config.seed, graph=graph, **kwargs)

@@ -66,9 +66,7 @@ class RaceRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The plain-data form (a summary's and a trace entry's ``racing``)."""
-        out = asdict(self)
-        out["checks"] = [asdict(c) for c in self.checks]
-        return out
+        return {**asdict(self), "checks": [asdict(c) for c in self.checks]}
 
 
 @dataclass(frozen=True)
@@ -102,9 +100,7 @@ class StrategySummary:
         """The plain-data form: ``number``, ``strategy``, the evaluation's fields, ``racing``
         (when raced)."""
         out = {"number": self.number, "strategy": self.strategy, **self.evaluation}
-        if self.racing is not None:
-            out["racing"] = self.racing.to_dict()
-        return out
+        return out if self.racing is None else {**out, "racing": self.racing.to_dict()}
 
     def count(self, name: str) -> int:
         """One of the evaluation's counts (``n``, ``parse_failures``, ``call_failures``,
