@@ -130,3 +130,16 @@ def test_from_state_refuses_a_user_subclass_name() -> None:
     state = Mine(space, budget=2, seed=0).state_dict()
     with pytest.raises(ValueError, match="Unknown search 'mine'"):
         Search.from_state(state)
+
+
+def test_from_state_parameters_override_the_saved_ones() -> None:
+    space = FactorSpace({"a": [0, 1, 2], "b": ["x", "y"]})
+    search = RandomSearch(space, budget=2, seed=3)
+    for _ in range(2):
+        search.tell(search.ask(), 0.5)
+    assert search.finished
+    resumed = Search.from_state(search.state_dict(), budget=4)
+    assert resumed.n_evaluations == 2 and not resumed.finished
+    assert resumed.get_params()["budget"] == 4 and resumed.get_params()["seed"] == 3
+    again = Search.from_state(search.state_dict())
+    assert again.finished
