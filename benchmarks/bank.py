@@ -22,7 +22,7 @@ Three steps, each resumable:
     and the expected rating (from the rating token's logprobs) in the same call. Stored e2e
     judgements of the same model, strategy and item are imported first, not re-judged; a
     few of them are judged again as a check of the import (``verify`` lines). Written to
-    ``benchmarks/results/bank/<pair>.jsonl`` line by line: Ctrl-C or SIGTERM stop with exit
+    ``benchmarks/runs/bank/<pair>.jsonl`` line by line: Ctrl-C or SIGTERM stop with exit
     130 and the same command resumes. Breadth first: the first ``--first`` pairs each reach
     ``--levels`` items judged by every column (in waves of whole groups, see
     :func:`judgeopt_lab.bank_todo`) one level at a time, then are completed; then the
@@ -86,7 +86,7 @@ from bank_plan import (  # noqa: E402 - the sibling script, found through the li
     BANK_DIR,
     PAIRS,
     PLAN,
-    ROOT,
+    e2e_dir_of,
     e2e_imports,
     e2e_split,
     make_plan,
@@ -113,13 +113,11 @@ class Recorder:
         self.parallel = parallel
         self.task = load_task(plan["task"])
         self.path = BANK_DIR / f"{plan['name']}.jsonl"
-        row = json.loads(
-            (ROOT.parent / plan["e2e_dir"] / "result.json").read_text(encoding="utf-8")
-        )
+        row = json.loads((e2e_dir_of(plan) / "result.json").read_text(encoding="utf-8"))
         valid, _ = e2e_split(row)
         self.valid = valid
         self.records, self.groups = pool_records(plan)
-        art = ROOT.parent / plan["e2e_dir"] / "ckpt" / "artifacts.json"
+        art = e2e_dir_of(plan) / "ckpt" / "artifacts.json"
         self.artifacts = ArtifactStore(BANK_DIR / f"{plan['name']}.artifacts.json")
         if art.is_file() and len(self.artifacts) == 0:
             for key, value in json.loads(art.read_text(encoding="utf-8")).items():

@@ -300,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", default=str(ROOT / "results" / "bank_cost.json"))
     args = p.parse_args(argv)
     budgets = sorted(int(k) for k in args.budgets.split(","))
-    bank_dir = ROOT / "results" / "bank"
+    bank_dir = ROOT / "runs" / "bank"
     bank = load_bank(ROOT / "bank_plan.json", bank_dir, complete_only=True)
     if len(bank) < 2:
         print(f"the bank has {len(bank)} complete pair(s); a replay needs at least 2")

@@ -33,8 +33,15 @@ from judgeopt_lab import (
 DATA = shared_data_dir()
 ROOT = Path(__file__).resolve().parent
 PLAN = ROOT / "bank_plan.json"
-E2E_DIR = ROOT / "results" / "e2e_runs"
-BANK_DIR = ROOT / "results" / "bank"
+E2E_DIR = ROOT / "runs" / "e2e_runs"
+BANK_DIR = ROOT / "runs" / "bank"
+
+
+def e2e_dir_of(plan: dict[str, Any]) -> Path:
+    """The folder of a planned pair's e2e run (``benchmarks/runs/e2e_runs/<pair>``)."""
+    return E2E_DIR / Path(plan["e2e_dir"]).name
+
+
 #: The e2e pairs, in the order they are recorded (the four of e2e.json, then the held-out three).
 PAIRS = (
     "sfres_naturalness",
@@ -122,6 +129,8 @@ def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, 
         "task": task,
         "aspect": aspect,
         "level": row["level"],
+        # Where the pair's e2e run was when the plan was committed (the plan's sha256 names
+        # every bank file, so the text stays); read it through e2e_dir_of.
         "e2e_dir": f"benchmarks/results/e2e_runs/{name}",
         "e2e_split": {
             "n_valid": row["n_valid"],
@@ -179,7 +188,7 @@ def plan_sha(path: Path = PLAN) -> str:
 # Imports ----------------------------------------------------------------------------------
 def e2e_imports(plan: dict[str, Any], bounds_of: Any) -> list[dict[str, Any]]:
     """Bank lines for the stored e2e judgements of the pair's columns on pool items."""
-    pair_dir = ROOT.parent / plan["e2e_dir"]
+    pair_dir = e2e_dir_of(plan)
     pool = set(plan["pool"])
     found: dict[str, dict[str, Any]] = {}  # base key + item id -> line
     sources: dict[str, list[tuple[str, Any]]] = {}  # strategy key -> [(source, items)]

@@ -22,14 +22,14 @@ pairs only), the number the targets are checked on.
 ``--e2e-preview`` replays the same rules on the judgements ``benchmarks/e2e.py`` already
 stored for its test items instead (per pair the 3-5 strategies judged on all its test
 items: the baseline, the chosen judge, the ensemble's members), written to
-``benchmarks/results/bank_rules_e2e_preview.json``. That is a check of the machinery on
+``benchmarks/results/history/bank_rules_e2e_preview.json``. That is a check of the machinery on
 real judgements, not the bank: the candidates are few and were themselves chosen by a
 search on other items of the same pair.
 
 ``--partial`` replays a bank still being recorded: each pair restricted to its groups judged
 by every column (:meth:`judgeopt_lab.BankPair.judged_groups`; the recorder fills a pair
 group by group), pairs with at least ``--min-items`` such items, written to
-``benchmarks/results/bank_rules_partial.json``. An interim look on fewer items and pairs
+``benchmarks/results/history/bank_rules_partial.json``. An interim look on fewer items and pairs
 than the plan, not the bank's answer: no default is taken from it.
 
 Usage:
@@ -69,7 +69,7 @@ from judgeopt_lab import (
 )
 
 ROOT = Path(__file__).resolve().parent
-E2E_DIR = ROOT / "results" / "e2e_runs"
+E2E_DIR = ROOT / "runs" / "e2e_runs"
 
 
 def e2e_preview_bank() -> dict[str, BankPair]:
@@ -236,17 +236,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.e2e_preview:
         bank = e2e_preview_bank()
         sizes = [50, 100]
-        path = Path(args.json or ROOT / "results" / "bank_rules_e2e_preview.json")
+        path = Path(args.json or ROOT / "results" / "history" / "bank_rules_e2e_preview.json")
     elif args.partial:
-        full = load_bank(ROOT / "bank_plan.json", ROOT / "results" / "bank")
+        full = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank")
         parts = {name: b.judged_groups() for name, b in full.items()}
         for name, b in parts.items():
             print(f"  {name}: {len(b.ids)} of {len(full[name].ids)} items judged by every column")
         bank = {name: b for name, b in parts.items() if len(b.ids) >= args.min_items}
         sizes = [50, 100]
-        path = Path(args.json or ROOT / "results" / "bank_rules_partial.json")
+        path = Path(args.json or ROOT / "results" / "history" / "bank_rules_partial.json")
     else:
-        bank = load_bank(ROOT / "bank_plan.json", ROOT / "results" / "bank", complete_only=True)
+        bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
         # 40: about the demo's 41 labelled items (its README paragraph quotes this row)
         sizes = [40, 50, 100, 200]
         path = Path(args.json or ROOT / "results" / "bank_rules.json")

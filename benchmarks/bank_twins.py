@@ -32,7 +32,7 @@ from judgeopt_lab import bank_lines, load_bank, markdown_table, replay_fixed, wr
 
 ROOT = Path(__file__).resolve().parent
 PLAN = ROOT / "bank_plan.json"
-BANK = ROOT / "results" / "bank"
+BANK = ROOT / "runs" / "bank"
 OUT = ROOT / "results" / "bank_twins.json"
 
 #: The rules compared: the shipped default, and the conservative guarded ensemble the

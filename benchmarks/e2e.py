@@ -28,7 +28,7 @@ Usage:
     python benchmarks/e2e.py [--pairs sfres:naturalness,topical_chat:naturalness,
         topical_chat:coherence,summeval:coherence] [--model local] [--budget 20] [--n-valid 100]
         [--n-test 200] [--ensemble M] [--judge-passed-over K] [--parallel 8]
-        [--out-dir benchmarks/results/e2e_runs] [--json benchmarks/results/e2e.json]
+        [--out-dir benchmarks/runs/e2e_runs] [--json benchmarks/results/e2e.json]
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 """
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=E2E_SPLIT["seed"])
     p.add_argument(
         "--out-dir",
-        default="benchmarks/results/e2e_runs",
+        default="benchmarks/runs/e2e_runs",
         help="checkpoints and judged items, committed so that a later session resumes "
         "(the LM cache inside is not committed)",
     )

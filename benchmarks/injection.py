@@ -30,11 +30,11 @@ and judge already in ``--json`` (same model, same ``n``) is kept, not judged aga
 file's other pairs are kept.
 
 Usage (one model per run, then the runs merged into the target's file):
-    python benchmarks/injection.py --json benchmarks/results/injection_local.json
+    python benchmarks/injection.py --json benchmarks/runs/injection_local.json
     python benchmarks/injection.py --model local:qwen2.5-coder-0.5b \
-        --json benchmarks/results/injection_0.5b.json
-    python benchmarks/injection.py --merge benchmarks/results/injection_local.json \
-        benchmarks/results/injection_0.5b.json --json benchmarks/results/injection.json
+        --json benchmarks/runs/injection_0.5b.json
+    python benchmarks/injection.py --merge benchmarks/runs/injection_local.json \
+        benchmarks/runs/injection_0.5b.json --json benchmarks/results/injection.json
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 """

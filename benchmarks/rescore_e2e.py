@@ -78,6 +78,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 e2e = importlib.import_module("e2e")  # the sibling script: its split, intervals and DATA
 
 RESULTS = ROOT / "benchmarks" / "results"
+RUNS = ROOT / "benchmarks" / "runs"
 SOURCES = ("e2e.json", "e2e_heldout.json")
 
 
@@ -124,7 +125,7 @@ def rescore_pair(
     search: list[Record] = [valid[i] for i in search_idx]
     confirm: list[Record] = [valid[i] for i in confirm_idx]
     groups = [r.group_id or r.id for r in search]
-    pair_dir = RESULTS / "e2e_runs" / f"{task_name}_{aspect}"
+    pair_dir = RUNS / "e2e_runs" / f"{task_name}_{aspect}"
     store = ItemStore(pair_dir / "ckpt" / "items.jsonl")
     base = JudgeProgram(task, aspect)
     evaluations = [
@@ -461,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     lm = None
     if args.judge_missing:
         lm = make_lm(
-            args.model, cache=RESULTS / "e2e_runs" / "lm-cache", parallel=RECOMMENDED_PARALLEL
+            args.model, cache=RUNS / "e2e_runs" / "lm-cache", parallel=RECOMMENDED_PARALLEL
         )
     rows = []
 

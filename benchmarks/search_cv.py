@@ -12,7 +12,7 @@ cache file, so a cut-off run resumes where it stopped.
 Usage:
     python benchmarks/search_cv.py [--budgets 20,35,50,71,120] [--seeds 20]
         [--hold-out model,task] [--out benchmarks/results/search_cv.json]
-        [--cache benchmarks/results/search_cv_runs.json]
+        [--cache benchmarks/runs/search_cv_runs.json]
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--hold-out", default="model,task")
     ap.add_argument("--objective", default="kendall")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_cv.json"))
-    ap.add_argument("--cache", default=str(ROOT / "benchmarks" / "results" / "search_cv_runs.json"))
+    ap.add_argument("--cache", default=str(ROOT / "benchmarks" / "runs" / "search_cv_runs.json"))
     ap.add_argument(
         "--test-objective",
         default="pearson",

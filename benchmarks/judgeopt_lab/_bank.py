@@ -220,7 +220,7 @@ def load_bank(
 
     Args:
         plan: The plan (``benchmarks/bank_plan.json``) or its path.
-        directory: Where the pair files are (``benchmarks/results/bank``).
+        directory: Where the pair files are (``benchmarks/runs/bank``).
         data_dir: The shared datasets (human scores and groups of the pool);
             default :func:`judgeopt.bench.shared_data_dir`.
         pairs: Only these pairs (default: every pair of the plan).

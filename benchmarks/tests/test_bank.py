@@ -785,7 +785,7 @@ def test_the_committed_plan_meets_the_issue_and_the_bank_files_match_it() -> Non
             assert whole == set(p["pool"]), p["name"]
     sha = hashlib.sha256(plan_path.read_bytes()).hexdigest()[:16]
     for p in plan["pairs"]:
-        for line in bank_lines(ROOT / "benchmarks" / "results" / "bank", p["name"]):
+        for line in bank_lines(ROOT / "benchmarks" / "runs" / "bank", p["name"]):
             if line.get("kind") == "header":
                 assert line["plan_sha"] == sha, p["name"]
 
