@@ -585,3 +585,47 @@ def test_optimizer_forbid_is_validated_and_the_baseline_must_be_allowed(task, re
         ).compile(student, trainset=records)
     with pytest.raises(ValueError, match="forbid"):
         OptimizerConfig(forbid={"cot": "none"})  # type: ignore[arg-type]
+
+
+def test_rate_first_candidates_leave_explaining_first_to_the_baseline(task, records) -> None:
+    """``candidates = "rate_first"``: apart from the baseline (which explains first), every
+    strategy the search judges gives its rating first, and those calls stop at the rating."""
+    from judgeopt.judge import rates_first
+
+    base = baseline_strategy(task)
+    assert not rates_first(base) and rates_first({**base.as_dict(), "cot": "suffix"})
+    assert not rates_first({**base.as_dict(), "cot": "none", "reference": "dialectic"})
+    judge, fake = compile_with(
+        task, records, respond_with(records, "scale10"), budget=9, candidates="rate_first"
+    )
+    judged = [s["strategy"] for s in judge.search_result.evaluation_summaries]
+    assert len(judged) == 9  # the baseline and the 8 strategies of SPACE with cot "none"
+    assert [s for s in judged if not rates_first(s)] == [base.as_dict()]
+    # Without the option the same search judges explaining-first strategies besides it.
+    plain, _ = compile_with(task, records, respond_with(records, "scale10"), budget=9)
+    explaining = [
+        s
+        for s in (t["strategy"] for t in plain.search_result.evaluation_summaries)
+        if not rates_first(s)
+    ]
+    assert len(explaining) > 1
+    with pytest.raises(ValueError, match="candidates"):
+        OptimizerConfig(candidates="cheap")  # type: ignore[arg-type]
+
+
+def test_cli_candidates_flag(shared_data: Path, tmp_path, monkeypatch) -> None:
+    import judgeopt.lm
+    from judgeopt.cli import main
+    from judgeopt.judge import rates_first
+
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_noise).lm)
+    data = str(shared_data / "topical_chat" / "valid.jsonl")
+    out = tmp_path / "judge.json"
+    args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data]
+    args += ["--limit", "24", "--budget", "6", "--model", "scripted", "--no-progress"]
+    assert main([*args, "--candidates", "rate_first", "--out", str(out)]) in (0, 1)
+    trace = json.loads(out.read_text())["search"]["trace"]
+    assert len(trace) == 6
+    assert sum(not rates_first(t["strategy"]) for t in trace) <= 1  # the baseline at most
+    with pytest.raises(SystemExit):
+        main([*args, "--candidates", "cheap", "--out", str(out)])

@@ -79,6 +79,7 @@ def _optimizer(
         check_timeout=args.check_timeout,
         max_attack_success=args.max_attack_success,
         attack_suite=args.attack_suite,
+        candidates=args.candidates,
         space=space,
         **run,
     )
@@ -540,6 +541,14 @@ def _add_search_args(c: argparse.ArgumentParser) -> None:
         help="race candidates: judge each on a growing prefix of the validation set "
         "and drop it once it cannot reach the population (default: the "
         "preset's [racing] setting, off in the shipped presets but 'racing')",
+    )
+    c.add_argument(
+        "--candidates",
+        choices=["all", "rate_first"],
+        default=None,
+        help="which strategies the search judges: all, or rate_first (besides the "
+        "baseline, only strategies that rate before they explain, judged stopped at the "
+        "rating; default: the preset's, all)",
     )
     c.add_argument(
         "--checkpoint",

@@ -47,7 +47,14 @@ from ._prexme import (
     render_prexme,
 )
 from ._prexme import resolve_value as resolve_prexme_value
-from ._program import ARTIFACTS_KEY, JudgeAdapter, JudgeProgram, NoLMError
+from ._program import (
+    ARTIFACTS_KEY,
+    EXPLAINS_FIRST,
+    JudgeAdapter,
+    JudgeProgram,
+    NoLMError,
+    rates_first,
+)
 from ._records import to_records
 from ._render import (
     criteria_for,
@@ -89,6 +96,8 @@ __all__ = [
     "JudgeMetric",
     "JudgePredict",
     "JudgeProgram",
+    "EXPLAINS_FIRST",
+    "rates_first",
     "JudgeTask",
     "LogprobsUnavailableError",
     "NoLMError",

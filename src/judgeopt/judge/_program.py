@@ -219,6 +219,17 @@ class _Load:
         return load
 
 
+#: The factor values that make a judge write before its rating: an explanation first
+#: (``cot`` ``prefix``) or a reference answer of its own (``reference`` ``dialectic``).
+EXPLAINS_FIRST: dict[str, tuple[str, ...]] = {"cot": ("prefix",), "reference": ("dialectic",)}
+
+
+def rates_first(strategy: Mapping[str, Any]) -> bool:
+    """Whether a judge with ``strategy`` answers with its rating before anything else (no
+    value of :data:`EXPLAINS_FIRST`); such a judge can stop at the rating."""
+    return not any(strategy.get(f) in values for f, values in EXPLAINS_FIRST.items())
+
+
 class JudgeProgram(CompiledViews, dspy.Module):
     """An LLM judge for one aspect of a task under one prompting strategy.
 
@@ -337,10 +348,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
     def rates_first(self) -> bool:
         """Whether the answer begins with the rating: ``cot`` ``none`` or ``suffix``, and no
         reference of the judge's own written before it (``dialectic``)."""
-        return (
-            self.strategy.get("cot", "none") in ("none", "suffix")
-            and self.strategy.get("reference", "none") != "dialectic"
-        )
+        return rates_first(self.strategy)
 
     @property
     def stops_at_score(self) -> bool:

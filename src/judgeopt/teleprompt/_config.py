@@ -34,6 +34,12 @@ class OptimizerConfig(BaseModel):
         forbid: Forbidden combinations: each entry is a partial assignment (``{"cot":
             "prefix", "scale": 10}``), and no strategy holding all of an entry's values is
             evaluated (TOML: ``[[forbid]]`` tables). The baseline must not be forbidden.
+        candidates: Which strategies the search may judge: ``"all"`` (the default), or
+            ``"rate_first"``: apart from the student's own strategy (the baseline), only
+            strategies that give their rating before any explanation
+            (:func:`judgeopt.judge.rates_first`), which a compile judges stopped at the
+            rating, for a fraction of an explanation's cost (docs/judge.md, "Candidates
+            that rate first").
         threads: Judge calls in flight at once (``None``: what the LM keeps busy,
             :func:`judgeopt.evaluate.default_threads`).
         metric: What the search maximises (default: ``spearman``; ``accuracy`` pairwise).
@@ -79,6 +85,7 @@ class OptimizerConfig(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     space: dict[str, list[Value]] = Field(default_factory=dict)
     forbid: list[dict[str, Value]] = Field(default_factory=list)
+    candidates: Literal["all", "rate_first"] = "all"
     threads: int | None = Field(None, ge=1)
     metric: Metric | None = None
     example_seed: int = Field(0, ge=0)

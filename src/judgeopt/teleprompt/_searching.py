@@ -13,8 +13,8 @@ from typing import Any
 
 from ..data import Record
 from ..evaluate import check_records
-from ..judge import JudgeStudent, check_decodings, to_records
-from ..search import SEARCHES, FactorGraph, Search
+from ..judge import EXPLAINS_FIRST, JudgeStudent, check_decodings, to_records
+from ..search import SEARCHES, FactorGraph, Search, Strategy
 from ._config import OptimizerConfig
 
 __all__ = [
@@ -147,8 +147,31 @@ def build_graph(config: OptimizerConfig, student: JudgeStudent, lm: Any) -> Fact
             raise ValueError(
                 f"The optimizer's `forbid` entry {i + 1} ({assignment!r}): {e}"
             ) from None
+    if config.candidates == "rate_first":
+        _forbid_explaining_first(graph, student.strategy)
     _forbid_missing_decodings(config, student, graph, lm)
     return graph
+
+
+def _forbid_explaining_first(graph: FactorGraph, baseline: Strategy) -> None:
+    """Forbid every strategy that writes before its rating (:data:`judgeopt.judge.
+    EXPLAINS_FIRST`) except ``baseline`` itself: an explaining-first value the baseline does
+    not hold is forbidden alone, the baseline's own with each value it does not hold."""
+    space = graph.space
+    reason = "candidates = 'rate_first'"
+    for name, values in EXPLAINS_FIRST.items():
+        if name not in space:
+            continue
+        for v in (v for v in space[name].values if v in values):
+            if baseline.get(name) != v:
+                graph.forbid({name: v}, reason=reason)
+                continue
+            for other in space.names:
+                if other == name:
+                    continue
+                for w in space[other].values:
+                    if not (type(w) is type(baseline.get(other)) and w == baseline.get(other)):
+                        graph.forbid({name: v, other: w}, reason=reason)
 
 
 def _forbid_missing_decodings(

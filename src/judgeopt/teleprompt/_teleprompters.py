@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from dspy.teleprompt import Teleprompter
 
@@ -47,6 +47,9 @@ class JudgeSearch(Teleprompter):
         space: Factor -> allowed values, restricting the HPSS space.
         forbid: Forbidden combinations of factor values (partial assignments; see
             :class:`OptimizerConfig`).
+        candidates: ``"all"``, or ``"rate_first"``: besides the student's own strategy,
+            judge only strategies that rate before they explain (judged stopped at the
+            rating; see :class:`OptimizerConfig`).
         metric: What to maximise (default ``spearman``; ``accuracy`` for pairwise tasks).
         threads: Judge calls in flight at once (``None``: what the LM keeps busy: an
             embedded model's ``parallel``, else 1).
@@ -102,6 +105,7 @@ class JudgeSearch(Teleprompter):
         params: Mapping[str, Any] | None = None,
         space: Mapping[str, Sequence[Value]] | None = None,
         forbid: Sequence[Mapping[str, Value]] | None = None,
+        candidates: Literal["all", "rate_first"] = "all",
         metric: Metric | None = None,
         threads: int | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
@@ -135,6 +139,7 @@ class JudgeSearch(Teleprompter):
             params=dict(params or {}),
             space={k: list(v) for k, v in (space or {}).items()},
             forbid=[dict(a) for a in (forbid or [])],
+            candidates=candidates,
             threads=threads,
             metric=metric,
             example_seed=example_seed,
