@@ -17,9 +17,14 @@ replaces its own entry only), so the parts can be run separately and merged:
   engine, with the model loaded before the clock starts. Per run: wall seconds, LM calls,
   prompt and completion tokens, the strategies in the order evaluated and every (strategy,
   item) rating. ``same_ratings``: on every strategy both runs evaluated that rates first
-  (``cot`` none or suffix), the greedy rating equal and the expected rating within 1e-6 on
-  every item both judged (the counts compared, the mismatches, and whether the two search
-  paths diverged are reported beside it). Target: new <= old / 3.
+  (``cot`` none or suffix, no ``dialectic`` reference: those the stop applies to), the greedy
+  rating equal and the expected rating within 1e-6 on every item both judged (``null`` when
+  there was none; the counts compared, the mismatches and whether the two search paths
+  diverged are reported beside it). Target: new <= old / 3. Note: ``auto``'s start varies
+  the factors one by one from the baseline (``cot`` prefix), ``autocot``, ``metrics`` and
+  ``criteria`` first: with a scripted model, the budget-20 search judged ``cot`` none and
+  suffix 8th and 9th and the budget-10 search neither, so at budget 10 the comparison may
+  be empty and the stop may save little.
 * ``estimate``: the cost plan the new compile made before its first judge call (its report's
   ``plan``) against what the compile spent: every call and token the LM counted from the
   start of the compile to its end (the endpoint check, the logprobs probe and the timed
@@ -212,9 +217,10 @@ def latest(judgements: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dic
 # Comparing the two compiles' ratings -------------------------------------------------------
 def rates_first(strategy: str | Mapping[str, Any]) -> bool:
     """Whether a strategy (its JSON or dict) rates before it explains: ``cot`` none or
-    suffix, the strategies the stop at the score applies to."""
+    suffix without a reference of its own written first (``dialectic``), the strategies the
+    stop at the score applies to (``JudgeProgram.rates_first``)."""
     s = json.loads(strategy) if isinstance(strategy, str) else strategy
-    return s.get("cot", "none") in RATING_FIRST
+    return s.get("cot", "none") in RATING_FIRST and s.get("reference", "none") != "dialectic"
 
 
 def _same_rating(a: Any, b: Any) -> bool:

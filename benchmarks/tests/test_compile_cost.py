@@ -145,6 +145,10 @@ def test_compare_ratings_counts_rating_first_strategies_only(task) -> None:
         _row(suffix, "a", [3, 4], 3.5),
         _row(base, "a", 5, 5.0),  # an explain-first strategy may differ: not compared
     ]
+    dialectic = {**base, "cot": "suffix", "reference": "dialectic"}  # writes a reference first
+    assert not cc.rates_first(dialectic) and cc.rates_first(suffix)
+    old.append(_row(dialectic, "a", 1, 1.0))
+    same.append(_row(dialectic, "a", 2, 2.0))
     c = cc.compare_ratings(old, same)
     assert c["same_ratings"] is True and c["strategies_compared"] == 2
     assert c["items_compared"] == 3 and c["mismatches"] == []
