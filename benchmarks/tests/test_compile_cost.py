@@ -113,6 +113,8 @@ def test_the_old_compile_explains_and_the_new_one_stops_with_the_same_ratings(
     assert not c["paths_diverged"] and c["mismatches"] == []
     assert part["n_items"] == len(items) and part["old_seconds"] > 0
     assert part["ratio"] == pytest.approx(part["new_seconds"] / part["old_seconds"], rel=1e-3)
+    assert part["target_met"] == (part["time_target_met"] and part["same_ratings"] is True)
+    assert not any("nothing to compare" in n or "same calls" in n for n in part["notes"])
     # The path names each strategy as the judgements do.
     assert {p["strategy"] for p in runs["new"]["path"]} == {k[0] for k in new_rows}
     json.dumps(part)  # the part is plain data
@@ -172,6 +174,21 @@ def test_compare_ratings_counts_rating_first_strategies_only(task) -> None:
     )
     assert paths["paths_diverged"] and paths["only_old"] == [strategy_json(none)]
     assert paths["common_strategies"] == 1
+
+
+def test_notes_say_when_the_two_compiles_cannot_show_the_stop(monkeypatch) -> None:
+    monkeypatch.setenv("JUDGEOPT_THREADS", "2")
+    idle = {"before": [0.4, 0.5, 0.5], "after": [1.1, 0.9, 0.6]}
+    run = {"calls": 24, "completion_tokens": 4612, "load_average": idle}
+    empty = {"strategies_compared": 0, "paths_diverged": False, "common_strategies": 3}
+    notes = cc.side_by_side_notes(run, dict(run), empty)
+    assert len(notes) == 2
+    assert "nothing to compare" in notes[0] and "the machine's, not the compile's" in notes[1]
+    busy = {**run, "completion_tokens": 900, "load_average": {**idle, "after": [4.2, 3, 2]}}
+    compared = {**empty, "strategies_compared": 2, "paths_diverged": True}
+    notes = cc.side_by_side_notes(run, busy, compared)
+    assert len(notes) == 2
+    assert "busy during the new compile" in notes[0] and "different paths" in notes[1]
 
 
 def test_estimate_errors_are_signed_fractions_of_the_actual() -> None:
