@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from judgeopt.data import Record, load_records
 from judgeopt.evaluate import evaluate
 from judgeopt.judge import JudgeProgram, JudgeTask, baseline_strategy, load_task
 from judgeopt.teleprompt import JudgeSearch
-from judgeopt_lab import sample_groups, shared_data_dir, write_json
+from judgeopt_lab import sample_groups, shared_data_dir, spent, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = shared_data_dir()
@@ -109,17 +108,13 @@ def compile_once(
         selection="best",
         check_endpoint=False,
     )
-    s0, t0 = lm.stats(), time.perf_counter()
-    best = opt.compile(student, trainset=valid)
-    seconds, s1 = time.perf_counter() - t0, lm.stats()
+    with spent(lm) as cost:
+        best = opt.compile(student, trainset=valid)
     res = best.search_result
     return {
         "judge": best,
-        "calls": s1.calls - s0.calls,
-        "cache_hits": s1.cache_hits - s0.cache_hits,
-        "prompt_tokens": s1.prompt_tokens - s0.prompt_tokens,
-        "completion_tokens": s1.completion_tokens - s0.completion_tokens,
-        "seconds": round(seconds, 1),
+        **cost,
+        "seconds": round(cost["seconds"], 1),
         "valid": res.best_score,
         "strategy": best.strategy.as_dict(),
         "evaluations": res.evaluations,

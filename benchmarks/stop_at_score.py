@@ -39,7 +39,7 @@ from judgeopt.data import Record, load_records
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import LlamaCppLM, make_lm
 from judgeopt.metrics import correlation
-from judgeopt_lab import pair_file, sample_groups, write_json
+from judgeopt_lab import fresh_engines, pair_file, sample_groups, write_json
 
 PAIRS = "summeval:coherence,topical_chat:naturalness,sfhot:informativeness"
 
@@ -49,17 +49,9 @@ def pair_records(task: str, n: int, seed: int) -> list[Record]:
     return sample_groups(load_records(pair_file(task, "valid")), n, seed, cut=True)
 
 
-def fresh_engine(lm: LlamaCppLM) -> None:
-    """Close the model's batch engines, so the next call starts one with empty slots."""
-    handle = lm._get_handle()
-    for engine in list(handle.engines.values()):
-        engine.close()
-    handle.engines.clear()
-
-
 def judge_all(judge: JudgeProgram, records: list[Record], lm: LlamaCppLM) -> dict[str, Any]:
     """Judge ``records`` with ``lm.parallel`` calls in flight; predictions, seconds, tokens."""
-    fresh_engine(lm)
+    fresh_engines(lm)
     before = lm.stats()
     tokens0, prompt0 = before.completion_tokens, before.prompt_tokens
     t0 = time.perf_counter()

@@ -8,7 +8,9 @@ The plumbing of the scripts, so each holds only its experiment: :func:`shared_da
 result, :func:`provenance`), :func:`run_interruptible` (Ctrl-C or
 SIGTERM end a run with :data:`EXIT_INTERRUPTED`, 130, and the same command resumes it) and the
 judged-item files that make a resumed run repeat no call (:func:`stored_items`,
-:func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`).
+:func:`evaluate_stored`, :func:`stored_result`, :func:`strategy_key`). What a block of LM work
+spent (:func:`spent`) and a clean start for the embedded model's batch engines
+(:func:`fresh_engines`), for the scripts that time judging.
 
 Nested cross-validation of searches on recorded surfaces (``benchmarks/search_cv.py``):
 :func:`cross_validate_searches`.
@@ -83,6 +85,7 @@ from ._replay import (
     replay_fixed,
     replay_rule,
 )
+from ._spend import fresh_engines, spent
 from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 
 __all__ = [
@@ -112,6 +115,7 @@ __all__ = [
     "finalist_report",
     "finite_or_none",
     "first_k",
+    "fresh_engines",
     "judgement_costs",
     "judgement_covers",
     "keep_judgement",
@@ -136,6 +140,7 @@ __all__ = [
     "sample_groups",
     "selection_settings",
     "shared_data_dir",
+    "spent",
     "stored_items",
     "stored_result",
     "strategy_json",
