@@ -86,6 +86,7 @@ from typing import Any
 
 from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.evaluate import evaluate
 from judgeopt.judge import JudgeProgram, JudgeTask, load_task
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model, price_of
 from judgeopt.teleprompt import JudgeSearch, OptimizerConfig, load_optimizer
@@ -314,6 +315,7 @@ def compile_once(
     old: bool,
     progress: bool = True,
     keep_judgements: bool = True,
+    overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One compile of the ``preset``'s search on ``items`` with ``lm`` (a fresh LM with its
     own cache), timed from the compile's start to its end with the model already loaded and
@@ -331,7 +333,9 @@ def compile_once(
     fresh_engines(lm)
     load_seconds = time.perf_counter() - t0
     student = recording_student(task, aspect, lm, old=old)
-    opt = JudgeSearch.from_config(preset, budget=budget, seed=seed, progress=progress)
+    opt = JudgeSearch.from_config(
+        preset, budget=budget, seed=seed, progress=progress, **dict(overrides or {})
+    )
     load_before = os.getloadavg()
     with spent(lm) as cost:
         judge = opt.compile(student, trainset=list(items))
@@ -350,6 +354,7 @@ def compile_once(
     ]
     run: dict[str, Any] = {
         "old": old,
+        "overrides": dict(overrides or {}),
         **cost,
         "seconds": round(cost["seconds"], 2),
         "tokens": cost["prompt_tokens"] + cost["completion_tokens"],
@@ -388,9 +393,17 @@ def side_by_side(
     seed: int,
     order: Sequence[str] = ("old", "new"),
     progress: bool = True,
+    new_overrides: Mapping[str, Any] | None = None,
+    recheck: bool = True,
 ) -> dict[str, Any]:
     """The old and the new compile on the same items, one fresh LM each (``make(tag)``), in
-    ``order``; the part's figures, the comparison of their ratings and both runs."""
+    ``order``; the part's figures, the comparison of their ratings and both runs.
+
+    ``new_overrides`` are the new compile's settings beyond the stop at the score (e.g.
+    ``{"candidates": "rate_first"}``). ``recheck``: every rating-first strategy the new
+    compile judged and the old one did not is judged again on the items as the old compile
+    would have (explanation written, its own fresh LM, not timed), so the ratings are
+    compared on every rating-first strategy the new compile used."""
     runs: dict[str, dict[str, Any]] = {}
     for tag in order:
         log.info("side_by_side: the %s compile", tag)
@@ -405,11 +418,23 @@ def side_by_side(
             seed=seed,
             old=tag == "old",
             progress=progress,
+            overrides=new_overrides if tag == "new" else None,
         )
         del lm
     old, new = runs["old"], runs["new"]
+    rechecked: list[dict[str, Any]] = []
+    if recheck:
+        judged_old = {j["strategy"] for j in old["judgements"]}
+        missing = [
+            p["strategy"]
+            for p in new["path"]
+            if rates_first(p["strategy"]) and p["strategy"] not in judged_old
+        ]
+        if missing:
+            log.info("side_by_side: %d rating-first strategies judged as before", len(missing))
+            rechecked = judged_with_explanations(make("recheck"), task, aspect, items, missing)
     comparison = compare_ratings(
-        old["judgements"],
+        [*old["judgements"], *rechecked],
         new["judgements"],
         [p["strategy"] for p in old["path"]],
         [p["strategy"] for p in new["path"]],
@@ -429,8 +454,26 @@ def side_by_side(
         "notes": side_by_side_notes(old, new, comparison),
         "order": list(order),
         "comparison": comparison,
+        "new_overrides": dict(new_overrides or {}),
+        "rechecked_strategies": len({j["strategy"] for j in rechecked}),
         "runs": runs,
     }
+
+
+def judged_with_explanations(
+    lm: Any,
+    task: JudgeTask,
+    aspect: str,
+    items: Sequence[Record],
+    strategies: Sequence[str],
+) -> list[dict[str, Any]]:
+    """``strategies`` (JSON) judged on ``items`` as the old compile judged: the explanation
+    written after the rating (no stop); their judgement rows."""
+    student = recording_student(task, aspect, lm, old=True)
+    for s in strategies:
+        judge = student.with_strategy(json.loads(s))
+        evaluate(judge, list(items), progress=False, explain=True)
+    return list(latest(student.judgements).values())
 
 
 def side_by_side_notes(
@@ -599,6 +642,7 @@ def hosted_estimate(
     model: str,
     cache: Path,
     time_scale: float,
+    overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The new compile with :class:`HostedScriptedLM`: its plan against what it spent,
     money included."""
@@ -614,6 +658,7 @@ def hosted_estimate(
         old=False,
         progress=False,
         keep_judgements=False,
+        overrides=overrides,
     )
     dollars = price_of(model, run["prompt_tokens"], run["completion_tokens"])
     out = estimate_report(run, model=model, dollars=dollars)
@@ -835,6 +880,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--order", default="old,new", help="side_by_side: which compile runs first (old,new)"
     )
     p.add_argument("--full-n-valid", type=int, default=E2E_SPLIT["n_valid"])
+    p.add_argument(
+        "--new-candidates",
+        choices=["all", "rate_first"],
+        default=None,
+        help="the new compile's candidates (default: the preset's)",
+    )
     p.add_argument("--full-budget", type=int, default=20, help="full's strategies (20)")
     p.add_argument("--hosted-model", default="openai/gpt-4o-mini")
     p.add_argument(
@@ -864,7 +915,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     defaults = placeholders(pair, args.n_items, args.full_n_valid)
     task = load_task(task_name)
     preset = load_optimizer(args.optimizer)
-    settings = _settings(args, task_name, aspect)
+    new_overrides = {} if args.new_candidates is None else {"candidates": args.new_candidates}
+    settings = {**_settings(args, task_name, aspect), "new_overrides": new_overrides}
     progress = not args.no_progress
 
     def body() -> int:
@@ -883,6 +935,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     seed=args.seed,
                     order=order,
                     progress=progress,
+                    new_overrides=new_overrides,
                 )
                 part.update(settings=settings, provenance=provenance())
                 new_run = part["runs"]["new"]
@@ -900,6 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         budget=args.budget,
                         seed=args.seed,
                         old=False,
+                        overrides=new_overrides,
                         progress=progress,
                         keep_judgements=False,
                     )
@@ -915,6 +969,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     model=args.hosted_model,
                     cache=Path(tmp) / "hosted",
                     time_scale=args.hosted_time_scale,
+                    overrides=new_overrides,
                 )
                 hosted.update(settings={**settings, "model": args.hosted_model})
                 merge(out, {"estimate": embedded, "estimate_hosted": hosted}, defaults)
@@ -951,6 +1006,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     budget=args.full_budget,
                     seed=args.seed,
                     old=False,
+                    overrides=new_overrides,
                     progress=progress,
                     keep_judgements=False,
                 )

@@ -358,3 +358,31 @@ def test_the_demo_runs_as_the_readme_says(tmp_path: Path, monkeypatch) -> None:
     assert demo["kept_baseline"] is True and demo["gain"] == 0.0 and demo["target_met"]
     assert demo["result_lines"] == ["search: 6 strategies", "chosen: the MT-Bench baseline (x)"]
     assert "--model" in cc.run_demo("local:qwen2.5-coder-0.5b")["command"]
+
+
+def test_rate_first_candidates_are_rechecked_as_the_old_compile_judged(
+    task, items, tmp_path: Path
+) -> None:
+    """With ``candidates = "rate_first"`` the new compile judges rating-first strategies the
+    old one never judged; each is judged again as before (explanation written, no stop) and
+    the ratings compared on it."""
+    fakes: dict[str, ScriptedLM] = {}
+    part = cc.side_by_side(
+        _maker(tmp_path, fakes),
+        task,
+        ASPECT,
+        items,
+        preset=_preset(),
+        budget=9,
+        seed=0,
+        progress=False,
+        new_overrides={"candidates": "rate_first"},
+    )
+    new_path = [p["strategy"] for p in part["runs"]["new"]["path"]]
+    assert sum(not cc.rates_first(s) for s in new_path) <= 1  # the baseline only
+    assert part["rechecked_strategies"] > 0 and "recheck" in fakes
+    assert all("stop" not in r for r in fakes["recheck"].judge_requests)
+    c = part["comparison"]
+    assert c["strategies_compared"] >= part["rechecked_strategies"]
+    assert part["same_ratings"] is True and c["items_compared"] >= len(items)
+    assert part["new_overrides"] == {"candidates": "rate_first"}
