@@ -151,7 +151,8 @@ def test_compile_logs_its_plan_first_and_keeps_it_beside_what_it_spent(
     # The timed baseline judgement was read back from the cache by the search: no request
     # reached the backend twice.
     sent = [json.dumps(r, sort_keys=True, default=str) for r in fake.judge_requests]
-    assert len(sent) == res.calls + res.selection_calls + 2  # + the timed one, the probe
+    # + the timed ones (one per call in flight) and the probe
+    assert len(sent) == res.calls + res.selection_calls + 2 + 1
     assert len(sent) == len(set(sent))
     baseline = baseline_strategy(task).as_dict()
     assert any(s["strategy"] == baseline for s in res.evaluation_summaries)
@@ -187,3 +188,63 @@ def test_the_embedded_model_counts_the_prompt_tokens_it_is_sent(
     calls = lm.stats().calls
     judge.with_explain(False).judge(dict(records[0].inputs), sample_id=records[0].id, lm=lm)
     assert lm.stats().calls == calls  # read from the cache
+
+
+def test_calls_in_flight_are_timed_together_and_read_back(task, records, tmp_path) -> None:
+    """``threads`` > 1: that many baseline judgements are made at once and timed as a batch
+    (the seconds shared among them); each answer is cached for the run that follows."""
+    cached = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
+    judge = JudgeProgram(task, "naturalness", lm=cached.lm)
+    timing = time_judgement(judge, records, cached.lm, threads=4)
+    assert timing is not None and timing.in_flight == 4 and len(cached.requests) == 4
+    assert timing.prompt_tokens > 0
+    plan = plan_cost([(call_cost(judge, records[:4], cached.lm), 10)], cached.lm, timing=timing)
+    assert plan.in_flight == 4 and "4 calls in flight" in plan.line()
+    # Every one of them is in the cache now: nothing left to time.
+    assert time_judgement(judge, records[:4], cached.lm, threads=4) is None
+    assert len(cached.requests) == 4
+
+
+def test_the_plan_draws_the_baselines_neighbours_in_a_restricted_space(task) -> None:
+    """A preset's narrow space (most of the full space forbidden) still gives the plan
+    strategies to count: the baseline's valid one-factor neighbours."""
+    from judgeopt.teleprompt import OptimizerConfig
+    from judgeopt.teleprompt._planning import plan_strategies
+    from judgeopt.teleprompt._searching import build_graph as graph_of
+
+    student = JudgeProgram(task, "naturalness")
+    base = student.strategy
+    space = {name: [base[name]] for name in base.as_dict()}
+    space["scale"] = sorted({base["scale"], 10})
+    space["cot"] = ["none", base["cot"]]
+    graph = graph_of(OptimizerConfig(space=space), student, ScriptedLM(lambda m: "[[1]]").lm)
+    drawn = plan_strategies(graph, base, 24, np.random.default_rng(0))
+    assert len(drawn) == 2 and all(graph.is_valid(s) for s in drawn)
+    assert all(sum(s[f] != base[f] for f in base.as_dict()) == 1 for s in drawn)
+    assert sample_valid(graph, 24, np.random.default_rng(0)) == []  # the old draw's blind spot
+
+
+def test_the_plan_counts_the_artifacts_the_search_would_generate(task, records, tmp_path) -> None:
+    """Strategies with generated artifacts (metrics questions per item, criteria once) add
+    their generation calls to the plan; stored artifacts add none."""
+    from judgeopt.teleprompt import OptimizerConfig
+    from judgeopt.teleprompt._planning import compile_plan
+    from judgeopt.teleprompt._searching import build_graph as graph_of
+
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    base = student.strategy
+    plain = {name: [base[name]] for name in base.as_dict()}
+    plain["scale"] = sorted({base["scale"], 10})
+    with_metrics = {**plain, "metrics": ["off", "on"]}
+    items = records[:10]
+    plans = {}
+    for name, space in (("plain", plain), ("metrics", with_metrics)):
+        graph = graph_of(OptimizerConfig(space=space), student, fake.lm)
+        plans[name] = compile_plan(
+            graph, student, base, items, None, strategies_left=2, lm=fake.lm, threads=1
+        )
+    assert plans["plain"].calls == 2 * len(items)
+    # One metrics-questions call per item for the one neighbour with metrics on (of the two
+    # drawn; the budget covers both).
+    assert plans["metrics"].calls == 2 * len(items) + len(items)

@@ -58,13 +58,15 @@ PREFILL_SPEEDUP = 15.0
 
 @dataclass(frozen=True)
 class Timing:
-    """One judgement timed on the endpoint: wall seconds, the tokens it used and the
-    ``max_tokens`` it was given."""
+    """Judgements timed on the endpoint: wall seconds per judgement, the tokens one used and
+    the ``max_tokens`` it was given, and how many were judged together (``in_flight``: the
+    seconds are the wall time of the batch shared among them)."""
 
     seconds: float
     prompt_tokens: int
     completion_tokens: int
     cap: int = 256
+    in_flight: int = 1
 
     def per_call(self, prompt_tokens: float, completion_tokens: float) -> float:
         """Seconds of a call of these tokens, scaled from this one."""
@@ -107,7 +109,8 @@ class CostPlan:
             or the checkpoint make fewer).
         prompt_tokens: Prompt tokens of those calls.
         completion_tokens: Tokens they write (an estimate; see the module docstring).
-        seconds: Time on this endpoint, one call at a time (``None``: not timed).
+        seconds: Time on this endpoint with ``in_flight`` calls at once (``None``: not
+            timed).
         dollars: Price by LiteLLM's list (``None``: the model is not in it).
         what: What the plan covers (``"120 items"``, ``"20 strategies on 100 items"``).
     """
@@ -118,6 +121,7 @@ class CostPlan:
     seconds: float | None
     dollars: float | None
     what: str = ""
+    in_flight: int = 1
 
     def line(self) -> str:
         """The plan in one line, as the CLI prints it before judging."""
@@ -126,7 +130,10 @@ class CostPlan:
             f"about {self.prompt_tokens:,} prompt and {self.completion_tokens:,} completion tokens",
         ]
         if self.seconds is not None:
-            parts.append(f"about {duration(self.seconds)} one call at a time")
+            at = (
+                "one call at a time" if self.in_flight == 1 else f"{self.in_flight} calls in flight"
+            )
+            parts.append(f"about {duration(self.seconds)} {at}")
         if self.dollars is not None:
             parts.append(f"${self.dollars:,.2f}")
         head = f"plan ({self.what}): " if self.what else "plan: "
@@ -243,20 +250,32 @@ def call_cost(
 
 
 def time_judgement(
-    program: Any, records: Iterable[Any], lm: Any, *, tries: int = 3, explain: bool = False
+    program: Any,
+    records: Iterable[Any],
+    lm: Any,
+    *,
+    tries: int = 3,
+    explain: bool = False,
+    threads: int = 1,
 ) -> Timing | None:
     """Judge one item for real and time it: the first of ``records`` whose answer is not in
     the response cache (at most ``tries``); ``None`` when every one was (nothing to time),
     when ``lm`` has no response cache (the run would make the call again) or the call failed.
+    With ``threads`` above 1, the first ``threads`` records are judged together, as a run
+    with that many calls in flight judges them, and the batch's wall time is shared among
+    the calls it made.
 
-    The answer goes into the response cache, so the run that judges the item next reads it.
-    An ensemble is timed on its first member.
+    The answers go into the response cache, so the run that judges the items next reads
+    them. An ensemble is timed on its first member.
     """
     if getattr(lm, "response_cache", None) is None:
         return None  # the run would pay for the timed judgement a second time
     judge = scoring_program(_programs(program)[0], explain=explain)
     # The embedded model loads on first use: loaded here, its loading is not timed.
     lm.count_prompt_tokens([{"role": "user", "content": "OK"}])
+    batch = list(records)[:threads]
+    if threads > 1 and len(batch) > 1:
+        return _timed_together(judge, batch, lm)
     for record in list(records)[:tries]:
         before = lm.stats()
         started = time.perf_counter()
@@ -273,6 +292,45 @@ def time_judgement(
             cap=_cap(judge),
         )
     return None
+
+
+def _timed_together(judge: Any, records: Sequence[Any], lm: Any) -> Timing | None:
+    """Judge ``records`` at once (one call each in flight) and time the batch; ``None``
+    when every answer came from the cache or every call failed."""
+    before = lm.stats()
+    started = time.perf_counter()
+    done = _judged_all(judge, records, lm)
+    seconds = time.perf_counter() - started
+    after = lm.stats()
+    calls = after.calls - before.calls
+    if calls <= 0 or not done:
+        return None
+    return Timing(
+        seconds=seconds / calls,
+        prompt_tokens=round((after.prompt_tokens - before.prompt_tokens) / calls),
+        completion_tokens=round((after.completion_tokens - before.completion_tokens) / calls),
+        cap=_cap(judge),
+        in_flight=len(records),
+    )
+
+
+def _judged_all(judge: Any, records: Sequence[Any], lm: Any) -> int:
+    """:func:`_judged` for every record at once, each in its own thread; how many
+    succeeded."""
+    ok: list[bool] = []
+
+    def work(record: Any) -> None:
+        ok.append(_judged(judge, record, lm))
+
+    workers = [
+        threading.Thread(target=work, args=(r,), name="judgeopt-plan", daemon=True) for r in records
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        while w.is_alive():
+            w.join(0.1)
+    return sum(ok)
 
 
 def _judged(judge: Any, record: Any, lm: Any) -> bool:
@@ -326,4 +384,5 @@ def plan_cost(
         seconds=seconds,
         dollars=dollars,
         what=what,
+        in_flight=1 if timing is None else timing.in_flight,
     )

@@ -172,6 +172,7 @@ class CompileRun:
                 self.confirm_val,
                 strategies_left=left,
                 lm=self.lm,
+                threads=self.config.threads,
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)

@@ -1,11 +1,17 @@
 """A compile's cost plan: what its search and its choice will cost, before the first judge
 call (:class:`judgeopt.evaluate.CostPlan`).
 
-The search's strategies are not known before it runs; their cost is the mean of
-:data:`PLAN_STRATEGIES` strategies drawn from the search space with a generator of the plan's
-own (the search's sequence is untouched), each rendered on the first :data:`PLAN_ITEMS`
-search items. The search judges at most ``budget`` strategies on every search item (racing
-drops some early); the choice after it judges about two judges on the confirmation items.
+The search's strategies are not known before it runs. Every search starts from the baseline
+and moves a factor or two at a time, so a strategy's cost is estimated as the mean over up to
+:data:`PLAN_STRATEGIES` of the baseline's valid one-factor neighbours (drawn with a generator
+of the plan's own; the search's sequence is untouched; a space without such neighbours falls
+back to draws from the allowed values), each rendered on the first :data:`PLAN_ITEMS` search
+items. The search judges at most ``budget`` strategies on every search item (racing drops
+some early); the choice after it judges about two judges on the confirmation items. The
+artifacts those strategies generate with the LM (criteria, AutoCoT steps, metrics questions,
+references; in-context examples are chosen from the data, not generated) add one call per
+artifact not stored yet, in the share of the drawn strategies the search has budget for.
+The time is one baseline judgement per call in flight, judged together as the search does.
 """
 
 from __future__ import annotations
@@ -15,15 +21,77 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluate import CostPlan, call_cost, mean_cost, plan_cost, time_judgement
+from ..evaluate import (
+    CallCost,
+    CostPlan,
+    call_cost,
+    default_threads,
+    mean_cost,
+    plan_cost,
+    time_judgement,
+)
+from ..judge import artifact_key
 from ..search import FactorGraph, Strategy, sample_valid
 
-__all__ = ["PLAN_ITEMS", "PLAN_STRATEGIES", "compile_plan"]
+__all__ = ["GENERATED", "PLAN_ITEMS", "PLAN_STRATEGIES", "compile_plan", "plan_strategies"]
 
-#: Strategies drawn from the space to estimate what one costs.
+#: Strategies drawn to estimate what one costs.
 PLAN_STRATEGIES = 24
 #: Search items each drawn strategy's prompts are counted on.
 PLAN_ITEMS = 8
+#: The artifacts a judge's LM writes (the others are chosen from the data).
+GENERATED = ("self_criteria", "autocot_steps", "metrics_questions", "self_reference")
+
+
+def plan_strategies(
+    graph: FactorGraph, baseline: Strategy, n: int, rng: np.random.Generator
+) -> list[Strategy]:
+    """Up to ``n`` of the baseline's valid one-factor neighbours, drawn with ``rng`` (each
+    the baseline with one factor's value changed); a space without any falls back to
+    :func:`judgeopt.search.sample_valid`."""
+    space = graph.space
+    base = baseline.as_dict()
+    neighbours = []
+    for name in space.names:
+        for v in space[name].values:
+            if type(v) is type(base.get(name)) and v == base.get(name):
+                continue
+            s = space.strategy({**base, name: v})
+            if graph.is_valid(s):
+                neighbours.append(s)
+    if not neighbours:
+        return sample_valid(graph, n, rng)
+    if len(neighbours) <= n:
+        return neighbours
+    return [neighbours[int(i)] for i in sorted(rng.choice(len(neighbours), n, replace=False))]
+
+
+def _generation_cost(
+    graph: FactorGraph,
+    base: Any,
+    drawn: Sequence[Strategy],
+    items: Sequence[Any],
+    share: float,
+    prompt_tokens: float,
+    lm: Any,
+) -> CallCost:
+    """The artifact calls of ``share`` of the ``drawn`` strategies on ``items``: one per
+    artifact the store does not hold yet (a per-item artifact once per item), each about as
+    long a prompt as a judgement's and written up to the LM's output limit."""
+    store = getattr(getattr(base, "maker", None), "store", None)
+    keys: set[str] = set()
+    for strategy in drawn:
+        for req in graph.artifacts_for(strategy):
+            if req.name not in GENERATED:
+                continue
+            ids = [r.id for r in items] if req.per_sample else [None]
+            for sid in ids:
+                key = artifact_key(base.task, base.aspect, req, sid)
+                if store is None or key not in store:
+                    keys.add(key)
+    calls = share * len(keys)
+    cap = int(getattr(lm, "kwargs", {}).get("max_tokens") or 1024)
+    return CallCost(calls, calls * prompt_tokens, calls * cap, explains=True)
 
 
 def compile_plan(
@@ -35,18 +103,27 @@ def compile_plan(
     *,
     strategies_left: int,
     lm: Any,
+    threads: int | None = None,
 ) -> CostPlan:
-    """The plan of a compile that has ``strategies_left`` strategies to judge.
+    """The plan of a compile that has ``strategies_left`` strategies to judge, ``threads``
+    calls in flight (``None``: what ``lm`` keeps busy).
 
-    One baseline judgement is made and timed first (:func:`judgeopt.evaluate.time_judgement`;
-    the search reads it from the response cache).
+    The baseline is judged and timed first on as many search items as calls in flight
+    (:func:`judgeopt.evaluate.time_judgement`; the search reads them from the response
+    cache).
     """
+    in_flight = threads or default_threads(lm)
     items = list(search_items[:PLAN_ITEMS])
-    timing = time_judgement(base.with_strategy(baseline), search_items, lm)
-    drawn = sample_valid(graph, PLAN_STRATEGIES, np.random.default_rng(0))
+    timing = time_judgement(base.with_strategy(baseline), search_items, lm, threads=in_flight)
+    drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, np.random.default_rng(0))
     costs = [call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn]
     per_item = mean_cost(costs)
     parts = [(per_item, strategies_left * len(search_items))]
+    share = min(1.0, strategies_left / max(1, len(drawn)))
+    prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
+    made = _generation_cost(graph, base, drawn, search_items, share, prompt, lm)
+    if made.calls:
+        parts.append((made, 1))
     if confirm_items:
         parts.append((per_item, 2 * len(confirm_items)))
     what = f"{strategies_left} strategies on {len(search_items)} search items"
