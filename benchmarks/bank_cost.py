@@ -182,6 +182,7 @@ def _row(
     setting: Any = None,
 ) -> dict[str, Any]:
     per_pair = replayed["per_pair"]
+    other = [(k, v) for k, v in hours.items() if k not in ("latency", "equal")]
     h = float(np.mean(list(hours["latency"].values())))
     gain = float(replayed["mean_gain"])
     interval = t_interval([v["mean_gain"] for v in per_pair.values()])
@@ -199,7 +200,7 @@ def _row(
         else None,
         **(
             {"cpu_hours_by_accounting": {k: float(np.mean(list(v.values()))) for k, v in other}}
-            if (other := [(k, v) for k, v in hours.items() if k not in ("latency", "equal")])
+            if other
             else {}
         ),
         "gain_per_cpu_hour": per_hour,
@@ -214,6 +215,7 @@ def _row(
                 "worse_share": v["worse_share"],
                 "baseline_share": v["baseline_share"],
                 "cpu_hours": hours["latency"][p],
+                **({"cpu_hours_by_accounting": {k: a[p] for k, a in other}} if other else {}),
                 **({"rule": v["rule"]} if "rule" in v else {}),
             }
             for p, v in per_pair.items()
@@ -273,7 +275,7 @@ def _fmt_interval(iv: Sequence[float] | None, digits: int = 3, sign: bool = True
     return f"[{f.format(iv[0])}, {f.format(iv[1])}]"
 
 
-def tables(payload: Mapping[str, Any]) -> str:
+def tables(payload: Mapping[str, Any], candidates: str = "all") -> str:
     out = []
     ref = payload["reference"]
     for k, b in payload["budgets"].items():
@@ -294,10 +296,12 @@ def tables(payload: Mapping[str, Any]) -> str:
                 ]
             )
         first = k.split()[0]
-        out.append(
-            f"budget {k} (first {first} strategies of the search), n_valid = "
-            f"{payload['settings']['n_valid']}"
+        which = (
+            f"first {first} strategies of the search"
+            if candidates == "all"
+            else f"the baseline and the first {int(first) - 1} rate-first strategies of the search"
         )
+        out.append(f"budget {k} ({which}), n_valid = {payload['settings']['n_valid']}")
         out.append(
             markdown_table(
                 [
@@ -538,6 +542,7 @@ def decision(
     rb = b["budgets"][resolve(b, label)]["rules"]
 
     def minutes(row: Mapping[str, Any]) -> dict[str, Any]:
+        """The row's (or a pair's) recorder minutes and estimated wall minutes."""
         by = row.get("cpu_hours_by_accounting", {})
         walls = [60 * by[k] for k in WALLS if k in by]
         return {
@@ -594,6 +599,8 @@ def decision(
                     "worse_share_b": row_b["per_pair"][p]["worse_share"],
                     "cpu_hours_a": row_a["per_pair"][p]["cpu_hours"],
                     "cpu_hours_b": row_b["per_pair"][p]["cpu_hours"],
+                    "minutes_a": minutes(row_a["per_pair"][p]),
+                    "minutes_b": minutes(row_b["per_pair"][p]),
                     **(
                         {
                             "rule_a": row_a["per_pair"][p]["rule"],
@@ -850,7 +857,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(blocks) > 1:
             print(f"\n## candidates: {c}\n")
         view = {**block, "settings": settings}
-        print(tables(view))
+        print(tables(view, c))
         print("\nCost by budget:\n")
         print(budget_table(view, [reference, "confirm", "ensemble+guard", LOPO]))
         if block.get("budget_aliases"):

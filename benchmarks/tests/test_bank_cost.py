@@ -178,9 +178,10 @@ def test_cost_rows_put_the_replays_gain_beside_the_compiles_hours() -> None:
     rules = {r: RULES[r] for r in ("baseline", "best", "confirm")}
     payload = replay_bank(pairs, rules, n_valids=(60,), n_splits=4)
     cost = {n: np.full((6, 120), 3600.0 / 60) for n in pairs}  # 1 h per column and 60 items
+    recorded = {n: 2 * c for n, c in cost.items()}
     rows = script.cost_rows(
         pairs,
-        {"latency": cost, "equal": cost},
+        {"latency": cost, "equal": cost, "recorded": recorded},
         payload,
         {n: range(6) for n in pairs},
         n_valid=60,
@@ -196,6 +197,11 @@ def test_cost_rows_put_the_replays_gain_beside_the_compiles_hours() -> None:
         best["mean_gain"] / rows["best"]["cpu_hours"]
     )
     assert rows["confirm"]["cpu_hours"] < rows["best"]["cpu_hours"]
+    # another accounting's hours, in all and per pair
+    h = rows["best"]["cpu_hours"]
+    assert rows["best"]["cpu_hours_by_accounting"] == {"recorded": pytest.approx(2 * h)}
+    a = rows["best"]["per_pair"]["a"]
+    assert a["cpu_hours_by_accounting"]["recorded"] == pytest.approx(2 * a["cpu_hours"])
     assert rows["(default chosen left out)"]["per_pair"]["a"]["rule"] in rules
 
 
@@ -498,6 +504,7 @@ def test_the_decision_bounds_the_rate_first_gain_by_one_standard_error() -> None
     assert v["cost_fraction"] == pytest.approx(0.25)
     assert v["meets_worse_criterion_a"] and not v["meets_worse_criterion_b"]
     assert v["minutes_b"] == {"recorder": 60.0, "wall": 30.0, "wall_range": [30.0, 60.0]}
+    assert v["per_pair"]["a"]["gain_b"] == 0.0 and v["per_pair"]["b"]["gain_a"] == 0.1
     # losing more than one se of a's gain is outside the bound; gaining more is not
     b["budgets"]["8"]["rules"]["lcb"] = row([0.0, 0.0, 0.0, 0.0], 1.0)
     assert not script.decision(a, b, "20", "lcb")["rules"]["lcb"]["within_one_se"]
