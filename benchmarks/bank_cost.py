@@ -463,6 +463,62 @@ def wall_matrix(
     return cost * f[:, None]
 
 
+def stopped_matrices(
+    bank: Mapping[str, BankPair],
+    recorded: Mapping[str, Mapping[str, np.ndarray]],
+    estimate: str,
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, Any]]:
+    """The cost matrices with rate-first calls stopped at the score (:func:`stopped_costs`):
+    ``latency`` and ``equal`` by ``estimate``, ``recorded`` (latency, as recorded) and
+    ``stopped (OTHER)`` (latency, by the other estimate); and what the estimates did."""
+    measured = stop_ratio()
+    stopped: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    notes: dict[str, dict[str, Any]] = {}
+    for est in STOP_ESTIMATES:
+        for share in recorded:
+            for name, pair in bank.items():
+                m, how = stopped_costs(
+                    pair, recorded[share][name], estimate=est, ratio=measured["ratio"]
+                )
+                stopped.setdefault(est, {}).setdefault(share, {})[name] = m
+                if share == "latency":
+                    notes.setdefault(est, {})[name] = [h.__dict__ for h in how]
+    other = next(e for e in STOP_ESTIMATES if e != estimate)
+    matrices = {
+        **stopped[estimate],
+        "recorded": dict(recorded["latency"]),
+        f"stopped ({other})": stopped[other]["latency"],
+    }
+    info = {
+        "estimate": estimate,
+        "measured": measured,
+        "columns": notes,
+        "mean_seconds_per_judgement": {
+            est: {n: float(np.nanmean(m)) for n, m in stopped[est]["latency"].items()}
+            for est in STOP_ESTIMATES
+        },
+    }
+    return matrices, info
+
+
+def wall_matrices(
+    bank: Mapping[str, BankPair],
+    cost: Mapping[str, np.ndarray],
+    wall: Mapping[str, Any],
+    stopped: bool,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per wall accounting (:data:`WALLS`) whose factors :func:`wall_factor` measured, each
+    pair's ``cost`` in estimated wall seconds (:func:`wall_matrix`)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for source, key in zip(("e2e", "stop_at_score"), WALLS, strict=True):
+        if wall[source]["rating"] is None or wall[source]["explain"] is None:
+            continue
+        out[key] = {
+            n: wall_matrix(pair, cost[n], wall[source], stopped=stopped) for n, pair in bank.items()
+        }
+    return out
+
+
 def replay_candidates(
     bank: Mapping[str, BankPair],
     matrices: Mapping[str, Mapping[str, np.ndarray]],
@@ -724,50 +780,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     matrices: dict[str, dict[str, np.ndarray]] = recorded
     stop: dict[str, Any] | None = None
     if args.cost_accounting == "stopped":
-        measured = stop_ratio()
-        ratio = measured["ratio"]
-        stopped: dict[str, dict[str, dict[str, np.ndarray]]] = {}
-        notes: dict[str, dict[str, Any]] = {}
-        for est in STOP_ESTIMATES:
-            for share in recorded:
-                for name, pair in bank.items():
-                    m, how = stopped_costs(pair, recorded[share][name], estimate=est, ratio=ratio)
-                    stopped.setdefault(est, {}).setdefault(share, {})[name] = m
-                    if share == "latency":
-                        notes.setdefault(est, {})[name] = [h.__dict__ for h in how]
-        other = [e for e in STOP_ESTIMATES if e != args.stop_estimate][0]
-        matrices = {
-            **stopped[args.stop_estimate],
-            "recorded": recorded["latency"],
-            f"stopped ({other})": stopped[other]["latency"],
-        }
-        stop = {
-            "estimate": args.stop_estimate,
-            "measured": measured,
-            "columns": notes,
-            "mean_seconds_per_judgement": {
-                est: {n: float(np.nanmean(m)) for n, m in stopped[est]["latency"].items()}
-                for est in STOP_ESTIMATES
-            },
-        }
+        matrices, stop = stopped_matrices(bank, recorded, args.stop_estimate)
     wall: dict[str, Any] | None = None
     if "all" in sets and "rate_first" in sets:
         wall = wall_factor(bank, recorded["latency"], plan)
-        for source, key in zip(("e2e", "stop_at_score"), WALLS, strict=True):
-            if wall[source]["rating"] is None or wall[source]["explain"] is None:
-                continue
-            matrices = {
-                **matrices,
-                key: {
-                    n: wall_matrix(
-                        pair,
-                        matrices["latency"][n],
-                        wall[source],
-                        stopped=args.cost_accounting == "stopped",
-                    )
-                    for n, pair in bank.items()
-                },
-            }
+        matrices = {
+            **matrices,
+            **wall_matrices(bank, matrices["latency"], wall, args.cost_accounting == "stopped"),
+        }
     racing = [int(k) for k in args.racing_budgets.split(",") if k.strip()]
     runs = [(k, False) for k in budgets] + [(k, True) for k in racing]
     blocks = {
