@@ -28,7 +28,8 @@ them over many splits and chooses the default leave-one-pair-out (:func:`choose_
 and :func:`selection_settings` / :func:`preset_toml` turn the choice into a preset's
 settings. What a replayed compile's judging costs (``benchmarks/bank_cost.py``):
 :func:`judgement_costs` (seconds per judgement from the bank's chunks), :func:`cost_matrix`,
-:func:`first_k` (a smaller budget's columns) and :func:`compile_seconds` /
+:func:`first_k` (a smaller budget's columns), :func:`rate_first_k` (the rate-first candidates),
+:func:`stopped_costs` (rate-first calls stopped at the score) and :func:`compile_seconds` /
 :func:`rule_cost_rows` (per rule and split).
 
 The search benchmark a user runs (``judgeopt bench-search``) is the product's:
@@ -48,17 +49,24 @@ from ._bank import (
     keep_judgement,
     load_bank,
     pack_bank,
+    rates_first,
     strategy_json,
 )
 from ._bank_cost import (
+    STOP_ESTIMATES,
     CostFit,
+    StopCost,
     compile_seconds,
     cost_matrix,
+    explains_after_rating,
     first_k,
     judgement_costs,
     race,
     raced,
+    rate_first_k,
     rule_cost_rows,
+    split_inputs,
+    stopped_costs,
 )
 from ._bank_todo import bank_base, bank_todo
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
@@ -100,6 +108,8 @@ __all__ = [
     "RULES",
     "RuleSpec",
     "RunCache",
+    "STOP_ESTIMATES",
+    "StopCost",
     "across_pairs",
     "bank_base",
     "bank_lines",
@@ -112,6 +122,7 @@ __all__ = [
     "cross_validate_searches",
     "e2e_table",
     "evaluate_stored",
+    "explains_after_rating",
     "finalist_report",
     "finite_or_none",
     "first_k",
@@ -134,6 +145,8 @@ __all__ = [
     "replay_rule",
     "race",
     "raced",
+    "rate_first_k",
+    "rates_first",
     "rule_cost_rows",
     "rules_report",
     "run_interruptible",
@@ -141,8 +154,10 @@ __all__ = [
     "selection_settings",
     "shared_data_dir",
     "spent",
+    "split_inputs",
     "stored_items",
     "stored_result",
+    "stopped_costs",
     "strategy_json",
     "strategy_key",
     "summarise_e2e",

@@ -40,6 +40,7 @@ __all__ = [
     "keep_judgement",
     "load_bank",
     "pack_bank",
+    "rates_first",
     "strategy_json",
 ]
 
@@ -345,7 +346,7 @@ def _columns(
             )
         )
         twin = {**strategy, "decoding": "expected" if field_name == "greedy" else "greedy"}
-        if not twins or not _rates_first(strategy) or strategy_json(twin) in planned:
+        if not twins or not rates_first(strategy) or strategy_json(twin) in planned:
             continue
         merged = {**twin_lines, **{k: v for k, v in lines.items() if k[0] == base}}
         for key, line in twin_lines.items():
@@ -361,8 +362,9 @@ def _columns(
     return columns + twin_columns, missing, twins_missing
 
 
-def _rates_first(strategy: Mapping[str, Any]) -> bool:
-    """The answer begins with the rating (``JudgeProgram.rates_first``)."""
+def rates_first(strategy: Mapping[str, Any]) -> bool:
+    """The answer begins with the rating (``JudgeProgram.rates_first``: ``cot`` ``none`` or
+    ``suffix``, and no ``dialectic`` reference written before it)."""
     return strategy.get("cot", "none") in ("none", "suffix") and (
         strategy.get("reference", "none") != "dialectic"
     )

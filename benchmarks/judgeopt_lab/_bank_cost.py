@@ -30,11 +30,26 @@ columns in the search's order. A dropped strategy costs the items it was judged 
 not among the strategies the rule compares (as the compile's pooled rules leave it out); the
 search's path is the bank's either way (the replay cannot show where a dropped strategy's
 partial score would have sent the search).
+
+**The stop at the score** (:func:`stopped_costs`): a compile stops a rate-first judge's call
+at the end of its rating (``JudgeProgram.stops_at_score``), which gives the same rating and
+distribution. The bank recorded its ``cot`` ``suffix`` calls with the explanation after the
+rating; their stopped cost is estimated from the bank's own rating-only calls (``none``: per
+item, the median cost of the pair's ``cot`` ``none`` columns with the same other factors,
+else of all of them; a stopped suffix call generates what a ``none`` call generates) or by a
+measured ratio of stopped to explained seconds (``ratio``).
+
+**Rate-first candidates** (:func:`rate_first_k`): the pair cut to the baseline and the
+strategies of its search path that rate before they explain (``JudgeProgram.rates_first``),
+in the search's order: a search that judges no explanation-first candidate but the
+baseline, read off the path of one that did (a search that forbade them would have spent
+that budget on other rate-first strategies).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -60,22 +75,28 @@ from judgeopt.selection import (
     impute,
 )
 
-from ._bank import BankColumn, BankPair, keep_judgement, strategy_json
+from ._bank import BankColumn, BankPair, keep_judgement, rates_first, strategy_json
 from ._replay import _input
 
 __all__ = [
     "CONFIRM_FINALISTS",
     "NO_CALLS",
+    "STOP_ESTIMATES",
     "CostFit",
+    "StopCost",
     "column_index",
     "compile_seconds",
     "cost_matrix",
+    "explains_after_rating",
     "first_k",
     "judgement_costs",
     "race",
     "raced",
+    "rate_first_k",
     "rule_cost_rows",
     "search_rank",
+    "split_inputs",
+    "stopped_costs",
 ]
 
 #: Rules that judge nothing on the validation items.
@@ -197,6 +218,139 @@ def first_k(pair: BankPair, k: int) -> tuple[BankPair, list[int]]:
     return cut, rows
 
 
+def rate_first_k(pair: BankPair, k: int | None = None) -> tuple[BankPair, list[int]]:
+    """The pair cut to the baseline and the strategies of its search path that rate before
+    they explain (``JudgeProgram.rates_first``: ``cot`` ``none`` or ``suffix``, no
+    ``dialectic`` reference), in the search's order, and their rows in ``pair``; with ``k``,
+    the baseline and the first ``k - 1`` of them (``k`` strategies judged in all, the baseline
+    being the search's first, as :func:`first_k` counts it). Columns off the search path
+    (twins, planned extras) are left out, as :func:`first_k` leaves them out."""
+    if k is not None and k < 1:
+        raise ValueError(f"k must be at least 1 (the baseline); got {k}")
+    ranked = sorted(
+        (rank, i)
+        for i, c in enumerate(pair.columns)
+        if "baseline" not in c.roles
+        and (rank := search_rank(c)) is not None
+        and rates_first(c.strategy)
+    )
+    base = [i for i, c in enumerate(pair.columns) if "baseline" in c.roles]
+    chosen = [i for _, i in ranked][: None if k is None else k - len(base)]
+    rows = sorted([*base, *chosen])
+    return replace(pair, columns=tuple(pair.columns[i] for i in rows)), rows
+
+
+#: How a stopped call of a strategy that explains after its rating is costed
+#: (:func:`stopped_costs`).
+STOP_ESTIMATES = ("none", "ratio")
+
+
+def explains_after_rating(strategy: Mapping[str, Any]) -> bool:
+    """The strategy rates first and then explains (``cot`` ``suffix``): the calls a compile
+    stops at the score, whose explanation the bank's seconds include."""
+    return strategy.get("cot", "none") == "suffix" and rates_first(strategy)
+
+
+def _factors(strategy: Mapping[str, Any]) -> str:
+    return strategy_json({k: v for k, v in strategy.items() if k not in ("cot", "decoding")})
+
+
+@dataclass(frozen=True)
+class StopCost:
+    """How one column's stopped cost was estimated.
+
+    Attributes:
+        key: The column's key.
+        by: The keys of the ``cot`` ``none`` columns it was costed by (``none`` estimate;
+            empty for ``ratio``).
+        same_factors: Those columns share every other factor with it (else: all the pair's
+            ``cot`` ``none`` columns).
+        recorded: Its recorded mean seconds per judgement.
+        stopped: Its estimated mean seconds per judgement, stopped at the score.
+    """
+
+    key: str
+    by: tuple[str, ...]
+    same_factors: bool
+    recorded: float
+    stopped: float
+
+
+def _nanmedian(values: np.ndarray, axis: int | None = None) -> Any:
+    """``np.nanmedian`` that gives ``nan`` quietly for an all-``nan`` slice."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(values, axis=axis)
+
+
+def stopped_costs(
+    pair: BankPair,
+    cost: np.ndarray,
+    *,
+    estimate: str = "none",
+    ratio: float | None = None,
+) -> tuple[np.ndarray, list[StopCost]]:
+    """``cost`` (shaped as :func:`cost_matrix`) with each column that explains after its
+    rating (:func:`explains_after_rating`) costed as if its calls stopped at the score.
+
+    ``estimate="none"``: each such judgement costs, per item, the median cost of the pair's
+    ``cot`` ``none`` rate-first columns (one per distinct call: decodings of the same calls
+    count once) with the same other factors (all but ``cot`` and the decoding), else of all
+    the pair's ``cot`` ``none`` rate-first columns. A stopped suffix call generates what a
+    ``none`` call generates (the rating and the stop), from a prompt that differs by the
+    instruction to explain after it. ``estimate="ratio"``: each such judgement costs its
+    recorded seconds times ``ratio`` (stopped / explained seconds, measured). Every other
+    column keeps its recorded cost: explanation-first calls cannot stop, and a ``none``
+    call generates nothing after its rating.
+
+    Raises:
+        ValueError: On an unknown ``estimate``, ``ratio`` missing (or not in (0, 1]) for
+            ``ratio``, or a pair without a ``cot`` ``none`` column for ``none``.
+    """
+    if estimate not in STOP_ESTIMATES:
+        raise ValueError(f"estimate must be one of {STOP_ESTIMATES}; got {estimate!r}")
+    if estimate == "ratio" and (ratio is None or not 0 < ratio <= 1):
+        raise ValueError(f"estimate 'ratio' needs a ratio in (0, 1]; got {ratio!r}")
+    out = np.array(cost, dtype=float, copy=True)
+    suffix = [r for r, c in enumerate(pair.columns) if explains_after_rating(c.strategy)]
+    rating_only: dict[str, int] = {}
+    for r, c in enumerate(pair.columns):
+        if c.strategy.get("cot", "none") == "none" and rates_first(c.strategy):
+            rating_only.setdefault(_base(c), r)
+    if estimate == "none" and suffix and not rating_only:
+        raise ValueError(f"{pair.name}: no cot 'none' column to cost a stopped call by")
+    notes = []
+    for r in suffix:
+        col = pair.columns[r]
+        if estimate == "ratio":
+            assert ratio is not None
+            out[r] = cost[r] * ratio
+            by: list[int] = []
+            same = False
+        else:
+            same_rows = [
+                i
+                for i in rating_only.values()
+                if _factors(pair.columns[i].strategy) == _factors(col.strategy)
+            ]
+            same = bool(same_rows)
+            by = same_rows or list(rating_only.values())
+            per_item = _nanmedian(cost[by], axis=0)
+            # an item none of them judged: their median over all items
+            per_item = np.where(np.isnan(per_item), _nanmedian(cost[by]), per_item)
+            out[r] = np.where(np.isnan(cost[r]), np.nan, per_item)  # judged where it was
+        notes.append(
+            StopCost(
+                col.key,
+                tuple(pair.columns[i].key for i in by),
+                same,
+                float(np.nanmean(cost[r])),
+                float(np.nanmean(out[r])),
+            )
+        )
+    return out, notes
+
+
 def column_index(pair: BankPair, change: Mapping[str, Any] | None) -> int | None:
     """The row of the column that is ``change`` from the baseline (``None``: no such
     column, or no change)."""
@@ -274,11 +428,14 @@ def rule_cost_rows(
     *,
     prior: Mapping[str, Any] | None = None,
     racing: bool = False,
+    inputs: Sequence[RuleInput] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per rule, the compile's judging seconds on each split's validation items."""
+    """Per rule, the compile's judging seconds on each split's validation items.
+    ``inputs``: the splits' validation inputs, if made already (:func:`split_inputs`; a
+    race run on them is then shared by every cost matrix they are used with)."""
     prior_row = column_index(pair, prior)
-    preds = pair.matrix()
-    inputs = [_input(pair, np.asarray(v), preds, s) for s, (v, _) in enumerate(splits)]
+    if inputs is None:
+        inputs = split_inputs(pair, splits)
     return {
         r: np.array(
             [
@@ -290,6 +447,14 @@ def rule_cost_rows(
         )
         for r in rules
     }
+
+
+def split_inputs(
+    pair: BankPair, splits: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> list[RuleInput]:
+    """Each split's validation input, as the replay makes it (seeded by the split's index)."""
+    preds = pair.matrix()
+    return [_input(pair, np.asarray(v), preds, s) for s, (v, _) in enumerate(splits)]
 
 
 #: The search's population size (``k`` of HPSS and ``auto``): racing's ``top``.

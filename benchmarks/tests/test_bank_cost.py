@@ -19,11 +19,15 @@ from judgeopt_lab import (
     bank_splits,
     compile_seconds,
     cost_matrix,
+    explains_after_rating,
     first_k,
     judgement_costs,
     race,
     raced,
+    rate_first_k,
+    rates_first,
     replay_bank,
+    stopped_costs,
 )
 
 S1 = {"scale": 5, "cot": "prefix"}
@@ -174,9 +178,10 @@ def test_cost_rows_put_the_replays_gain_beside_the_compiles_hours() -> None:
     rules = {r: RULES[r] for r in ("baseline", "best", "confirm")}
     payload = replay_bank(pairs, rules, n_valids=(60,), n_splits=4)
     cost = {n: np.full((6, 120), 3600.0 / 60) for n in pairs}  # 1 h per column and 60 items
+    recorded = {n: 2 * c for n, c in cost.items()}
     rows = script.cost_rows(
         pairs,
-        {"latency": cost, "equal": cost},
+        {"latency": cost, "equal": cost, "recorded": recorded},
         payload,
         {n: range(6) for n in pairs},
         n_valid=60,
@@ -192,6 +197,11 @@ def test_cost_rows_put_the_replays_gain_beside_the_compiles_hours() -> None:
         best["mean_gain"] / rows["best"]["cpu_hours"]
     )
     assert rows["confirm"]["cpu_hours"] < rows["best"]["cpu_hours"]
+    # another accounting's hours, in all and per pair
+    h = rows["best"]["cpu_hours"]
+    assert rows["best"]["cpu_hours_by_accounting"] == {"recorded": pytest.approx(2 * h)}
+    a = rows["best"]["per_pair"]["a"]
+    assert a["cpu_hours_by_accounting"]["recorded"] == pytest.approx(2 * a["cpu_hours"])
     assert rows["(default chosen left out)"]["per_pair"]["a"]["rule"] in rules
 
 
@@ -278,3 +288,258 @@ def test_racing_drops_a_hopeless_strategy_at_the_first_checkpoint_and_it_costs_i
     assert pick.members[0] in {1, 2, 3, 4}
     worst = raced("best", RuleSpec(lambda d: Pick((int(np.argmin(d.scores)),))))
     assert worst.fn(data).members == (0,)  # the backward columns were dropped
+
+
+# The stop at the score and the rate-first candidates ------------------------------------
+BASE = {
+    "scale": 5,
+    "examples": 0,
+    "criteria": "human",
+    "reference": "none",
+    "cot": "prefix",
+    "autocot": "off",
+    "metrics": "off",
+    "order": "TD-ER-IC",
+    "decoding": "greedy",
+}
+
+
+def _strategy(**changes: Any) -> dict[str, Any]:
+    return {**BASE, **changes}
+
+
+def _mixed_pair(n: int = 4) -> BankPair:
+    """A search path of eight strategies (the baseline first) and one column off it:
+
+    C01 baseline (explains first), C02 explains first, C03 rates only (scale 5), C04 rates
+    then explains (scale 5: C03's other factors), C05 rates then explains after a dialectic
+    reference (explains first), C06 rates then explains at scale 10 (no rating-only column
+    shares its factors), C07 rates only at scale 3, C08 C03's calls read ``expected``
+    (the same calls), and C09 C04's twin, off the path."""
+    specs = [
+        ("C01", _strategy(), ("baseline", "search #1")),
+        ("C02", _strategy(autocot="on"), ("search #2",)),
+        ("C03", _strategy(cot="none"), ("search #3",)),
+        ("C04", _strategy(cot="suffix"), ("search #4",)),
+        ("C05", _strategy(cot="suffix", reference="dialectic"), ("search #5",)),
+        ("C06", _strategy(cot="suffix", scale=10), ("search #6",)),
+        ("C07", _strategy(cot="none", scale=3), ("search #7",)),
+        ("C08", _strategy(cot="none", decoding="expected"), ("search #8",)),
+        ("C09", _strategy(cot="suffix", decoding="expected"), ("twin of C04",)),
+    ]
+    rng = np.random.default_rng(2)
+    human = rng.integers(1, 6, n).astype(float)
+    cols = tuple(BankColumn(k, s, r, rng.integers(1, 6, n).astype(float)) for k, s, r in specs)
+    ids = tuple(f"i{j}" for j in range(n))
+    groups = np.array(ids, dtype=object)
+    return BankPair("m", "t", "q", "dataset", ids, human, groups, cols)
+
+
+def test_rates_first_is_the_judges_own_definition() -> None:
+    from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
+
+    task = load_task("sfres")
+    for cot in ("none", "suffix", "prefix"):
+        for reference in ("none", "self", "dialectic"):
+            strategy = baseline_strategy(task).replace(cot=cot, reference=reference)
+            judge = JudgeProgram(task, "naturalness", strategy)
+            assert rates_first(dict(strategy)) is judge.rates_first, (cot, reference)
+            assert explains_after_rating(dict(strategy)) is (judge.rates_first and cot == "suffix")
+
+
+def test_rate_first_candidates_keep_the_baseline_and_the_search_order() -> None:
+    pair = _mixed_pair()
+    cut, rows = rate_first_k(pair)
+    # no explanation-first strategy but the baseline, nothing off the search path
+    assert [c.key for c in cut.columns] == ["C01", "C03", "C04", "C06", "C07", "C08"]
+    assert rows == [0, 2, 3, 5, 6, 7] and cut.baseline.key == "C01"
+    # budget k: the baseline and the first k - 1 rate-first strategies of the path
+    assert rate_first_k(pair, 3)[1] == [0, 2, 3]
+    assert rate_first_k(pair, 1)[1] == [0]
+    assert rate_first_k(pair, 20)[1] == rows
+    # a path whose columns come out of order is read in its search order
+    shuffled = BankPair(
+        "m", "t", "q", "dataset", pair.ids, pair.human, pair.groups, pair.columns[::-1]
+    )
+    assert [shuffled.columns[i].key for i in rate_first_k(shuffled, 3)[1]] == [
+        "C04",
+        "C03",
+        "C01",
+    ]
+    with pytest.raises(ValueError, match="at least 1"):
+        rate_first_k(pair, 0)
+
+
+def _mixed_costs(pair: BankPair) -> np.ndarray:
+    cost = np.full((len(pair.columns), len(pair.ids)), 40.0)  # explanations: 40 s
+    cost[2] = [1.0, 2.0, 3.0, np.nan]  # C03 rates only; it did not judge the last item
+    cost[6] = [5.0, 5.0, 5.0, 5.0]  # C07 rates only, at scale 3
+    cost[7] = cost[2]  # C08: C03's calls
+    return cost
+
+
+def test_a_stopped_suffix_call_costs_what_a_rating_only_call_with_its_factors_costs() -> None:
+    pair = _mixed_pair()
+    cost = _mixed_costs(pair)
+    out, notes = stopped_costs(pair, cost, estimate="none")
+    # C04 (suffix, scale 5) costs C03's calls item by item (C08 is the same calls, counted
+    # once); where C03 judged nothing, C03's median
+    np.testing.assert_allclose(out[3], [1.0, 2.0, 3.0, 2.0])
+    # C06 (scale 10) has no rating-only column with its factors: the median of C03 and C07
+    np.testing.assert_allclose(out[5], [3.0, 3.5, 4.0, 5.0])
+    # explanation-first calls (the baseline, C02, the dialectic C05), rating-only calls and
+    # the twin off the path (C09 is suffix too: it is stopped like C04) are as recorded, bar C09
+    for r in (0, 1, 2, 4, 6, 7):
+        np.testing.assert_array_equal(out[r], cost[r])
+    np.testing.assert_allclose(out[8], out[3])
+    by = {n.key: n for n in notes}
+    assert set(by) == {"C04", "C06", "C09"}
+    assert by["C04"].by == ("C03",) and by["C04"].same_factors
+    assert by["C06"].by == ("C03", "C07") and not by["C06"].same_factors
+    assert by["C04"].recorded == 40.0 and by["C04"].stopped == pytest.approx(2.0)
+    assert cost[3, 0] == 40.0  # the recorded matrix is left alone
+
+
+def test_the_ratio_estimate_and_what_stopped_costs_refuses() -> None:
+    pair = _mixed_pair()
+    cost = _mixed_costs(pair)
+    out, notes = stopped_costs(pair, cost, estimate="ratio", ratio=0.25)
+    np.testing.assert_allclose(out[3], 10.0)
+    np.testing.assert_allclose(out[5], 10.0)
+    np.testing.assert_array_equal(out[0], cost[0])
+    assert all(n.by == () for n in notes)
+    with pytest.raises(ValueError, match="ratio"):
+        stopped_costs(pair, cost, estimate="ratio")
+    with pytest.raises(ValueError, match="ratio"):
+        stopped_costs(pair, cost, estimate="ratio", ratio=1.5)
+    with pytest.raises(ValueError, match="estimate"):
+        stopped_costs(pair, cost, estimate="tokens")
+    no_none = BankPair(
+        "m",
+        "t",
+        "q",
+        "dataset",
+        pair.ids,
+        pair.human,
+        pair.groups,
+        tuple(c for c in pair.columns if c.strategy["cot"] != "none"),
+    )
+    with pytest.raises(ValueError, match="no cot 'none' column"):
+        stopped_costs(no_none, np.ones((len(no_none.columns), 4)))
+
+
+def test_a_stopped_compile_costs_less_only_where_a_suffix_strategy_is_judged() -> None:
+    pair = _mixed_pair(n=40)
+    cost = np.full((9, 40), 10.0)
+    cost[[2, 6, 7]] = 1.0
+    out, _ = stopped_costs(pair, cost)
+    valid = np.arange(40)
+    recorded = compile_seconds("lcb", pair, cost, valid, seed=0)
+    stopped = compile_seconds("lcb", pair, out, valid, seed=0)
+    assert recorded - stopped == pytest.approx(3 * 40 * 9.0)  # C04, C06, C09: 10 s -> 1 s
+    cut, rows = rate_first_k(pair)
+    assert compile_seconds("lcb", cut, out[rows], valid, seed=0) == pytest.approx(
+        40 * (10.0 + 5 * 1.0)
+    )
+
+
+def test_a_rate_first_replay_aliases_budgets_that_hold_the_same_columns() -> None:
+    script = _script()
+    pairs = {}
+    for name in "abc":
+        p = _pair(n=80, k=6)
+        cots = ["prefix", "prefix", "none", "prefix", "suffix", "prefix"]
+        cols = tuple(
+            BankColumn(c.key, {**c.strategy, "cot": cot}, c.roles, c.predictions)
+            for c, cot in zip(p.columns, cots, strict=True)
+        )
+        pairs[name] = BankPair(name, name, "q", "dataset", p.ids, p.human, p.groups, cols)
+    cost = {n: np.ones((6, 80)) for n in pairs}
+    rules = {r: RULES[r] for r in ("baseline", "best")}
+    kw = {"n_valid": 40, "n_splits": 3, "seed": 0, "rules": rules}
+    runs = [(2, False), (3, False), (5, False), (3, True)]
+    rf = script.replay_candidates(pairs, {"latency": cost}, "rate_first", runs, **kw)
+    assert list(rf["budgets"]) == ["2", "3", "3 raced"]
+    assert rf["budget_aliases"] == {"5": "3"}
+    assert rf["budgets"]["3"]["column_keys"]["a"] == ["C01", "C03", "C05"]
+    assert rf["budgets"]["2"]["column_keys"]["a"] == ["C01", "C03"]
+    assert script.resolve(rf, "5") == "3" and script.resolve(rf, "3") == "3"
+    every = script.replay_candidates(pairs, {"latency": cost}, "all", runs[:3], **kw)
+    assert list(every["budgets"]) == ["2", "3", "5"] and not every["budget_aliases"]
+    # a third of the columns judged on the same items: a third of the hours
+    h_all = every["budgets"]["5"]["rules"]["best"]["cpu_hours"]
+    h_rf = rf["budgets"]["3"]["rules"]["best"]["cpu_hours"]
+    assert h_rf == pytest.approx(h_all * 3 / 5)
+
+
+def test_the_decision_bounds_the_rate_first_gain_by_one_standard_error() -> None:
+    script = _script()
+
+    def row(gains: list[float], hours: float, worse: float = 0.05) -> dict[str, Any]:
+        g = np.asarray(gains)
+        return {
+            "mean_gain": float(g.mean()),
+            "se": float(g.std(ddof=1) / np.sqrt(g.size)),
+            "cpu_hours": hours,
+            "max_pair_worse_share": worse,
+            "cpu_hours_by_accounting": {"wall (e2e)": hours / 2, "wall (stop_at_score)": hours},
+            "per_pair": {
+                p: {"mean_gain": v, "worse_share": worse, "cpu_hours": hours}
+                for p, v in zip("abcd", gains, strict=True)
+            },
+        }
+
+    a = {"budgets": {"20": {"rules": {"lcb": row([0.0, 0.1, 0.0, 0.1], 4.0)}}}}
+    # se of a: 0.05/sqrt(4)*2 = 0.0289; b loses 0.02 on average: within one se
+    b = {
+        "budgets": {"8": {"rules": {"lcb": row([0.0, 0.06, 0.0, 0.06], 1.0, 0.2)}}},
+        "budget_aliases": {"20": "8"},
+    }
+    d = script.decision(a, b, "20", "lcb")
+    v = d["rules"]["lcb"]
+    assert d["budgets_used"] == {"a": "20", "b": "8"}
+    assert v["difference"] == pytest.approx(-0.02)
+    assert v["difference_se"] == pytest.approx(0.04 / np.sqrt(3) / 2)
+    assert v["within_one_se"] and v["within_one_se_either_side"]
+    assert v["cost_fraction"] == pytest.approx(0.25)
+    assert v["meets_worse_criterion_a"] and not v["meets_worse_criterion_b"]
+    assert v["minutes_b"] == {"recorder": 60.0, "wall": 30.0, "wall_range": [30.0, 60.0]}
+    assert v["per_pair"]["a"]["gain_b"] == 0.0 and v["per_pair"]["b"]["gain_a"] == 0.1
+    # losing more than one se of a's gain is outside the bound; gaining more is not
+    b["budgets"]["8"]["rules"]["lcb"] = row([0.0, 0.0, 0.0, 0.0], 1.0)
+    assert not script.decision(a, b, "20", "lcb")["rules"]["lcb"]["within_one_se"]
+    b["budgets"]["8"]["rules"]["lcb"] = row([0.1, 0.2, 0.1, 0.2], 1.0)
+    up = script.decision(a, b, "20", "lcb")["rules"]["lcb"]
+    assert up["within_one_se"] and not up["within_one_se_either_side"]
+
+
+def test_wall_time_scales_rating_only_and_explaining_calls_apart() -> None:
+    script = _script()
+    pair = _mixed_pair()
+    cost = np.ones((9, 4))
+    f = {"rating": 2.0, "explain": 0.5}
+    stopped = script.wall_matrix(pair, cost, f, stopped=True)[:, 0]
+    # rating-only: C03, C07, C08 and, stopped, the suffix ones C04, C06, C09; not C05
+    np.testing.assert_array_equal(stopped, [0.5, 0.5, 2, 2, 0.5, 2, 2, 2, 2])
+    recorded = script.wall_matrix(pair, cost, f, stopped=False)[:, 0]
+    np.testing.assert_array_equal(recorded, [0.5, 0.5, 2, 0.5, 0.5, 0.5, 2, 2, 0.5])
+
+
+def test_the_measured_stop_ratio_is_read_from_the_stop_at_score_result(tmp_path: Path) -> None:
+    script = _script()
+    rows = [
+        {
+            "task": "t",
+            "aspect": "q",
+            "cot": "suffix",
+            "seconds_explain": 100.0,
+            "seconds_stop": 40.0,
+        },
+        {"task": "t", "aspect": "q", "cot": "none", "seconds_explain": 39.0, "seconds_stop": 38.0},
+    ]
+    summary = {"suffix_seconds_per_item_explain": 4.0, "suffix_seconds_per_item_stop": 1.0}
+    path = tmp_path / "stop.json"
+    path.write_text(__import__("json").dumps({"summary": summary, "rows": rows}))
+    got = script.stop_ratio(path)
+    assert got["ratio"] == 0.25 and got["per_pair"] == {"t_q": 0.4}
+    assert got["stopped_over_none"]["t_q"] == pytest.approx(40 / 38)
