@@ -88,6 +88,7 @@ from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
 from judgeopt.evaluate import evaluate
 from judgeopt.judge import JudgeProgram, JudgeTask, load_task
+from judgeopt.judge import rates_first as judge_rates_first
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model, price_of
 from judgeopt.teleprompt import JudgeSearch, OptimizerConfig, load_optimizer
 from judgeopt.testing import ScriptedLM, logprob_content
@@ -107,8 +108,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "compile_cost.json"
 PARTS = ("side_by_side", "estimate", "demo", "full")
 DEFAULT_PARTS = ("side_by_side", "estimate", "demo")
-#: The strategies whose ratings the stop at the score must not change: those that rate first.
-RATING_FIRST = ("none", "suffix")
 #: Expected ratings closer than this are the same.
 TOLERANCE = 1e-6
 #: side_by_side's target: the new compile's wall time at most this share of the old one's.
@@ -220,9 +219,8 @@ def latest(judgements: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dic
 def rates_first(strategy: str | Mapping[str, Any]) -> bool:
     """Whether a strategy (its JSON or dict) rates before it explains: ``cot`` none or
     suffix without a reference of its own written first (``dialectic``), the strategies the
-    stop at the score applies to (``JudgeProgram.rates_first``)."""
-    s = json.loads(strategy) if isinstance(strategy, str) else strategy
-    return s.get("cot", "none") in RATING_FIRST and s.get("reference", "none") != "dialectic"
+    stop at the score applies to (:func:`judgeopt.judge.rates_first`)."""
+    return judge_rates_first(json.loads(strategy) if isinstance(strategy, str) else strategy)
 
 
 def _same_rating(a: Any, b: Any) -> bool:
