@@ -248,3 +248,31 @@ def test_the_plan_counts_the_artifacts_the_search_would_generate(task, records, 
     # One metrics-questions call per item for the one neighbour with metrics on (of the two
     # drawn; the budget covers both).
     assert plans["metrics"].calls == 2 * len(items) + len(items)
+
+
+def test_an_artifact_call_writes_about_its_stand_in_not_the_output_limit(task, records) -> None:
+    """The plan's artifact calls write about as much as the text standing in for the artifact
+    (the criteria; the judged text for a reference), at most the LM's ``max_tokens``."""
+    from judgeopt.evaluate import artifact_tokens
+
+    fake = ScriptedLM(lambda m: "[[3]]")
+    judge = JudgeProgram(task, "naturalness", lm=fake.lm)
+    items = records[:4]
+    criteria = fake.lm.count_prompt_tokens(
+        [{"role": "user", "content": task.criteria_text("naturalness", 5)}]
+    )
+    assert artifact_tokens(judge, "metrics_questions", items, fake.lm) == criteria
+    assert artifact_tokens(judge, "self_criteria", items, fake.lm) == criteria
+    field = task.input_names[-1]
+    judged = [
+        fake.lm.count_prompt_tokens([{"role": "user", "content": str(r.inputs[field])}])
+        for r in items
+    ]
+    assert artifact_tokens(judge, "self_reference", items, fake.lm) == pytest.approx(
+        sum(judged) / len(judged)
+    )
+    assert 0 < criteria < 1024
+    fake.lm.kwargs["max_tokens"] = 3
+    assert artifact_tokens(judge, "self_criteria", items, fake.lm) == 3
+    with pytest.raises(ValueError, match="at least one record"):
+        artifact_tokens(judge, "self_criteria", [], fake.lm)

@@ -39,6 +39,7 @@ __all__ = [
     "CallCost",
     "CostPlan",
     "Timing",
+    "artifact_tokens",
     "call_cost",
     "duration",
     "mean_cost",
@@ -201,6 +202,24 @@ def _stand_ins(judge: Any, records: Sequence[Any], index: int) -> dict[str, Any]
             examples=[({f: str(r.inputs[f]) for f in names}, (lo + hi) // 2) for r in others],
         )
     }
+
+
+def artifact_tokens(judge: Any, name: str, records: Sequence[Any], lm: Any) -> float:
+    """Tokens the LM is expected to write for the generated artifact ``name`` of ``judge``
+    (``self_criteria``, ``autocot_steps``, ``metrics_questions``, ``self_reference``): the
+    length on ``lm`` of the text that stands in for it when prompts are rendered before it
+    exists (:func:`_stand_ins`: the task's criteria; the judged text, averaged over
+    ``records``, for a reference), at most the LM's ``max_tokens``."""
+    if not records:
+        raise ValueError("artifact_tokens() needs at least one record to stand in for it.")
+    cap = int(getattr(lm, "kwargs", {}).get("max_tokens") or 1024)
+    key = next(iter(_stand_ins(judge, records, 0)))
+    if name == "self_reference":
+        texts = [_stand_ins(judge, records, i)[key].reference for i in range(len(records))]
+    else:  # the criteria are the same for every record
+        texts = [_stand_ins(judge, records, 0)[key].criteria_text]
+    counts = [lm.count_prompt_tokens([{"role": "user", "content": str(t or "")}]) for t in texts]
+    return float(min(cap, sum(counts) / len(counts)))
 
 
 def _prompt_tokens(judge: Any, records: Sequence[Any], index: int, lm: Any) -> int:

@@ -10,7 +10,9 @@ items. The search judges at most ``budget`` strategies on every search item (rac
 some early); the choice after it judges about two judges on the confirmation items. The
 artifacts those strategies generate with the LM (criteria, AutoCoT steps, metrics questions,
 references; in-context examples are chosen from the data, not generated) add one call per
-artifact not stored yet, in the share of the drawn strategies the search has budget for.
+artifact not stored yet, in the share of the drawn strategies the search has budget for,
+each writing about as much as the text that stands in for the artifact when prompts are
+counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
 The time is one baseline judgement per call in flight, judged together as the search does.
 """
 
@@ -24,6 +26,7 @@ import numpy as np
 from ..evaluate import (
     CallCost,
     CostPlan,
+    artifact_tokens,
     call_cost,
     default_threads,
     mean_cost,
@@ -77,21 +80,26 @@ def _generation_cost(
 ) -> CallCost:
     """The artifact calls of ``share`` of the ``drawn`` strategies on ``items``: one per
     artifact the store does not hold yet (a per-item artifact once per item), each about as
-    long a prompt as a judgement's and written up to the LM's output limit."""
+    long a prompt as a judgement's, writing about as much as the text that stands in for the
+    artifact when prompts are counted (:func:`judgeopt.evaluate.artifact_tokens`)."""
     store = getattr(getattr(base, "maker", None), "store", None)
-    keys: set[str] = set()
+    keys: dict[str, float] = {}
+    written: dict[str, float] = {}
     for strategy in drawn:
         for req in graph.artifacts_for(strategy):
             if req.name not in GENERATED:
                 continue
+            if req.name not in written:
+                judge = base.with_strategy(strategy)
+                written[req.name] = artifact_tokens(judge, req.name, items[:PLAN_ITEMS], lm)
             ids = [r.id for r in items] if req.per_sample else [None]
             for sid in ids:
                 key = artifact_key(base.task, base.aspect, req, sid)
                 if store is None or key not in store:
-                    keys.add(key)
+                    keys[key] = written[req.name]
     calls = share * len(keys)
-    cap = int(getattr(lm, "kwargs", {}).get("max_tokens") or 1024)
-    return CallCost(calls, calls * prompt_tokens, calls * cap, explains=True)
+    completion = share * sum(keys.values())
+    return CallCost(calls, calls * prompt_tokens, completion, explains=True)
 
 
 def compile_plan(
