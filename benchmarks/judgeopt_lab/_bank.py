@@ -363,11 +363,11 @@ def _columns(
 
 
 def rates_first(strategy: Mapping[str, Any]) -> bool:
-    """The answer begins with the rating (``JudgeProgram.rates_first``: ``cot`` ``none`` or
-    ``suffix``, and no ``dialectic`` reference written before it)."""
-    return strategy.get("cot", "none") in ("none", "suffix") and (
-        strategy.get("reference", "none") != "dialectic"
-    )
+    """The answer begins with the rating (:func:`judgeopt.judge.rates_first`: ``cot``
+    ``none`` or ``suffix``, and no ``dialectic`` reference written before it)."""
+    from judgeopt.judge import rates_first as judge_rates_first  # lazy: it loads DSPy
+
+    return judge_rates_first(strategy)
 
 
 def _read(
