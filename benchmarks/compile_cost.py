@@ -106,8 +106,8 @@ from judgeopt_lab import (
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "compile_cost.json"
-PARTS = ("side_by_side", "estimate", "demo", "full")
-DEFAULT_PARTS = ("side_by_side", "estimate", "demo")
+PARTS = ("side_by_side", "recheck", "estimate", "demo", "full")
+DEFAULT_PARTS = ("side_by_side", "recheck", "estimate", "demo")
 #: Expected ratings closer than this are the same.
 TOLERANCE = 1e-6
 #: side_by_side's target: the new compile's wall time at most this share of the old one's.
@@ -419,18 +419,36 @@ def side_by_side(
             overrides=new_overrides if tag == "new" else None,
         )
         del lm
-    old, new = runs["old"], runs["new"]
     rechecked: list[dict[str, Any]] = []
     if recheck:
-        judged_old = {j["strategy"] for j in old["judgements"]}
-        missing = [
-            p["strategy"]
-            for p in new["path"]
-            if rates_first(p["strategy"]) and p["strategy"] not in judged_old
-        ]
+        missing = strategies_to_recheck(runs)
         if missing:
             log.info("side_by_side: %d rating-first strategies judged as before", len(missing))
             rechecked = judged_with_explanations(make("recheck"), task, aspect, items, missing)
+    return summarise(runs, rechecked, n_items=len(items), order=order, new_overrides=new_overrides)
+
+
+def strategies_to_recheck(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The rating-first strategies (JSON) the new compile judged and the old one did not."""
+    judged_old = {j["strategy"] for j in runs["old"]["judgements"]}
+    return [
+        p["strategy"]
+        for p in runs["new"]["path"]
+        if rates_first(p["strategy"]) and p["strategy"] not in judged_old
+    ]
+
+
+def summarise(
+    runs: Mapping[str, dict[str, Any]],
+    rechecked: Sequence[Mapping[str, Any]],
+    *,
+    n_items: int,
+    order: Sequence[str] = ("old", "new"),
+    new_overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """side_by_side's part from its two runs and the judgements made again as the old
+    compile would have (``rechecked``)."""
+    old, new = runs["old"], runs["new"]
     comparison = compare_ratings(
         [*old["judgements"], *rechecked],
         new["judgements"],
@@ -440,7 +458,7 @@ def side_by_side(
     ratio = new["seconds"] / old["seconds"] if old["seconds"] else None
     faster = ratio is not None and ratio <= TARGET_RATIO
     return {
-        "n_items": len(items),
+        "n_items": n_items,
         "old_seconds": old["seconds"],
         "new_seconds": new["seconds"],
         "same_ratings": comparison["same_ratings"],
@@ -454,8 +472,52 @@ def side_by_side(
         "comparison": comparison,
         "new_overrides": dict(new_overrides or {}),
         "rechecked_strategies": len({j["strategy"] for j in rechecked}),
-        "runs": runs,
+        "rechecked": list(rechecked),
+        "runs": dict(runs),
     }
+
+
+def recheck_part(
+    out: Path, make: Callable[[str], Any], task: JudgeTask, aspect: str, task_name: str
+) -> dict[str, Any]:
+    """side_by_side's part in ``out`` completed: the rating-first strategies only the new
+    compile judged, judged again on the same items as the old compile would have (the
+    explanation written; a fresh LM, not timed), and the ratings compared again.
+
+    Raises:
+        ValueError: When ``out`` holds no measured side_by_side part.
+    """
+    payload = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    part = payload.get("side_by_side") or {}
+    if not part.get("runs"):
+        raise ValueError(f"recheck: {out} has no measured side_by_side part; run that first")
+    runs = part["runs"]
+    missing = strategies_to_recheck(runs)
+    items = first_items(task_name, int(part["n_items"]))
+    log.info("recheck: %d rating-first strategies judged as before", len(missing))
+    rechecked = (
+        judged_with_explanations(make("recheck"), task, aspect, items, missing) if missing else []
+    )
+    new = summarise(
+        runs,
+        rechecked,
+        n_items=int(part["n_items"]),
+        order=part.get("order", ("old", "new")),
+        new_overrides=part.get("new_overrides"),
+    )
+    return {**part, **new}
+
+
+def saved_new_run(out: Path, settings: Mapping[str, Any], n_items: int) -> dict[str, Any] | None:
+    """The new compile of the side_by_side part saved in ``out`` when it ran with these
+    ``settings`` on ``n_items`` items (so the estimate reuses it), else ``None``."""
+    if not out.is_file():
+        return None
+    part = json.loads(out.read_text(encoding="utf-8")).get("side_by_side") or {}
+    run = (part.get("runs") or {}).get("new")
+    if run is None or part.get("n_items") != n_items or part.get("settings") != dict(settings):
+        return None
+    return dict(run)
 
 
 def judged_with_explanations(
@@ -934,13 +996,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     order=order,
                     progress=progress,
                     new_overrides=new_overrides,
+                    recheck=False,
                 )
                 part.update(settings=settings, provenance=provenance())
                 new_run = part["runs"]["new"]
                 merge(out, {"side_by_side": part}, defaults)
                 print(side_by_side_table(part), flush=True)
+            if "recheck" in parts:
+                part = recheck_part(out, make, task, aspect, task_name)
+                merge(out, {"side_by_side": part}, defaults)
+                print(side_by_side_table(part), flush=True)
             if "estimate" in parts:
                 items = first_items(task_name, args.n_items)
+                if new_run is None:
+                    new_run = saved_new_run(out, settings, args.n_items)
                 if new_run is None:
                     new_run = compile_once(
                         make("estimate"),

@@ -386,3 +386,33 @@ def test_rate_first_candidates_are_rechecked_as_the_old_compile_judged(
     assert c["strategies_compared"] >= part["rechecked_strategies"]
     assert part["same_ratings"] is True and c["items_compared"] >= len(items)
     assert part["new_overrides"] == {"candidates": "rate_first"}
+
+
+def test_recheck_runs_as_its_own_part_on_the_saved_runs(items, tmp_path: Path, monkeypatch) -> None:
+    """side_by_side writes its two timed runs first; the untimed recheck reads them back from
+    the JSON, judges the missing rating-first strategies as before and completes the part."""
+    fakes: dict[str, ScriptedLM] = {}
+
+    def fake_make_lm(model: str, *, cache: Any = None, **kw: Any) -> Any:
+        fakes[Path(cache).name] = ScriptedLM(
+            cc.hosted_answer, cache=cache, logprobs=cc.hosted_logprobs
+        )
+        return fakes[Path(cache).name].lm
+
+    monkeypatch.setattr(cc, "make_lm", fake_make_lm)
+    out = tmp_path / "cc.json"
+    args = ["--n-items", "10", "--budget", "9", "--no-progress", "--out", str(out)]
+    args += ["--new-candidates", "rate_first"]
+    with pytest.raises(ValueError, match="no measured side_by_side"):
+        cc.main([*args, "--parts", "recheck"])
+    assert cc.main([*args, "--parts", "side_by_side"]) == 0
+    before = json.loads(out.read_text())["side_by_side"]
+    assert before["rechecked_strategies"] == 0 and "recheck" not in fakes
+    assert cc.main([*args, "--parts", "recheck"]) == 0
+    assert cc.main([*args, "--hosted-time-scale", "0", "--parts", "estimate"]) == 0
+    assert "estimate" not in fakes  # the saved new run is the estimate's
+    after = json.loads(out.read_text())["side_by_side"]
+    assert after["rechecked_strategies"] > 0 and "recheck" in fakes
+    assert after["old_seconds"] == before["old_seconds"] and after["settings"]
+    assert after["same_ratings"] is True
+    assert after["comparison"]["items_compared"] > before["comparison"]["items_compared"]
