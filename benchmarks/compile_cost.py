@@ -1,7 +1,7 @@
 """What a compile costs (issue 57's targets): today's compile beside the new one, the cost plan
 against what was spent, the demo's time, and the default compile at 100 labels.
 
-Four parts, chosen with ``--parts`` (comma-separated, or ``all``); each is written into the
+Five parts, chosen with ``--parts`` (comma-separated, or ``all``); each is written into the
 JSON as soon as it is done, beside the parts an earlier run left there (a part run again
 replaces its own entry only), so the parts can be run separately and merged:
 
@@ -25,11 +25,18 @@ replaces its own entry only), so the parts can be run separately and merged:
   ``criteria`` first: with a scripted model, the budget-20 search judged ``cot`` none and
   suffix 8th and 9th and the budget-10 search neither, so at budget 10 the comparison may
   be empty and the stop may save little.
+* ``recheck``: side_by_side's part completed without a clock: the rating-first strategies
+  only the new compile judged (with ``--new-candidates rate_first``, every one but the
+  baseline) are judged again on the same items as the old compile would have (explanation
+  written, a fresh LM), read from the two runs side_by_side saved in the JSON, and the
+  ratings compared again (``same_ratings``, ``rechecked_strategies``). Separate so that the
+  timed runs are saved before hours of untimed judging.
 * ``estimate``: the cost plan the new compile made before its first judge call (its report's
   ``plan``) against what the compile spent: every call and token the LM counted from the
   start of the compile to its end (the endpoint check, the logprobs probe and the timed
-  judgement included) and its wall seconds. It reuses side_by_side's new run (without
-  side_by_side, the new compile runs alone). ``estimate_hosted`` does the same with a
+  judgement included) and its wall seconds. It reuses side_by_side's new run (run in the same
+  command, or saved in the JSON with the same settings; otherwise the new compile runs
+  alone). ``estimate_hosted`` does the same with a
   scripted model named like a hosted one (``--hosted-model``, priced by LiteLLM's list):
   a :class:`judgeopt.testing.ScriptedLM` whose usage is counted with LiteLLM's tokenizer for
   that model and whose answers take the time of a hosted API (a fixed latency, then tokens
@@ -57,9 +64,11 @@ Writes ``--out`` (default ``benchmarks/results/compile_cost.json``)::
      "estimate_hosted": {... "dollars_error"}, "provenance"}
 
 Usage:
-    JUDGEOPT_THREADS=2 python benchmarks/compile_cost.py            # side_by_side,estimate,demo
+    # side_by_side, recheck, estimate and demo:
+    JUDGEOPT_THREADS=2 python benchmarks/compile_cost.py --new-candidates rate_first
     python benchmarks/compile_cost.py --parts demo
     python benchmarks/compile_cost.py --parts full                  # hours
+    python benchmarks/compile_cost.py --parts full --optimizer fast --full-budget 8
     python benchmarks/compile_cost.py --model local:qwen2.5-coder-0.5b --n-items 6 --budget 3 \\
         --parts side_by_side,estimate --out /tmp/compile_cost_smoke.json   # plumbing
 
@@ -954,6 +963,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=1.0,
         help="multiplies the scripted hosted model's answer times (0: instant)",
     )
+    p.add_argument(
+        "--estimate-fresh",
+        action="store_true",
+        help="estimate: compile anew instead of reusing side_by_side's new run (a plan made "
+        "by the current code)",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
@@ -1008,7 +1023,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(side_by_side_table(part), flush=True)
             if "estimate" in parts:
                 items = first_items(task_name, args.n_items)
-                if new_run is None:
+                if args.estimate_fresh:
+                    new_run = None
+                elif new_run is None:
                     new_run = saved_new_run(out, settings, args.n_items)
                 if new_run is None:
                     new_run = compile_once(

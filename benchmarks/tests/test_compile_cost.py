@@ -411,6 +411,10 @@ def test_recheck_runs_as_its_own_part_on_the_saved_runs(items, tmp_path: Path, m
     assert cc.main([*args, "--parts", "recheck"]) == 0
     assert cc.main([*args, "--hosted-time-scale", "0", "--parts", "estimate"]) == 0
     assert "estimate" not in fakes  # the saved new run is the estimate's
+    assert (
+        cc.main([*args, "--hosted-time-scale", "0", "--parts", "estimate", "--estimate-fresh"]) == 0
+    )
+    assert "estimate" in fakes  # ... unless asked to compile anew
     after = json.loads(out.read_text())["side_by_side"]
     assert after["rechecked_strategies"] > 0 and "recheck" in fakes
     assert after["old_seconds"] == before["old_seconds"] and after["settings"]
