@@ -476,7 +476,9 @@ def summarise(
         "time_target_met": faster,
         # An empty comparison (no rating-first strategy judged by both) does not meet it.
         "target_met": faster and comparison["same_ratings"] is True,
-        "notes": side_by_side_notes(old, new, comparison),
+        "notes": side_by_side_notes(
+            old, new, comparison, rechecked=len({j["strategy"] for j in rechecked})
+        ),
         "order": list(order),
         "comparison": comparison,
         "new_overrides": dict(new_overrides or {}),
@@ -546,9 +548,14 @@ def judged_with_explanations(
 
 
 def side_by_side_notes(
-    old: Mapping[str, Any], new: Mapping[str, Any], comparison: Mapping[str, Any]
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    comparison: Mapping[str, Any],
+    *,
+    rechecked: int = 0,
 ) -> list[str]:
-    """What to keep in mind when reading the two runs' figures."""
+    """What to keep in mind when reading the two runs' figures (``rechecked``: strategies
+    judged again as the old compile would have)."""
     notes = []
     if comparison["strategies_compared"] == 0:
         notes.append(
@@ -572,9 +579,15 @@ def side_by_side_notes(
             f"average above {cores + 0.5:g}): the seconds are not an idle machine's"
         )
     if comparison["paths_diverged"]:
+        common = comparison["common_strategies"]
         notes.append(
-            f"the searches took different paths: ratings compared on the "
-            f"{comparison['common_strategies']} strategies both judged"
+            f"the searches took different paths ({common} strategies in common): ratings "
+            + (
+                f"compared on the {rechecked} rating-first strategies only the new compile "
+                "judged, judged again as the old one would have"
+                if rechecked
+                else f"compared on the {common} strategies both judged"
+            )
         )
     return notes
 

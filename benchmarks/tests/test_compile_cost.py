@@ -189,6 +189,9 @@ def test_notes_say_when_the_two_compiles_cannot_show_the_stop(monkeypatch) -> No
     notes = cc.side_by_side_notes(run, busy, compared)
     assert len(notes) == 2
     assert "busy during the new compile" in notes[0] and "different paths" in notes[1]
+    assert "the 3 strategies both judged" in notes[1]
+    notes = cc.side_by_side_notes(run, busy, compared, rechecked=4)
+    assert "the 4 rating-first strategies only the new compile judged" in notes[1]
 
 
 def test_estimate_errors_are_signed_fractions_of_the_actual() -> None:
