@@ -12,6 +12,7 @@ import pytest
 
 from _selection_scripts import respond_with, topical_records, topical_task
 from judgeopt.evaluate import (
+    RATING_TOKENS,
     CallCost,
     CostPlan,
     Timing,
@@ -276,3 +277,39 @@ def test_an_artifact_call_writes_about_its_stand_in_not_the_output_limit(task, r
     assert artifact_tokens(judge, "self_criteria", items, fake.lm) == 3
     with pytest.raises(ValueError, match="at least one record"):
         artifact_tokens(judge, "self_criteria", [], fake.lm)
+
+
+def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_path) -> None:
+    """The baseline explains first while the drawn candidates rate first: a compile that has
+    not judged it yet plans its explanations on the search items, not a candidate's rating."""
+    from judgeopt.teleprompt import OptimizerConfig
+    from judgeopt.teleprompt._planning import compile_plan
+    from judgeopt.teleprompt._searching import build_graph as graph_of
+
+    words = " ".join(["word"] * 60)
+    fake = ScriptedLM(lambda m: f"Explanation: {words}\n\nRating: [[3]]", cache=tmp_path / "c")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    base = student.strategy
+    assert base["cot"] == "prefix"
+    space = {name: [base[name]] for name in base.as_dict()}
+    space["cot"] = ["prefix", "none"]
+    graph = graph_of(OptimizerConfig(space=space), student, fake.lm)
+    items = records[:6]
+    plans = {
+        left: compile_plan(
+            graph,
+            student,
+            base,
+            items,
+            None,
+            strategies_left=3,
+            lm=fake.lm,
+            threads=1,
+            baseline_left=left,
+        )
+        for left in (False, True)
+    }
+    assert plans[False].calls == plans[True].calls == 3 * len(items)
+    assert plans[False].completion_tokens == 3 * len(items) * RATING_TOKENS
+    explained = plans[True].completion_tokens - 2 * len(items) * RATING_TOKENS
+    assert explained > len(items) * 40  # the baseline's own explanation, about 60 words each

@@ -25,6 +25,8 @@ from ._eval_result import (
     score_items,
 )
 from ._plan import (
+    PREFILL_SPEEDUP,
+    RATING_TOKENS,
     CallCost,
     CostPlan,
     Timing,
@@ -51,6 +53,8 @@ __all__ = [
     "wilson_interval",
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",
+    "PREFILL_SPEEDUP",
+    "RATING_TOKENS",
     "CallCost",
     "CallPool",
     "Comparison",

@@ -173,6 +173,7 @@ class CompileRun:
                 strategies_left=left,
                 lm=self.lm,
                 threads=self.config.threads,
+                baseline_left=self.search.n_evaluations == 0,
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)

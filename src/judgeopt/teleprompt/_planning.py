@@ -112,9 +112,12 @@ def compile_plan(
     strategies_left: int,
     lm: Any,
     threads: int | None = None,
+    baseline_left: bool = False,
 ) -> CostPlan:
     """The plan of a compile that has ``strategies_left`` strategies to judge, ``threads``
-    calls in flight (``None``: what ``lm`` keeps busy).
+    calls in flight (``None``: what ``lm`` keeps busy); ``baseline_left``: the baseline is
+    one of them (a compile that starts: every search judges it first), counted as itself
+    (it may explain first while the others rate first) rather than as a drawn strategy.
 
     The baseline is judged and timed first on as many search items as calls in flight
     (:func:`judgeopt.evaluate.time_judgement`; the search reads them from the response
@@ -126,8 +129,12 @@ def compile_plan(
     drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, np.random.default_rng(0))
     costs = [call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn]
     per_item = mean_cost(costs)
-    parts = [(per_item, strategies_left * len(search_items))]
-    share = min(1.0, strategies_left / max(1, len(drawn)))
+    others = strategies_left - 1 if baseline_left else strategies_left
+    parts = [(per_item, others * len(search_items))]
+    if baseline_left:
+        own = call_cost(base.with_strategy(baseline), items, lm, timing=timing)
+        parts.append((own, len(search_items)))
+    share = min(1.0, others / max(1, len(drawn)))
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     made = _generation_cost(graph, base, drawn, search_items, share, prompt, lm)
     if made.calls:
