@@ -317,7 +317,9 @@ def test_main_writes_the_schema_with_scripted_models(
     args = ["--n-items", "10", "--budget", "3", "--hosted-time-scale", "0", "--no-progress"]
     assert cc.main([*args, "--parts", "estimate", "--out", str(out)]) == 0
     assert set(fakes) == {"estimate"}  # estimate alone runs the new compile once
-    assert cc.main([*args, "--parts", "side_by_side,estimate", "--out", str(out)]) == 0
+    assert (
+        cc.main([*args, "--parts", "side_by_side,estimate,estimate_hosted", "--out", str(out)]) == 0
+    )
     assert set(fakes) == {"estimate", "old", "new"}  # ... and reuses side_by_side's run
     data = json.loads(out.read_text())
     side = data["side_by_side"]
