@@ -213,11 +213,14 @@ def artifact_tokens(judge: Any, name: str, records: Sequence[Any], lm: Any) -> f
     if not records:
         raise ValueError("artifact_tokens() needs at least one record to stand in for it.")
     cap = int(getattr(lm, "kwargs", {}).get("max_tokens") or 1024)
-    key = next(iter(_stand_ins(judge, records, 0)))
+
+    def stand_in(index: int) -> Any:  # the Artifacts of _stand_ins' one entry
+        return next(iter(_stand_ins(judge, records, index).values()))
+
     if name == "self_reference":
-        texts = [_stand_ins(judge, records, i)[key].reference for i in range(len(records))]
+        texts = [stand_in(i).reference for i in range(len(records))]
     else:  # the criteria are the same for every record
-        texts = [_stand_ins(judge, records, 0)[key].criteria_text]
+        texts = [stand_in(0).criteria_text]
     counts = [lm.count_prompt_tokens([{"role": "user", "content": str(t or "")}]) for t in texts]
     return float(min(cap, sum(counts) / len(counts)))
 
