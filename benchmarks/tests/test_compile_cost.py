@@ -301,9 +301,9 @@ def test_parts_merge_into_one_json_and_missing_parts_say_so(tmp_path: Path) -> N
     assert data["demo_seconds"] == 200.0 and data["side_by_side"] == side
 
 
-def test_main_writes_the_schema_with_scripted_models(
-    items, tmp_path: Path, monkeypatch, capsys
-) -> None:
+def scripted_lms(monkeypatch: pytest.MonkeyPatch) -> dict[str, ScriptedLM]:
+    """Every LM the script makes is a scripted hosted-like model, kept by its cache folder's
+    name (the part that made it: ``old``, ``new``, ``recheck``, ``estimate``...)."""
     fakes: dict[str, ScriptedLM] = {}
 
     def fake_make_lm(model: str, *, cache: Any = None, **kw: Any) -> Any:
@@ -313,6 +313,13 @@ def test_main_writes_the_schema_with_scripted_models(
         return fakes[Path(cache).name].lm
 
     monkeypatch.setattr(cc, "make_lm", fake_make_lm)
+    return fakes
+
+
+def test_main_writes_the_schema_with_scripted_models(
+    items, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    fakes = scripted_lms(monkeypatch)
     out = tmp_path / "cc.json"
     args = ["--n-items", "10", "--budget", "3", "--hosted-time-scale", "0", "--no-progress"]
     assert cc.main([*args, "--parts", "estimate", "--out", str(out)]) == 0
@@ -396,15 +403,7 @@ def test_rate_first_candidates_are_rechecked_as_the_old_compile_judged(
 def test_recheck_runs_as_its_own_part_on_the_saved_runs(items, tmp_path: Path, monkeypatch) -> None:
     """side_by_side writes its two timed runs first; the untimed recheck reads them back from
     the JSON, judges the missing rating-first strategies as before and completes the part."""
-    fakes: dict[str, ScriptedLM] = {}
-
-    def fake_make_lm(model: str, *, cache: Any = None, **kw: Any) -> Any:
-        fakes[Path(cache).name] = ScriptedLM(
-            cc.hosted_answer, cache=cache, logprobs=cc.hosted_logprobs
-        )
-        return fakes[Path(cache).name].lm
-
-    monkeypatch.setattr(cc, "make_lm", fake_make_lm)
+    fakes = scripted_lms(monkeypatch)
     out = tmp_path / "cc.json"
     args = ["--n-items", "10", "--budget", "9", "--no-progress", "--out", str(out)]
     args += ["--new-candidates", "rate_first"]
