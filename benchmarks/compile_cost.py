@@ -43,7 +43,8 @@ replaces its own entry only), so the parts can be run separately and merged:
   at a steady rate; :data:`HOSTED_LATENCY`), money compared too. Errors are *signed*
   fractions of the actual, ``(estimate - actual) / actual`` (positive: the plan said more).
   ``estimate_hosted`` is its own part (seconds of scripted calls; ``estimate`` is the
-  embedded model's). Target: every ``|error|`` <= 0.25.
+  embedded model's); it checks the same estimate on ``--hosted-pairs`` too (three other
+  pairs by default, ``other_pairs`` in the JSON). Target: every ``|error|`` <= 0.25.
 * ``demo``: ``judgeopt demo`` as the README's first command runs it (a subprocess, with
   ``--no-progress --out-dir`` a temporary folder, a fresh ``JUDGEOPT_CACHE_DIR`` and
   ``JUDGEOPT_THREADS=2``; ``--model`` only when it is not ``local``): its wall seconds and its
@@ -62,7 +63,8 @@ Writes ``--out`` (default ``benchmarks/results/compile_cost.json``)::
      "full": {"pair", "n_valid", "seconds", "measured", ...},
      "demo_seconds", "demo": {...},
      "estimate": {"calls_error", "tokens_error", "seconds_error", "plan", "actual", ...},
-     "estimate_hosted": {... "dollars_error"}, "provenance"}
+     "estimate_hosted": {... "dollars_error", "other_pairs": [{"pair", ...}]},
+     "provenance"}
 
 Usage:
     # side_by_side, recheck, estimate and demo:
@@ -659,7 +661,9 @@ class HostedScriptedLM(ScriptedLM):
 
     Every answer rates first, a rating that follows a hash of the prompt, then an
     explanation of 20-80 words, so a call stopped at the rating writes a few tokens and
-    one that is not writes the rest."""
+    one that is not writes the rest. ``max_tokens`` is honoured as a provider honours it
+    (the answer cut there, ``finish_reason="length"``): the one-token check call takes
+    the time of one token."""
 
     def __init__(self, model: str, *, cache: Any, time_scale: float = 1.0) -> None:
         super().__init__(hosted_answer, cache=cache, model=model, logprobs=hosted_logprobs)
@@ -670,9 +674,16 @@ class HostedScriptedLM(ScriptedLM):
         import litellm
 
         out = super()._backend(request, num_retries)
-        text = str(out["choices"][0]["message"]["content"] or "")
+        choice = out["choices"][0]
+        text = str(choice["message"]["content"] or "")
         prompt = int(litellm.token_counter(model=self.model_name, messages=request["messages"]))
         completion = int(litellm.token_counter(model=self.model_name, text=text)) if text else 0
+        cap = request.get("max_tokens")
+        if cap is not None and completion > int(cap):
+            tokens = litellm.encode(model=self.model_name, text=text)[: int(cap)]
+            choice["message"]["content"] = litellm.decode(model=self.model_name, tokens=tokens)
+            choice["finish_reason"] = "length"
+            completion = int(cap)
         out["usage"] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -972,6 +983,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--full-budget", type=int, default=20, help="full's strategies (20)")
     p.add_argument("--hosted-model", default="openai/gpt-4o-mini")
     p.add_argument(
+        "--hosted-pairs",
+        default="topical_chat:coherence,summeval:coherence,hanna:engagement",
+        help="estimate_hosted: pairs its estimate is checked on besides --pair, same settings "
+        "(comma-separated task:aspect; empty: none)",
+    )
+    p.add_argument(
         "--hosted-time-scale",
         type=float,
         default=1.0,
@@ -1076,8 +1093,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 hosted.update(
                     settings={**settings, "model": args.hosted_model}, provenance=provenance()
                 )
+                tables = {args.hosted_model: hosted}
+                others = []
+                for other in [x for x in args.hosted_pairs.split(",") if x]:
+                    o_task, o_aspect = other.split(":", 1)
+                    report = hosted_estimate(
+                        load_task(o_task),
+                        o_aspect,
+                        first_items(o_task, args.n_items),
+                        preset=preset,
+                        budget=args.budget,
+                        seed=args.seed,
+                        model=args.hosted_model,
+                        cache=Path(tmp) / f"hosted-{o_task}-{o_aspect}",
+                        time_scale=args.hosted_time_scale,
+                        overrides=new_overrides,
+                    )
+                    report.pop("run")
+                    others.append({"pair": other, **report})
+                    tables[f"{args.hosted_model} ({other})"] = report
+                hosted["other_pairs"] = others
                 merge(out, {"estimate_hosted": hosted}, defaults)
-                print(estimate_table({args.hosted_model: hosted}))
+                print(estimate_table(tables))
             if "demo" in parts:
                 demo = run_demo(args.model)
                 demo["provenance"] = provenance()

@@ -99,7 +99,7 @@ def test_timing_scales_by_tokens_and_the_plan_adds_up() -> None:
     assert plan.seconds == pytest.approx(10 * 10.0 + 5 * 2 * 10.0 * 48 / 200)
     assert plan.dollars == 0.0
     line = plan.line()
-    assert line.startswith("plan (test): 20 judge calls at most") and "$0.00" in line
+    assert line.startswith("plan (test): about 20 judge calls") and "$0.00" in line
     assert "12,000 prompt" in line and "2 min" in line
     assert duration(45) == "45 s" and duration(3 * 3600 + 300) == "3 h 05 min"
 
@@ -119,11 +119,16 @@ def test_the_timed_judgement_needs_a_cache_and_is_not_paid_twice(task, records, 
     cached = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
     judge = JudgeProgram(task, "naturalness", lm=cached.lm)
     timing = time_judgement(judge, records, cached.lm)
-    assert timing is not None and timing.seconds >= 0 and len(cached.requests) == 1
+    assert timing is not None and timing.seconds >= 0 and len(judged(cached)) == 1
     # The same item again is read from the cache: the next item is timed instead.
     again = time_judgement(judge, records, cached.lm)
-    assert again is not None and len(cached.requests) == 2
-    assert cached.requests[0]["messages"] != cached.requests[1]["messages"]
+    assert again is not None and len(judged(cached)) == 2
+    assert judged(cached)[0]["messages"] != judged(cached)[1]["messages"]
+
+
+def judged(fake: ScriptedLM) -> list[dict[str, Any]]:
+    """The judge calls ``fake`` answered, without the plan's one-token probes."""
+    return [r for r in fake.requests if r.get("max_tokens") != 1]
 
 
 def test_sampled_strategies_are_valid_and_reproducible(task) -> None:
@@ -197,13 +202,17 @@ def test_calls_in_flight_are_timed_together_and_read_back(task, records, tmp_pat
     cached = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
     judge = JudgeProgram(task, "naturalness", lm=cached.lm)
     timing = time_judgement(judge, records, cached.lm, threads=4)
-    assert timing is not None and timing.in_flight == 4 and len(cached.requests) == 4
+    assert timing is not None and timing.in_flight == 4 and len(judged(cached)) == 4
     assert timing.prompt_tokens > 0
+    # Judged together: the latency is probed, the prompt's reading is not (a batch shares
+    # it in ways one call does not show).
+    assert timing.latency > 0 and timing.prompt_seconds is None
+    assert len(cached.requests) == 5
     plan = plan_cost([(call_cost(judge, records[:4], cached.lm), 10)], cached.lm, timing=timing)
     assert plan.in_flight == 4 and "4 calls in flight" in plan.line()
     # Every one of them is in the cache now: nothing left to time.
     assert time_judgement(judge, records[:4], cached.lm, threads=4) is None
-    assert len(cached.requests) == 4
+    assert len(cached.requests) == 5
 
 
 def test_the_plan_draws_the_baselines_neighbours_in_a_restricted_space(task) -> None:
@@ -313,3 +322,58 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
     assert plans[False].completion_tokens == 3 * len(items) * RATING_TOKENS
     explained = plans[True].completion_tokens - 2 * len(items) * RATING_TOKENS
     assert explained > len(items) * 40  # the baseline's own explanation, about 60 words each
+
+
+def test_a_call_costs_the_endpoints_latency_plus_its_tokens() -> None:
+    """With the latency and the prompt's reading measured, a call's time is the latency,
+    its prompt at the measured rate and its answer at the rate left over from the timed
+    judgement; the timed judgement's own tokens give back its seconds."""
+    t = Timing(
+        seconds=1.0, prompt_tokens=1000, completion_tokens=50, latency=0.2, prompt_seconds=1e-4
+    )
+    assert t.per_call(1000, 50) == pytest.approx(1.0)
+    # latency 0.2 + 0.1 s of prompt + 0.7 s / 50 written tokens
+    assert t.per_call(2000, 5) == pytest.approx(0.2 + 0.2 + 5 * 0.7 / 50)
+    assert t.per_call(0, 0) == pytest.approx(0.2)
+    # Without the prompt's rate: the latency plus the rest scaled by tokens (a prompt token
+    # 1/PREFILL_SPEEDUP of a written one).
+    from judgeopt.evaluate import PREFILL_SPEEDUP
+
+    u = Timing(seconds=1.0, prompt_tokens=0, completion_tokens=50, latency=0.2)
+    assert u.per_call(0, 5) == pytest.approx(0.2 + 0.8 * 5 / 50)
+    assert u.per_call(15 * PREFILL_SPEEDUP, 0) == pytest.approx(0.2 + 0.8 * 15 / 50)
+    # Calls in flight share the latency; it is never more than the timed seconds.
+    assert Timing(1.0, 0, 50, in_flight=4, latency=0.4).per_call(0, 0) == pytest.approx(0.1)
+    assert Timing(0.1, 0, 50, latency=5.0).per_call(0, 50) == pytest.approx(0.1)
+    # A prompt rate the timed judgement cannot hold (noise) is cut to what it took.
+    v = Timing(seconds=1.0, prompt_tokens=1000, completion_tokens=50, prompt_seconds=1.0)
+    assert v.per_call(1000, 50) == pytest.approx(1.0) and v.per_call(0, 50) == pytest.approx(0)
+
+
+def test_the_plan_probes_a_remote_endpoint_and_not_an_embedded_model(task, records, tmp_path):
+    """Timed one at a time, a network endpoint gets two one-token probes: the check call's
+    messages (latency) and the timed judge's prompt (reading it); their seconds come out as
+    set by the endpoint's answer times."""
+    import time
+
+    from judgeopt.evaluate import ENDPOINT_CHECK, one_token_call
+
+    def slow(messages: list[dict[str, Any]]) -> str:
+        words = sum(len(str(m["content"]).split()) for m in messages)
+        time.sleep(0.02 + 2e-5 * words)
+        return "Rating: [[3]]"
+
+    fake = ScriptedLM(slow, cache=tmp_path / "cache")
+    judge = JudgeProgram(task, "naturalness", lm=fake.lm)
+    timing = time_judgement(judge, records, fake.lm)
+    assert timing is not None and 0.02 <= timing.latency < 0.2
+    assert timing.prompt_seconds is not None and timing.prompt_seconds >= 0
+    probes = [r for r in fake.requests if r.get("max_tokens") == 1]
+    assert len(probes) == 2 and probes[0]["messages"] == [dict(m) for m in ENDPOINT_CHECK]
+    assert probes[1]["messages"] == judged(fake)[0]["messages"]
+    # A rating-first judge is not nearly free: each call pays the latency.
+    assert timing.per_call(timing.prompt_tokens, 1) >= timing.latency
+    # An LM that is not reached over the network is not probed; a failed probe gives None.
+    assert one_token_call(object()) is None
+    failing = ScriptedLM(lambda m: RuntimeError("down"))
+    assert one_token_call(failing.lm) is None

@@ -296,8 +296,9 @@ def test_interrupted_compile_resumes_without_repeating_calls(task, records, tmp_
     )
     with pytest.raises(KeyboardInterrupt):
         opt.compile(judge, trainset=records)
-    # The interrupted request never completed; the first request checked the endpoint.
-    done = state["n"] - 1 - 1
+    # The interrupted request never completed; the first request checked the endpoint (and
+    # the cost plan's one-token probes are not judge requests either).
+    done = len(fake.judge_requests) - 1
     assert fake.requests[0]["max_tokens"] == 1
     assert (tmp_path / "ckpt" / "search_state.json").is_file()
     state["fail_after"] = 0

@@ -277,6 +277,19 @@ def test_the_hosted_scripted_model_bills_by_the_providers_tokenizer_and_takes_ti
     assert completion > len(text.split())  # not the scripted LM's word count
     latency = cc.HOSTED_LATENCY
     assert seconds >= latency["first_token"] + latency["per_completion_token"] * completion
+    # max_tokens is honoured as a provider honours it: cut there, billed and timed there.
+    t0 = time.perf_counter()
+    short = fake.lm.forward(messages=messages, max_tokens=1, cache=False)
+    seconds = time.perf_counter() - t0
+    assert short["choices"][0]["finish_reason"] == "length"
+    assert (
+        litellm.token_counter(
+            model="openai/gpt-4o-mini", text=short["choices"][0]["message"]["content"]
+        )
+        == 1
+    )
+    assert fake.lm.stats().completion_tokens == completion + 1
+    assert seconds < latency["first_token"] + latency["per_completion_token"] * completion
 
 
 def test_parts_merge_into_one_json_and_missing_parts_say_so(tmp_path: Path) -> None:

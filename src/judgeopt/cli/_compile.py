@@ -391,7 +391,7 @@ def _planned_and_spent(res: CompileResult, plan: dict[str, Any]) -> str:
     from ..evaluate import duration
 
     planned = (
-        f"planned {plan['calls']:,} calls at most, "
+        f"planned about {plan['calls']:,} calls, "
         f"{plan['prompt_tokens'] + plan['completion_tokens']:,} tokens"
         + (f", {duration(plan['seconds'])} one call at a time" if plan["seconds"] else "")
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ._attacks import ATTACK_SUITES, SUITE_VERSION, Attack, attack_records, attack_suite
 from ._checks import check_label_spread, check_records
 from ._compare import Comparison, compare, evaluate_against
-from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint
+from ._endpoint import CHECK_TIMEOUT, ENDPOINT_CHECK, check_endpoint, one_token_call
 from ._eval_result import (
     EvalResult,
     ItemResult,
@@ -78,6 +78,7 @@ __all__ = [
     "item_predictions",
     "mean_cost",
     "merge_results",
+    "one_token_call",
     "plan_cost",
     "score_items",
     "time_judgement",

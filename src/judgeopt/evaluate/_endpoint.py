@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._validation import check_number
 
-__all__ = ["CHECK_TIMEOUT", "ENDPOINT_CHECK", "check_endpoint"]
+__all__ = ["CHECK_TIMEOUT", "ENDPOINT_CHECK", "check_endpoint", "one_token_call"]
 
 log = logging.getLogger("judgeopt.evaluate")
 
@@ -54,9 +55,7 @@ def check_endpoint(
     if not isinstance(lm, (JudgeLM, RouterLM)):
         # In process (nothing to reach) or not a judgeopt LM: the breaker still guards it.
         return
-    quiet = lm.copy()
-    # A one-token answer ends with finish_reason="length" by design.
-    quiet._check_truncation = lambda *_a, **_k: None
+    quiet = _quiet_copy(lm)
     attempts = 1
     if isinstance(quiet, JudgeLM):
         # One retry at most, made here: a dead endpoint is reported in about a second, not
@@ -87,3 +86,39 @@ def check_endpoint(
         endpoint=error.endpoint,
         last=error,
     ) from error
+
+
+def _quiet_copy(lm: Any) -> Any:
+    """A copy of ``lm`` for one-token calls: a one-token answer ends with
+    ``finish_reason="length"`` by design, which is not a truncated judgement."""
+    quiet = lm.copy()
+    quiet._check_truncation = lambda *_a, **_k: None
+    return quiet
+
+
+def one_token_call(
+    lm: Any, messages: Sequence[Mapping[str, str]] = ENDPOINT_CHECK
+) -> tuple[float, int] | None:
+    """Time one uncached call of ``messages`` that writes one token: its seconds and the
+    prompt tokens the endpoint counted. With the check call's messages this is the part of
+    every call on the endpoint that depends on neither its prompt nor its answer (round
+    trip, queueing, the first token); with a judge's prompt, it adds the time of reading
+    that prompt. A cost plan measures both (:func:`~judgeopt.evaluate.time_judgement`).
+
+    No retry. ``None`` for in-process models (no round trip: their time is their tokens')
+    and when the call fails.
+    """
+    from ..lm import JudgeLM, LMError, RouterLM  # lazy: judgeopt.lm loads DSPy and LiteLLM
+
+    if not isinstance(lm, (JudgeLM, RouterLM)):
+        return None
+    quiet = _quiet_copy(lm)
+    if isinstance(quiet, JudgeLM):
+        quiet.num_retries = 0
+    before = quiet.stats().prompt_tokens
+    started = time.perf_counter()
+    try:
+        quiet.forward(messages=[dict(m) for m in messages], max_tokens=1, cache=False)
+    except LMError:
+        return None
+    return time.perf_counter() - started, quiet.stats().prompt_tokens - before

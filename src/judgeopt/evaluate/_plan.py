@@ -15,7 +15,12 @@ response cache, so the run that follows does not pay for it again). The estimate
   judgement wrote, scaled to its own ``max_tokens`` (at most ``max_tokens``);
 * **time**: the timed judgement's seconds, scaled to each call by its tokens with prompt
   tokens :data:`PREFILL_SPEEDUP` times cheaper than written ones, summed as if one call ran
-  at a time (a server or the embedded model judging several at once finishes sooner);
+  at a time (a server or the embedded model judging several at once finishes sooner). On an
+  endpoint reached over the network, the part of a call that does not depend on its tokens
+  (round trip, queueing, the first token: a one-token call timed right after the timed
+  judgement, :func:`one_token_call`) is added to every call unscaled, so a judge that stops
+  at its rating is not counted as nearly free, and the time of reading a prompt token is
+  measured (the judge's prompt asked for one token) instead of assumed;
 * **money**: LiteLLM's price list for the tokens (``None`` when the model is not in it; 0
   for the embedded model).
 
@@ -28,9 +33,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ._endpoint import one_token_call
 from ._run import scoring_program
 
 __all__ = [
@@ -61,20 +67,44 @@ PREFILL_SPEEDUP = 15.0
 class Timing:
     """Judgements timed on the endpoint: wall seconds per judgement, the tokens one used and
     the ``max_tokens`` it was given, and how many were judged together (``in_flight``: the
-    seconds are the wall time of the batch shared among them)."""
+    seconds are the wall time of the batch shared among them).
+
+    On an endpoint reached over the network two one-token calls are timed as well
+    (:func:`one_token_call`): ``latency``, the seconds of a call that neither reads nor
+    writes much (every call pays it, whatever its length), and ``prompt_seconds``, the
+    seconds of reading one prompt token (the judge's own prompt asked for one token, less
+    the latency, per token). Both 0 / ``None`` when not measured (an in-process model, whose
+    time is its tokens').
+    """
 
     seconds: float
     prompt_tokens: int
     completion_tokens: int
     cap: int = 256
     in_flight: int = 1
+    latency: float = 0.0
+    prompt_seconds: float | None = None
 
     def per_call(self, prompt_tokens: float, completion_tokens: float) -> float:
-        """Seconds of a call of these tokens, scaled from this one."""
+        """Seconds of a call of these tokens, scaled from this one.
+
+        With ``prompt_seconds`` measured: the latency, plus the prompt read at that rate,
+        plus the answer written at the rate the timed judgement wrote its own (what is left
+        of its seconds, per written token). Otherwise the latency (shared among the calls in
+        flight) plus the rest of the timed seconds scaled by the tokens, a prompt token
+        :data:`PREFILL_SPEEDUP` times cheaper than a written one.
+        """
+        fixed = min(max(self.latency, 0.0) / max(self.in_flight, 1), self.seconds)
+        if self.prompt_seconds is not None and self.completion_tokens > 0:
+            reading = min(self.prompt_seconds * self.prompt_tokens, self.seconds - fixed)
+            writing = (self.seconds - fixed - reading) / self.completion_tokens
+            per_prompt = reading / max(self.prompt_tokens, 1)
+            return fixed + per_prompt * prompt_tokens + writing * completion_tokens
         mine = self.prompt_tokens / PREFILL_SPEEDUP + self.completion_tokens
         if mine <= 0:
             return self.seconds
-        return self.seconds * (prompt_tokens / PREFILL_SPEEDUP + completion_tokens) / mine
+        scaled = (prompt_tokens / PREFILL_SPEEDUP + completion_tokens) / mine
+        return fixed + (self.seconds - fixed) * scaled
 
 
 @dataclass(frozen=True)
@@ -127,7 +157,7 @@ class CostPlan:
     def line(self) -> str:
         """The plan in one line, as the CLI prints it before judging."""
         parts = [
-            f"{self.calls:,} judge calls at most",
+            f"about {self.calls:,} judge calls",
             f"about {self.prompt_tokens:,} prompt and {self.completion_tokens:,} completion tokens",
         ]
         if self.seconds is not None:
@@ -225,17 +255,20 @@ def artifact_tokens(judge: Any, name: str, records: Sequence[Any], lm: Any) -> f
     return float(min(cap, sum(counts) / len(counts)))
 
 
-def _prompt_tokens(judge: Any, records: Sequence[Any], index: int, lm: Any) -> int:
-    """Prompt tokens of the call judging ``records[index]``, artifacts not made yet stood in
+def _messages(judge: Any, records: Sequence[Any], index: int) -> list[dict[str, Any]]:
+    """The messages of the call judging ``records[index]``, artifacts not made yet stood in
     for by texts of about their length (:func:`_stand_ins`)."""
     fields = _inputs(judge, records[index])
     render = getattr(judge, "render", None)  # a PrExMe judge renders one user prompt
     if callable(render):
-        messages = [{"role": "user", "content": str(render(fields))}]
-    else:
-        inputs = {**fields, **_stand_ins(judge, records, index)}
-        messages = judge.adapter.format(judge.signature, [], inputs)
-    return int(lm.count_prompt_tokens(messages))
+        return [{"role": "user", "content": str(render(fields))}]
+    inputs = {**fields, **_stand_ins(judge, records, index)}
+    return list(judge.adapter.format(judge.signature, [], inputs))
+
+
+def _prompt_tokens(judge: Any, records: Sequence[Any], index: int, lm: Any) -> int:
+    """Prompt tokens of the call judging ``records[index]`` (:func:`_messages`)."""
+    return int(lm.count_prompt_tokens(_messages(judge, records, index)))
 
 
 def call_cost(
@@ -285,7 +318,9 @@ def time_judgement(
     when ``lm`` has no response cache (the run would make the call again) or the call failed.
     With ``threads`` above 1, the first ``threads`` records are judged together, as a run
     with that many calls in flight judges them, and the batch's wall time is shared among
-    the calls it made.
+    the calls it made. On an endpoint reached over the network, one-token calls are timed
+    after the judgement (:attr:`Timing.latency`; judged one at a time, also
+    :attr:`Timing.prompt_seconds`): two uncached calls of one written token.
 
     The answers go into the response cache, so the run that judges the items next reads
     them. An ensemble is timed on its first member.
@@ -297,7 +332,8 @@ def time_judgement(
     lm.count_prompt_tokens([{"role": "user", "content": "OK"}])
     batch = list(records)[:threads]
     if threads > 1 and len(batch) > 1:
-        return _timed_together(judge, batch, lm)
+        together = _timed_together(judge, batch, lm)
+        return together if together is None else _probed(together, lm)
     for record in list(records)[:tries]:
         before = lm.stats()
         started = time.perf_counter()
@@ -307,13 +343,32 @@ def time_judgement(
         after = lm.stats()
         if after.calls == before.calls:
             continue  # from the cache: no time measured
-        return Timing(
+        timing = Timing(
             seconds=seconds,
             prompt_tokens=after.prompt_tokens - before.prompt_tokens,
             completion_tokens=after.completion_tokens - before.completion_tokens,
             cap=_cap(judge),
         )
+        return _probed(timing, lm, _messages(judge, [record], 0))
     return None
+
+
+def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> Timing:
+    """``timing`` with the endpoint's latency measured, and with ``messages`` (the timed
+    judgement's prompt) the time of reading a prompt token; unchanged for in-process
+    models or when a probe fails."""
+    alone = one_token_call(lm)
+    if alone is None:
+        return timing
+    latency, tokens = alone
+    timing = replace(timing, latency=latency)
+    if messages is None:
+        return timing
+    reading = one_token_call(lm, messages)
+    if reading is None or reading[1] <= tokens:
+        return timing
+    per_token = max(0.0, reading[0] - latency) / (reading[1] - tokens)
+    return replace(timing, prompt_seconds=per_token)
 
 
 def _timed_together(judge: Any, records: Sequence[Any], lm: Any) -> Timing | None:
