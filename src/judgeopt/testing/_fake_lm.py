@@ -99,13 +99,16 @@ class ScriptedLM:
     def judge_requests(self) -> list[dict[str, Any]]:
         """:attr:`requests` without the endpoint check a compile makes before its search
         and the one-token probes of its cost plan (:func:`judgeopt.evaluate.one_token_call`:
-        ``max_tokens`` 1, which no judge call asks for)."""
+        ``max_tokens`` 1 without logprobs, which no judge call asks for; the logprobs probe
+        of an ``expected`` decoding asks for logprobs and is kept)."""
         from judgeopt.teleprompt import ENDPOINT_CHECK  # lazy: loads DSPy
 
         check = [dict(m) for m in ENDPOINT_CHECK]
-        return [
-            r for r in self.requests if list(r["messages"]) != check and r.get("max_tokens") != 1
-        ]
+
+        def plan_probe(r: dict[str, Any]) -> bool:
+            return r.get("max_tokens") == 1 and not r.get("logprobs")
+
+        return [r for r in self.requests if list(r["messages"]) != check and not plan_probe(r)]
 
     def _backend(self, request: dict[str, Any], num_retries: int) -> dict[str, Any]:
         with self._lock:
