@@ -356,6 +356,33 @@ def test_ensemble_and_stack_predict_from_their_members() -> None:
     assert np.isfinite(stacked.predict(with_nan)).all()
 
 
+def test_a_few_parameter_stack_weighs_the_baseline_and_the_m_best() -> None:
+    data = _toy_input(signal=1.0)
+    few = stack_rule(data, ridge=1.0, m=2)
+    best_others = [int(i) for i in np.argsort(-data.scores, kind="stable") if i != 0][:2]
+    assert few.members == (0, *best_others) and len(few.weights) == 3 and 3 in few.members
+    assert few.weights[few.members.index(3)] == max(few.weights)
+    assert "the 2 best others" in few.reason and not few.averaged
+    assert np.isfinite(few.predict(data.preds)).all()
+    with pytest.raises(ValueError, match="m .other candidates. must be at least 1"):
+        stack_rule(data, m=0)
+    # Guarded (the registry's stack+guard): kept on a clear signal, the baseline on noise.
+    guard = RULES["stack+guard"]
+    assert guard.bind({"m": 3, "ridge": 1.0, "margin": 0.0})(data).members[0] == 0
+    assert len(guard.bind({"m": 3, "ridge": 1.0, "margin": 0.0})(data).members) == 4
+    assert guard.bind({"m": 3, "ridge": 1.0, "margin": 0.9})(data).single == 0
+    # Others that only add noise to a baseline as good as it gets: the guard keeps it.
+    kept = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        human = rng.normal(size=120)
+        preds = rng.normal(size=(8, 120))
+        preds[0] = human + 0.5 * rng.normal(size=120)
+        noisy = RuleInput(human=human, preds=preds, baseline=0, seed=seed)
+        kept += guard.bind({"m": 0, "ridge": 1.0, "margin": 0.0})(noisy).single == 0
+    assert kept >= 8, kept
+
+
 def test_anchored_ensemble_keeps_the_baseline_at_its_weight() -> None:
     data = _toy_input(signal=1.0)
     pick = anchored_rule(data, m=2, w=0.5)

@@ -286,13 +286,27 @@ def anchored_rule(data: RuleInput, *, m: int = 3, w: float = 0.5) -> Pick:
     )
 
 
-def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
-    """Ridge regression of the human scores' ranks (z-normalised) on every candidate's
+def stack_rule(data: RuleInput, *, ridge: float = 10.0, m: int | None = None) -> Pick:
+    """Ridge regression of the human scores' ranks (z-normalised) on the candidates'
     z-normalised ratings; ``ridge`` is the penalty per item (a strong penalty leaves few
-    effective parameters). The weights are the pick's."""
+    effective parameters). The weights are the pick's.
+
+    ``m``: stack only the baseline and the ``m`` best other candidates (by validation
+    score): ``m + 1`` weights instead of one per candidate. ``None``: every candidate.
+
+    Raises:
+        ValueError: When ``m`` is below 1.
+    """
+    if m is not None and m < 1:
+        raise ValueError(f"stack_rule: m (other candidates) must be at least 1; got {m}")
     rows = list(range(data.preds.shape[0]))
+    if m is not None:
+        ranked = np.argsort(-data.scores, kind="stable")
+        rows = [data.baseline] + [int(i) for i in ranked if int(i) != data.baseline][:m]
     base = _combination(data, rows, [1.0] * len(rows))
-    z = (impute(data.preds) - np.asarray(base.center)[:, None]) / np.asarray(base.scale)[:, None]
+    z = (impute(data.preds[rows]) - np.asarray(base.center)[:, None]) / np.asarray(base.scale)[
+        :, None
+    ]
     y = _scipy_stats().rankdata(data.human)
     y = (y - y.mean()) / (y.std() or 1.0)
     n = y.size
@@ -302,7 +316,8 @@ def stack_rule(data: RuleInput, *, ridge: float = 10.0) -> Pick:
         tuple(float(b) for b in beta),
         base.center,
         base.scale,
-        f"stacked ridge (penalty {ridge} per item)",
+        f"stacked ridge (penalty {ridge} per item)"
+        + ("" if m is None else f" of the baseline and the {len(rows) - 1} best others"),
         averaged=False,
     )
 

@@ -199,6 +199,15 @@ def _guarded_ensemble(data: RuleInput, *, m: int, margin: float = 0.0) -> Pick:
     return rule(data)
 
 
+def _guarded_stack(data: RuleInput, *, ridge: float, m: int = 0, margin: float = 0.0) -> Pick:
+    """The stack (``m`` 0: of every candidate), kept only when it beats the baseline
+    cross-fitted by more than ``margin``."""
+    size = None if m == 0 else m
+    key = f"crossfit-stack-{m}-{ridge}"
+    rule = guarded(lambda d: stack_rule(d, ridge=ridge, m=size), margin=margin, key=key)
+    return rule(data)
+
+
 def _guarded_anchored(data: RuleInput, *, m: int, w: float, margin: float = 0.0) -> Pick:
     rule = guarded(
         lambda d: anchored_rule(d, m=m, w=w), margin=margin, key=f"crossfit-anchored-{m}-{w}"
@@ -299,6 +308,13 @@ RULES: dict[str, RuleSpec] = {
         stack_rule,
         {"ridge": (1.0, 10.0)},
         description="ridge stacking of every judge's z-normalised ratings",
+    ),
+    "stack+guard": RuleSpec(
+        _guarded_stack,
+        {"m": (0, 3, 5), "ridge": (1.0, 10.0), "margin": (0.0, 0.05, 0.1)},
+        description="ridge stacking (m 0: every judge; else the baseline and the m best "
+        "others), kept only when it beats the baseline cross-fitted by more than the margin; "
+        "else the baseline",
     ),
     "prior": RuleSpec(
         prior_rule,

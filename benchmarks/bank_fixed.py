@@ -1,0 +1,108 @@
+"""One selection rule at fixed constants, replayed on the judgement bank (no LLM call).
+
+``benchmarks/bank_rules.py`` chooses each rule's constants leave-one-pair-out, which shows what
+a rule gives when its constants are learnt from the other pairs. A candidate default is a
+rule *and* its constants: this replays a rule of :data:`judgeopt.selection.RULES` at one
+setting on every complete pair and size (the same splits as ``bank_rules.py``: 200 per pair
+and size, seed 0), so a candidate can be written down with its numbers before it is tested
+on pairs nobody has scored. Numbers read here are in-sample for the constants: chosen after
+seeing these pairs, they are a hypothesis, not a result.
+
+Writes (merging) ``benchmarks/results/bank_fixed.json``::
+
+    {LABEL: {"rule", "setting", "settings", "provenance", "n_valid": {N: {"mean_gain", "se",
+             "mean_relative_gain", "worse_share", "max_pair_worse_share", "per_pair": {...}}}}}
+
+with ``LABEL`` = ``rule setting-as-json``.
+
+Usage:
+    python benchmarks/bank_fixed.py stack+guard '{"m": 0, "ridge": 10.0, "margin": 0.1}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from judgeopt.selection import RULES
+from judgeopt_lab import load_bank, markdown_table, provenance, replay_fixed, write_json
+
+ROOT = Path(__file__).resolve().parent
+OUT = ROOT / "results" / "bank_fixed.json"
+
+
+def label(rule: str, setting: dict[str, Any]) -> str:
+    """The JSON key of a rule at a setting."""
+    return f"{rule} {json.dumps(setting, sort_keys=True)}"
+
+
+def table(entry: dict[str, Any]) -> str:
+    rows = []
+    for n, v in entry["n_valid"].items():
+        worst = max(v["per_pair"].items(), key=lambda kv: kv[1]["worse_share"])
+        rows.append(
+            [
+                n,
+                f"{v['mean_gain']:+.3f} ({v['se']:.3f})",
+                f"{100 * v['mean_relative_gain']:+.1f} %",
+                f"{100 * v['worse_share']:.1f} %",
+                f"{100 * v['max_pair_worse_share']:.1f} % ({worst[0]})",
+            ]
+        )
+    return markdown_table(
+        [
+            "labelled items",
+            "mean gain (se over pairs)",
+            "mean relative gain",
+            "worse",
+            "worst pair",
+        ],
+        rows,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rule", help=f"one of {sorted(RULES)}")
+    ap.add_argument("setting", nargs="?", default="{}", help="its constants, as JSON")
+    ap.add_argument("--splits", type=int, default=200)
+    ap.add_argument("--n-valid", default="50,100,200")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    if args.rule not in RULES:
+        ap.error(f"rule {args.rule!r} is not a registered rule; choose from {sorted(RULES)}")
+    try:
+        setting = json.loads(args.setting)
+    except ValueError as e:
+        ap.error(f"setting {args.setting!r} is not JSON: {e}")
+    if not isinstance(setting, dict):
+        ap.error(f"setting {args.setting!r} must be a JSON object of the rule's constants")
+    grid = RULES[args.rule].grid
+    unknown = sorted(set(setting) - set(grid))
+    if unknown:
+        ap.error(f"setting: {unknown} are not constants of {args.rule} (it has {sorted(grid)})")
+    missing = sorted(set(grid) - set(setting))
+    if missing:
+        ap.error(f"setting: {args.rule} needs {missing} too")
+    n_valids = [int(x) for x in args.n_valid.split(",") if x]
+    bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
+    entry = replay_fixed(
+        bank, args.rule, setting, n_valids=n_valids, n_splits=args.splits, seed=args.seed
+    )
+    entry["settings"] = {"splits": args.splits, "seed": args.seed, "pairs": sorted(bank)}
+    entry["provenance"] = provenance()
+    out = Path(args.out)
+    payload = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    payload[label(args.rule, setting)] = entry
+    write_json(out, payload, provenance_key=None)
+    print(label(args.rule, setting))
+    print(table(entry))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
