@@ -16,7 +16,8 @@ Writes (merging) ``benchmarks/results/bank_fixed.json``::
 with ``LABEL`` = ``rule setting-as-json``.
 
 Usage:
-    python benchmarks/bank_fixed.py stack+guard '{"m": 0, "ridge": 10.0, "margin": 0.1}'
+    python benchmarks/bank_fixed.py stack+guard \
+        '{"m": 0, "ridge": 10.0, "margin": 0.1, "nonneg": true}'
 """
 
 from __future__ import annotations

@@ -579,6 +579,9 @@ def test_cli_compile_errors_name_the_options_the_user_typed(
     assert err.startswith(f"judgeopt: error: --test-data {missing}: ")
     err = compile_("--data", str(good), "--ensemble", "2", "--ensemble-anchor", "1")
     assert err.startswith("judgeopt: error: --ensemble-anchor is the baseline's weight")
+    stack = ("--ensemble", "2", "--ensemble-stack", "10", "--ensemble-anchor", "0.5")
+    err = compile_("--data", str(good), *stack)
+    assert "`ensemble_stack` and `ensemble_anchor` fields cannot both be set" in err
 
 
 def test_cli_checkpoint_of_other_data_names_the_option(

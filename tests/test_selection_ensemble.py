@@ -132,6 +132,81 @@ def test_anchored_ensemble_holds_the_baseline_at_its_weight(task, records, tmp_p
         HPSS(ensemble=2, ensemble_anchor=1.0)
 
 
+def test_stacked_ensemble_fits_non_negative_weights_and_drops_the_noise(
+    task, records, tmp_path
+) -> None:
+    """``ensemble_stack=ridge``: the baseline and the ``ensemble`` best others, weighted by
+    a non-negative ridge stack fitted on the items the judge was chosen on; a member the
+    stack gives no weight is left out; the weights survive export and load."""
+    respond = respond_with(records, "scale10")
+    judge, fake = compile_with(task, records, respond, ensemble=3, ensemble_stack=10.0)
+    ens = judge.ensemble
+    assert isinstance(ens, JudgeEnsemble) and 2 <= len(ens.members) <= 4
+    assert all(w > 0 for w in ens.weights) and sum(ens.weights) == pytest.approx(1.0)
+    assert ens.selection["stack"] == 10.0 and ens.selection["anchor"] == 0.0
+    # Scale-10 prompts carry the signal here; the hash-noise baseline gets no weight.
+    assert all(m.strategy["scale"] == 10 for m in ens.members)
+    assert any("non-negative stack" in m for m in judge.selection["messages"])
+    path = tmp_path / "stacked.json"
+    ens.save(path)
+    loaded = load_judge(path, lm=fake.lm)
+    r = records[0]
+    assert loaded.weights == pytest.approx(ens.weights)
+    assert loaded(**r.inputs).score == ens(**r.inputs).score
+    # The guard cross-fits the stack itself (fitted on each half, scored on the other).
+    guarded, _ = compile_with(
+        task, records, respond, ensemble=3, ensemble_stack=10.0, selection={"guard": True}
+    )
+    guard = guarded.selection["guard"]
+    assert guard["checked"] == "ensemble" and guard["passed"] and guard["crossfit_gain"] > 0
+    assert any("the stacked ensemble of the baseline" in m for m in guarded.selection["messages"])
+    assert guarded.ensemble is not None
+    with pytest.raises(ValueError, match="`ensemble_stack` and `ensemble_anchor`"):
+        HPSS(ensemble=2, ensemble_anchor=0.5, ensemble_stack=10.0)
+    with pytest.raises(ValueError, match="ensemble_stack"):
+        HPSS(ensemble=2, ensemble_stack=-1.0)
+
+
+def test_stack_members_keeps_whom_the_stack_weighs(task, records) -> None:
+    """The weights are :func:`judgeopt.selection.stack_rule`'s (``nonneg``) on the members'
+    ratings; a stack that keeps one judge builds no ensemble, and says so."""
+    import numpy as np
+
+    from judgeopt.selection import RuleInput, stack_rule
+    from judgeopt.teleprompt._ensembling import stack_members
+
+    rng = np.random.default_rng(0)
+    human = rng.normal(size=80)
+    preds = [
+        list(human + rng.normal(size=80)),
+        list(rng.normal(size=80)),
+        list(human + 0.5 * rng.normal(size=80)),
+    ]
+    names, messages = ["base", "noise", "good"], []
+    kept = stack_members(
+        names, ["r0", "r1", "r2"], preds, list(human), None, ridge=1.0, messages=messages
+    )
+    want = stack_rule(
+        RuleInput(human=human, preds=np.asarray(preds), baseline=0), ridge=1.0, nonneg=True
+    )
+    assert kept is not None
+    members, results, weights = kept
+    assert members == [names[i] for i in want.members] and "noise" not in members
+    assert results == [f"r{i}" for i in want.members]
+    assert weights == pytest.approx(list(want.weights))
+    assert "kept 2 of them" in messages[-1]
+    alone = stack_members(
+        names[:2],
+        ["r0", "r1"],
+        [preds[0], [-x for x in preds[0]]],
+        list(human),
+        None,
+        ridge=1.0,
+        messages=messages,
+    )
+    assert alone is None and "gave weight to the baseline alone" in messages[-1]
+
+
 def test_ensemble_result_combines_the_members_judged_items(task, records) -> None:
     """``judgeopt.evaluate.ensemble_result``: an ensemble's evaluation from its members'
     (no call), each item as the ensemble judges it, the members' costs summed."""

@@ -383,6 +383,32 @@ def test_a_few_parameter_stack_weighs_the_baseline_and_the_m_best() -> None:
     assert kept >= 8, kept
 
 
+def test_a_non_negative_stack_drops_the_judges_it_would_subtract() -> None:
+    """``nonneg``: a judge that helps only with a negative weight (it carries the noise of
+    another) is dropped; the rest are a weighted mean z (averaged, as a JudgeEnsemble)."""
+    rng = np.random.default_rng(0)
+    n = 200
+    human = rng.normal(size=n)
+    shared = rng.normal(size=n)
+    preds = np.vstack(
+        [
+            human + shared + 0.5 * rng.normal(size=n),  # the baseline, with a shared error
+            human + 0.8 * rng.normal(size=n),
+            shared + 0.3 * rng.normal(size=n),  # the error alone: useful only subtracted
+            human + 0.8 * rng.normal(size=n),
+        ]
+    )
+    data = RuleInput(human=human, preds=preds, baseline=0, seed=0)
+    signed = stack_rule(data, ridge=0.01)
+    assert signed.weights[2] < 0 and not signed.averaged
+    kept = stack_rule(data, ridge=0.01, nonneg=True)
+    assert 2 not in kept.members and kept.averaged and min(kept.weights) >= 0
+    assert {1, 3} <= set(kept.members)
+    # Only noise besides the baseline: one candidate is left, alone.
+    flat = RuleInput(human=human, preds=np.vstack([preds[0], -preds[1]]), baseline=0, seed=0)
+    assert stack_rule(flat, ridge=0.01, nonneg=True).single == 0
+
+
 def test_anchored_ensemble_keeps_the_baseline_at_its_weight() -> None:
     data = _toy_input(signal=1.0)
     pick = anchored_rule(data, m=2, w=0.5)

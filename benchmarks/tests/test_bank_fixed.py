@@ -18,7 +18,7 @@ _spec.loader.exec_module(bf)
 
 def test_a_short_fixed_replay_merges_into_the_json(tmp_path: Path, capsys) -> None:
     out = tmp_path / "fixed.json"
-    setting = {"m": 0, "ridge": 10.0, "margin": 0.1}
+    setting = {"m": 0, "ridge": 10.0, "margin": 0.1, "nonneg": True}
     args = ["--splits", "3", "--n-valid", "100", "--out", str(out)]
     assert bf.main(["stack+guard", json.dumps(setting), *args]) == 0
     assert bf.main(["lcb", '{"alpha": 0.05}', *args]) == 0
@@ -39,7 +39,7 @@ def test_a_short_fixed_replay_merges_into_the_json(tmp_path: Path, capsys) -> No
         (["lcb", "{alpha"], "is not JSON"),
         (["lcb", "[1]"], "must be a JSON object"),
         (["lcb", '{"beta": 1}'], r"\['beta'\] are not constants of lcb"),
-        (["stack+guard", '{"m": 0}'], r"stack\+guard needs \['margin', 'ridge'\] too"),
+        (["stack+guard", '{"m": 0}'], r"stack\+guard needs \['margin', 'nonneg', 'ridge'\] too"),
     ],
 )
 def test_bad_arguments_name_what_is_allowed(argv, message, capsys) -> None:

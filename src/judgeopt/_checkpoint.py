@@ -148,6 +148,7 @@ def run_fingerprint(
         "max_parse_failures",
         "ensemble",
         "ensemble_anchor",
+        "ensemble_stack",
     }
     fp: dict[str, Any] = {
         "format": _FORMAT,

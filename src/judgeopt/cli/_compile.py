@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..evaluate import (
-    CHECK_TIMEOUT,
     Comparison,
     check_label_spread,
     check_records,
@@ -28,10 +27,8 @@ from ._common import (
     csv_list,
     lm_from_args,
     load_data,
-    positive_int,
-    seconds,
-    share,
 )
+from ._compile_args import add_data_args, add_failure_args, add_search_args, add_selection_args
 
 if TYPE_CHECKING:  # the CLI imports them where they are used: they load DSPy
     from ..data import Record
@@ -74,6 +71,7 @@ def _optimizer(
         guard=args.guard,
         ensemble=args.ensemble,
         ensemble_anchor=args.ensemble_anchor,
+        ensemble_stack=args.ensemble_stack,
         max_consecutive_failures=args.max_consecutive_failures,
         max_parse_failures=args.max_parse_failures,
         check_timeout=args.check_timeout,
@@ -480,10 +478,10 @@ def add_parser(sub: Subparsers) -> None:
         description="Search a judge's prompting strategy with HPSS (or another "
         "search) on labelled data and export the best judge as JSON.",
     )
-    _add_data_args(c)
-    _add_search_args(c)
-    _add_failure_args(c)
-    _add_selection_args(c)
+    add_data_args(c)
+    add_search_args(c)
+    add_failure_args(c)
+    add_selection_args(c)
     add_compile_attack_args(c)
     c.add_argument(
         "--out", required=True, help="the exported judge (JSON); with several aspects a directory"
@@ -496,148 +494,3 @@ def add_parser(sub: Subparsers) -> None:
     add_model(c)
     add_spend_limits(c)
     c.set_defaults(func=_cmd_compile)
-
-
-def _add_data_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--task", required=True, help="signature TOML file or shipped task name")
-    which = c.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--aspect",
-        help="the aspect to judge, or several: a,b,c (one judge "
-        "per aspect in the --out directory, plus index.json)",
-    )
-    which.add_argument(
-        "--aspects",
-        metavar="all|a,b,c",
-        help="several aspects in one command ('all': every aspect of the "
-        "task), sharing the model and its cache; --out is then a "
-        "directory with <aspect>.json per aspect and index.json",
-    )
-    c.add_argument(
-        "--data",
-        required=True,
-        help="labelled JSONL/CSV: example pool and (without --valid-data) scoring set",
-    )
-    c.add_argument("--valid-data", help="labelled data to score strategies on")
-    c.add_argument("--test-data", help="held-out labelled data to evaluate the best judge on")
-    c.add_argument("--limit", type=positive_int, help="use the first N records of each file")
-    c.add_argument("--test-limit", type=positive_int, help="use the first N test records")
-
-
-def _add_search_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument(
-        "--optimizer",
-        default="auto",
-        help="optimizer preset TOML or name: auto (default; judgeopt's search), "
-        "hpss (the paper's algorithm), greedy, stepwise, random, quick, "
-        "racing (auto with racing)",
-    )
-    c.add_argument("--budget", type=positive_int, help="override the preset's budget")
-    c.add_argument("--seed", type=int, help="override the preset's seed")
-    c.add_argument(
-        "--racing",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="race candidates: judge each on a growing prefix of the validation set "
-        "and drop it once it cannot reach the population (default: the "
-        "preset's [racing] setting, off in the shipped presets but 'racing')",
-    )
-    c.add_argument(
-        "--candidates",
-        choices=["all", "rate_first"],
-        default=None,
-        help="which strategies the search judges: all, or rate_first (besides the "
-        "baseline, only strategies that rate before they explain, judged stopped at the "
-        "rating; default: the preset's, all)",
-    )
-    c.add_argument(
-        "--checkpoint",
-        help="checkpoint directory (default: OUT.ckpt); a re-run "
-        "with the same data, settings and model resumes "
-        "from it",
-    )
-    c.add_argument(
-        "--restart",
-        action="store_true",
-        help="discard the checkpoint and start afresh (needed when it belongs to a "
-        "run with other data, settings or model)",
-    )
-
-
-def _add_failure_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument(
-        "--max-consecutive-failures",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="stop the compile (resumably, exit 3) after N judge calls in a row "
-        "failed with connection errors, timeouts or 5xx (default: the "
-        "preset's, 5)",
-    )
-    c.add_argument(
-        "--check-timeout",
-        type=seconds,
-        default=None,
-        metavar="SECONDS",
-        help="how long the check call made before the search waits for the endpoint's "
-        f"answer (default: the preset's check_timeout, {CHECK_TIMEOUT:g}; the judge calls "
-        "keep their own timeout)",
-    )
-    c.add_argument(
-        "--max-parse-failures",
-        type=share,
-        default=None,
-        metavar="SHARE",
-        help="largest share of the chosen judge's answers without a rating "
-        "before the compile exits with 1 (default: the preset's, 0.25)",
-    )
-
-
-def _add_selection_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument(
-        "--selection",
-        choices=("confirm", "veto", "best", "shrink", "lcb", "factor", "posterior"),
-        default=None,
-        help="how the judge is chosen (default: the preset's, lcb; a level the "
-        "preset does not state is the rule's own: lcb 0.95, else 0.8): 'confirm' "
-        "searches on half the scoring set and keeps a strategy only if its "
-        "gain over the baseline is confirmed on the other half; 'veto' keeps "
-        "the best search score unless the other half shows it worse than the "
-        "baseline; 'best' keeps the best validation score (biased upward); "
-        "'shrink' and 'lcb' search on everything and compare every strategy "
-        "with the baseline on all the items, pooled: the best gain shrunk "
-        "toward zero by its noise (empirical Bayes), or the best lower bound "
-        "of the gain corrected for the number of strategies compared, if "
-        "above zero, else the baseline; 'factor' the same with the gains "
-        "pooled by factor value (ridge regression, as HPSS pools its advantages); "
-        "'posterior' the same with each gain weighed against what the model's "
-        "judgement bank measured for the same change (the preset's gain_prior; "
-        "without one for the model: 'shrink')",
-    )
-    c.add_argument(
-        "--guard",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="cross-fit what was chosen on the items it is scored on (the --ensemble, rule "
-        "'best''s judge): the same choice made on each half of the items must beat the "
-        "baseline on the other half, else no ensemble is built and rule 'best' returns the "
-        "baseline (default: the preset's)",
-    )
-    c.add_argument(
-        "--ensemble",
-        type=positive_int,
-        default=None,
-        metavar="M",
-        help="export the mean of the M best strategies' z-normalised ratings as "
-        "one judge (OUT; the chosen single judge goes to OUT stem + "
-        ".single.json)",
-    )
-    c.add_argument(
-        "--ensemble-anchor",
-        type=share,
-        default=None,
-        metavar="W",
-        help="the baseline's weight in the --ensemble (default: the preset's, 0: "
-        "none): the baseline at W with the M best other strategies sharing 1 - W, "
-        "an ensemble hedged toward the baseline (W < 1)",
-    )

@@ -11,7 +11,8 @@ so it reads like a rating. An item on which no member parsed is an unparsed item
 
 The compile builds one with ``--ensemble M`` (the ``M`` best strategies of the search; with
 ``--ensemble-anchor W`` the baseline at weight ``W`` and the ``M`` best other strategies
-sharing the rest); its exported JSON holds every member's own export and weight
+sharing the rest; with ``--ensemble-stack RIDGE`` weights fitted on the labels, none
+negative); its exported JSON holds every member's own export and weight
 (``docs/judge.md``, "Prompt ensembles").
 """
 

@@ -286,13 +286,21 @@ def anchored_rule(data: RuleInput, *, m: int = 3, w: float = 0.5) -> Pick:
     )
 
 
-def stack_rule(data: RuleInput, *, ridge: float = 10.0, m: int | None = None) -> Pick:
+def stack_rule(
+    data: RuleInput, *, ridge: float = 10.0, m: int | None = None, nonneg: bool = False
+) -> Pick:
     """Ridge regression of the human scores' ranks (z-normalised) on the candidates'
     z-normalised ratings; ``ridge`` is the penalty per item (a strong penalty leaves few
     effective parameters). The weights are the pick's.
 
     ``m``: stack only the baseline and the ``m`` best other candidates (by validation
     score): ``m + 1`` weights instead of one per candidate. ``None``: every candidate.
+
+    ``nonneg``: no negative weight. The most negative weight's candidate is dropped and the
+    rest fitted again until none is negative; the pick is the weighted mean z of the
+    candidates left (a :class:`~judgeopt.judge.JudgeEnsemble` with those weights, which a
+    compile can export), or the one candidate left, alone. A judge that only helps with a
+    negative sign is not kept, and fewer members make a cheaper judge.
 
     Raises:
         ValueError: When ``m`` is below 1.
@@ -303,22 +311,37 @@ def stack_rule(data: RuleInput, *, ridge: float = 10.0, m: int | None = None) ->
     if m is not None:
         ranked = np.argsort(-data.scores, kind="stable")
         rows = [data.baseline] + [int(i) for i in ranked if int(i) != data.baseline][:m]
-    base = _combination(data, rows, [1.0] * len(rows))
-    z = (impute(data.preds[rows]) - np.asarray(base.center)[:, None]) / np.asarray(base.scale)[
-        :, None
-    ]
     y = _scipy_stats().rankdata(data.human)
     y = (y - y.mean()) / (y.std() or 1.0)
-    n = y.size
-    beta = np.linalg.solve(z @ z.T + ridge * n * np.eye(len(rows)), z @ y)
+    what = f"stacked ridge (penalty {ridge} per item)" + (
+        "" if m is None else f" of the baseline and the {len(rows) - 1} best others"
+    )
+    while True:
+        base = _combination(data, rows, [1.0] * len(rows))
+        center = np.asarray(base.center)[:, None]
+        z = (impute(data.preds[rows]) - center) / np.asarray(base.scale)[:, None]
+        beta = np.linalg.solve(z @ z.T + ridge * y.size * np.eye(len(rows)), z @ y)
+        if not nonneg or beta.min() >= 0 or len(rows) == 1:
+            break
+        del rows[int(np.argmin(beta))]
+    if not nonneg:
+        return Pick(
+            base.members,
+            tuple(float(b) for b in beta),
+            base.center,
+            base.scale,
+            what,
+            averaged=False,
+        )
+    if len(rows) == 1 or beta.max() <= 0:
+        best = rows[int(np.argmax(beta))] if len(rows) > 1 else rows[0]
+        return _single(best, f"{what}, non-negative: one candidate left")
     return Pick(
         base.members,
         tuple(float(b) for b in beta),
         base.center,
         base.scale,
-        f"stacked ridge (penalty {ridge} per item)"
-        + ("" if m is None else f" of the baseline and the {len(rows) - 1} best others"),
-        averaged=False,
+        f"{what}, non-negative: {len(rows)} members",
     )
 
 

@@ -199,12 +199,16 @@ def _guarded_ensemble(data: RuleInput, *, m: int, margin: float = 0.0) -> Pick:
     return rule(data)
 
 
-def _guarded_stack(data: RuleInput, *, ridge: float, m: int = 0, margin: float = 0.0) -> Pick:
-    """The stack (``m`` 0: of every candidate), kept only when it beats the baseline
-    cross-fitted by more than ``margin``."""
+def _guarded_stack(
+    data: RuleInput, *, ridge: float, m: int = 0, margin: float = 0.0, nonneg: bool = False
+) -> Pick:
+    """The stack (``m`` 0: of every candidate; ``nonneg``: no negative weight), kept only
+    when it beats the baseline cross-fitted by more than ``margin``."""
     size = None if m == 0 else m
-    key = f"crossfit-stack-{m}-{ridge}"
-    rule = guarded(lambda d: stack_rule(d, ridge=ridge, m=size), margin=margin, key=key)
+    key = f"crossfit-stack-{m}-{ridge}-{nonneg}"
+    rule = guarded(
+        lambda d: stack_rule(d, ridge=ridge, m=size, nonneg=nonneg), margin=margin, key=key
+    )
     return rule(data)
 
 
@@ -311,10 +315,15 @@ RULES: dict[str, RuleSpec] = {
     ),
     "stack+guard": RuleSpec(
         _guarded_stack,
-        {"m": (0, 3, 5), "ridge": (1.0, 10.0), "margin": (0.0, 0.05, 0.1)},
+        {
+            "m": (0, 3, 5),
+            "ridge": (1.0, 10.0),
+            "margin": (0.0, 0.05, 0.1),
+            "nonneg": (False, True),
+        },
         description="ridge stacking (m 0: every judge; else the baseline and the m best "
-        "others), kept only when it beats the baseline cross-fitted by more than the margin; "
-        "else the baseline",
+        "others; nonneg: no negative weight, an exportable ensemble), kept only when it "
+        "beats the baseline cross-fitted by more than the margin; else the baseline",
     ),
     "prior": RuleSpec(
         prior_rule,

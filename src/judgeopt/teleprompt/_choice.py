@@ -208,10 +208,15 @@ class ChoiceRun:
         self.search_val = search_val
         self.stats0, self.t0 = lm_stats(chooser.evaluator.lm), time.perf_counter()
         self.anchor = config.ensemble_anchor
-        self.n_members = config.ensemble if config.ensemble >= (1 if self.anchor else 2) else 0
-        # An anchored ensemble takes the n best strategies other than the baseline: one
-        # finalist more, in case the baseline is among the best.
-        self.n_finalists = self.n_members + 1 if self.anchor and self.n_members else self.n_members
+        #: A stacked ensemble's ridge penalty per item (0: not stacked).
+        self.stack = config.ensemble_stack
+        with_baseline = bool(self.anchor or self.stack)
+        self.n_members = config.ensemble if config.ensemble >= (1 if with_baseline else 2) else 0
+        # An anchored or stacked ensemble takes the baseline and the n best strategies other
+        # than it: one finalist more, in case the baseline is among the best.
+        self.n_finalists = (
+            self.n_members + 1 if with_baseline and self.n_members else self.n_members
+        )
         self.record = SelectionRecord(sel.model_dump(mode="json"), sel.rule, len(search_val))
         self.unrated = {s.number: (s.unrated, s.n) for s in summaries}
         self.excluded: list[PassedOver] = []

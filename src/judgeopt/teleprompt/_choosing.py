@@ -24,7 +24,7 @@ from ..search import Search
 from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._choice import ChoiceRun, Selected, Step, lm_stats, trial_key
 from ._config import OptimizerConfig
-from ._ensembling import build_ensemble
+from ._ensembling import build_ensemble, stack_members
 from ._guard import run_guard
 from ._journal import strategy_key
 from ._judging import Evaluator
@@ -353,6 +353,7 @@ class Chooser:
             n_items=len(run.search_val),
             ensemble=step.n_members,
             anchor=run.anchor,
+            stack=run.stack,
             rule=run.record.rule,
             chose_baseline=strategy_key(step.chosen.strategy) == run.baseline_key,
             metric=self.metric,
@@ -474,10 +475,12 @@ class Chooser:
         base_res: EvalResult,
         judged_on: list[Record],
     ) -> JudgeEnsemble | None:
-        """The prompt ensemble of the best strategies (anchored on the baseline if asked)."""
+        """The prompt ensemble of the best strategies (anchored on the baseline, or its
+        weights fitted on the items, if asked)."""
         n_members, anchor = step.n_members, run.anchor
         members, member_res, weights = programs[:n_members], results[:n_members], None
-        if anchor:
+        if anchor or run.stack:
+            # The baseline and the M best *other* strategies.
             others = [
                 (p, r)
                 for p, r in zip(programs, results, strict=True)
@@ -485,6 +488,21 @@ class Chooser:
             ][:n_members]
             members = [run.baseline, *(p for p, _ in others)]
             member_res = [base_res, *(r for _, r in others)]
+        if run.stack:
+            human, groups = run.labels(judged_on)
+            stacked = stack_members(
+                members,
+                member_res,
+                [run.vector(r, judged_on) for r in member_res],
+                human,
+                groups,
+                ridge=run.stack,
+                messages=run.record.messages,
+            )
+            if stacked is None:
+                return None
+            members, member_res, weights = stacked
+        elif anchor:
             weights = [anchor] + [(1.0 - anchor) / max(1, len(others))] * len(others)
         else:
             # The M best by search score, the baseline among them when it ranks there
@@ -507,4 +525,5 @@ class Chooser:
             metric=self.metric,
             sel=self.sel,
             weights=weights,
+            stack=run.stack,
         )

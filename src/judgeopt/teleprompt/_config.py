@@ -57,6 +57,12 @@ class OptimizerConfig(BaseModel):
             best strategies at equal weights; ``w`` in (0, 1): the baseline at ``w`` and the
             ``ensemble`` best *other* strategies sharing ``1 - w``, an ensemble hedged toward
             the baseline; then ``ensemble`` = 1 is allowed).
+        ensemble_stack: Fit the ensemble's weights on the validation items instead (0: no):
+            a ridge regression, penalty ``ensemble_stack`` per item, of the human scores'
+            ranks on the z-normalised ratings of the baseline and the ``ensemble`` best
+            other strategies, no weight negative (:func:`judgeopt.selection.stack_rule`
+            with ``nonneg``); the strategies it gives no weight are left out, which makes
+            the judge cheaper. Not with ``ensemble_anchor``.
         max_consecutive_failures: Circuit breaker: stop the compile (resumably) after this
             many judge calls in a row failed transiently (connection, timeout, 5xx, rate
             limit, each after the LM's own retries).
@@ -93,6 +99,7 @@ class OptimizerConfig(BaseModel):
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     ensemble: int = Field(0, ge=0)
     ensemble_anchor: float = Field(0.0, ge=0.0, lt=1.0)
+    ensemble_stack: float = Field(0.0, ge=0.0)
     max_consecutive_failures: int = Field(5, ge=1)
     check_timeout: float = Field(CHECK_TIMEOUT, gt=0)
     max_parse_failures: float = Field(0.25, ge=0.0, le=1.0)
@@ -101,6 +108,12 @@ class OptimizerConfig(BaseModel):
     max_attack_checks: int = Field(3, ge=1)
 
     def model_post_init(self, __context: Any) -> None:
+        if self.ensemble_stack and self.ensemble_anchor:
+            raise ValueError(
+                "The `ensemble_stack` and `ensemble_anchor` fields cannot both be set: a "
+                "stacked ensemble fits the baseline's weight, an anchored one fixes it. Got "
+                f"ensemble_stack={self.ensemble_stack!r}, ensemble_anchor={self.ensemble_anchor!r}."
+            )
         if self.attack_suite not in ATTACK_SUITES:
             raise ValueError(
                 f"The `attack_suite` field must be one of {sorted(ATTACK_SUITES)!r}. "

@@ -29,6 +29,7 @@ from ..selection import (
     best_rule,
     crossfit_gain,
     ensemble_rule,
+    stack_rule,
 )
 from ._pooling import ValidationTable
 
@@ -56,8 +57,15 @@ class GuardCheck:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-def _rule(ensemble: int, anchor: float) -> tuple[Callable[[RuleInput], Pick], str]:
+def _rule(
+    ensemble: int, anchor: float, stack: float = 0.0
+) -> tuple[Callable[[RuleInput], Pick], str]:
     """The replay's rule for what the compile chose, and how to name it."""
+    if ensemble and stack:
+        return (
+            lambda d: stack_rule(d, ridge=stack, m=ensemble, nonneg=True),
+            f"the stacked ensemble of the baseline and the {ensemble} best others",
+        )
     if ensemble and anchor:
         return (
             lambda d: anchored_rule(d, m=ensemble, w=anchor),
@@ -75,6 +83,7 @@ def run_guard(
     n_items: int,
     ensemble: int,
     anchor: float,
+    stack: float = 0.0,
     rule: str,
     chose_baseline: bool,
     metric: str,
@@ -88,6 +97,7 @@ def run_guard(
         n_items: How many items the search scored on.
         ensemble: The ensemble's size (0: none is built).
         anchor: The baseline's weight in it (0: none).
+        stack: Its ridge penalty per item when its weights are fitted (0: not stacked).
         rule: The rule that chose the single judge (the guard checks it when it is
             ``"best"`` and no ensemble is built).
         chose_baseline: Whether that rule kept the baseline.
@@ -112,7 +122,7 @@ def run_guard(
             f"compile's metric is {metric}; it was not run",
             {"checked": None},
         )
-    fn, what = _rule(ensemble, anchor)
+    fn, what = _rule(ensemble, anchor, stack)
     refuted = "selection: the guard refuted the choice (no ensemble" + (
         "; the baseline is returned): " if rule == "best" else "): "
     )

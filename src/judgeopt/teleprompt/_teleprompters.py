@@ -68,6 +68,9 @@ class JudgeSearch(Teleprompter):
         ensemble_anchor: The baseline's weight in that ensemble (0: none; ``w`` in (0, 1):
             the baseline at ``w`` with the ``ensemble`` best other strategies, which may then
             be 1; see :class:`OptimizerConfig`).
+        ensemble_stack: Fit that ensemble's weights on the validation items, a non-negative
+            ridge stack with this penalty per item (0: equal weights; see
+            :class:`OptimizerConfig`).
         max_consecutive_failures: Stop the compile after this many judge calls in a row
             failed transiently (the endpoint is down); a re-run continues.
         check_timeout: Seconds the check call before the search waits for its answer
@@ -115,6 +118,7 @@ class JudgeSearch(Teleprompter):
         selection: str | SelectionConfig | Mapping[str, Any] | None = None,
         ensemble: int = 0,
         ensemble_anchor: float = 0.0,
+        ensemble_stack: float = 0.0,
         max_consecutive_failures: int = 5,
         check_timeout: float = CHECK_TIMEOUT,
         max_parse_failures: float = 0.25,
@@ -147,6 +151,7 @@ class JudgeSearch(Teleprompter):
             selection=selection_config(selection),
             ensemble=ensemble,
             ensemble_anchor=ensemble_anchor,
+            ensemble_stack=ensemble_stack,
             max_consecutive_failures=max_consecutive_failures,
             check_timeout=check_timeout,
             max_parse_failures=max_parse_failures,
