@@ -581,7 +581,9 @@ def test_cli_compile_errors_name_the_options_the_user_typed(
     assert err.startswith("judgeopt: error: --ensemble-anchor is the baseline's weight")
     stack = ("--ensemble", "2", "--ensemble-stack", "10", "--ensemble-anchor", "0.5")
     err = compile_("--data", str(good), *stack)
-    assert "`ensemble_stack` and `ensemble_anchor` fields cannot both be set" in err
+    assert err.startswith("judgeopt: error: --ensemble-stack and --ensemble-anchor cannot")
+    err = compile_("--data", str(good), "--ensemble", "2", "--ensemble-stack=-1")
+    assert err.startswith("judgeopt: error: --ensemble-stack is the stack's ridge penalty")
 
 
 def test_cli_checkpoint_of_other_data_names_the_option(

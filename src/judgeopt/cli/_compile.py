@@ -154,6 +154,16 @@ def _compile_setup(args: argparse.Namespace) -> tuple[JudgeTask, list[str], Opti
             f"--ensemble-anchor is the baseline's weight in the ensemble, below 1 (1 would "
             f"be the baseline alone); got {args.ensemble_anchor:g}"
         )
+    if args.ensemble_stack is not None and args.ensemble_stack < 0:
+        raise CLIError(
+            f"--ensemble-stack is the stack's ridge penalty per item, 0 or more (0: equal "
+            f"weights); got {args.ensemble_stack:g}"
+        )
+    if args.ensemble_stack and args.ensemble_anchor:
+        raise CLIError(
+            "--ensemble-stack and --ensemble-anchor cannot be used together: a stacked "
+            "ensemble fits the baseline's weight, an anchored one fixes it"
+        )
     try:
         task = load_task(args.task)
         aspects = _compile_aspects(args, task)
