@@ -1028,6 +1028,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         with tempfile.TemporaryDirectory(prefix="judgeopt-compile-cost-") as tmp:
             make = _lm_maker(args.model, args.parallel, Path(tmp))
+
+            def new_compile(tag: str, items: Sequence[Record], budget: int) -> dict[str, Any]:
+                """The new compile alone on ``items`` at ``budget`` (a fresh LM tagged
+                ``tag``), its judgements not kept."""
+                return compile_once(
+                    make(tag),
+                    task,
+                    aspect,
+                    items,
+                    preset=preset,
+                    budget=budget,
+                    seed=args.seed,
+                    old=False,
+                    overrides=new_overrides,
+                    progress=progress,
+                    keep_judgements=False,
+                )
+
             new_run = None
             if "side_by_side" in parts:
                 items = first_items(task_name, args.n_items)
@@ -1059,19 +1077,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 elif new_run is None:
                     new_run = saved_new_run(out, settings, args.n_items)
                 if new_run is None:
-                    new_run = compile_once(
-                        make("estimate"),
-                        task,
-                        aspect,
-                        items,
-                        preset=preset,
-                        budget=args.budget,
-                        seed=args.seed,
-                        old=False,
-                        overrides=new_overrides,
-                        progress=progress,
-                        keep_judgements=False,
-                    )
+                    new_run = new_compile("estimate", items, args.budget)
                 embedded = estimate_report(new_run, model=args.model, dollars=0.0)
                 embedded.update(settings=settings, provenance=provenance())
                 merge(out, {"estimate": embedded}, defaults)
@@ -1138,19 +1144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"  {line}")
             if "full" in parts:
                 items = validation_part(task_name)[: args.full_n_valid]
-                run = compile_once(
-                    make("full"),
-                    task,
-                    aspect,
-                    items,
-                    preset=preset,
-                    budget=args.full_budget,
-                    seed=args.seed,
-                    old=False,
-                    overrides=new_overrides,
-                    progress=progress,
-                    keep_judgements=False,
-                )
+                run = new_compile("full", items, args.full_budget)
                 full = {
                     "pair": pair,
                     "n_valid": len(items),
