@@ -46,9 +46,13 @@ from judgeopt.selection import Pick, RuleInput, RuleSpec, guarded, stack_rule
 from judgeopt_lab import (
     BankColumn,
     BankPair,
+    add_replay_arguments,
+    bank_base,
     bank_lines,
     load_bank,
     markdown_table,
+    n_valids_of,
+    paired_difference,
     rates_first,
     replay_fixed,
     strategy_json,
@@ -84,8 +88,7 @@ def distributions(pair: str) -> dict[tuple[str, str], dict[str, float]]:
                 continue
             if line.get("error") is not None:
                 continue
-            strategy = {k: v for k, v in line["strategy"].items() if k != "decoding"}
-            out.setdefault((strategy_json(strategy), str(line["id"])), probs)
+            out.setdefault((strategy_json(bank_base(line["strategy"])), str(line["id"])), probs)
     return out
 
 
@@ -97,7 +100,7 @@ def with_features(pair: BankPair) -> tuple[BankPair, int]:
     extra: list[BankColumn] = []
     done: set[str] = set()
     for c in pair.columns:
-        plain = {k: v for k, v in c.strategy.items() if k != "decoding"}
+        plain = bank_base(c.strategy)
         key = strategy_json(plain)
         if not rates_first(plain) or key in done:
             continue
@@ -148,10 +151,7 @@ def _stack(data: RuleInput, *, feature: str | None) -> Pick:
     ranked = sorted((i for i in judges if i != data.baseline), key=lambda i: -scores[i])
     rows = [data.baseline, *ranked[:M]]
     if feature is not None:
-        of = {
-            strategy_json({k: v for k, v in s.items() if k != "decoding"})
-            for s in [(data.strategies or [])[i] for i in rows]
-        }
+        of = {strategy_json(bank_base((data.strategies or [])[i])) for i in rows}
         rows += [
             i
             for i, s in enumerate(data.strategies or [])
@@ -210,21 +210,14 @@ def table(payload: Mapping[str, Any], n: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--splits", type=int, default=200)
-    ap.add_argument("--n-valid", default="50,100,200")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(OUT))
+    add_replay_arguments(ap, OUT)
     args = ap.parse_args(argv)
-    n_valids = [int(x) for x in args.n_valid.split(",") if x]
+    n_valids = n_valids_of(args.n_valid)
     bank, features = {}, {}
     for name, pair in load_bank(PLAN, BANK, complete_only=True, twins=True).items():
         bank[name], covered = with_features(pair)
         n_rf = len(
-            {
-                strategy_json({k: v for k, v in c.strategy.items() if k != "decoding"})
-                for c in pair.columns
-                if rates_first(c.strategy)
-            }
+            {strategy_json(bank_base(c.strategy)) for c in pair.columns if rates_first(c.strategy)}
         )
         features[name] = {"rating_first_strategies": n_rf, "with_distribution": covered}
     print(features, file=sys.stderr)
@@ -250,15 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     for label in rules:
         if label == "ratings":
             continue
-        for n in n_valids:
-            a = payload["arms"]["ratings"]["n_valid"][str(n)]["per_pair"]
-            b = payload["arms"][label]["n_valid"][str(n)]["per_pair"]
-            diff = np.array([b[p]["mean_gain"] - a[p]["mean_gain"] for p in sorted(a)])
-            payload["difference"].setdefault(label, {})[str(n)] = {
-                "mean": float(diff.mean()),
-                "se": float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else None,
-                "per_pair": {p: float(x) for p, x in zip(sorted(a), diff, strict=True)},
-            }
+        payload["difference"][label] = {
+            str(n): paired_difference(payload["arms"]["ratings"], payload["arms"][label], n)
+            for n in n_valids
+        }
     for n in n_valids:
         print(table(payload, n))
         print()

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from judgeopt.selection import RULES
-from judgeopt_lab import load_bank, markdown_table, provenance, replay_fixed, write_json
+from judgeopt_lab import (
+    add_replay_arguments,
+    load_bank,
+    markdown_table,
+    n_valids_of,
+    provenance,
+    replay_fixed,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "bank_fixed.json"
@@ -68,10 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rule", help=f"one of {sorted(RULES)}")
     ap.add_argument("setting", nargs="?", default="{}", help="its constants, as JSON")
-    ap.add_argument("--splits", type=int, default=200)
-    ap.add_argument("--n-valid", default="50,100,200")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(OUT))
+    add_replay_arguments(ap, OUT)
     args = ap.parse_args(argv)
     if args.rule not in RULES:
         ap.error(f"rule {args.rule!r} is not a registered rule; choose from {sorted(RULES)}")
@@ -88,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = sorted(set(grid) - set(setting))
     if missing:
         ap.error(f"setting: {args.rule} needs {missing} too")
-    n_valids = [int(x) for x in args.n_valid.split(",") if x]
+    n_valids = n_valids_of(args.n_valid)
     bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
     entry = replay_fixed(
         bank, args.rule, setting, n_valids=n_valids, n_splits=args.splits, seed=args.seed

@@ -26,9 +26,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from judgeopt_lab import bank_lines, load_bank, markdown_table, replay_fixed, write_json
+from judgeopt_lab import (
+    add_replay_arguments,
+    bank_lines,
+    load_bank,
+    markdown_table,
+    n_valids_of,
+    paired_difference,
+    replay_fixed,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parent
 PLAN = ROOT / "bank_plan.json"
@@ -103,12 +110,9 @@ def table(payload: dict[str, Any], n: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--splits", type=int, default=200)
-    ap.add_argument("--n-valid", default="50,100,200")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(OUT))
+    add_replay_arguments(ap, OUT)
     args = ap.parse_args(argv)
-    n_valids = [int(x) for x in args.n_valid.split(",") if x]
+    n_valids = n_valids_of(args.n_valid)
     plan = json.loads(PLAN.read_text(encoding="utf-8"))
     without = load_bank(PLAN, BANK, complete_only=True)
     with_twins = load_bank(PLAN, BANK, complete_only=True, twins=True)
@@ -129,15 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                 for arm, bank in (("without", without), ("with", with_twins))
             },
         }
-        for n in n_valids:
-            a = payload["rules"][label]["without"]["n_valid"][str(n)]["per_pair"]
-            b = payload["rules"][label]["with"]["n_valid"][str(n)]["per_pair"]
-            diff = np.array([b[p]["mean_gain"] - a[p]["mean_gain"] for p in sorted(a)])
-            payload["rules"][label].setdefault("difference", {})[str(n)] = {
-                "mean": float(diff.mean()),
-                "se": float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else None,
-                "per_pair": {p: float(d) for p, d in zip(sorted(a), diff, strict=True)},
-            }
+        both = payload["rules"][label]
+        both["difference"] = {
+            str(n): paired_difference(both["without"], both["with"], n) for n in n_valids
+        }
     print(json.dumps(twins, indent=1), file=sys.stderr)
     for n in n_valids:
         print(table(payload, n))

@@ -86,8 +86,11 @@ from ._harness import (
 )
 from ._preset import preset_toml, selection_settings
 from ._replay import (
+    add_replay_arguments,
     bank_splits,
     choose_default,
+    n_valids_of,
+    paired_difference,
     prior_strategy,
     replay_bank,
     replay_fixed,
@@ -97,6 +100,7 @@ from ._spend import fresh_engines, spent
 from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 
 __all__ = [
+    "add_replay_arguments",
     "BANK_FORMAT",
     "BankColumn",
     "BankPair",
@@ -132,11 +136,13 @@ __all__ = [
     "keep_judgement",
     "load_bank",
     "markdown_table",
+    "n_valids_of",
     "normal_interval",
     "pack_bank",
     "pair_file",
     "passed_over",
     "passed_over_report",
+    "paired_difference",
     "preset_toml",
     "provenance",
     "prior_strategy",

@@ -469,3 +469,41 @@ def choose_default(
     if not rows:
         raise ValueError(f"no rule was replayed at n_valid={n_valid}")
     return _pick_default(rows, max_worse)
+
+
+def paired_difference(a: Mapping[str, Any], b: Mapping[str, Any], n_valid: int) -> dict[str, Any]:
+    """``b`` minus ``a``, two :func:`replay_fixed` results on the same bank and splits, at
+    ``n_valid`` labels: per pair the difference of the mean test gains (the splits are the
+    same, so the pair's noise cancels), and their mean over pairs with its standard error
+    over pairs (``None`` with one pair)."""
+    pa = a["n_valid"][str(n_valid)]["per_pair"]
+    pb = b["n_valid"][str(n_valid)]["per_pair"]
+    if sorted(pa) != sorted(pb):
+        raise ValueError(f"the replays hold different pairs: {sorted(pa)} and {sorted(pb)}")
+    names = sorted(pa)
+    diff = np.array([pb[p]["mean_gain"] - pa[p]["mean_gain"] for p in names])
+    return {
+        "mean": float(diff.mean()),
+        "se": float(diff.std(ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else None,
+        "per_pair": {p: float(d) for p, d in zip(names, diff, strict=True)},
+    }
+
+
+def add_replay_arguments(parser: Any, out: Any) -> None:
+    """The options every bank replay script takes: ``--splits``, ``--n-valid`` (a
+    comma-separated list, parsed by :func:`n_valids_of`), ``--seed`` and ``--out``."""
+    parser.add_argument("--splits", type=int, default=200, help="splits per pair and size")
+    parser.add_argument("--n-valid", default="50,100,200", help="labelled items, comma-separated")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the splits")
+    parser.add_argument("--out", default=str(out), help="where the JSON goes")
+
+
+def n_valids_of(text: str) -> list[int]:
+    """``--n-valid``'s comma-separated sizes as integers (each at least 2)."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--n-valid {text!r}: expected comma-separated integers") from None
+    if not sizes or min(sizes) < 2:
+        raise SystemExit(f"--n-valid {text!r}: expected sizes of at least 2 labelled items")
+    return sizes
