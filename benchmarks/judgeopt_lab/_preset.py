@@ -6,7 +6,7 @@
 translates one into the other, with the constants and priors chosen on every pair of the bank,
 and :func:`preset_toml` writes them as the optimizer-preset text (``optimizers/*.toml``), so
 shipping the bank's default is a copy, not a re-derivation. A rule the compile cannot run
-(``stack``, which calls every strategy on every item; ``prior`` alone, which ignores the
+(``stack`` of every strategy with weights of either sign; ``prior`` alone, which ignores the
 labels; ``baseline``) is refused with the reason.
 """
 
@@ -24,8 +24,9 @@ __all__ = ["preset_toml", "selection_settings"]
 #: Replay rules the compile cannot run, and why.
 _NOT_A_COMPILE_RULE = {
     "baseline": "it never changes the judge (the compile's fallback, not a rule)",
-    "stack": "its judge calls every evaluated strategy on every item (about 20 calls per "
-    "item); the compile does not build stacked judges",
+    "stack": "it stacks every evaluated strategy with weights of either sign (about 20 calls "
+    "per item); the compile stacks the baseline and the m best others with no negative "
+    "weight (use 'stack+guard' at m >= 1, nonneg true)",
     "prior": "it ignores the labels; the compile returns a prior only when its rule keeps "
     "the baseline (use 'confirm+prior' or 'shrink+prior')",
 }
@@ -47,7 +48,9 @@ def selection_settings(
     ``best``: the mean of the ``m`` best validation scores, as the replay's rule is), and
     also ``"ensemble_anchor": w`` for ``anchored`` (the baseline at ``w`` with the ``m``
     best others); ``+guard`` sets the selection's ``guard`` (the compile's cross-fitted
-    guard, as :func:`judgeopt.selection.guarded` replays it).
+    guard, as :func:`judgeopt.selection.guarded` replays it); ``stack+guard`` also sets
+    ``"ensemble_stack": ridge`` (the compile's non-negative stack of the baseline and the
+    ``m`` best others). A rule the registry gives a ``config`` is translated by it.
 
     Raises:
         ValueError: For a rule the replay did not run at ``n_valid``, one the compile cannot
@@ -66,6 +69,12 @@ def selection_settings(
             f"{', '.join(sorted(rules)) or 'none'}"
         )
     setting = dict(row.get("setting", {}))
+    whole = RULES.get(name)
+    if whole is not None and whole.config is not None:
+        # A composed rule the compile runs as one (the guarded ensembles and stack).
+        made = whole.config(setting)
+        SelectionConfig(**made["selection"])  # every field checked as a preset's would be
+        return made
     base, _, suffix = name.partition("+")
     sel: dict[str, Any] = {}
     out: dict[str, Any] = {"selection": sel}
@@ -91,12 +100,8 @@ def selection_settings(
     else:
         raise ValueError(f"rule {name!r}: no compile settings are known for it")
     if suffix == "guard":
-        if base not in ("ensemble", "anchored"):
-            raise ValueError(f"rule {name!r}: the compile guards ensembles and rule best only")
-        sel["guard"] = True
-        if setting.get("margin"):
-            sel["guard_margin"] = float(setting["margin"])
-    elif suffix:
+        raise ValueError(f"rule {name!r}: the compile guards ensembles and rule best only")
+    if suffix:
         change = payload.get("prior")
         if change is None:
             raise ValueError(f"rule {name!r} needs the payload's `prior`; it has none")
@@ -131,7 +136,9 @@ def preset_toml(settings: Mapping[str, Any]) -> str:
     """:func:`selection_settings`'s result as optimizer-preset TOML (what
     :func:`judgeopt.teleprompt.load_optimizer` reads back to the same settings)."""
     lines = [
-        f"{k} = {_value(settings[k])}" for k in ("ensemble", "ensemble_anchor") if k in settings
+        f"{k} = {_value(settings[k])}"
+        for k in ("ensemble", "ensemble_anchor", "ensemble_stack")
+        if k in settings
     ]
     sel = dict(settings.get("selection", {}))
     priors = sel.pop("priors", {})

@@ -788,7 +788,7 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
     payload["default"] = "lcb"
     assert selection_settings(payload, model=model) == got["lcb"]
     for bad, said in (
-        ("stack", "calls every evaluated strategy"),
+        ("stack", "stacks every evaluated strategy"),
         ("baseline", "never changes the judge"),
         ("prior", "ignores the labels"),
     ):
@@ -798,6 +798,25 @@ def test_the_banks_choice_becomes_a_presets_selection_settings(tmp_path: Path) -
             selection_settings(payload, model=model, rule=bad)
     with pytest.raises(ValueError, match="not replayed at n_valid=50"):
         selection_settings(payload, model=model, rule="lcb", n_valid=50)
+    # The guarded stack: the compile's --ensemble m --ensemble-stack ridge --guard, at the
+    # settings it can export (the baseline and m best others, no negative weight).
+    stack = {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True}
+    payload["rules"]["stack+guard"] = {"n_valid": {"100": {"setting": stack}}}
+    made = selection_settings(payload, model=model, rule="stack+guard")
+    assert made == {
+        "selection": {"rule": "best", "guard": True, "guard_margin": 0.1},
+        "ensemble": 5,
+        "ensemble_stack": 10.0,
+    }
+    path = tmp_path / "stack.toml"
+    path.write_text(preset_toml(made), encoding="utf-8")
+    cfg = load_optimizer(path)
+    assert (cfg.ensemble, cfg.ensemble_stack, cfg.ensemble_anchor) == (5, 10.0, 0.0)
+    assert cfg.selection.guard and cfg.selection.guard_margin == 0.1
+    for bad in ({"m": 0, "nonneg": True}, {"m": 5, "nonneg": False}):
+        payload["rules"]["stack+guard"]["n_valid"]["100"]["setting"] = stack | bad
+        with pytest.raises(ValueError, match=r"m >= 1 and nonneg true"):
+            selection_settings(payload, model=model, rule="stack+guard")
 
 
 def test_choose_default_prefers_safe_rules() -> None:

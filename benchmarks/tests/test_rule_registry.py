@@ -116,3 +116,114 @@ def test_a_preset_runs_the_rule_the_bank_replayed(name: str) -> None:
     payload = {"default": name, "rules": {name: {"n_valid": {"100": {"setting": setting}}}}}
     made = selection_settings(payload, model="local")
     assert made == RULES[name].config(setting)  # type: ignore[misc]
+
+
+def compiled_stack(
+    data: RuleInput, setting: dict[str, typing.Any]
+) -> tuple[list[int], list[float]] | None:
+    """What a compile run with ``stack+guard``'s config ships on the table ``data`` (its
+    search scored every candidate on these items, so the search's order is the table's): the
+    guard of :mod:`judgeopt.teleprompt._guard`, then the members and weights of
+    :func:`judgeopt.teleprompt._ensembling.stack_members`; ``None`` when the guard returns
+    the baseline, no members when the stack keeps one judge (no ensemble is built)."""
+    from judgeopt.teleprompt._ensembling import stack_members
+    from judgeopt.teleprompt._guard import run_guard
+    from judgeopt.teleprompt._pooling import ValidationTable
+
+    made = RULES["stack+guard"].config(setting)  # type: ignore[misc]
+    sel = SelectionConfig(**made["selection"])
+    m, ridge = made["ensemble"], made["ensemble_stack"]
+    k = data.preds.shape[0]
+    built = ValidationTable(data, list(range(1, k)), [], [], [])
+    check = run_guard(
+        sel,
+        lambda: built,
+        n_items=len(data.human),
+        ensemble=m,
+        anchor=0.0,
+        stack=ridge,
+        rule="best",
+        chose_baseline=False,
+        metric="spearman",
+    )
+    if not check.passed:
+        return None
+    ranked = sorted((i for i in range(k) if i != data.baseline), key=lambda i: -data.scores[i])
+    rows = [data.baseline, *ranked[:m]]
+    stacked = stack_members(
+        rows,
+        rows,
+        [list(data.preds[i]) for i in rows],
+        list(data.human),
+        data.groups,
+        ridge=ridge,
+        messages=[],
+    )
+    if stacked is None:  # a stack of one judge: the compile builds no ensemble
+        return [], []
+    members, _, weights = stacked
+    return members, weights
+
+
+STACK_SETTINGS = [s for s in RULES["stack+guard"].settings() if s["m"] >= 1 and s["nonneg"]]
+
+
+def stack_table(rows: list[tuple[float, float]], seed: int) -> RuleInput:
+    """Judges on 60 items, row ``i`` = ``a * human + b * noise`` for ``rows[i] = (a, b)``;
+    row 0 is the baseline."""
+    rng = np.random.default_rng(seed)
+    human = rng.normal(size=60)
+    preds = np.array([a * human + b * rng.normal(size=60) for a, b in rows])
+    strategies = [{"scale": 5, "n": i} for i in range(len(rows))]
+    return RuleInput(human=human, preds=preds, baseline=0, strategies=strategies, seed=seed)
+
+
+#: Tables for the stack: (how made, seed) -> the branch each exercises.
+STACK_TABLES: list[tuple[str, typing.Callable[[], RuleInput]]] = [
+    *((label, lambda data=data: data) for label, data in TABLES),
+    # the baseline far better than the others: the guard refuses every stack
+    ("baseline best", lambda: stack_table([(1.0, 0.3)] + [(1.0, 3.0)] * 5 + [(0.0, 1.0)], 5)),
+    # the baseline and every other but one point the wrong way: the stack keeps one judge
+    ("one judge", lambda: stack_table([(-0.3, 1.0), (1.0, 0.3)] + [(-1.0, 1.0)] * 5, 6)),
+]
+
+
+@pytest.mark.parametrize(
+    "setting", STACK_SETTINGS, ids=lambda s: f"m{s['m']}-r{s['ridge']}-margin{s['margin']}"
+)
+def test_the_compiles_guarded_stack_is_the_banks(setting: dict[str, typing.Any]) -> None:
+    """``stack+guard`` at the settings a compile runs (``--ensemble m --ensemble-stack ridge
+    --guard``): the compile's guard keeps the stack exactly when the bank's does, and ships
+    the same members at the same weights (a member the stack gives weight 0 is left out)."""
+    seen = set()
+    for label, make in STACK_TABLES:
+        # Each side gets its own table: a table memoises its cross-fitted halves and gains.
+        bank = RULES["stack+guard"].bind(setting)(make())
+        compiled = compiled_stack(make(), setting)
+        if bank.single == 0:
+            assert compiled is None, (label, bank.reason)
+            seen.add("baseline")
+        elif bank.single is not None:
+            # A stack that kept one judge: the bank ships that judge; the compile builds no
+            # ensemble and ships its rule's pick (rule best: the best validation score, the
+            # same judge here).
+            assert compiled == ([], []), (label, bank.reason)
+            assert int(np.argmax(make().scores)) == bank.single
+            seen.add("one judge")
+        else:
+            assert compiled is not None, (label, bank.reason)
+            members, weights = compiled
+            positive = [(i, w) for i, w in zip(bank.members, bank.weights, strict=True) if w > 0]
+            assert members == [i for i, _ in positive], label
+            assert weights == pytest.approx([w for _, w in positive]), label
+            seen.add("ensemble")
+    assert seen == {"baseline", "one judge", "ensemble"}  # every branch was compared
+
+
+def test_a_stack_the_compile_cannot_export_has_no_compile_setting() -> None:
+    config = RULES["stack+guard"].config
+    assert config is not None
+    with pytest.raises(ValueError, match=r"m=0, nonneg=True.*m >= 1 and nonneg true"):
+        config({"m": 0, "ridge": 10.0, "margin": 0.1, "nonneg": True})
+    with pytest.raises(ValueError, match="m=3, nonneg=False"):
+        config({"m": 3, "ridge": 1.0, "margin": 0.0, "nonneg": False})

@@ -68,9 +68,9 @@ class RuleSpec:
             ``fn`` that a :class:`~judgeopt.selection.SelectionConfig` sets (``None``: the
             compile does not run it on a table).
         config: The :class:`~judgeopt.selection.SelectionConfig` fields (and the compile's
-            ``ensemble``/``ensemble_anchor``) that run the rule at one of its settings:
-            ``config(setting)`` -> ``{"selection": {...}, ...}`` (``None``: not a compile
-            rule).
+            ``ensemble``, ``ensemble_anchor``, ``ensemble_stack``) that run the rule at one
+            of its settings: ``config(setting)`` -> ``{"selection": {...}, ...}`` (``None``:
+            not a compile rule; ``ValueError`` for a setting a compile cannot run).
         summary: How the compile names the rule in its message: ``summary(config, n)`` for
             ``n`` strategies compared.
     """
@@ -230,6 +230,26 @@ def _only(rule: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     return lambda setting: {"selection": {"rule": rule}}
 
 
+def _guard(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """The compile's guard at the setting's margin, under rule ``best`` (a refuted ensemble
+    returns the baseline)."""
+    margin = float(setting.get("margin", 0.0))
+    return {"rule": "best", "guard": True} | ({"guard_margin": margin} if margin else {})
+
+
+def _stack_config(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """``stack+guard`` as a compile runs it: ``--ensemble m --ensemble-stack ridge --guard``.
+    The compile stacks the baseline and the ``m`` best others without negative weights;
+    the bank's stack of every candidate, or one with negative weights, it cannot export."""
+    m, nonneg = int(setting.get("m", 0)), bool(setting.get("nonneg", False))
+    if m < 1 or not nonneg:
+        raise ValueError(
+            f"stack+guard at m={m}, nonneg={nonneg}: a compile stacks the baseline and the "
+            "m best others with no negative weight (m >= 1 and nonneg true)"
+        )
+    return {"selection": _guard(setting), "ensemble": m, "ensemble_stack": float(setting["ridge"])}
+
+
 #: The rules by name (``benchmarks/bank_rules.py`` replays them all; a compile runs those
 #: with a ``config``).
 RULES: dict[str, RuleSpec] = {
@@ -301,12 +321,18 @@ RULES: dict[str, RuleSpec] = {
         description="the ensemble, kept only when it beats the baseline cross-fitted (chosen "
         "on each validation half, scored on the other) by more than the margin; else the "
         "baseline",
+        config=lambda s: {"selection": _guard(s), "ensemble": int(s["m"])},
     ),
     "anchored+guard": RuleSpec(
         _guarded_anchored,
         {"m": (2, 3, 5), "w": (0.34, 0.5, 0.67), "margin": (0.0, 0.05, 0.1)},
         description="the anchored ensemble, kept only when it beats the baseline "
         "cross-fitted by more than the margin; else the baseline",
+        config=lambda s: {
+            "selection": _guard(s),
+            "ensemble": int(s["m"]),
+            "ensemble_anchor": float(s["w"]),
+        },
     ),
     "stack": RuleSpec(
         stack_rule,
@@ -324,6 +350,7 @@ RULES: dict[str, RuleSpec] = {
         description="ridge stacking (m 0: every judge; else the baseline and the m best "
         "others; nonneg: no negative weight, an exportable ensemble), kept only when it "
         "beats the baseline cross-fitted by more than the margin; else the baseline",
+        config=_stack_config,
     ),
     "prior": RuleSpec(
         prior_rule,
