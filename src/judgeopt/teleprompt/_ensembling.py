@@ -54,15 +54,8 @@ def build_ensemble(
         )
         return None
     keep, means, sds, kept_w = [], [], [], []
-    ws = weights or [1.0] * len(members)
-    for prog, res, w in zip(members, results, ws, strict=True):
-        parsed = [float(i.score) for i in res.items if i.score is not None]
-        mean = sum(parsed) / len(parsed) if parsed else 0.0
-        sd = (
-            math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
-            if len(parsed) >= 2
-            else 0.0
-        )
+    for prog, res, w in zip(members, results, weights or [1.0] * len(members), strict=True):
+        mean, sd = _spread(res)
         if sd > 0:
             keep.append((prog, res))
             means.append(mean)
@@ -106,6 +99,16 @@ def build_ensemble(
         "items": len(records),
     }
     return ens.with_report(replace(ens.report_, comparisons=comparisons, selection=chosen))
+
+
+def _spread(res: EvalResult) -> tuple[float, float]:
+    """The mean and sample standard deviation of a member's parsed ratings (0 and 0 without
+    any; standard deviation 0 with one)."""
+    parsed = [float(i.score) for i in res.items if i.score is not None]
+    mean = sum(parsed) / len(parsed) if parsed else 0.0
+    if len(parsed) < 2:
+        return mean, 0.0
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in parsed) / (len(parsed) - 1))
 
 
 def stack_members(

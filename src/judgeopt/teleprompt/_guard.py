@@ -76,6 +76,30 @@ def _rule(
     return best_rule, "the best validation score"
 
 
+def _unchecked(checked: str | None, rule: str, metric: str) -> GuardCheck | None:
+    """The guard's answer when it has nothing to check, or cannot check it (``None``: it
+    runs)."""
+    if checked is None:
+        why = (
+            "rule best kept the baseline"
+            if rule == "best"
+            else f"rule {rule} does not choose on the items it is scored on"
+        )
+        return GuardCheck(
+            True,
+            f"selection: the guard had nothing to check ({why}; it checks rule best and ensembles)",
+            {"checked": None},
+        )
+    if metric != "spearman":
+        return GuardCheck(
+            True,
+            f"selection: the guard compares Spearman correlations of ratings and this "
+            f"compile's metric is {metric}; it was not run",
+            {"checked": None},
+        )
+    return None
+
+
 def run_guard(
     sel: SelectionConfig,
     table: Callable[[], ValidationTable],
@@ -104,24 +128,9 @@ def run_guard(
         metric: The compile's metric (the guard compares Spearman correlations).
     """
     checked = "ensemble" if ensemble else "best" if rule == "best" and not chose_baseline else None
-    if checked is None:
-        why = (
-            "rule best kept the baseline"
-            if rule == "best"
-            else f"rule {rule} does not choose on the items it is scored on"
-        )
-        return GuardCheck(
-            True,
-            f"selection: the guard had nothing to check ({why}; it checks rule best and ensembles)",
-            {"checked": None},
-        )
-    if metric != "spearman":
-        return GuardCheck(
-            True,
-            f"selection: the guard compares Spearman correlations of ratings and this "
-            f"compile's metric is {metric}; it was not run",
-            {"checked": None},
-        )
+    unchecked = _unchecked(checked, rule, metric)
+    if unchecked is not None:
+        return unchecked
     fn, what = _rule(ensemble, anchor, stack)
     refuted = "selection: the guard refuted the choice (no ensemble" + (
         "; the baseline is returned): " if rule == "best" else "): "
