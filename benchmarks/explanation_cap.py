@@ -96,6 +96,14 @@ class Cutter:
     def _tokenize(self, text: str) -> tuple[int, ...]:
         return tuple(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
+    def tokens(self, text: str) -> tuple[int, ...]:
+        """The answer's tokens."""
+        return self._tokens(text)
+
+    def text(self, tokens: Sequence[int]) -> str:
+        """The text of ``tokens`` (a prefix of an answer's)."""
+        return self._llama.detokenize(list(tokens)).decode("utf-8", errors="ignore")
+
     def length(self, text: str) -> int:
         """The answer's length in tokens."""
         return len(self._tokens(text))
@@ -105,7 +113,7 @@ class Cutter:
         tokens = self._tokens(text)
         if len(tokens) <= cap:
             return text
-        return self._llama.detokenize(list(tokens[:cap])).decode("utf-8", errors="ignore")
+        return self.text(tokens[:cap])
 
 
 def capped(strategy: Mapping[str, Any]) -> bool:

@@ -33,10 +33,14 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "LOOP_MAX_PERIOD",
+    "LOOP_TIMES",
+    "LOOP_TOKENS",
     "DecodingSequence",
     "Sampling",
     "chat_prompt",
     "completion_budget",
+    "ends_in_loop",
     "greedy_with_logprobs",
     "prompt_and_stops",
     "sample_token",
@@ -212,6 +216,43 @@ def sample_token(logits: np.ndarray, sampling: Sampling, rng: np.random.Generato
     return int(order[int(rng.choice(p.size, p=p / p.sum()))])
 
 
+#: A greedy completion that ends in one block of at most ``LOOP_MAX_PERIOD`` tokens written
+#: ``LOOP_TIMES`` times in a row, the repeats together at least ``LOOP_TOKENS`` tokens long,
+#: is looping, and is stopped there (``finish_reason`` ``"length"``: it would have run to
+#: its budget). Measured on 20,471 stored explanations of the embedded 1.5B (the judgement
+#: bank's and five more pairs' e2e runs; ``benchmarks/loop_stop.py``, docs/lm.md "Batched
+#: decoding"): none of the 957 answers it stops had a rating; it saves 5 % of their written
+#: tokens, 10-15 % where the model loops most.
+LOOP_TIMES, LOOP_TOKENS, LOOP_MAX_PERIOD = 3, 24, 64
+
+
+def ends_in_loop(
+    tokens: Sequence[int],
+    times: int = LOOP_TIMES,
+    least: int = LOOP_TOKENS,
+    max_period: int = LOOP_MAX_PERIOD,
+) -> bool:
+    """Whether ``tokens`` end in one block of at most ``max_period`` tokens written ``times``
+    times in a row, the ``times`` blocks at least ``least`` tokens long.
+
+    A phrase that recurs with other words between (the items of a list) is no loop; only a
+    verbatim repeat that has already been written ``times`` times is.
+    """
+    n = len(tokens)
+    if n < least:
+        return False
+    last = tokens[-1]
+    for period in range(max(1, -(-least // times)), max_period + 1):
+        if times * period > n:
+            break
+        if tokens[n - 1 - period] != last:
+            continue
+        block = tokens[n - period :]
+        if all(tokens[n - (j + 1) * period : n - j * period] == block for j in range(1, times)):
+            return True
+    return False
+
+
 class DecodingSequence:
     """The state of one decoding (greedy, or sampled): the tokens so far, their logprob
     entries, the text, the stop rules and the completion budget.
@@ -230,6 +271,10 @@ class DecodingSequence:
             next token is then the argmax of the raw logits, as llama.cpp's greedy sampler
             takes it). Greedy decoding only.
         sampling: Draw each token by :class:`Sampling` instead of taking the argmax.
+        stop_loops: Greedy decoding only: end the completion once it loops
+            (:func:`ends_in_loop`; ``finish`` ``"length"``, :attr:`looped` set). A loop at
+            temperature 0 runs to the budget; sampled decodings can leave one, and are not
+            stopped.
 
     Raises:
         ValueError: If both ``top_logprobs`` and ``sampling`` are given.
@@ -243,6 +288,7 @@ class DecodingSequence:
         budget: int,
         top_logprobs: int | None,
         sampling: Sampling | None = None,
+        stop_loops: bool = True,
     ) -> None:
         if top_logprobs and sampling is not None:
             raise ValueError("logprobs are given for greedy decoding only, not with sampling")
@@ -258,6 +304,9 @@ class DecodingSequence:
         self.text = ""
         self.finish = "length"
         self.done = False
+        self.stop_loops = stop_loops and sampling is None
+        #: Whether the completion was stopped for looping.
+        self.looped = False
         self._texts: dict[int, str] = {}
 
     def step(self, row: np.ndarray) -> int | None:
@@ -309,6 +358,10 @@ class DecodingSequence:
             self.done = True
             return None
         if len(self.tokens) >= self.budget:
+            self.done = True
+            return None
+        if self.stop_loops and ends_in_loop(self.tokens):
+            self.looped = True
             self.done = True
             return None
         return token
