@@ -41,6 +41,17 @@ Three steps, each resumable:
     Moves the plain lines into ``<pair>.jsonl.gz`` (the committed form); the loader
     (:func:`judgeopt_lab.load_bank`) reads both.
 
+``extend`` (a pair's search continued to a larger budget)
+    The bank holds the strategies a budget-20 search evaluated. To see whether the gain grows
+    with the budget, a pair's e2e compile is continued: its run folder is copied and
+    ``benchmarks/e2e.py --pairs TASK:ASPECT --budget 40 --out-dir COPY_PARENT`` resumes the
+    search from its saved state (same constants; the first 20 strategies are the stored
+    ones). ``extend --pairs PAIR --run-dir COPY --budget 40 --out bank_plan_b40.json`` writes
+    a plan of the new strategies only (pair ``PAIR_b40``, the same pool), committed before
+    they are judged on it; ``record --plan bank_plan_b40.json`` judges them like any pair
+    (importing what the continued compile judged), and :func:`judgeopt_lab.join_pairs`
+    joins the two pairs' columns for a replay.
+
 Usage:
     python benchmarks/bank.py plan [--min-pool 250]
     python benchmarks/bank.py record [--pairs summeval_coherence,...] [--parallel 8]
@@ -48,6 +59,8 @@ Usage:
     python benchmarks/bank.py twins [--pairs ...] [--parallel 8] [--max-minutes M]
     python benchmarks/bank.py status
     python benchmarks/bank.py pack
+    python benchmarks/bank.py extend --pairs PAIR --run-dir DIR --budget 40 --out PLAN_FILE
+    (every command but plan and extend takes --plan PLAN_FILE; default bank_plan.json)
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 """
@@ -84,11 +97,11 @@ from judgeopt_lab import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bank_plan import (  # noqa: E402 - the sibling script, found through the line above
     BANK_DIR,
-    PAIRS,
     PLAN,
     e2e_dir_of,
     e2e_imports,
     e2e_split,
+    extension_plan,
     make_plan,
     plan_sha,
     pool_records,
@@ -443,11 +456,41 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
     return rows
 
 
+def _extend(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``extend``: write the plan of one pair's continued search's new columns."""
+    if not (args.pairs and args.run_dir and args.budget and args.out):
+        parser.error("extend needs --pairs PAIR, --run-dir DIR, --budget N and --out FILE")
+    pairs = [x for x in args.pairs.split(",") if x]
+    if len(pairs) != 1:
+        parser.error(f"extend: --pairs names the one pair whose search went on; got {pairs}")
+    out, base_path = Path(args.out), Path(args.plan)
+    if out.exists() and not args.force:
+        print(f"{out} exists: a plan is registered once (use --force before any judging)")
+        return 2
+    base = json.loads(base_path.read_text(encoding="utf-8"))
+    try:
+        made = extension_plan(base, plan_sha(base_path), pairs[0], Path(args.run_dir), args.budget)
+    except ValueError as e:
+        parser.error(f"extend: {e}")
+    write_json(out, made)
+    cols = made["pairs"][0]["columns"]
+    print(f"wrote {out} (sha256 {plan_sha(out)}): {len(cols)} new columns of {pairs[0]}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("command", choices=["plan", "record", "twins", "status", "pack"])
+    p.add_argument("command", choices=["plan", "extend", "record", "twins", "status", "pack"])
+    p.add_argument(
+        "--plan",
+        default=str(PLAN),
+        help="the plan to record, report or pack (an extension's file for its new columns)",
+    )
     p.add_argument("--min-pool", type=int, default=250)
-    p.add_argument("--pairs", default=",".join(PAIRS))
+    p.add_argument("--run-dir", help="extend: the pair's continued e2e run")
+    p.add_argument("--budget", type=int, help="extend: the budget the search was continued to")
+    p.add_argument("--out", help="extend: where the extension plan goes")
+    p.add_argument("--pairs", default=None, help="default: every pair of the plan")
     p.add_argument("--parallel", type=int, default=8)
     p.add_argument("--max-minutes", type=float, default=None)
     p.add_argument(
@@ -460,13 +503,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command == "plan":
-        if PLAN.exists() and not args.force:
-            print(f"{PLAN} exists: a plan is registered once (use --force before any judging)")
+        target = Path(args.plan)
+        if target.exists() and not args.force:
+            print(f"{target} exists: a plan is registered once (use --force before any judging)")
             return 2
-        write_json(PLAN, make_plan(args.min_pool))
-        print(f"wrote {PLAN} (sha256 {plan_sha()})")
+        write_json(target, make_plan(args.min_pool))
+        print(f"wrote {target} (sha256 {plan_sha(target)})")
         return 0
-    plan = json.loads(PLAN.read_text(encoding="utf-8"))
+    if args.command == "extend":
+        return _extend(p, args)
+    plan_path = Path(args.plan)
+    if not plan_path.is_file():
+        p.error(f"--plan {plan_path}: no such file")
+    plan = json.loads(plan_path.read_text(encoding="utf-8"))
     if args.command == "status":
         print(
             markdown_table(
@@ -493,10 +542,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from judgeopt.lm import make_lm
 
-    sha = plan_sha()
+    sha = plan_sha(plan_path)
     lm = make_lm("local", cache=BANK_DIR.parent / "bank-lm-cache", parallel=args.parallel)
     deadline = None if args.max_minutes is None else time.time() + 60 * args.max_minutes
-    wanted = [s for s in args.pairs.split(",") if s]
+    wanted = [s for s in (args.pairs or "").split(",") if s] or [q["name"] for q in plan["pairs"]]
     by_name = {p["name"]: p for p in plan["pairs"]}
     unknown = [w for w in wanted if w not in by_name]
     if unknown:

@@ -38,7 +38,10 @@ BANK_DIR = ROOT / "runs" / "bank"
 
 
 def e2e_dir_of(plan: dict[str, Any]) -> Path:
-    """The folder of a planned pair's e2e run (``benchmarks/runs/e2e_runs/<pair>``)."""
+    """The folder of a planned pair's e2e run (``benchmarks/runs/e2e_runs/<pair>``; an
+    extension's continued run, ``e2e_run`` below ``benchmarks/``)."""
+    if plan.get("e2e_run"):
+        return ROOT / plan["e2e_run"]
     return E2E_DIR / Path(plan["e2e_dir"]).name
 
 
@@ -178,6 +181,89 @@ def make_plan(min_pool: int) -> dict[str, Any]:
         "pairs": pairs,
         "excluded": excluded,
     }
+
+
+def extension_plan(
+    base: dict[str, Any], base_sha: str, pair: str, run_dir: Path, budget: int
+) -> dict[str, Any]:
+    """A plan of the new columns of ``pair``'s search continued to ``budget`` strategies.
+
+    The continued run (``run_dir``: a copy of the pair's e2e run, its compile resumed with
+    ``benchmarks/e2e.py --budget BUDGET --out-dir``; the search goes on from its saved state
+    with the same constants) must have the stored run's split and repeat its search path:
+    its first strategies are the base plan's search columns, in order. The extension's
+    columns are the strategies it evaluated after them (self-consistency left out, as in the
+    base plan), keyed after the base pair's last column; its pool is the base pair's, so a
+    replay can join both (:func:`judgeopt_lab.join_pairs`). Its name is
+    ``<pair>_b<budget>``; ``extends`` names the base plan's sha and pair.
+
+    Raises:
+        ValueError: On an unknown pair, a run with another split or search path, or a run
+            that has not reached ``budget``.
+    """
+    by_name = {p["name"]: p for p in base["pairs"]}
+    if pair not in by_name:
+        raise ValueError(f"pair {pair!r} is not in the base plan; it has {sorted(by_name)}")
+    bp = by_name[pair]
+    row = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    split = bp["e2e_split"]
+    if (row["n_valid"], row["n_test"]) != (split["n_valid"], split["n_test"]):
+        raise ValueError(
+            f"{run_dir}: split {row['n_valid']}/{row['n_test']} is not the base run's "
+            f"{split['n_valid']}/{split['n_test']}"
+        )
+    trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
+    if len(trace) < budget:
+        raise ValueError(f"{run_dir}: its search evaluated {len(trace)} of {budget} strategies")
+    planned = {strategy_json(c["strategy"]): c for c in bp["columns"]}
+    numbers = {
+        int(r.split("#")[1]): strategy_json(c["strategy"])
+        for c in bp["columns"]
+        for r in c["roles"]
+        if r.startswith("search #")
+    }
+    for number, key in sorted(numbers.items()):
+        if strategy_json(trace[number - 1]["strategy"]) != key:
+            raise ValueError(
+                f"{run_dir}: search #{number} is not the base plan's (the continued search "
+                "must repeat the stored path)"
+            )
+    done = max(numbers) if numbers else 0
+    columns, excluded = [], []
+    for t in trace[done:budget]:
+        strategy, role = t["strategy"], f"search #{int(t['number']) + 1}"
+        key = strategy_json(strategy)
+        if key in planned or any(strategy_json(c["strategy"]) == key for c in columns):
+            continue
+        if str(strategy["decoding"]).startswith("sc"):
+            excluded.append({"strategy": strategy, "roles": [role], "reason": "self-consistency"})
+            continue
+        columns.append({"strategy": strategy, "roles": [role]})
+    first = len(bp["columns"]) + 1
+    return {
+        "format": BANK_FORMAT,
+        "model": base["model"],
+        "model_weights": base["model_weights"],
+        "min_pool": base["min_pool"],
+        "decoding": base["decoding"],
+        "extends": {"plan_sha": base_sha, "pair": pair, "budget": budget},
+        "pairs": [
+            {
+                **{k: v for k, v in bp.items() if k != "columns"},
+                "name": f"{pair}_b{budget}",
+                "e2e_run": _below_root(run_dir),
+                "columns": [{"key": f"C{first + k:02d}", **c} for k, c in enumerate(columns)],
+            }
+        ],
+        "excluded": excluded,
+    }
+
+
+def _below_root(path: Path) -> str:
+    """``path`` relative to ``benchmarks/`` where it is below it (a committed plan names no
+    machine's folders), else absolute."""
+    full = path.resolve()
+    return full.relative_to(ROOT).as_posix() if full.is_relative_to(ROOT) else str(full)
 
 
 def plan_sha(path: Path = PLAN) -> str:

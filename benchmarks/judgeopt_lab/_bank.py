@@ -25,7 +25,7 @@ import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +179,38 @@ class BankPair:
             tokens=self.tokens,
             twins_missing=self.twins_missing,
         )
+
+
+def join_pairs(base: BankPair, extension: BankPair) -> BankPair:
+    """``base`` with ``extension``'s columns after its own: a pair's bank and the bank of its
+    search continued to a larger budget (``benchmarks/bank.py extend``), one pool. The
+    costs add up; the name is the extension's.
+
+    Raises:
+        ValueError: When the two pairs are not of one task, aspect and pool, or share a
+            column key.
+    """
+    if (base.task, base.aspect, base.ids) != (extension.task, extension.aspect, extension.ids):
+        raise ValueError(
+            f"join_pairs: {extension.name} is not an extension of {base.name} (another "
+            "task, aspect or pool)"
+        )
+    clash = {c.key for c in base.columns} & {c.key for c in extension.columns}
+    if clash:
+        raise ValueError(f"join_pairs: both pairs have columns {sorted(clash)}")
+    tokens = dict(base.tokens)
+    for k, v in extension.tokens.items():
+        tokens[k] = tokens.get(k, 0) + v
+    return replace(
+        base,
+        name=extension.name,
+        columns=base.columns + extension.columns,
+        missing=base.missing + extension.missing,
+        seconds=base.seconds + extension.seconds,
+        calls=base.calls + extension.calls,
+        tokens=tokens,
+        twins_missing=base.twins_missing + extension.twins_missing,
+    )
 
 
 def strategy_json(strategy: Mapping[str, Any]) -> str:

@@ -898,3 +898,96 @@ def test_the_default_preset_ships_the_banks_choice() -> None:
     from judgeopt.demo import demo_selection
 
     assert demo_selection().model_dump() == load_optimizer("auto").selection.model_dump()
+
+
+def _bank_plan_script() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bank_plan_script", ROOT / "benchmarks" / "bank_plan.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_an_extension_plan_holds_the_continued_searchs_new_strategies(tmp_path: Path) -> None:
+    """``bank.py extend``: the strategies a pair's search evaluated after the stored path (the
+    continued run must repeat that path and have the stored split), keyed after the base
+    pair's columns, on the same pool; self-consistency left out as in the base plan."""
+    script = _bank_plan_script()
+    base_path = ROOT / "benchmarks" / "bank_plan.json"
+    base = json.loads(base_path.read_text(encoding="utf-8"))
+    name = "sfhot_informativeness"
+    stored = json.loads(
+        (ROOT / "benchmarks" / "runs" / "e2e_runs" / name / "result.json").read_text("utf-8")
+    )
+    trace = sorted(stored["search"]["trace"], key=lambda t: int(t["number"]))
+    n = len(trace)
+    new = [
+        {**trace[0]["strategy"], "scale": 10, "cot": "none"},
+        {**trace[0]["strategy"], "decoding": "sc5"},
+        {**trace[0]["strategy"], "scale": 3, "cot": "none"},
+        trace[3]["strategy"],  # a strategy the base plan holds: not a new column
+    ]
+    run = tmp_path / name
+    run.mkdir()
+    continued = dict(stored)
+    continued["search"] = {
+        **stored["search"],
+        "trace": trace + [{"number": n + k, "strategy": s} for k, s in enumerate(new)],
+    }
+    (run / "result.json").write_text(json.dumps(continued), encoding="utf-8")
+    made = script.extension_plan(base, "abc", name, run, n + 4)
+    pair = made["pairs"][0]
+    base_pair = next(p for p in base["pairs"] if p["name"] == name)
+    assert pair["name"] == f"{name}_b{n + 4}" and pair["pool"] == base_pair["pool"]
+    assert made["extends"] == {"plan_sha": "abc", "pair": name, "budget": n + 4}
+    first = len(base_pair["columns"]) + 1
+    assert [c["key"] for c in pair["columns"]] == [f"C{first:02d}", f"C{first + 1:02d}"]
+    assert [c["strategy"] for c in pair["columns"]] == [new[0], new[2]]
+    assert pair["columns"][0]["roles"] == [f"search #{n + 1}"]
+    assert [e["reason"] for e in made["excluded"]] == ["self-consistency"]
+    assert script.e2e_dir_of(pair) == run.resolve()
+    # only as far as the budget asked
+    short = script.extension_plan(base, "abc", name, run, n + 1)
+    assert [c["strategy"] for c in short["pairs"][0]["columns"]] == [new[0]]
+    with pytest.raises(ValueError, match=r"evaluated \d+ of \d+ strategies"):
+        script.extension_plan(base, "abc", name, run, n + 10)
+    with pytest.raises(ValueError, match="not in the base plan"):
+        script.extension_plan(base, "abc", "nope", run, n + 1)
+    continued["search"]["trace"][4] = {"number": 4, "strategy": new[0]}
+    (run / "result.json").write_text(json.dumps(continued), encoding="utf-8")
+    with pytest.raises(ValueError, match="search #5 is not the base plan's"):
+        script.extension_plan(base, "abc", name, run, n + 1)
+    continued = dict(stored, n_valid=stored["n_valid"] + 1)
+    (run / "result.json").write_text(json.dumps(continued), encoding="utf-8")
+    with pytest.raises(ValueError, match="is not the base run's"):
+        script.extension_plan(base, "abc", name, run, n)
+
+
+def test_join_pairs_puts_an_extensions_columns_after_the_base_pairs() -> None:
+    from dataclasses import replace
+
+    from judgeopt_lab import join_pairs
+
+    base = _pair("a", good=2, seed=0)
+    more = replace(
+        _pair("a", good=3, seed=1),
+        name="a_b40",
+        columns=tuple(
+            replace(c, key=f"C{k + 7:02d}", roles=("search #21",))
+            for k, c in enumerate(_pair("a", good=3, seed=1).columns[1:])
+        ),
+        seconds=5.0,
+        calls=3,
+    )
+    joined = join_pairs(base, more)
+    assert joined.name == "a_b40" and len(joined.columns) == 11
+    assert joined.baseline is base.baseline and joined.ids == base.ids
+    assert (joined.seconds, joined.calls) == (5.0, 3)
+    with pytest.raises(ValueError, match="both pairs have columns"):
+        join_pairs(base, base)
+    with pytest.raises(ValueError, match="not an extension"):
+        join_pairs(base, _pair("b", good=2, seed=0))
