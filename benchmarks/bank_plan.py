@@ -215,7 +215,7 @@ def extension_plan(
     trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
     if len(trace) < budget:
         raise ValueError(f"{run_dir}: its search evaluated {len(trace)} of {budget} strategies")
-    planned = {strategy_json(c["strategy"]): c for c in bp["columns"]}
+    seen = {strategy_json(c["strategy"]) for c in bp["columns"]}  # planned, then new
     numbers = {
         int(r.split("#")[1]): strategy_json(c["strategy"])
         for c in bp["columns"]
@@ -233,8 +233,9 @@ def extension_plan(
     for t in trace[done:budget]:
         strategy, role = t["strategy"], f"search #{int(t['number']) + 1}"
         key = strategy_json(strategy)
-        if key in planned or any(strategy_json(c["strategy"]) == key for c in columns):
+        if key in seen:
             continue
+        seen.add(key)
         if str(strategy["decoding"]).startswith("sc"):
             excluded.append({"strategy": strategy, "roles": [role], "reason": "self-consistency"})
             continue

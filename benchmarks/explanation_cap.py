@@ -237,7 +237,7 @@ def held_out(
     """Per e2e pair the bank does not hold, per cap, what the cap does to its answers."""
     out: dict[str, dict[str, Any]] = {}
     for name in pairs:
-        task_name, aspect = _task_aspect(name)
+        task_name, aspect = task_aspect(name)
         task = load_task(task_name)
         tallies = {c: Tally() for c in caps}
         for strategy, raw in e2e_answers(E2E_DIR / name):
@@ -249,7 +249,8 @@ def held_out(
     return out
 
 
-def _task_aspect(name: str) -> tuple[str, str]:
+def task_aspect(name: str) -> tuple[str, str]:
+    """``(task, aspect)`` of an e2e run's folder name (``hanna_coherence``)."""
     task, _, aspect = name.rpartition("_")
     return task, aspect
 

@@ -42,10 +42,10 @@ from explanation_cap import (
     E2E_DIR,
     RECORDED_CAP,
     Cutter,
-    _task_aspect,
     e2e_answers,
     explained_lines,
     rating,
+    task_aspect,
 )
 from judgeopt.judge import load_task
 from judgeopt.lm import LOOP_MAX_PERIOD, LOOP_TIMES, LOOP_TOKENS, ends_in_loop
@@ -59,6 +59,16 @@ AT_CAP = RECORDED_CAP - 6
 #: The longest block the tandem detector looks for (the decoding loop's).
 MAX_PERIOD = LOOP_MAX_PERIOD
 Detector = Callable[[Sequence[int]], int | None]
+#: What :func:`measure` counts per detector and pair (and sums over the pairs).
+COUNTS = (
+    "answers",
+    "tokens",
+    "stopped",
+    "stopped_at_cap",
+    "stopped_rated",
+    "ratings_changed",
+    "tokens_saved",
+)
 
 
 def span_detector(width: int, times: int) -> Detector:
@@ -121,7 +131,7 @@ def answers(bank: Mapping[str, BankPair]) -> dict[str, list[tuple[str, tuple[int
         for d in sorted(E2E_DIR.iterdir()):
             if not d.is_dir() or d.name in out:
                 continue
-            task_name, aspect = _task_aspect(d.name)
+            task_name, aspect = task_aspect(d.name)
             task = load_task(task_name)
             rows = [(raw, task.rating_bounds(aspect, int(s["scale"]))) for s, raw in e2e_answers(d)]
             if rows:
@@ -137,8 +147,9 @@ def measure(
     """Every detector on every pair's answers (``cutter``: ``tokens(text)`` and
     ``text(tokens)``, :class:`explanation_cap.Cutter`)."""
     result: dict[str, Any] = {"detectors": {}, "cap_tokens_share": {}}
+    # Each answer tokenised and parsed once, for every detector.
     tokenised = {
-        name: [(cutter.tokens(raw), raw, bounds) for raw, bounds in rows]
+        name: [(cutter.tokens(raw), rating(raw, bounds), bounds) for raw, bounds in rows]
         for name, rows in pairs.items()
     }
     for name, rows in tokenised.items():
@@ -149,7 +160,7 @@ def measure(
         per: dict[str, Any] = {}
         for name, rows in tokenised.items():
             c: Counter[str] = Counter()
-            for tokens, raw, bounds in rows:
+            for tokens, full, bounds in rows:
                 c["answers"] += 1
                 c["tokens"] += len(tokens)
                 t = detect(tokens)
@@ -158,7 +169,6 @@ def measure(
                 c["stopped"] += 1
                 c["stopped_at_cap"] += len(tokens) >= AT_CAP
                 c["tokens_saved"] += len(tokens) - t
-                full = rating(raw, bounds)
                 if full is None:
                     continue
                 c["stopped_rated"] += 1
@@ -166,25 +176,14 @@ def measure(
             per[name] = _row(c)
         total: Counter[str] = Counter()
         for v in per.values():
-            total.update({k: v[k] for k in ("answers", "tokens", "stopped", "stopped_at_cap")})
-            total.update({"stopped_rated": v["stopped_rated"]})
-            total.update({k: v[k] for k in ("ratings_changed", "tokens_saved")})
+            total.update({k: v[k] for k in COUNTS})
         result["detectors"][label] = {"pairs": per, "total": _row(total)}
         print(f"  {label}: done", file=sys.stderr)
     return result
 
 
 def _row(c: Counter[str]) -> dict[str, Any]:
-    keys = (
-        "answers",
-        "tokens",
-        "stopped",
-        "stopped_at_cap",
-        "stopped_rated",
-        "ratings_changed",
-        "tokens_saved",
-    )
-    row: dict[str, Any] = {k: int(c[k]) for k in keys}
+    row: dict[str, Any] = {k: int(c[k]) for k in COUNTS}
     row["tokens_saved_share"] = c["tokens_saved"] / c["tokens"] if c["tokens"] else None
     return row
 
