@@ -13,11 +13,18 @@ Writes (merging) ``benchmarks/results/bank_fixed.json``::
     {LABEL: {"rule", "setting", "settings", "provenance", "n_valid": {N: {"mean_gain", "se",
              "mean_relative_gain", "worse_share", "max_pair_worse_share", "per_pair": {...}}}}}
 
-with ``LABEL`` = ``rule setting-as-json``.
+with ``LABEL`` = ``rule setting-as-json``, followed by `` [rate_first]`` for
+``--candidates rate_first`` (each pair cut to the baseline and its search path's strategies
+that rate before they explain, :func:`judgeopt_lab.rate_first_k`, as a compile with
+``candidates = "rate_first"`` would judge them) and by `` on PAIR,PAIR`` for ``--pairs``
+(a replay on named pairs only, such as the held-out pairs of a pre-registration; a named pair
+whose bank is not complete is refused, with what is left to record).
 
 Usage:
     python benchmarks/bank_fixed.py stack+guard \
         '{"m": 0, "ridge": 10.0, "margin": 0.1, "nonneg": true}'
+    python benchmarks/bank_fixed.py lcb '{"alpha": 0.05}' --candidates rate_first \
+        --pairs summeval_relevance,hanna_coherence --n-valid 100
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from judgeopt_lab import (
     markdown_table,
     n_valids_of,
     provenance,
+    rate_first_k,
     replay_fixed,
     write_json,
 )
@@ -42,9 +50,23 @@ ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "bank_fixed.json"
 
 
-def label(rule: str, setting: dict[str, Any]) -> str:
-    """The JSON key of a rule at a setting."""
-    return f"{rule} {json.dumps(setting, sort_keys=True)}"
+#: The candidate sets a replay can cut each pair to.
+CANDIDATES = ("all", "rate_first")
+
+
+def label(
+    rule: str,
+    setting: dict[str, Any],
+    candidates: str = "all",
+    pairs: list[str] | None = None,
+) -> str:
+    """The JSON key of a rule at a setting (on a candidate set, on named pairs)."""
+    key = f"{rule} {json.dumps(setting, sort_keys=True)}"
+    if candidates != "all":
+        key += f" [{candidates}]"
+    if pairs:
+        key += f" on {','.join(sorted(pairs))}"
+    return key
 
 
 def table(entry: dict[str, Any]) -> str:
@@ -54,7 +76,7 @@ def table(entry: dict[str, Any]) -> str:
         rows.append(
             [
                 n,
-                f"{v['mean_gain']:+.3f} ({v['se']:.3f})",
+                f"{v['mean_gain']:+.3f} ({'-' if v['se'] is None else format(v['se'], '.3f')})",
                 f"{100 * v['mean_relative_gain']:+.1f} %",
                 f"{100 * v['worse_share']:.1f} %",
                 f"{100 * v['max_pair_worse_share']:.1f} % ({worst[0]})",
@@ -76,6 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rule", help=f"one of {sorted(RULES)}")
     ap.add_argument("setting", nargs="?", default="{}", help="its constants, as JSON")
+    ap.add_argument(
+        "--candidates",
+        choices=CANDIDATES,
+        default="all",
+        help="all: every column of each pair's search path and plan; rate_first: the "
+        "baseline and the path's strategies that rate before they explain",
+    )
+    ap.add_argument(
+        "--pairs",
+        default="",
+        help="comma-separated bank pairs (default: every complete pair); each must be complete",
+    )
     add_replay_arguments(ap, OUT)
     args = ap.parse_args(argv)
     if args.rule not in RULES:
@@ -94,17 +128,40 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         ap.error(f"setting: {args.rule} needs {missing} too")
     n_valids = n_valids_of(args.n_valid)
-    bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
+    named = sorted({p.strip() for p in args.pairs.split(",") if p.strip()}) or None
+    try:
+        bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=named)
+    except ValueError as e:
+        ap.error(f"--pairs {args.pairs!r}: {e}")
+    unfinished = {p: bp for p, bp in bank.items() if not bp.complete}
+    if named:
+        missing = [p for p in named if p not in bank]
+        if missing or unfinished:
+            ap.error(
+                f"--pairs {args.pairs!r}: not complete in the bank: "
+                f"{sorted([*missing, *unfinished])} (`python benchmarks/bank.py status` "
+                "says what is left; `record` completes them)"
+            )
+    bank = {p: bp for p, bp in bank.items() if p not in unfinished}
+    if args.candidates == "rate_first":
+        bank = {p: rate_first_k(bp)[0] for p, bp in bank.items()}
     entry = replay_fixed(
         bank, args.rule, setting, n_valids=n_valids, n_splits=args.splits, seed=args.seed
     )
-    entry["settings"] = {"splits": args.splits, "seed": args.seed, "pairs": sorted(bank)}
+    entry["settings"] = {
+        "splits": args.splits,
+        "seed": args.seed,
+        "pairs": sorted(bank),
+        "candidates": args.candidates,
+        "columns": {p: len(bp.columns) for p, bp in sorted(bank.items())},
+    }
     entry["provenance"] = provenance()
     out = Path(args.out)
     payload = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
-    payload[label(args.rule, setting)] = entry
+    key = label(args.rule, setting, args.candidates, named)
+    payload[key] = entry
     write_json(out, payload, provenance_key=None)
-    print(label(args.rule, setting))
+    print(key)
     print(table(entry))
     print(f"wrote {out}")
     return 0

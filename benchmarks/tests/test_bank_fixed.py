@@ -46,3 +46,39 @@ def test_bad_arguments_name_what_is_allowed(argv, message, capsys) -> None:
     with pytest.raises(SystemExit):
         bf.main(argv)
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_rate_first_and_named_pairs_are_their_own_entries(tmp_path: Path) -> None:
+    out = tmp_path / "fixed.json"
+    lcb = '{"alpha": 0.05}'
+    base = ["lcb", lcb, "--splits", "2", "--n-valid", "100", "--out", str(out)]
+    assert bf.main(base) == 0
+    assert bf.main([*base, "--candidates", "rate_first", "--pairs", "sfres_naturalness"]) == 0
+    payload = json.loads(out.read_text())
+    every = payload[bf.label("lcb", {"alpha": 0.05})]
+    cut = payload[bf.label("lcb", {"alpha": 0.05}, "rate_first", ["sfres_naturalness"])]
+    assert cut["settings"]["pairs"] == ["sfres_naturalness"]
+    assert cut["settings"]["candidates"] == "rate_first"
+    # The cut keeps the baseline and the path's rate-first strategies only: fewer columns.
+    n_all = every["settings"]["columns"]["sfres_naturalness"]
+    assert 2 <= cut["settings"]["columns"]["sfres_naturalness"] < n_all
+    assert set(cut["n_valid"]["100"]["per_pair"]) == {"sfres_naturalness"}
+
+
+def test_a_named_pair_must_be_complete(capsys) -> None:
+    from judgeopt_lab import load_bank
+
+    bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank")
+    unfinished = sorted(p for p, bp in bank.items() if not bp.complete)
+    if not unfinished:
+        pytest.skip("every pair of the bank is complete")
+    with pytest.raises(SystemExit):
+        bf.main(["lcb", '{"alpha": 0.05}', "--pairs", unfinished[0], "--splits", "2"])
+    err = capsys.readouterr().err
+    assert f"not complete in the bank: ['{unfinished[0]}']" in err and "bank.py status" in err
+
+
+def test_an_unknown_pair_is_named(capsys) -> None:
+    with pytest.raises(SystemExit):
+        bf.main(["lcb", '{"alpha": 0.05}', "--pairs", "nope", "--splits", "2"])
+    assert "unknown pair(s) ['nope']" in capsys.readouterr().err
