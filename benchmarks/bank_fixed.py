@@ -37,6 +37,7 @@ from typing import Any
 from judgeopt.selection import RULES
 from judgeopt_lab import (
     add_replay_arguments,
+    fixed_label,
     load_bank,
     markdown_table,
     n_valids_of,
@@ -53,20 +54,8 @@ OUT = ROOT / "results" / "bank_fixed.json"
 #: The candidate sets a replay can cut each pair to.
 CANDIDATES = ("all", "rate_first")
 
-
-def label(
-    rule: str,
-    setting: dict[str, Any],
-    candidates: str = "all",
-    pairs: list[str] | None = None,
-) -> str:
-    """The JSON key of a rule at a setting (on a candidate set, on named pairs)."""
-    key = f"{rule} {json.dumps(setting, sort_keys=True)}"
-    if candidates != "all":
-        key += f" [{candidates}]"
-    if pairs:
-        key += f" on {','.join(sorted(pairs))}"
-    return key
+#: The JSON key of a rule at a setting (on a candidate set, on named pairs).
+label = fixed_label
 
 
 def table(entry: dict[str, Any]) -> str:

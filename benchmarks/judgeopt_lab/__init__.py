@@ -30,7 +30,9 @@ settings. What a replayed compile's judging costs (``benchmarks/bank_cost.py``):
 :func:`judgement_costs` (seconds per judgement from the bank's chunks), :func:`cost_matrix`,
 :func:`first_k` (a smaller budget's columns), :func:`rate_first_k` (the rate-first candidates),
 :func:`stopped_costs` (rate-first calls stopped at the score) and :func:`compile_seconds` /
-:func:`rule_cost_rows` (per rule and split).
+:func:`rule_cost_rows` (per rule and split). A pre-registered default's verdict from the
+results its plan names: :func:`prereg_verdict` (``benchmarks/prereg_check.py``), with
+:func:`fixed_label`, the key ``bank_fixed.py`` files a rule at a setting under.
 
 The search benchmark a user runs (``judgeopt bench-search``) is the product's:
 :mod:`judgeopt.bench`.
@@ -85,6 +87,7 @@ from ._harness import (
     shared_data_dir,
     write_json,
 )
+from ._prereg import MAX_WORSE_SHARE, fixed_label, prereg_verdict
 from ._preset import preset_toml, selection_settings
 from ._replay import (
     add_replay_arguments,
@@ -109,6 +112,7 @@ __all__ = [
     "CostFit",
     "CVResult",
     "EXIT_INTERRUPTED",
+    "MAX_WORSE_SHARE",
     "Factory",
     "RULES",
     "RuleSpec",
@@ -131,6 +135,7 @@ __all__ = [
     "finalist_report",
     "finite_or_none",
     "first_k",
+    "fixed_label",
     "fresh_engines",
     "judgement_costs",
     "join_pairs",
@@ -146,6 +151,7 @@ __all__ = [
     "passed_over_report",
     "paired_difference",
     "preset_toml",
+    "prereg_verdict",
     "provenance",
     "prior_strategy",
     "replay_bank",

@@ -1,0 +1,141 @@
+"""A pre-registered default's verdict, read off the results its plan names (no LLM call).
+
+A pre-registration (``benchmarks/default_prereg.json``) names a candidate, the pairs it is
+tested on and its criteria before their items are judged. :func:`prereg_verdict` applies
+those criteria to what the named commands wrote: the bank replays of ``bank_fixed.py`` (keys
+made by :func:`fixed_label`) and the real compiles of ``e2e.py``. Each criterion is
+``"met"``, ``"not met"`` or ``"pending"`` (its results are not all there yet); the decision
+is ``"adopt"`` when every criterion is met, ``"keep the shipped default"`` as soon as one is
+not, and ``"open"`` otherwise. The thresholds are the plan's (10 % of splits worse, a gain
+above 0), written here once so the verdict cannot drift from the registered text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["MAX_WORSE_SHARE", "fixed_label", "prereg_verdict"]
+
+#: S1's bound: the share of a pair's splits on which the candidate may test worse than the
+#: baseline.
+MAX_WORSE_SHARE = 0.10
+
+
+def fixed_label(
+    rule: str,
+    setting: Mapping[str, Any],
+    candidates: str = "all",
+    pairs: Sequence[str] | None = None,
+) -> str:
+    """The key ``bank_fixed.py`` files a rule at a setting under: ``rule setting-as-json``,
+    then `` [candidates]`` unless every candidate, then `` on PAIR,PAIR`` for named pairs."""
+    key = f"{rule} {json.dumps(dict(setting), sort_keys=True)}"
+    if candidates != "all":
+        key += f" [{candidates}]"
+    if pairs:
+        key += f" on {','.join(sorted(pairs))}"
+    return key
+
+
+def _criterion(status: str, value: Any, detail: str) -> dict[str, Any]:
+    return {"status": status, "value": value, "detail": detail}
+
+
+def _bank_row(
+    bank: Mapping[str, Any],
+    rule: str,
+    setting: Mapping[str, Any],
+    candidates: str,
+    pairs: list[str],
+    n: str,
+) -> dict[str, Any] | None:
+    entry = bank.get(fixed_label(rule, setting, candidates, pairs))
+    if not isinstance(entry, Mapping):
+        return None
+    row = entry.get("n_valid", {}).get(n)
+    return dict(row) if isinstance(row, Mapping) else None
+
+
+def _stage_1(plan: Mapping[str, Any], bank: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    cand = plan["candidate"]
+    stage = plan["stage_1_bank"]
+    pairs = sorted(stage["pairs"])
+    n = str(stage["splits"]["n_valid"])
+    row = _bank_row(bank, cand["rule"], cand["setting"], cand["candidates"], pairs, n)
+    shipped = _bank_row(bank, "lcb", {"alpha": 0.05}, "all", pairs, n)
+    if row is None:
+        wait = "the candidate's replay on " + ", ".join(pairs) + " is not in the results yet"
+        return {k: _criterion("pending", None, wait) for k in ("S1", "S2", "S3")}
+    per_pair = row["per_pair"]
+    worse = {p: float(per_pair[p]["worse_share"]) for p in pairs if p in per_pair}
+    s1_ok = len(worse) == len(pairs) and all(w <= MAX_WORSE_SHARE for w in worse.values())
+    gain = float(row["mean_gain"])
+    out = {
+        "S1": _criterion(
+            "met" if s1_ok else "not met",
+            worse,
+            f"share of splits worse than the baseline, per pair (at most {MAX_WORSE_SHARE})",
+        ),
+        "S2": _criterion("met" if gain > 0 else "not met", gain, "mean test gain over the pairs"),
+    }
+    if shipped is None:
+        out["S3"] = _criterion("pending", None, "lcb's replay on the same pairs is not there yet")
+    else:
+        lcb = float(shipped["mean_gain"])
+        out["S3"] = _criterion(
+            "met" if gain >= lcb else "not met",
+            {"candidate": gain, "lcb": lcb},
+            "the candidate's mean gain against the shipped lcb's, same splits",
+        )
+    return out
+
+
+def _stage_2(plan: Mapping[str, Any], e2e: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    wanted = [tuple(p.split(":")) for p in plan["stage_2_fresh"]["pairs"]]
+    rows = {(r.get("task"), r.get("aspect")): r for r in e2e.get("pairs", [])}
+    done = [rows[p] for p in wanted if p in rows and rows[p].get("shipped_gain") is not None]
+    worse = [f"{r['task']}:{r['aspect']}" for r in done if r.get("shipped_significantly_worse")]
+    gains = {f"{r['task']}:{r['aspect']}": float(r["shipped_gain"]) for r in done}
+    missing = [":".join(p) for p in wanted if f"{p[0]}:{p[1]}" not in gains]
+    if worse:
+        f1 = _criterion("not met", worse, "pairs whose shipped judge tested significantly worse")
+    elif missing:
+        f1 = _criterion("pending", gains, f"not compiled and tested yet: {', '.join(missing)}")
+    else:
+        f1 = _criterion("met", [], "no pair's shipped judge tested significantly worse")
+    if missing:
+        f2 = _criterion("pending", gains, f"not compiled and tested yet: {', '.join(missing)}")
+    else:
+        mean = sum(gains.values()) / len(gains)
+        f2 = _criterion(
+            "met" if mean > 0 else "not met",
+            {"per_pair": gains, "mean": mean},
+            "mean test gain of the shipped judges over the pairs",
+        )
+    return {"F1": f1, "F2": f2}
+
+
+def prereg_verdict(
+    plan: Mapping[str, Any], bank: Mapping[str, Any], e2e: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Every criterion of ``plan`` on the results so far, and the decision they give.
+
+    Args:
+        plan: The pre-registration (``benchmarks/default_prereg.json``).
+        bank: Stage 1's ``bank_fixed.py`` results (``{}`` when none are there yet).
+        e2e: Stage 2's ``e2e.py`` JSON (``{}`` when none is there yet).
+
+    Returns:
+        ``{"criteria": {NAME: {"status", "value", "detail"}}, "decision"}``.
+    """
+    criteria = _stage_1(plan, bank) | _stage_2(plan, e2e)
+    states = {c["status"] for c in criteria.values()}
+    if "not met" in states:
+        decision = "keep the shipped default"
+    elif states == {"met"}:
+        decision = "adopt"
+    else:
+        decision = "open"
+    return {"criteria": criteria, "decision": decision}
