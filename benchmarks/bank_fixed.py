@@ -17,8 +17,9 @@ with ``LABEL`` = ``rule setting-as-json``, followed by `` [rate_first]`` for
 ``--candidates rate_first`` (each pair cut to the baseline and its search path's strategies
 that rate before they explain, :func:`judgeopt_lab.rate_first_k`, as a compile with
 ``candidates = "rate_first"`` would judge them) and by `` on PAIR,PAIR`` for ``--pairs``
-(a replay on named pairs only, such as the held-out pairs of a pre-registration; a named pair
-whose bank is not complete is refused, with what is left to record).
+(a replay on named pairs only, such as the held-out pairs of a pre-registration, a rule's
+prior still learnt from every other complete pair; a named pair whose bank is not complete is
+refused, with what is left to record).
 
 Usage:
     python benchmarks/bank_fixed.py stack+guard \
@@ -119,30 +120,39 @@ def main(argv: list[str] | None = None) -> int:
     n_valids = n_valids_of(args.n_valid)
     named = sorted({p.strip() for p in args.pairs.split(",") if p.strip()}) or None
     try:
-        bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=named)
+        bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=None)
+        unknown = [p for p in named or () if p not in bank]
+        if unknown:
+            load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=unknown)
     except ValueError as e:
         ap.error(f"--pairs {args.pairs!r}: {e}")
-    unfinished = {p: bp for p, bp in bank.items() if not bp.complete}
-    if named:
-        missing = [p for p in named if p not in bank]
-        if missing or unfinished:
-            ap.error(
-                f"--pairs {args.pairs!r}: not complete in the bank: "
-                f"{sorted([*missing, *unfinished])} (`python benchmarks/bank.py status` "
-                "says what is left; `record` completes them)"
-            )
+    unfinished = {p for p, bp in bank.items() if not bp.complete}
+    not_there = sorted(p for p in named or () if p not in bank or p in unfinished)
+    if not_there:
+        ap.error(
+            f"--pairs {args.pairs!r}: not complete in the bank: {not_there} "
+            "(`python benchmarks/bank.py status` says what is left; `record` completes them)"
+        )
+    # Every complete pair stays in: a rule with a prior learns it from the pairs not scored.
     bank = {p: bp for p, bp in bank.items() if p not in unfinished}
     if args.candidates == "rate_first":
         bank = {p: rate_first_k(bp)[0] for p, bp in bank.items()}
     entry = replay_fixed(
-        bank, args.rule, setting, n_valids=n_valids, n_splits=args.splits, seed=args.seed
+        bank,
+        args.rule,
+        setting,
+        n_valids=n_valids,
+        n_splits=args.splits,
+        seed=args.seed,
+        scored=named,
     )
+    scored = named or sorted(bank)
     entry["settings"] = {
         "splits": args.splits,
         "seed": args.seed,
-        "pairs": sorted(bank),
+        "pairs": scored,
         "candidates": args.candidates,
-        "columns": {p: len(bp.columns) for p, bp in sorted(bank.items())},
+        "columns": {p: len(bank[p].columns) for p in scored},
     }
     entry["provenance"] = provenance()
     out = Path(args.out)

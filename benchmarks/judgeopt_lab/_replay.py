@@ -303,17 +303,22 @@ def replay_fixed(
     n_valids: Sequence[int] = (50, 100, 200),
     n_splits: int = 200,
     seed: int = 0,
+    scored: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """One rule at one fixed setting on every pair and size: what a preset ships, whose
     constants do not change with the user's number of labels (:func:`replay_bank` chooses a
     rule's constants per size). The splits are :func:`replay_bank`'s (same ``seed``); a prior
-    is each pair's leave-one-pair-out prior. Returns ``{"rule", "setting", "n_valid": {N:
-    {...}}}`` with :func:`replay_bank`'s fields per size."""
+    is each pair's leave-one-pair-out prior. ``scored``: replay these pairs only (held-out
+    pairs), their priors still learnt from every other pair of ``bank``. Returns ``{"rule",
+    "setting", "n_valid": {N: {...}}}`` with :func:`replay_bank`'s fields per size."""
     spec = dict(RULES if rules is None else rules).get(rule)
     if spec is None:
         raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(rules or RULES)}")
-    names = sorted(bank)
-    others = {p: [bank[q] for q in names if q != p] for p in names}
+    unknown = sorted(set(scored or ()) - set(bank))
+    if unknown:
+        raise ValueError(f"scored: {unknown} are not pairs of the bank ({sorted(bank)})")
+    names = sorted(scored) if scored else sorted(bank)
+    others = {p: [bank[q] for q in sorted(bank) if q != p] for p in names}
     priors = {p: prior_strategy(others[p]) if spec.uses_prior else None for p in names}
     gains = {p: gain_prior(others[p]) if spec.uses_gain_prior else None for p in names}
     out: dict[str, Any] = {"rule": rule, "setting": dict(setting), "n_valid": {}}

@@ -82,3 +82,17 @@ def test_an_unknown_pair_is_named(capsys) -> None:
     with pytest.raises(SystemExit):
         bf.main(["lcb", '{"alpha": 0.05}', "--pairs", "nope", "--splits", "2"])
     assert "unknown pair(s) ['nope']" in capsys.readouterr().err
+
+
+def test_a_scored_pair_keeps_the_prior_learnt_from_every_other_pair() -> None:
+    from judgeopt_lab import load_bank, replay_fixed
+
+    bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
+    one = sorted(bank)[0]
+    kw = {"n_valids": (100,), "n_splits": 3, "seed": 0}
+    every = replay_fixed(bank, "shrink+prior", {"margin": 0.0}, **kw)
+    alone = replay_fixed(bank, "shrink+prior", {"margin": 0.0}, scored=[one], **kw)
+    assert list(alone["n_valid"]["100"]["per_pair"]) == [one]
+    assert alone["n_valid"]["100"]["per_pair"][one] == every["n_valid"]["100"]["per_pair"][one]
+    with pytest.raises(ValueError, match=r"scored: \['nope'\] are not pairs of the bank"):
+        replay_fixed(bank, "lcb", {"alpha": 0.05}, scored=["nope"], **kw)
