@@ -11,6 +11,10 @@ the two arms give the same rating, each arm's Spearman correlation with the huma
 and a determinism check: the first block judged again by the batch engine with a
 different number of calls in flight must give identical responses.
 
+``--against Q`` (default 1) makes the first arm a batch engine too, ``parallel=Q`` with Q calls
+in flight (its keys stay ``one``; the JSON's ``against`` says Q): the same side by side
+answers whether P calls decoded together beat Q (the default 8 against 16, say).
+
 Two strategies by default: the MT-Bench baseline (it writes an explanation before its
 rating: generation dominates) and a cheap judge (scale 10, no explanation, ``expected``
 rating: one generated token, prompt evaluation dominates). ``--strategies ...,sc5`` adds
@@ -74,7 +78,7 @@ def run_strategy(
         "one": JudgeProgram(task, aspect, strategy, lm=one),
         "batched": JudgeProgram(task, aspect, strategy, lm=batched),
     }
-    threads = {"one": 1, "batched": batched.parallel}
+    threads = {"one": one.parallel, "batched": batched.parallel}
     # Warm-up (chat template, vocabulary texts, the engine's context), not timed.
     for arm, judge in judges.items():
         evaluate(judge, records[:1], threads=threads[arm], progress=False)
@@ -156,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block", type=int, default=12, help="items per block (12)")
     p.add_argument("--parallel", type=int, default=4, help="requests decoded together (4)")
     p.add_argument(
+        "--against",
+        type=int,
+        default=1,
+        help="the other arm's requests decoded together (1: one request at a time)",
+    )
+    p.add_argument(
         "--strategies",
         default="baseline,cheap",
         help="comma-separated: baseline (MT-Bench, explanation first), cheap "
@@ -172,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     one = make_lm(args.model, cache=False)
     if not isinstance(one, LlamaCppLM):
         p.error(f"--model must be an embedded (local) model; got {args.model!r}")
+    if args.against < 1 or args.parallel < 1:
+        p.error(f"--parallel and --against must be at least 1; got {args.parallel}, {args.against}")
     batched = one.copy(parallel=args.parallel)
+    if args.against > 1:
+        one = one.copy(parallel=args.against)
     base = baseline_strategy(task)
     known = {
         "baseline": base,
@@ -185,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--strategies: unknown {unknown}; allowed: {sorted(known)}")
     print(
         f"{len(records)} items of {args.task}/{args.aspect}, {one.model}, "
-        f"parallel {args.parallel}, {one.n_threads} CPU threads",
+        f"parallel {args.parallel} against {args.against}, {one.n_threads} CPU threads",
         file=sys.stderr,
     )
     result: dict[str, Any] = {
@@ -195,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "n": len(records),
         "block": args.block,
         "parallel": args.parallel,
+        "against": args.against,
         "threads": one.n_threads,
         "strategies": {},
     }
