@@ -44,14 +44,12 @@ def _criterion(status: str, value: Any, detail: str) -> dict[str, Any]:
 
 
 def _bank_row(
-    bank: Mapping[str, Any],
-    rule: str,
-    setting: Mapping[str, Any],
-    candidates: str,
-    pairs: list[str],
-    n: str,
+    bank: Mapping[str, Any], judge: Mapping[str, Any], pairs: list[str], n: str
 ) -> dict[str, Any] | None:
-    entry = bank.get(fixed_label(rule, setting, candidates, pairs))
+    """The replay row of a plan's ``judge`` (its ``rule``, ``setting``, ``candidates``) on
+    ``pairs`` at ``n`` labels; ``None`` while it is not in ``bank``."""
+    key = fixed_label(judge["rule"], judge["setting"], judge.get("candidates", "all"), pairs)
+    entry = bank.get(key)
     if not isinstance(entry, Mapping):
         return None
     row = entry.get("n_valid", {}).get(n)
@@ -59,12 +57,13 @@ def _bank_row(
 
 
 def _stage_1(plan: Mapping[str, Any], bank: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    cand = plan["candidate"]
     stage = plan["stage_1_bank"]
     pairs = sorted(stage["pairs"])
     n = str(stage["splits"]["n_valid"])
-    row = _bank_row(bank, cand["rule"], cand["setting"], cand["candidates"], pairs, n)
-    shipped = _bank_row(bank, "lcb", {"alpha": 0.05}, "all", pairs, n)
+    row = _bank_row(bank, plan["candidate"], pairs, n)
+    # S3's comparator is the judge the plan reports as the shipped default.
+    default = next(j for j in plan["reported_beside"] if j["role"] == "the shipped default")
+    shipped = _bank_row(bank, default, pairs, n)
     if row is None:
         wait = "the candidate's replay on " + ", ".join(pairs) + " is not in the results yet"
         return {k: _criterion("pending", None, wait) for k in ("S1", "S2", "S3")}
@@ -81,13 +80,15 @@ def _stage_1(plan: Mapping[str, Any], bank: Mapping[str, Any]) -> dict[str, dict
         "S2": _criterion("met" if gain > 0 else "not met", gain, "mean test gain over the pairs"),
     }
     if shipped is None:
-        out["S3"] = _criterion("pending", None, "lcb's replay on the same pairs is not there yet")
-    else:
-        lcb = float(shipped["mean_gain"])
         out["S3"] = _criterion(
-            "met" if gain >= lcb else "not met",
-            {"candidate": gain, "lcb": lcb},
-            "the candidate's mean gain against the shipped lcb's, same splits",
+            "pending", None, f"{default['rule']}'s replay on the same pairs is not there yet"
+        )
+    else:
+        base = float(shipped["mean_gain"])
+        out["S3"] = _criterion(
+            "met" if gain >= base else "not met",
+            {"candidate": gain, default["rule"]: base},
+            f"the candidate's mean gain against the shipped {default['rule']}'s, same splits",
         )
     return out
 
