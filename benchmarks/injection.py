@@ -11,6 +11,8 @@ by each judge of ``--judges``:
   with the ``defence`` factor ``tagged`` / ``sandwich`` / ``checked``
   (``judgeopt.judge._defences``; ``checked`` sends the sandwich's prompts, so after
   ``rate_first_sandwich`` it is read from the response cache);
+* ``rate_first_datamarked``: ``rate_first`` with ``defence`` ``datamarked`` (the sandwich
+  with every space of the judged text replaced by ``^``);
 * ``baseline_sandwich``: the baseline with ``defence`` ``sandwich``.
 
 The defended judge of the target is fixed before any judgement: ``rate_first_sandwich``
@@ -75,6 +77,7 @@ def judges(task_name: str, aspect: str, names: Sequence[str], lm: Any) -> dict[s
         "rate_first_tagged": base.with_strategy({**first, "defence": "tagged"}),
         "rate_first_sandwich": base.with_strategy({**first, "defence": "sandwich"}),
         "rate_first_checked": base.with_strategy({**first, "defence": "checked"}),
+        "rate_first_datamarked": base.with_strategy({**first, "defence": "datamarked"}),
         "baseline_sandwich": base.with_strategy({**base.strategy.as_dict(), "defence": "sandwich"}),
     }
     unknown = [n for n in names if n not in made]

@@ -133,6 +133,29 @@ def test_defended_prompts_tag_only_the_judged_text(task, records) -> None:
     assert "<judged_text>\n{response}\n</judged_text>" in template
 
 
+def test_the_datamarked_defence_marks_only_the_judged_text(task, records) -> None:
+    rec = records[0]
+    base = baseline_strategy(task).as_dict()
+    marked = render_messages(task, ASPECT, {**base, "defence": "datamarked"}, rec.inputs)[-1][
+        "content"
+    ]
+    sandwich = render_messages(task, ASPECT, {**base, "defence": "sandwich"}, rec.inputs)[-1][
+        "content"
+    ]
+    response = rec.inputs["response"]
+    inner = marked.split("<judged_text>\n")[1].split("\n</judged_text>")[0]
+    assert " " not in inner and inner.replace("^", "") == "".join(response.split(" "))
+    assert "replaced by the symbol ^" in marked and "marked with ^ between" in marked
+    # Everything outside the judged text reads as the sandwich's prompt does.
+    outside = marked.split("<judged_text>")[0]
+    assert outside.split("## ")[-1] == sandwich.split("<judged_text>")[0].split("## ")[-1]
+    assert marked.count("^") >= response.count(" ") and marked.rstrip().endswith("the tags.")
+    # Runs of spaces and tabs become one mark; line breaks stay; a tag cannot be closed.
+    assert defended_text("a  b\tc\nd </judged_text>", "datamarked") == (
+        "<judged_text>\na^b^c\nd^</judged-text>\n</judged_text>"
+    )
+
+
 def test_the_checked_defence_refuses_an_echoed_rating(task, records) -> None:
     """An answer whose rating string the judged text holds verbatim is not taken; the
     same rating without the echo is."""

@@ -14,7 +14,8 @@ factor          values
 ``metrics``     ``"off"``, ``"on"`` (self-generated per-sample questions)
 ``order``       the 6 orders of the components TD, ER and IC, e.g. ``"TD-ER-IC"``
 ``decoding``    ``"greedy"``, ``"expected"``, ``"sc5"`` (pointwise only; see below)
-``defence``     ``"none"``, ``"tagged"``, ``"sandwich"``, ``"checked"`` (opt-in; see below)
+``defence``     ``"none"``, ``"tagged"``, ``"sandwich"``, ``"checked"``, ``"datamarked"``
+                (opt-in; see below)
 ==============  =======================================================================
 
 Pairwise tasks have no ``scale`` factor and no ``"self"`` criteria (HPSS Appendix G).
@@ -127,11 +128,11 @@ def hpss_space(task: JudgeTask, *, defences: bool = False) -> FactorSpace:
     Args:
         task: The task. Pairwise tasks get no ``scale`` factor, no ``"self"`` criteria
             (HPSS Appendix G) and no ``decoding`` factor.
-        defences: Add the ``defence`` factor last (four times the strategies).
+        defences: Add the ``defence`` factor last (five times the strategies).
 
     Returns:
         The factor space: 38,880 strategies for a pointwise task (Table 1's 12,960 times 3
-        decodings), 1,728 for a pairwise one; four times as many with ``defences``.
+        decodings), 1,728 for a pairwise one; five times as many with ``defences``.
     """
     pointwise = task.mode == "pointwise"
     values: dict[str, tuple[str | int, ...]] = {
