@@ -377,3 +377,60 @@ def test_the_plan_probes_a_remote_endpoint_and_not_an_embedded_model(task, recor
     assert one_token_call(object()) is None
     failing = ScriptedLM(lambda m: RuntimeError("down"))
     assert one_token_call(failing.lm) is None
+
+
+def test_recorded_timing_pools_the_judgements_already_made() -> None:
+    from judgeopt.evaluate import PREFILL_SPEEDUP, recorded_timing
+
+    rated = {"calls": 100, "prompt_tokens": 75_000, "completion_tokens": 500, "seconds": 400.0}
+    explained = {"calls": 90, "prompt_tokens": 67_500, "completion_tokens": 11_700, "seconds": 1100}
+    nothing = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+    timing = recorded_timing([rated, explained, nothing], cap=256, in_flight=8)
+    assert timing is not None and timing.in_flight == 8 and timing.cap == 256
+    # The calls that explained (130 tokens each) give the written length ...
+    assert timing.prompt_tokens == 750 and timing.completion_tokens == 130
+    # ... and every recorded second is spread over the token units, so the recorded calls
+    # are timed back as they ran.
+    units = (75_000 + 67_500) / PREFILL_SPEEDUP + 500 + 11_700
+    per_unit = 1500.0 / units
+    assert timing.per_call(750, 5) == pytest.approx(per_unit * (750 / PREFILL_SPEEDUP + 5))
+    assert 100 * timing.per_call(750, 5) + 90 * timing.per_call(750, 130) == pytest.approx(
+        1500.0, rel=1e-3
+    )
+    only_rated = recorded_timing([rated], cap=64)
+    assert only_rated is not None and only_rated.completion_tokens == 5
+    assert recorded_timing([nothing], cap=64) is None and recorded_timing([], cap=64) is None
+
+
+def test_a_resumed_compile_plans_its_time_on_the_judgements_it_made(
+    task, records, tmp_path, caplog
+) -> None:
+    """Resumed, the compile's baseline answers are all in the cache (nothing to time): its
+    plan times the calls left on the strategies already judged."""
+    state = {"n": 0, "fail_after": 3 * len(records)}
+    respond_one = respond_with(records, "scale10")
+
+    def respond(messages: list[dict[str, Any]]) -> str | BaseException:
+        state["n"] += 1
+        if state["fail_after"] and state["n"] > state["fail_after"]:
+            raise KeyboardInterrupt
+        return respond_one(messages)
+
+    cache, ckpt = tmp_path / "cache", tmp_path / "ckpt"
+    opt = HPSS(budget=6, progress=False, threads=2, checkpoint_dir=ckpt)
+    with pytest.raises(KeyboardInterrupt):
+        opt.compile(
+            JudgeProgram(task, "naturalness", lm=ScriptedLM(respond, cache=cache).lm),
+            trainset=records,
+        )
+    state["fail_after"] = 0
+    with caplog.at_level(logging.INFO, logger="judgeopt.progress"):
+        judge = opt.compile(
+            JudgeProgram(task, "naturalness", lm=ScriptedLM(respond, cache=cache).lm),
+            trainset=records,
+        )
+    plans = [r.getMessage() for r in caplog.records if r.getMessage().startswith("plan (")]
+    res = judge.search_result
+    assert any(s.get("calls") for s in res.evaluation_summaries)
+    assert len(plans) == 1 and "calls in flight" in plans[0]
+    assert res.plan is not None and res.plan["seconds"] is not None

@@ -35,6 +35,7 @@ from ._plan import (
     duration,
     mean_cost,
     plan_cost,
+    recorded_timing,
     time_judgement,
 )
 from ._pool import CallPool
@@ -81,5 +82,6 @@ __all__ = [
     "one_token_call",
     "plan_cost",
     "score_items",
+    "recorded_timing",
     "time_judgement",
 ]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -50,6 +50,7 @@ __all__ = [
     "duration",
     "mean_cost",
     "plan_cost",
+    "recorded_timing",
     "time_judgement",
 ]
 
@@ -351,6 +352,50 @@ def time_judgement(
         )
         return _probed(timing, lm, _messages(judge, [record], 0))
     return None
+
+
+def recorded_timing(
+    evaluations: Iterable[Mapping[str, Any]], *, cap: int, in_flight: int = 1
+) -> Timing | None:
+    """A :class:`Timing` from judgements a run has already made, with no new call: what a
+    resumed run plans with when the judge it would time is all in the response cache.
+
+    ``evaluations`` are evaluation summaries (``EvalResult.summary()``: ``calls``,
+    ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``seconds``; the model calls
+    made, the answers read from the cache are not counted in ``calls``). Their seconds are
+    pooled into one cost per token unit (a prompt token :data:`PREFILL_SPEEDUP` times
+    cheaper than a written one), so every call is timed as the recorded ones ran, ``in_flight``
+    at once. The judgement written by an explaining judge (``cap`` its ``max_tokens``) is
+    the mean written by the recorded calls that wrote more than twice :data:`RATING_TOKENS`
+    per call (those that explained), or by all of them when none did. ``None`` when nothing
+    was recorded (no call, or no time).
+    """
+    calls = prompt = written = seconds = 0.0
+    explaining_calls = explaining_written = 0.0
+    for e in evaluations:
+        n = float(e.get("calls") or 0)
+        took = float(e.get("seconds") or 0.0)
+        if n <= 0 or took <= 0:
+            continue
+        p, w = float(e.get("prompt_tokens") or 0), float(e.get("completion_tokens") or 0)
+        calls, prompt, written, seconds = calls + n, prompt + p, written + w, seconds + took
+        if w / n > 2 * RATING_TOKENS:
+            explaining_calls, explaining_written = explaining_calls + n, explaining_written + w
+    units = prompt / PREFILL_SPEEDUP + written
+    if calls <= 0 or units <= 0:
+        return None
+    per_unit = seconds / units  # wall seconds per token unit, in_flight calls at once
+    mean_prompt = round(prompt / calls)
+    mean_written = max(
+        1, round(explaining_written / explaining_calls if explaining_calls else written / calls)
+    )
+    return Timing(
+        seconds=per_unit * (mean_prompt / PREFILL_SPEEDUP + mean_written),
+        prompt_tokens=mean_prompt,
+        completion_tokens=mean_written,
+        cap=cap,
+        in_flight=in_flight,
+    )
 
 
 def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> Timing:

@@ -174,6 +174,7 @@ class CompileRun:
                 lm=self.lm,
                 threads=self.config.threads,
                 baseline_left=self.search.n_evaluations == 0,
+                judged=[s.evaluation for s in self.summaries],
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)

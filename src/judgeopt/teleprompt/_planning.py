@@ -13,12 +13,14 @@ references; in-context examples are chosen from the data, not generated) add one
 artifact not stored yet, in the share of the drawn strategies the search has budget for,
 each writing about as much as the text that stands in for the artifact when prompts are
 counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
-The time is one baseline judgement per call in flight, judged together as the search does.
+The time is one baseline judgement per call in flight, judged together as the search does;
+a resumed compile whose baseline answers are all in the response cache times its calls on
+the judgements it has already made instead (:func:`judgeopt.evaluate.recorded_timing`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ from ..evaluate import (
     default_threads,
     mean_cost,
     plan_cost,
+    recorded_timing,
     time_judgement,
 )
 from ..judge import artifact_key
@@ -113,6 +116,7 @@ def compile_plan(
     lm: Any,
     threads: int | None = None,
     baseline_left: bool = False,
+    judged: Sequence[Mapping[str, Any]] = (),
 ) -> CostPlan:
     """The plan of a compile that has ``strategies_left`` strategies to judge, ``threads``
     calls in flight (``None``: what ``lm`` keeps busy); ``baseline_left``: the baseline is
@@ -121,11 +125,17 @@ def compile_plan(
 
     The baseline is judged and timed first on as many search items as calls in flight
     (:func:`judgeopt.evaluate.time_judgement`; the search reads them from the response
-    cache).
+    cache). When every one of them is in the cache already (a resumed compile), the
+    evaluation summaries of the strategies ``judged`` so far time the calls instead
+    (:func:`judgeopt.evaluate.recorded_timing`).
     """
     in_flight = threads or default_threads(lm)
     items = list(search_items[:PLAN_ITEMS])
-    timing = time_judgement(base.with_strategy(baseline), search_items, lm, threads=in_flight)
+    judge = base.with_strategy(baseline)
+    timing = time_judgement(judge, search_items, lm, threads=in_flight)
+    if timing is None and judged:
+        cap = int(judge.lm_kwargs().get("max_tokens") or 256)
+        timing = recorded_timing(judged, cap=cap, in_flight=in_flight)
     drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, np.random.default_rng(0))
     costs = [call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn]
     per_item = mean_cost(costs)
