@@ -16,7 +16,9 @@ by each judge of ``--judges``:
 * ``baseline_sandwich``: the baseline with ``defence`` ``sandwich``.
 
 The defended judge of the target is fixed before any judgement: ``rate_first_sandwich``
-(:data:`DEFENDED`), not the best of the defended judges on the items it is reported on.
+(:data:`DEFENDED`), not the best of the defended judges on the items it is reported on. The
+other defended judges a pair has (:data:`OTHER_DEFENDED`) get the same figures beside it, in
+the pair's ``other_defended``.
 
 Writes ``{"suite_version", "model", "settings", "pairs": [{"task", "aspect", "model",
 "n", "baseline": {"attack_success", "clean_corr"}, "defended": {"strategy",
@@ -60,6 +62,8 @@ from judgeopt_lab import pair_file, sample_groups, write_json
 PAIRS = "summeval:coherence,topical_chat:naturalness,sfhot:informativeness"
 JUDGES = "rate_first_sandwich,rate_first,baseline,rate_first_tagged,baseline_sandwich"
 DEFENDED = "rate_first_sandwich"
+#: Defended judges reported beside the registered one (each named before it judged).
+OTHER_DEFENDED = ("rate_first_checked", "rate_first_datamarked", "rate_first_tagged")
 
 
 def pair_records(task: str, n: int, seed: int) -> list[Record]:
@@ -89,18 +93,41 @@ def judges(task_name: str, aspect: str, names: Sequence[str], lm: Any) -> dict[s
 def pair_summary(
     row: dict[str, Any], records: Sequence[Record], model: str, seed: int
 ) -> dict[str, Any]:
-    """The target's figures for one pair: the baseline, the defended judge, the difference
-    of their clean correlations with its paired-bootstrap standard error, and met or not."""
+    """The target's figures for one pair (:func:`defended_figures` of the registered
+    :data:`DEFENDED`), and the same figures for every other defended judge of
+    :data:`OTHER_DEFENDED` the pair has (``other_defended``: each named before it judged an
+    item, reported beside the registered one, never in its place)."""
+    out = defended_figures(row, records, model, seed, DEFENDED)
+    others = {
+        name: {
+            k: v
+            for k, v in defended_figures(row, records, model, seed, name).items()
+            if k != "model"
+        }
+        for name in OTHER_DEFENDED
+        if name in row["judges"]
+    }
+    if out and others:
+        out["other_defended"] = {k: v for k, v in others.items() if v}
+    return out
+
+
+def defended_figures(
+    row: dict[str, Any], records: Sequence[Record], model: str, seed: int, defended: str
+) -> dict[str, Any]:
+    """The baseline and the ``defended`` judge on one pair: their attack success and clean
+    correlation, the difference of the clean correlations with its paired-bootstrap
+    standard error, and the target met or not (``{}`` when either judge is missing)."""
     reports = row["judges"]
-    if "baseline" not in reports or DEFENDED not in reports:
+    if "baseline" not in reports or defended not in reports:
         return {}
-    base, dfd = reports["baseline"], reports[DEFENDED]
+    base, dfd = reports["baseline"], reports[defended]
     metric = base["metric"]
     out: dict[str, Any] = {
         "model": model,
         "baseline": {"attack_success": base["mean_success"], "clean_corr": base["clean"][metric]},
         "defended": {
-            "strategy": DEFENDED,
+            "strategy": defended,
             "attack_success": dfd["mean_success"],
             "clean_corr": dfd["clean"][metric],
         },
@@ -232,7 +259,13 @@ def merge(paths: Sequence[str], out: str | None) -> int:
             f"clean {r['baseline']['clean_corr']:.3f} -> {r['defended']['clean_corr']:.3f} "
             f"({r['clean_corr_diff']:+.3f}, se {r['clean_corr_diff_se']:.3f}); met {r['met']}"
         )
-    print(f"met on {summary['met']}")
+        for name, o in r.get("other_defended", {}).items():
+            print(
+                f"{'':<28} {'  beside it: ' + name:<30} attack success "
+                f"{o['defended']['attack_success']:.0%}; clean {o['defended']['clean_corr']:.3f} "
+                f"({o['clean_corr_diff']:+.3f}, se {o['clean_corr_diff_se']:.3f}); met {o['met']}"
+            )
+    print(f"met on {summary['met']} (the registered {DEFENDED})")
     if out:
         write_json(out, summary)
     return 0

@@ -113,3 +113,24 @@ def test_runs_merge_into_the_target_file(tmp_path: Path) -> None:
         assert {"task", "aspect", "model", "baseline", "defended"} <= set(p)
         assert {"clean_corr_diff", "clean_corr_diff_se"} <= set(p)
     assert "provenance" in data
+
+
+def test_other_defended_judges_are_reported_beside_the_registered_one() -> None:
+    records = _records()
+    row = {
+        "aspect": "coherence",
+        "judges": {
+            "baseline": _report(records, 0.8, noisy=False),
+            injection.DEFENDED: _report(records, 0.3, noisy=False),
+            "rate_first_datamarked": _report(records, 0.1, noisy=False),
+            "rate_first": _report(records, 0.0, noisy=False),  # undefended: not a defence
+        },
+    }
+    out = injection.pair_summary(row, records, "local", seed=0)
+    # The registered judge decides the target; the other is beside it, never in its place.
+    assert out["defended"]["strategy"] == injection.DEFENDED and out["met"] is False
+    other = out["other_defended"]
+    assert list(other) == ["rate_first_datamarked"]
+    assert other["rate_first_datamarked"]["met"] is True
+    assert other["rate_first_datamarked"]["defended"]["attack_success"] == 0.1
+    assert "other_defended" not in other["rate_first_datamarked"]
