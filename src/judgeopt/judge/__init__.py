@@ -17,7 +17,7 @@ from ._decoding import (
     decoding_for,
     logprob_support,
 )
-from ._defences import DEFENCES, JUDGED_TAG, defended_text, echoed_rating
+from ._defences import DEFENCES, JUDGED_TAG, defended_text, echoed_rating, guarded_text
 from ._ensemble import JudgeEnsemble, load_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, read_judge_file, save_judge
@@ -72,6 +72,7 @@ __all__ = [
     "DEFENCES",
     "JUDGED_TAG",
     "defended_text",
+    "guarded_text",
     "echoed_rating",
     "ANY_ASPECT",
     "ARTIFACTS_KEY",

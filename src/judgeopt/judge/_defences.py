@@ -52,6 +52,7 @@ __all__ = [
     "defence_rule",
     "defended_text",
     "echoed_rating",
+    "guarded_text",
 ]
 
 DEFENCES: Final[tuple[str, ...]] = ("none", "tagged", "sandwich", "checked", "datamarked")
@@ -110,12 +111,24 @@ def defended_text(text: str, defence: str) -> str:
     _check(defence)
     if defence == "none":
         return text
+    return f"<{JUDGED_TAG}>\n{guarded_text(text, defence)}\n</{JUDGED_TAG}>"
+
+
+def guarded_text(text: str, defence: str) -> str:
+    """What goes between the tags of a ``defence``: the judged text with any tag of its own
+    neutralised (``<judged_text>`` -> ``<judged-text>``) and, for ``datamarked``, every run of
+    spaces replaced by :data:`DATAMARK`; the text unchanged for ``none``.
+
+    A prompt filled outside judgeopt (an exported judge's ``messages``, whose placeholder
+    already sits between the tags) fills each judged field with this text.
+    """
+    _check(defence)
+    if defence == "none":
+        return text
     inner = text.replace(f"<{JUDGED_TAG}>", "<judged-text>").replace(
         f"</{JUDGED_TAG}>", "</judged-text>"
     )
-    if defence == "datamarked":
-        inner = _SPACES.sub(DATAMARK, inner)
-    return f"<{JUDGED_TAG}>\n{inner}\n</{JUDGED_TAG}>"
+    return _SPACES.sub(DATAMARK, inner) if defence == "datamarked" else inner
 
 
 def defence_rule(defence: str, values: Mapping[str, str]) -> str | None:
