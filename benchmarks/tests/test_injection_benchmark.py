@@ -134,3 +134,47 @@ def test_other_defended_judges_are_reported_beside_the_registered_one() -> None:
     assert other["rate_first_datamarked"]["met"] is True
     assert other["rate_first_datamarked"]["defended"]["attack_success"] == 0.1
     assert "other_defended" not in other["rate_first_datamarked"]
+
+
+def test_a_run_for_one_more_judge_keeps_the_judges_already_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = _records()
+    judged: list[str] = []
+
+    class Report:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def to_dict(self) -> dict[str, Any]:
+            return _report(records, 0.1, noisy=False)
+
+        def lines(self) -> list[str]:
+            return [self.name]
+
+    def fake_robustness(judge: str, recs: Any, **kw: Any) -> Report:
+        judged.append(judge)
+        return Report(judge)
+
+    monkeypatch.setattr(injection, "make_lm", lambda *a, **k: None)
+    monkeypatch.setattr(injection, "pair_records", lambda *a, **k: records)
+    monkeypatch.setattr(injection, "judges", lambda t, a, names, lm: {n: n for n in names})
+    monkeypatch.setattr(injection, "robustness", fake_robustness)
+    out = tmp_path / "run.json"
+    old = {"baseline": _report(records, 0.8, noisy=False)}
+    old[injection.DEFENDED] = _report(records, 0.3, noisy=False)
+    out.write_text(
+        json.dumps(
+            {
+                "suite_version": "injection-1",
+                "model": "local",
+                "pairs": [{"task": "t", "aspect": "coherence", "n": len(records), "judges": old}],
+            }
+        )
+    )
+    args = ["--pairs", "t:coherence", "--judges", "rate_first_datamarked", "--json", str(out)]
+    assert injection.main(args) == 0
+    assert judged == ["rate_first_datamarked"]
+    row = json.loads(out.read_text())["pairs"][0]
+    assert set(row["judges"]) == {"baseline", injection.DEFENDED, "rate_first_datamarked"}
+    assert row["other_defended"]["rate_first_datamarked"]["met"] is True
