@@ -20,13 +20,15 @@ The defended judge of the target is fixed before any judgement: ``rate_first_san
 other defended judges a pair has (:data:`OTHER_DEFENDED`) get the same figures beside it, in
 the pair's ``other_defended``.
 
-Writes ``{"suite_version", "model", "settings", "pairs": [{"task", "aspect", "model",
-"n", "baseline": {"attack_success", "clean_corr"}, "defended": {"strategy",
-"attack_success", "clean_corr"}, "clean_corr_diff", "clean_corr_diff_se", "met",
-"judges": {NAME: <the robustness report>}}]}`` and prints one table per pair (the
-report's lines). Attack success is the suite's mean share of items moved by at least a
-quarter of the scale; the clean correlation's difference (on the items both judges rated, at
-the task's correlation level) has a paired bootstrap standard error (items, or whole groups
+Writes ``{"suite_version", "model", "settings", "pairs": [{"task", "aspect", "model", "n",
+"baseline": {"attack_success", "attack_success_up", "clean_corr"}, "defended": {"strategy",
+"attack_success", "attack_success_up", "clean_corr"}, "clean_corr_diff",
+"clean_corr_diff_se", "met", "judges": {NAME: <the robustness report>}}]}`` and prints one
+table per pair (the report's lines). Attack success is the suite's mean share of items moved
+by at least a quarter of the scale (``attack_success_up``: the mean over the attacks that
+push up, what a text under evaluation gains by; the target is on the suite's mean); the
+clean correlation's difference (on the items both judges rated, at the task's correlation
+level) has a paired bootstrap standard error (items, or whole groups
 at group level): the 95 % interval's width over 3.92. The target is met on a pair when the
 defended judge's attack success is at most a quarter of the baseline's and its clean
 correlation is within one standard error of the baseline's or better. Runs resume: a pair
@@ -112,6 +114,17 @@ def pair_summary(
     return out
 
 
+def up_success(report: dict[str, Any]) -> float | None:
+    """The mean attack success over the attacks that push a rating up (what a text under
+    evaluation gains by), over those that left a rating; ``None`` when none did."""
+    shares = [
+        a["success"]
+        for a in report.get("attacks", [])
+        if a.get("direction", 1) > 0 and a.get("success") is not None
+    ]
+    return sum(shares) / len(shares) if shares else None
+
+
 def defended_figures(
     row: dict[str, Any], records: Sequence[Record], model: str, seed: int, defended: str
 ) -> dict[str, Any]:
@@ -125,10 +138,15 @@ def defended_figures(
     metric = base["metric"]
     out: dict[str, Any] = {
         "model": model,
-        "baseline": {"attack_success": base["mean_success"], "clean_corr": base["clean"][metric]},
+        "baseline": {
+            "attack_success": base["mean_success"],
+            "attack_success_up": up_success(base),
+            "clean_corr": base["clean"][metric],
+        },
         "defended": {
             "strategy": defended,
             "attack_success": dfd["mean_success"],
+            "attack_success_up": up_success(dfd),
             "clean_corr": dfd["clean"][metric],
         },
     }

@@ -58,7 +58,11 @@ def test_the_target_needs_both_a_quarter_of_the_attacks_and_the_clean_agreement(
     }
     out = injection.pair_summary(row, records, "local", seed=0)
     assert out["met"] is met
-    assert out["baseline"] == {"attack_success": base_success, "clean_corr": 1.0}
+    assert out["baseline"] == {
+        "attack_success": base_success,
+        "attack_success_up": None,
+        "clean_corr": 1.0,
+    }
     assert out["defended"]["strategy"] == injection.DEFENDED
     assert out["n_paired"] == len(records) and out["clean_corr_diff_se"] >= 0
     assert out["n_units"] == 6
@@ -178,3 +182,16 @@ def test_a_run_for_one_more_judge_keeps_the_judges_already_measured(
     row = json.loads(out.read_text())["pairs"][0]
     assert set(row["judges"]) == {"baseline", injection.DEFENDED, "rate_first_datamarked"}
     assert row["other_defended"]["rate_first_datamarked"]["met"] is True
+
+
+def test_the_pushes_up_are_averaged_apart() -> None:
+    report = {
+        "attacks": [
+            {"attack": "a", "direction": 1, "success": 0.5},
+            {"attack": "b", "direction": 1, "success": None},  # nothing left a rating
+            {"attack": "c", "direction": 1, "success": 0.1},
+            {"attack": "d", "direction": -1, "success": 1.0},
+        ]
+    }
+    assert injection.up_success(report) == pytest.approx(0.3)
+    assert injection.up_success({"attacks": []}) is None
