@@ -434,3 +434,45 @@ def test_a_resumed_compile_plans_its_time_on_the_judgements_it_made(
     assert any(s.get("calls") for s in res.evaluation_summaries)
     assert len(plans) == 1 and "calls in flight" in plans[0]
     assert res.plan is not None and res.plan["seconds"] is not None
+
+
+def test_plan_items_are_spread_over_the_data() -> None:
+    from judgeopt.evaluate import plan_sample
+
+    assert plan_sample(list(range(100)), 8) == [0, 14, 28, 42, 57, 71, 85, 99]
+    assert plan_sample(list(range(5)), 8) == [0, 1, 2, 3, 4]
+    assert plan_sample(list(range(5)), 1) == [0] and plan_sample([], 3) == []
+    assert plan_sample(list(range(9)), 0) == []
+
+
+def test_a_compile_plan_counts_the_items_length_not_the_first_groups(
+    task, records, tmp_path
+) -> None:
+    """A grouped dataset keeps a group's items together: the first group's texts are not the
+    data's length (SummEval's first article)."""
+    from judgeopt.data import Record
+    from judgeopt.teleprompt import OptimizerConfig
+    from judgeopt.teleprompt._planning import compile_plan
+    from judgeopt.teleprompt._searching import build_graph as graph_of
+
+    def item(i: int, words: int) -> Record:
+        r = records[i % len(records)]
+        inputs = {**r.inputs, "response": " ".join(["word"] * words)}
+        return Record(
+            id=f"x{i}", group_id=f"g{i // 8}", system_id=r.system_id, inputs=inputs, scores=r.scores
+        )
+
+    items = [item(i, 5 if i < 8 else 2000) for i in range(32)]  # the first group is short
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    base = student.strategy
+    space = {name: [base[name]] for name in base.as_dict()}
+    space["cot"] = ["prefix", "none"]
+    graph = graph_of(OptimizerConfig(space=space), student, fake.lm)
+    plan = compile_plan(graph, student, base, items, None, strategies_left=2, lm=fake.lm, threads=1)
+    per_call = plan.prompt_tokens / plan.calls
+    short = call_cost(student.with_strategy(base), items[:8], fake.lm).prompt_tokens
+    long = call_cost(student.with_strategy(base), items[8:], fake.lm).prompt_tokens
+    mean = (8 * short + 24 * long) / 32
+    assert long > 1.5 * short
+    assert abs(per_call - mean) < 0.25 * mean

@@ -19,6 +19,7 @@ from ..evaluate import (
     evaluate,
     evaluate_against,
     plan_cost,
+    plan_sample,
     time_judgement,
 )
 from ..search import Strategy
@@ -180,8 +181,7 @@ PLAN_ITEMS = 50
 def _print_plan(args: argparse.Namespace, judges: Sequence[Any], records: Sequence[Any]) -> None:
     """Print what judging ``records`` will cost (stderr) before the first judge call."""
     explain = bool(args.explanations)
-    step = max(1, len(records) // PLAN_ITEMS)
-    sample = list(records[::step][:PLAN_ITEMS])
+    sample = plan_sample(records, PLAN_ITEMS)
     parts, timing = [], None
     for judge in judges:
         # The judge's first item is judged and timed (it is read back from the cache).

@@ -26,6 +26,7 @@ from ..evaluate import (
     check_endpoint,
     mean_cost,
     plan_cost,
+    plan_sample,
     time_judgement,
 )
 from ..grid import (
@@ -230,7 +231,7 @@ def _print_plan(program: Any, space: Any, records: Sequence[Any]) -> None:
     lm = program.lm
     step = max(1, space.size // PLAN_STRATEGIES)
     drawn = [space.from_index(i) for i in range(0, space.size, step)][:PLAN_STRATEGIES]
-    items = list(records[:PLAN_ITEMS])
+    items = plan_sample(records, PLAN_ITEMS)
     timing = time_judgement(program.with_strategy(drawn[0]), records, lm)
     costs = [call_cost(program.with_strategy(s), items, lm, timing=timing) for s in drawn]
     mean = mean_cost(costs)

@@ -35,6 +35,7 @@ from ._plan import (
     duration,
     mean_cost,
     plan_cost,
+    plan_sample,
     recorded_timing,
     time_judgement,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "merge_results",
     "one_token_call",
     "plan_cost",
+    "plan_sample",
     "score_items",
     "recorded_timing",
     "time_judgement",

@@ -50,6 +50,7 @@ __all__ = [
     "duration",
     "mean_cost",
     "plan_cost",
+    "plan_sample",
     "recorded_timing",
     "time_judgement",
 ]
@@ -118,6 +119,21 @@ class CallCost:
     completion_tokens: float
     #: The judge writes an explanation before it stops (its completion is an estimate).
     explains: bool = False
+
+
+def plan_sample(records: Sequence[Any], k: int) -> list[Any]:
+    """Up to ``k`` of ``records`` spread evenly over them (the first and the last among them):
+    the items a plan renders its prompts on. The first ``k`` alone would be one group of a
+    grouped dataset (SummEval keeps an article's summaries together) and measure that group's
+    length, not the data's."""
+    n = len(records)
+    if k <= 0 or n == 0:
+        return []
+    if n <= k:
+        return list(records)
+    if k == 1:
+        return [records[0]]
+    return [records[round(i * (n - 1) / (k - 1))] for i in range(k)]
 
 
 def mean_cost(costs: Sequence[CallCost]) -> CallCost:

@@ -5,9 +5,10 @@ The search's strategies are not known before it runs. Every search starts from t
 and moves a factor or two at a time, so a strategy's cost is estimated as the mean over up to
 :data:`PLAN_STRATEGIES` of the baseline's valid one-factor neighbours (drawn with a generator
 of the plan's own; the search's sequence is untouched; a space without such neighbours falls
-back to draws from the allowed values), each rendered on the first :data:`PLAN_ITEMS` search
-items. The search judges at most ``budget`` strategies on every search item (racing drops
-some early); the choice after it judges about two judges on the confirmation items. The
+back to draws from the allowed values), each rendered on :data:`PLAN_ITEMS` search items
+spread over them (:func:`judgeopt.evaluate.plan_sample`). The search judges at most
+``budget`` strategies on every search item (racing drops some early); the choice after it
+judges about two judges on the confirmation items. The
 artifacts those strategies generate with the LM (criteria, AutoCoT steps, metrics questions,
 references; in-context examples are chosen from the data, not generated) add one call per
 artifact not stored yet, in the share of the drawn strategies the search has budget for,
@@ -33,6 +34,7 @@ from ..evaluate import (
     default_threads,
     mean_cost,
     plan_cost,
+    plan_sample,
     recorded_timing,
     time_judgement,
 )
@@ -43,7 +45,7 @@ __all__ = ["GENERATED", "PLAN_ITEMS", "PLAN_STRATEGIES", "compile_plan", "plan_s
 
 #: Strategies drawn to estimate what one costs.
 PLAN_STRATEGIES = 24
-#: Search items each drawn strategy's prompts are counted on.
+#: Search items each drawn strategy's prompts are counted on (spread over the search items).
 PLAN_ITEMS = 8
 #: The artifacts a judge's LM writes (the others are chosen from the data).
 GENERATED = ("self_criteria", "autocot_steps", "metrics_questions", "self_reference")
@@ -94,7 +96,9 @@ def _generation_cost(
                 continue
             if req.name not in written:
                 judge = base.with_strategy(strategy)
-                written[req.name] = artifact_tokens(judge, req.name, items[:PLAN_ITEMS], lm)
+                written[req.name] = artifact_tokens(
+                    judge, req.name, plan_sample(items, PLAN_ITEMS), lm
+                )
             ids = [r.id for r in items] if req.per_sample else [None]
             for sid in ids:
                 key = artifact_key(base.task, base.aspect, req, sid)
@@ -130,7 +134,7 @@ def compile_plan(
     (:func:`judgeopt.evaluate.recorded_timing`).
     """
     in_flight = threads or default_threads(lm)
-    items = list(search_items[:PLAN_ITEMS])
+    items = plan_sample(search_items, PLAN_ITEMS)
     judge = base.with_strategy(baseline)
     timing = time_judgement(judge, search_items, lm, threads=in_flight)
     if timing is None and judged:
