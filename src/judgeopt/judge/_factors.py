@@ -116,8 +116,9 @@ _DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "decoding": "How the answer becomes a score: greedy parse, probability-weighted "
         "expected rating (needs logprobs), or self-consistency over 5 samples.",
         "defence": "How the judged text is guarded against instructions inside it: not at "
-        "all, tagged with a rule, tagged with a rule and a closing reminder, or that and a "
-        "check that the answer's rating does not echo the judged text.",
+        "all, tagged with a rule, tagged with a rule and a closing reminder, that and a "
+        "check that the answer's rating does not echo the judged text, or the reminder's "
+        "prompt with every space of the judged text marked ^.",
     }
 )
 
