@@ -385,7 +385,12 @@ def test_recorded_timing_pools_the_judgements_already_made() -> None:
     rated = {"calls": 100, "prompt_tokens": 75_000, "completion_tokens": 500, "seconds": 400.0}
     explained = {"calls": 90, "prompt_tokens": 67_500, "completion_tokens": 11_700, "seconds": 1100}
     nothing = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-    timing = recorded_timing([rated, explained, nothing], cap=256, in_flight=8)
+
+    class Capped:  # a judge whose answers are capped at max_tokens
+        def __init__(self, max_tokens: int) -> None:
+            self.max_tokens = max_tokens
+
+    timing = recorded_timing(Capped(256), [rated, explained, nothing], in_flight=8)
     assert timing is not None and timing.in_flight == 8 and timing.cap == 256
     # The calls that explained (130 tokens each) give the written length ...
     assert timing.prompt_tokens == 750 and timing.completion_tokens == 130
@@ -397,9 +402,10 @@ def test_recorded_timing_pools_the_judgements_already_made() -> None:
     assert 100 * timing.per_call(750, 5) + 90 * timing.per_call(750, 130) == pytest.approx(
         1500.0, rel=1e-3
     )
-    only_rated = recorded_timing([rated], cap=64)
+    only_rated = recorded_timing(Capped(64), [rated])
     assert only_rated is not None and only_rated.completion_tokens == 5
-    assert recorded_timing([nothing], cap=64) is None and recorded_timing([], cap=64) is None
+    assert recorded_timing(Capped(64), [nothing]) is None
+    assert recorded_timing(Capped(64), []) is None
 
 
 def test_a_resumed_compile_plans_its_time_on_the_judgements_it_made(

@@ -371,20 +371,21 @@ def time_judgement(
 
 
 def recorded_timing(
-    evaluations: Iterable[Mapping[str, Any]], *, cap: int, in_flight: int = 1
+    program: Any, evaluations: Iterable[Mapping[str, Any]], *, in_flight: int = 1
 ) -> Timing | None:
     """A :class:`Timing` from judgements a run has already made, with no new call: what a
-    resumed run plans with when the judge it would time is all in the response cache.
+        resumed run plans with when the judge it would time is all in the response cache.
 
-    ``evaluations`` are evaluation summaries (``EvalResult.summary()``: ``calls``,
-    ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``seconds``; the model calls
-    made, the answers read from the cache are not counted in ``calls``). Their seconds are
-    pooled into one cost per token unit (a prompt token :data:`PREFILL_SPEEDUP` times
-    cheaper than a written one), so every call is timed as the recorded ones ran, ``in_flight``
-    at once. The judgement written by an explaining judge (``cap`` its ``max_tokens``) is
-    the mean written by the recorded calls that wrote more than twice :data:`RATING_TOKENS`
-    per call (those that explained), or by all of them when none did. ``None`` when nothing
-    was recorded (no call, or no time).
+        ``evaluations`` are evaluation summaries (``EvalResult.summary()``: ``calls``,
+        ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``seconds``; the model calls
+        made, the answers read from the cache are not counted in ``calls``). Their seconds are
+        pooled into one cost per token unit (a prompt token :data:`PREFILL_SPEEDUP` times
+        cheaper than a written one), so every call is timed as the recorded ones ran, ``in_flight``
+        at once. The judgement written by an explaining judge (``program``'s ``max_tokens`` its
+    cap, as :func:`time_judgement` reads it) is
+        the mean written by the recorded calls that wrote more than twice :data:`RATING_TOKENS`
+        per call (those that explained), or by all of them when none did. ``None`` when nothing
+        was recorded (no call, or no time).
     """
     calls = prompt = written = seconds = 0.0
     explaining_calls = explaining_written = 0.0
@@ -409,7 +410,7 @@ def recorded_timing(
         seconds=per_unit * (mean_prompt / PREFILL_SPEEDUP + mean_written),
         prompt_tokens=mean_prompt,
         completion_tokens=mean_written,
-        cap=cap,
+        cap=_cap(program),
         in_flight=in_flight,
     )
 

@@ -138,9 +138,7 @@ def compile_plan(
     judge = base.with_strategy(baseline)
     timing = time_judgement(judge, search_items, lm, threads=in_flight)
     if timing is None and judged:
-        kwargs = judge.lm_kwargs() if callable(getattr(judge, "lm_kwargs", None)) else {}
-        cap = int(kwargs.get("max_tokens") or 256)
-        timing = recorded_timing(judged, cap=cap, in_flight=in_flight)
+        timing = recorded_timing(judge, judged, in_flight=in_flight)
     drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, np.random.default_rng(0))
     costs = [call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn]
     per_item = mean_cost(costs)
