@@ -98,7 +98,7 @@ from typing import Any
 
 from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
-from judgeopt.evaluate import evaluate
+from judgeopt.evaluate import PLAN_WINDOW, Timing, computed_share, evaluate
 from judgeopt.judge import JudgeProgram, JudgeTask, load_task
 from judgeopt.judge import rates_first as judge_rates_first
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model, price_of
@@ -357,6 +357,7 @@ def compile_once(
             "strategy": strategy_json(s["strategy"]),
             "score": s.get(res.metric),
             "calls": s.get("calls"),
+            "prompt_tokens": s.get("prompt_tokens"),
             "completion_tokens": s.get("completion_tokens"),
             "seconds": s.get("seconds"),
         }
@@ -389,7 +390,61 @@ def compile_once(
     }
     if keep_judgements:
         run["judgements"] = list(rows.values())
+    run["time_model"] = time_model_check(run, student, items, lm)
     return run
+
+
+def time_model_check(
+    run: Mapping[str, Any], student: Any, items: Sequence[Record], lm: Any
+) -> dict[str, Any] | None:
+    """The plan's time model, strategy by strategy, on the compile's own tokens: each
+    evaluated strategy's seconds per call against the timed judgement (the plan's
+    ``timing``) scaled to its recorded prompt and written tokens, once with every prompt
+    token read (the model before prefix reuse was counted) and once with the tokens the
+    model computes (its share counted on the first ``PLAN_WINDOW`` items). Separates the
+    time model from the plan's guess of which strategies the search will evaluate.
+    ``None`` without a timing or on an LM that does not count computed tokens."""
+    plan = (run.get("report") or {}).get("plan") or {}
+    if not plan.get("timing") or not callable(getattr(lm, "computed_prompt_tokens", None)):
+        return None
+    timing = Timing(**plan["timing"])
+    read_all = Timing(**{**plan["timing"], "computed_tokens": None, "prompt_seconds": None})
+    rows = []
+    for step in run["path"]:
+        calls = step.get("calls") or 0
+        if calls <= 0 or not step.get("prompt_tokens"):
+            continue  # refused (a prompt over the context) or read from the cache
+        prompt = step["prompt_tokens"] / calls
+        written = (step.get("completion_tokens") or 0) / calls
+        judge = student.with_strategy(json.loads(step["strategy"]))
+        share = computed_share(judge, list(items[:PLAN_WINDOW]), lm, in_flight=timing.in_flight)
+        actual = step["seconds"] / calls
+        rows.append(
+            {
+                "strategy": step["strategy"],
+                "seconds_per_call": round(actual, 3),
+                "computed_share": round(share, 3),
+                "all_read": round(read_all.per_call(prompt, written), 3),
+                "computed": round(timing.per_call(prompt, written, share * prompt), 3),
+            }
+        )
+    if not rows:
+        return None
+
+    def mean_abs_error(key: str) -> float:
+        return round(
+            sum(abs(r[key] - r["seconds_per_call"]) / r["seconds_per_call"] for r in rows)
+            / len(rows),
+            4,
+        )
+
+    return {
+        "timing": plan["timing"],
+        "strategies": rows,
+        "all_read_error": mean_abs_error("all_read"),
+        "computed_error": mean_abs_error("computed"),
+        "errors": "mean over strategies of |predicted - actual| / actual seconds per call",
+    }
 
 
 def side_by_side(
@@ -620,6 +675,8 @@ def estimate_report(run: Mapping[str, Any], *, model: str, dollars: float | None
         "loop_seconds": run["report"]["loop_seconds"],
     }
     out: dict[str, Any] = {"model": model, "plan": plan, "actual": actual}
+    if run.get("time_model"):
+        out["time_model"] = run["time_model"]
     if plan is None:
         out.update({f"{k}_error": None for k in ERRORS}, target_met=None, measured=True)
         out["note"] = "the compile made no plan"
@@ -927,6 +984,13 @@ def estimate_table(parts: Mapping[str, Mapping[str, Any]]) -> str:
     lines = [markdown_table(["model", "figure", "plan", "actual", "error"], rows)]
     for name, e in parts.items():
         lines.append(f"{name}: target (|error| <= {TARGET_ERROR}) met: {e.get('target_met')}")
+        model = e.get("time_model")
+        if model:
+            lines.append(
+                f"{name}: seconds per call, strategy by strategy (mean |error|): every prompt "
+                f"token read {model['all_read_error']:.0%}, computed tokens "
+                f"{model['computed_error']:.0%} ({len(model['strategies'])} strategies)"
+            )
     return "\n".join(lines)
 
 

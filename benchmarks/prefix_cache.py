@@ -41,7 +41,7 @@ import numpy as np
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import evaluate
 from judgeopt.judge import ARTIFACTS_KEY, JudgeProgram, load_task, sample_id_of
-from judgeopt.lm import LlamaCppLM, make_lm
+from judgeopt.lm import LlamaCppLM, computed_tokens, make_lm
 from judgeopt.search import sample_valid
 from judgeopt_lab import markdown_table, pair_file, sample_groups, write_json
 
@@ -61,18 +61,7 @@ def pair_records(task: str, n: int, seed: int) -> tuple[list[Record], list[Recor
 def computed(prompt: Sequence[int], earlier: Sequence[Sequence[int]]) -> int:
     """Tokens of ``prompt`` a block-aligned prefix cache holding ``earlier`` computes: all but
     the longest shared run of whole blocks (the last token is always computed)."""
-    best = 0
-    limit = (len(prompt) - 1) // BLOCK
-    for other in earlier:
-        k = 0
-        while k < limit and (k + 1) * BLOCK <= len(other):
-            if list(other[k * BLOCK : (k + 1) * BLOCK]) != list(
-                prompt[k * BLOCK : (k + 1) * BLOCK]
-            ):
-                break
-            k += 1
-        best = max(best, k)
-    return len(prompt) - best * BLOCK
+    return computed_tokens([*earlier, prompt], block=BLOCK)[-1]
 
 
 def prompts_of(program: JudgeProgram, records: Sequence[Record], lm: LlamaCppLM) -> list[list[int]]:

@@ -482,3 +482,96 @@ def test_a_compile_plan_counts_the_items_length_not_the_first_groups(
     mean = (8 * short + 24 * long) / 32
     assert long > 1.5 * short
     assert abs(per_call - mean) < 0.25 * mean
+
+
+def test_a_call_is_timed_on_the_prompt_tokens_it_computes() -> None:
+    """With the timed judgement's computed tokens known, a call's prompt is read at the
+    measured rate for the tokens it computes (the rest comes from the prefix cache); a call
+    that does not know its own is read whole."""
+    t = Timing(
+        seconds=2.0,
+        prompt_tokens=800,
+        completion_tokens=10,
+        prompt_seconds=0.01,
+        computed_tokens=100,
+    )
+    assert t.per_call(800, 10, computed=100) == pytest.approx(2.0)
+    # 1 s reading 100 computed tokens, 1 s writing 10 tokens: 300 computed tokens cost 3 s.
+    assert t.per_call(800, 10, computed=300) == pytest.approx(3.0 + 1.0)
+    assert t.per_call(800, 5, computed=0) == pytest.approx(0.5)
+    # Not known for the call: all of its prompt tokens are read.
+    assert t.per_call(150, 0) == pytest.approx(1.5)
+    # Without the rate, computed tokens are not used (the speedup was measured on all).
+    u = Timing(seconds=2.0, prompt_tokens=800, completion_tokens=10, computed_tokens=100)
+    assert u.per_call(800, 10, computed=700) == pytest.approx(2.0)
+
+
+def test_mean_cost_keeps_computed_tokens_only_when_every_judge_has_them() -> None:
+    from judgeopt.evaluate import mean_cost
+
+    a = CallCost(1, 800, 8, computed_tokens=200)
+    b = CallCost(1, 600, 8, computed_tokens=400)
+    assert mean_cost([a, b]).computed_tokens == pytest.approx(300)
+    assert mean_cost([a, CallCost(1, 600, 8)]).computed_tokens is None
+
+
+@pytest.fixture(scope="module")
+def smol_batched(tmp_path_factory) -> Any:
+    try:
+        from judgeopt.lm import LlamaCppLM
+
+        lm = LlamaCppLM(
+            "smollm2-135m",
+            n_threads=2,
+            parallel=4,
+            cache=tmp_path_factory.mktemp("plan-cache"),
+        )
+        lm.load()
+    except Exception as e:  # noqa: BLE001 - the model packages are an optional install
+        pytest.skip(f"smollm2-135m is not available: {e}")
+    return lm
+
+
+def test_a_judge_that_puts_the_item_first_computes_more_of_its_prompt(
+    task, records, smol_batched
+) -> None:
+    """Real tokenizer and chat template: on items judged one after another, the instructions
+    first let the prefix cache hold them for every item; the item first leaves every
+    prompt's instructions to compute, so its computed share is larger with the same prompt
+    tokens."""
+    from judgeopt.evaluate import computed_share
+
+    base = JudgeProgram(task, "naturalness", lm=smol_batched)
+    shares, costs = {}, {}
+    for order in ("TD-ER-IC", "IC-TD-ER"):
+        judge = base.with_strategy({**base.strategy.as_dict(), "cot": "none", "order": order})
+        shares[order] = computed_share(judge, records[:8], smol_batched, in_flight=4)
+        costs[order] = call_cost(judge, records[:8], smol_batched, window=records[:8])
+    assert 0 < shares["TD-ER-IC"] < shares["IC-TD-ER"] <= 1
+    first, last = costs["TD-ER-IC"], costs["IC-TD-ER"]
+    assert first.prompt_tokens == pytest.approx(last.prompt_tokens, rel=0.05)
+    assert first.computed_tokens is not None and last.computed_tokens is not None
+    assert first.computed_tokens < last.computed_tokens < last.prompt_tokens
+    # Without a window (or on an LM that does not count them) nothing is counted.
+    assert call_cost(base, records[:8], smol_batched).computed_tokens is None
+
+
+def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batched) -> None:
+    """Real engine: judged together, the timed judgement records the prompt tokens it
+    computed (the engine's count) and the rate of computing one (a one-token call of the
+    next item's prompt, uncached); the plan then times an item-first judge longer than the
+    same judge with its instructions first."""
+    judge = JudgeProgram(task, "naturalness", lm=smol_batched)
+    calls = smol_batched.stats().calls
+    timing = time_judgement(judge, records[8:], smol_batched, threads=4)
+    assert timing is not None and timing.in_flight == 4
+    assert smol_batched.stats().calls == calls + 5  # four judgements and the probe
+    assert timing.computed_tokens is not None and timing.prompt_seconds is not None
+    assert 0 < timing.computed_tokens < timing.prompt_tokens
+    assert timing.prompt_seconds > 0
+    seconds = {}
+    for order in ("TD-ER-IC", "IC-TD-ER"):
+        other = judge.with_strategy({**judge.strategy.as_dict(), "cot": "none", "order": order})
+        cost = call_cost(other, records[:8], smol_batched, timing=timing, window=records[:16])
+        seconds[order] = plan_cost([(cost, 100)], smol_batched, timing=timing).seconds
+    assert 0 < seconds["TD-ER-IC"] < seconds["IC-TD-ER"]

@@ -173,6 +173,38 @@ def test_the_lm_reports_the_prompt_tokens_it_computed_and_reused(smol: LlamaCppL
     assert one_at_a_time.prompt_reuse() is None
 
 
+def test_the_counted_prompt_tokens_are_what_the_engine_computes() -> None:
+    """``computed_prompt_tokens`` (what a cost plan times calls on) counts, from the prompts
+    alone, the tokens a fresh engine evaluates for each call made one after another: a call
+    takes the first free slot, so only the previous prompt's whole blocks are reused."""
+    lm = _lm("smollm2-135m", parallel=3)  # an engine of its own, empty
+    prompts = [_messages(i) for i in (0, 1, 2, 0, 3, 4)]
+    ids = [lm.prompt_token_ids(m) for m in prompts]
+    done = []
+    for messages in prompts:
+        before = lm.prompt_reuse() or {"evaluated": 0}
+        lm(messages=messages, max_tokens=2)
+        after = lm.prompt_reuse()
+        assert after is not None
+        done.append(after["evaluated"] - before["evaluated"])
+    assert done == lm.computed_prompt_tokens(ids, in_flight=1)
+    whole = (len(ids[3]) - 1) // BLOCK * BLOCK
+    assert whole > 0 and done[3] == len(ids[3]) - whole and done[2] == len(ids[2])
+    # In flight together, the slots hold the last three prompts: the third reuses the first.
+    assert lm.computed_prompt_tokens(ids)[2] == len(ids[2]) - whole
+    # One call at a time, llama.cpp keeps the previous prompt's prefix (any length) only.
+    single = LlamaCppLM("smollm2-135m", cache=False, n_threads=2, parallel=1)
+
+    def common(a: list[int], b: list[int]) -> int:
+        return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), 0)
+
+    assert 0 < common(ids[1], ids[2]) < BLOCK
+    assert single.computed_prompt_tokens(ids[:3])[2] == len(ids[2]) - common(ids[1], ids[2])
+    assert single.computed_prompt_tokens([ids[2], ids[0]])[1] == len(ids[0]) - common(
+        ids[2], ids[0]
+    )
+
+
 def test_structured_and_penalised_calls_go_one_at_a_time(smol: LlamaCppLM) -> None:
     engine = smol._engine(smol._get_handle())
     steps = engine.steps

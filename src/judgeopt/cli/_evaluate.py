@@ -12,6 +12,7 @@ from typing import Any
 
 from ..evaluate import (
     CHECK_TIMEOUT,
+    PLAN_WINDOW,
     call_cost,
     check_endpoint,
     check_label_spread,
@@ -187,7 +188,17 @@ def _print_plan(args: argparse.Namespace, judges: Sequence[Any], records: Sequen
         # The judge's first item is judged and timed (it is read back from the cache).
         timing = time_judgement(judge, records, judge.lm, explain=explain) or timing
         parts.append(
-            (call_cost(judge, sample, judge.lm, timing=timing, explain=explain), len(records))
+            (
+                call_cost(
+                    judge,
+                    sample,
+                    judge.lm,
+                    timing=timing,
+                    explain=explain,
+                    window=records[:PLAN_WINDOW],
+                ),
+                len(records),
+            )
         )
     what = (
         f"{len(judges)} judges on {len(records)} items"

@@ -22,6 +22,7 @@ from ..analysis import (
 )
 from ..evaluate import (
     CHECK_TIMEOUT,
+    PLAN_WINDOW,
     call_cost,
     check_endpoint,
     mean_cost,
@@ -233,7 +234,10 @@ def _print_plan(program: Any, space: Any, records: Sequence[Any]) -> None:
     drawn = [space.from_index(i) for i in range(0, space.size, step)][:PLAN_STRATEGIES]
     items = plan_sample(records, PLAN_ITEMS)
     timing = time_judgement(program.with_strategy(drawn[0]), records, lm)
-    costs = [call_cost(program.with_strategy(s), items, lm, timing=timing) for s in drawn]
+    window = records[:PLAN_WINDOW]
+    costs = [
+        call_cost(program.with_strategy(s), items, lm, timing=timing, window=window) for s in drawn
+    ]
     mean = mean_cost(costs)
     what = f"{space.size} strategies on {len(records)} items"
     plan = plan_cost([(mean, space.size * len(records))], lm, timing=timing, what=what)

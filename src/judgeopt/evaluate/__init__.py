@@ -4,7 +4,8 @@
 judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._eval_result`);
 :func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`);
 :func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`);
-:class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`);
+:class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`, on the
+prompts of :mod:`._plan_prompts` and the judgement timed by :mod:`._timing`);
 :func:`robustness` runs the injection suite (:mod:`._attacks`, :mod:`._robustness`): how far
 text inside the judged item can move the judge's ratings.
 """
@@ -24,24 +25,12 @@ from ._eval_result import (
     merge_results,
     score_items,
 )
-from ._plan import (
-    PREFILL_SPEEDUP,
-    RATING_TOKENS,
-    CallCost,
-    CostPlan,
-    Timing,
-    artifact_tokens,
-    call_cost,
-    duration,
-    mean_cost,
-    plan_cost,
-    plan_sample,
-    recorded_timing,
-    time_judgement,
-)
+from ._plan import CallCost, CostPlan, call_cost, duration, mean_cost, plan_cost
+from ._plan_prompts import PLAN_WINDOW, artifact_tokens, computed_share, plan_sample
 from ._pool import CallPool
 from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
 from ._run import default_threads, evaluate, evaluate_retrying
+from ._timing import PREFILL_SPEEDUP, RATING_TOKENS, Timing, recorded_timing, time_judgement
 
 __all__ = [
     "ATTACK_SUITES",
@@ -55,6 +44,7 @@ __all__ = [
     "wilson_interval",
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",
+    "PLAN_WINDOW",
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
     "CallCost",
@@ -70,6 +60,7 @@ __all__ = [
     "check_label_spread",
     "check_records",
     "compare",
+    "computed_share",
     "correct",
     "default_threads",
     "duration",

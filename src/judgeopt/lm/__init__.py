@@ -56,6 +56,7 @@ _LAZY: dict[str, str] = {
     "resolve_endpoint": "_endpoint",
     "RECOMMENDED_PARALLEL": "_local",
     "LlamaCppLM": "_local",
+    "computed_tokens": "_prefix",
     "check_gguf": "_llama_load",
     "default_threads": "_llama_load",
     "effective_n_ctx": "_llama_load",
@@ -106,6 +107,7 @@ __all__ = [
     "ENGINES",
     "loadable_spec",
     "check_gguf",
+    "computed_tokens",
     "default_threads",
     "effective_n_ctx",
     "load_llama",
@@ -195,6 +197,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
         local_model_dir,
         parse_local_model,
     )
+    from ._prefix import computed_tokens
     from ._replicas import DEFAULT_SERVE_SETTINGS, ENGINES, ServerGroup, start_servers
     from ._router import RouterLM
     from ._router_config import (

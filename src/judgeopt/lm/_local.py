@@ -23,7 +23,7 @@ from ._errors import (
     LMError,
     overflow_from_llama,
 )
-from ._llama_batch import BatchEngine, EngineClosed, batch_width
+from ._llama_batch import BLOCK, BatchEngine, EngineClosed, batch_width
 from ._llama_decode import Sampling, chat_prompt, greedy_with_logprobs
 from ._llama_load import LlamaHandle as _Handle
 from ._llama_load import _handles as _handles  # tests release loaded models through it
@@ -36,6 +36,7 @@ from ._llama_load import (
 )
 from ._llama_load import load_llama as _load
 from ._models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, ensure_local_model
+from ._prefix import computed_tokens
 from ._stats import StatsRecorder
 
 __all__ = ["RECOMMENDED_PARALLEL", "LlamaCppLM", "check_gguf", "default_threads", "effective_n_ctx"]
@@ -268,6 +269,24 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         with handle.lock:
             tokens, _ = chat_prompt(handle.llama, messages)
         return list(tokens)
+
+    def computed_prompt_tokens(
+        self, prompts: Sequence[Sequence[int]], *, in_flight: int | None = None
+    ) -> list[int]:
+        """Per prompt (token ids, judged in this order from an empty cache): the tokens this
+        model computes, the rest reused from a prefix it holds
+        (:func:`judgeopt.lm.computed_tokens`).
+
+        On the batch engine (``parallel`` above 1) a call takes the first free slot, so the
+        slots hold the prompts of about the last ``in_flight`` calls (``None``: ``parallel``)
+        and a prompt reuses every whole block of :data:`BLOCK` tokens it shares with one of
+        them; calls made one after another reuse the previous prompt's blocks only. One call
+        at a time (``parallel`` 1), llama.cpp reuses the prefix shared with the previous
+        prompt. A cost plan times calls on these tokens."""
+        if self.parallel > 1:
+            held = min(self.parallel, in_flight or self.parallel)
+            return computed_tokens(prompts, block=BLOCK, window=max(1, held))
+        return computed_tokens(prompts, window=1)
 
     def prompt_reuse(self) -> dict[str, int] | None:
         """What the batch engine of this model and ``parallel`` has done with prompts since it

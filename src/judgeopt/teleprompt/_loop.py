@@ -168,7 +168,7 @@ class CompileRun:
                 graph,
                 self.base,
                 self.student.strategy,
-                self.search_val,
+                self.plan.records(len(self.plan.units)),
                 self.confirm_val,
                 strategies_left=left,
                 lm=self.lm,

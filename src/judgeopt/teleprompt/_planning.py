@@ -14,7 +14,10 @@ references; in-context examples are chosen from the data, not generated) add one
 artifact not stored yet, in the share of the drawn strategies the search has budget for,
 each writing about as much as the text that stands in for the artifact when prompts are
 counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
-The time is one baseline judgement per call in flight, judged together as the search does;
+The time is one baseline judgement per call in flight, judged together as the search does
+(on the embedded model, each call timed on the prompt tokens its prefix cache leaves to
+compute, counted on the first :data:`judgeopt.evaluate.PLAN_WINDOW` search items in the
+order the search judges them);
 a resumed compile whose baseline answers are all in the response cache times its calls on
 the judgements it has already made instead (:func:`judgeopt.evaluate.recorded_timing`).
 """
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..evaluate import (
+    PLAN_WINDOW,
     CallCost,
     CostPlan,
     artifact_tokens,
@@ -122,10 +126,11 @@ def compile_plan(
     baseline_left: bool = False,
     judged: Sequence[Mapping[str, Any]] = (),
 ) -> CostPlan:
-    """The plan of a compile that has ``strategies_left`` strategies to judge, ``threads``
-    calls in flight (``None``: what ``lm`` keeps busy); ``baseline_left``: the baseline is
-    one of them (a compile that starts: every search judges it first), counted as itself
-    (it may explain first while the others rate first) rather than as a drawn strategy.
+    """The plan of a compile that has ``strategies_left`` strategies to judge on
+    ``search_items`` (in the order the search judges them), ``threads`` calls in flight
+    (``None``: what ``lm`` keeps busy); ``baseline_left``: the baseline is one of them (a
+    compile that starts: every search judges it first), counted as itself (it may explain
+    first while the others rate first) rather than as a drawn strategy.
 
     The baseline is judged and timed first on as many search items as calls in flight
     (:func:`judgeopt.evaluate.time_judgement`; the search reads them from the response
@@ -140,12 +145,15 @@ def compile_plan(
     if timing is None and judged:
         timing = recorded_timing(judge, judged, in_flight=in_flight)
     drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, np.random.default_rng(0))
-    costs = [call_cost(base.with_strategy(s), items, lm, timing=timing) for s in drawn]
+    window = list(search_items[:PLAN_WINDOW])
+    costs = [
+        call_cost(base.with_strategy(s), items, lm, timing=timing, window=window) for s in drawn
+    ]
     per_item = mean_cost(costs)
     others = strategies_left - 1 if baseline_left else strategies_left
     parts = [(per_item, others * len(search_items))]
     if baseline_left:
-        own = call_cost(base.with_strategy(baseline), items, lm, timing=timing)
+        own = call_cost(base.with_strategy(baseline), items, lm, timing=timing, window=window)
         parts.append((own, len(search_items)))
     share = min(1.0, others / max(1, len(drawn)))
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
