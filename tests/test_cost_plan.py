@@ -575,3 +575,80 @@ def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batc
         cost = call_cost(other, records[:8], smol_batched, timing=timing, window=records[:16])
         seconds[order] = plan_cost([(cost, 100)], smol_batched, timing=timing).seconds
     assert 0 < seconds["TD-ER-IC"] < seconds["IC-TD-ER"]
+
+
+def test_recorded_timing_fits_the_rates_of_computed_and_written_tokens() -> None:
+    """Summaries that count their computed prompt tokens give the two rates their seconds
+    imply: a recorded strategy that shared less of its prompt is timed back as it ran."""
+    from judgeopt.evaluate import recorded_timing
+
+    class Capped:
+        max_tokens = 256
+
+    def summary(calls: int, computed: int, written: int) -> dict[str, Any]:
+        seconds = 0.015 * computed + 0.065 * written  # the rates to recover
+        return {
+            "calls": calls,
+            "prompt_tokens": 750 * calls,
+            "completion_tokens": written,
+            "computed_tokens": computed,
+            "seconds": seconds,
+        }
+
+    instructions_first = summary(104, 177 * 104, 5 * 104)
+    item_first = summary(104, 304 * 104, 5 * 104)
+    explained = summary(96, 176 * 96, 128 * 96)
+    timing = recorded_timing(Capped(), [instructions_first, item_first, explained], in_flight=8)
+    assert timing is not None and timing.prompt_seconds == pytest.approx(0.015)
+    assert timing.computed_tokens is not None
+    for s in (instructions_first, item_first, explained):
+        per_call = timing.per_call(750, s["completion_tokens"] / s["calls"])
+        assert per_call != pytest.approx(s["seconds"] / s["calls"])  # all 750 tokens read
+        computed = s["computed_tokens"] / s["calls"]
+        assert timing.per_call(750, s["completion_tokens"] / s["calls"], computed) == pytest.approx(
+            s["seconds"] / s["calls"]
+        )
+    # Summaries whose computed and written tokens are in the same proportion cannot tell
+    # the rates apart; one summary without the count (an LM that does not count) neither:
+    # the seconds are pooled as before.
+    half = summary(52, 177 * 52, 5 * 52)
+    pooled = recorded_timing(Capped(), [instructions_first, half])
+    assert pooled is not None
+    older = {k: v for k, v in explained.items() if k != "computed_tokens"}
+    for timing in (pooled, recorded_timing(Capped(), [instructions_first, older])):
+        assert timing is not None and timing.prompt_seconds is None
+        assert timing.computed_tokens is None
+
+
+def test_an_evaluation_on_the_engine_counts_the_prompt_tokens_it_computed(
+    task, records, smol_batched
+) -> None:
+    """Real engine: an evaluation records the prompt tokens its calls computed (fewer than
+    it sent: the instructions are shared); an LM without the count records none, and asking
+    an unloaded embedded model for it does not load it."""
+    from judgeopt.evaluate import evaluate, merge_results
+    from judgeopt.lm import LlamaCppLM
+
+    judge = JudgeProgram(task, "naturalness", lm=smol_batched).with_strategy(
+        {**baseline_strategy(task).as_dict(), "cot": "none"}
+    )
+    smol_batched.load()
+    smol_batched("warm the engine", max_tokens=1)
+    res = evaluate(judge, records[16:24], lm=smol_batched, progress=False)
+    assert res.calls == 8 and res.computed_tokens is not None
+    assert 0 < res.computed_tokens < res.prompt_tokens
+    assert res.summary()["computed_tokens"] == res.computed_tokens
+    again = evaluate(judge, records[24:28], lm=smol_batched, progress=False)
+    both = merge_results([res, again], records[16:28], pairwise=False, level=res.level)
+    assert both.computed_tokens == res.computed_tokens + (again.computed_tokens or 0)
+    fake = ScriptedLM(lambda m: "Rating: [[3]]")
+    plain = evaluate(JudgeProgram(task, "naturalness", lm=fake.lm), records[:4], progress=False)
+    assert plain.computed_tokens is None and "computed_tokens" not in plain.summary()
+    assert (
+        merge_results(
+            [res, plain], records[:4] + records[16:24], pairwise=False, level=res.level
+        ).computed_tokens
+        is None
+    )
+    unloaded = LlamaCppLM("smollm2-135m", n_threads=2, parallel=4, cache=False)
+    assert unloaded.prompt_reuse() is None and unloaded._handle is None

@@ -80,6 +80,9 @@ class EvalResult:
     completion_tokens: int = 0
     seconds: float = 0.0
     items: list[ItemResult] = field(default_factory=list, repr=False)
+    #: Of ``prompt_tokens``, those the model computed (its prefix cache reused the rest):
+    #: the embedded model's batch engine counts them; ``None`` where nothing counts them.
+    computed_tokens: int | None = None
 
     def metric(self, name: str) -> float:
         """A metric by name (``spearman``, ``kendall``, ``pearson``, ``accuracy``); NaN if none."""
@@ -109,6 +112,8 @@ class EvalResult:
             completion_tokens=self.completion_tokens,
             seconds=round(self.seconds, 3),
         )
+        if self.computed_tokens is not None:
+            out["computed_tokens"] = self.computed_tokens
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,7 +204,7 @@ def merge_results(
         k: sum(getattr(p, k) for p in parts)
         for k in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
     }
-    return result_of(
+    merged = result_of(
         items,
         records,
         pairwise=pairwise,
@@ -207,6 +212,15 @@ def merge_results(
         seconds=sum(p.seconds for p in parts),
         **counters,
     )
+    return replace(merged, computed_tokens=_computed_sum(parts))
+
+
+def _computed_sum(parts: Sequence[EvalResult]) -> int | None:
+    """The parts' computed prompt tokens added up; ``None`` unless every part counted them."""
+    counted = [p.computed_tokens for p in parts]
+    if not counted or any(c is None for c in counted):
+        return None
+    return sum(c for c in counted if c is not None)
 
 
 def _number(value: float | str | None) -> float:
@@ -267,4 +281,5 @@ def ensemble_result(
     part = EvalResult(n=len(items), parse_failures=0, call_failures=0, level=level, items=items)
     merged = merge_results([part], records, pairwise=False, level=level)
     counters = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds")
-    return replace(merged, **{k: sum(getattr(m, k) for m in members) for k in counters})
+    summed = {k: sum(getattr(m, k) for m in members) for k in counters}
+    return replace(merged, computed_tokens=_computed_sum(members), **summed)

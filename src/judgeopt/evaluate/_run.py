@@ -7,6 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._validation import check_int
@@ -82,11 +83,15 @@ def evaluate(
     the_lm = program.resolve_lm(lm)
     if threads is None:
         threads = default_threads(the_lm)
-    before = _stats(the_lm)
+    before, reuse = _stats(the_lm), _reuse(the_lm)
     t0 = time.perf_counter()
     items = _judge_all(program, records, the_lm, threads, progress, desc, on_item, breaker)
     seconds = time.perf_counter() - t0
-    return _evaluation(program, records, items, seconds, before, _stats(the_lm))
+    result = _evaluation(program, records, items, seconds, before, _stats(the_lm))
+    after = _reuse(the_lm)
+    if reuse is None or after is None:
+        return result  # not counted (or the engine started during the run: unknown start)
+    return replace(result, computed_tokens=after["evaluated"] - reuse["evaluated"])
 
 
 def scoring_program(program: Any, *, explain: bool = False) -> Any:
@@ -324,6 +329,13 @@ class _Breaker:
 
 def _stats(lm: Any) -> Any:
     fn = getattr(lm, "stats", None)
+    return fn() if callable(fn) else None
+
+
+def _reuse(lm: Any) -> dict[str, int] | None:
+    """The prompt tokens the LM's batch engine has computed and reused so far
+    (``LlamaCppLM.prompt_reuse``); ``None`` for an LM without that count."""
+    fn = getattr(lm, "prompt_reuse", None)
     return fn() if callable(fn) else None
 
 

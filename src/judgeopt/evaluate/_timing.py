@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ._endpoint import _quiet_copy, one_token_call
 from ._plan_prompts import cap_of, counts_computed, inputs_of, judges_of, plan_messages
 from ._run import scoring_program
@@ -205,38 +207,70 @@ def recorded_timing(
     program: Any, evaluations: Iterable[Mapping[str, Any]], *, in_flight: int = 1
 ) -> Timing | None:
     """A :class:`Timing` from judgements a run has already made, with no new call: what a
-        resumed run plans with when the judge it would time is all in the response cache.
+    resumed run plans with when the judge it would time is all in the response cache.
 
-        ``evaluations`` are evaluation summaries (``EvalResult.summary()``: ``calls``,
-        ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``seconds``; the model calls
-        made, the answers read from the cache are not counted in ``calls``). Their seconds are
-        pooled into one cost per token unit (a prompt token :data:`PREFILL_SPEEDUP` times
-        cheaper than a written one), so every call is timed as the recorded ones ran, ``in_flight``
-        at once. The judgement written by an explaining judge (``program``'s ``max_tokens`` its
-    cap, as :func:`time_judgement` reads it) is
-        the mean written by the recorded calls that wrote more than twice :data:`RATING_TOKENS`
-        per call (those that explained), or by all of them when none did. ``None`` when nothing
-        was recorded (no call, or no time).
+    ``evaluations`` are evaluation summaries (``EvalResult.summary()``: ``calls``,
+    ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``seconds``, and on the
+    embedded model ``computed_tokens``; the model calls made, the answers read from the
+    cache are not counted in ``calls``). Every call is timed as the recorded ones ran,
+    ``in_flight`` at once:
+
+    * when every summary counts its computed prompt tokens and they tell the two rates apart
+      (:func:`_fitted_rates`: seconds = a rate per computed prompt token x those tokens + a
+      rate per written token x those tokens, both positive), calls are timed on the tokens
+      they compute, at those rates;
+    * otherwise the seconds are pooled into one cost per token unit (a prompt token
+      :data:`PREFILL_SPEEDUP` times cheaper than a written one).
+
+    The judgement written by an explaining judge (``program``'s ``max_tokens`` its cap, as
+    :func:`time_judgement` reads it) is the mean written by the recorded calls that wrote
+    more than twice :data:`RATING_TOKENS` per call (those that explained), or by all of them
+    when none did. ``None`` when nothing was recorded (no call, or no time).
     """
-    calls = prompt = written = seconds = 0.0
-    explaining_calls = explaining_written = 0.0
+    rows = []  # calls, prompt, written, computed (None: not counted), seconds
     for e in evaluations:
         n = float(e.get("calls") or 0)
         took = float(e.get("seconds") or 0.0)
         if n <= 0 or took <= 0:
             continue
-        p, w = float(e.get("prompt_tokens") or 0), float(e.get("completion_tokens") or 0)
-        calls, prompt, written, seconds = calls + n, prompt + p, written + w, seconds + took
-        if w / n > 2 * RATING_TOKENS:
-            explaining_calls, explaining_written = explaining_calls + n, explaining_written + w
+        c = e.get("computed_tokens")
+        rows.append(
+            (
+                n,
+                float(e.get("prompt_tokens") or 0),
+                float(e.get("completion_tokens") or 0),
+                None if c is None else float(c),
+                took,
+            )
+        )
+    calls = sum(r[0] for r in rows)
+    prompt = sum(r[1] for r in rows)
+    written = sum(r[2] for r in rows)
+    seconds = sum(r[4] for r in rows)
+    explaining = [r for r in rows if r[2] / r[0] > 2 * RATING_TOKENS]
     units = prompt / PREFILL_SPEEDUP + written
     if calls <= 0 or units <= 0:
         return None
-    per_unit = seconds / units  # wall seconds per token unit, in_flight calls at once
     mean_prompt = round(prompt / calls)
-    mean_written = max(
-        1, round(explaining_written / explaining_calls if explaining_calls else written / calls)
-    )
+    if explaining:
+        mean_written = sum(r[2] for r in explaining) / sum(r[0] for r in explaining)
+    else:
+        mean_written = written / calls
+    mean_written = max(1, round(mean_written))
+    fitted = _fitted_rates(rows)
+    if fitted is not None:
+        reading, writing = fitted
+        mean_computed = sum(r[3] or 0.0 for r in rows) / calls
+        return Timing(
+            seconds=reading * mean_computed + writing * mean_written,
+            prompt_tokens=mean_prompt,
+            completion_tokens=mean_written,
+            cap=cap_of(program),
+            in_flight=in_flight,
+            prompt_seconds=reading,
+            computed_tokens=mean_computed,
+        )
+    per_unit = seconds / units  # wall seconds per token unit, in_flight calls at once
     return Timing(
         seconds=per_unit * (mean_prompt / PREFILL_SPEEDUP + mean_written),
         prompt_tokens=mean_prompt,
@@ -244,6 +278,26 @@ def recorded_timing(
         cap=cap_of(program),
         in_flight=in_flight,
     )
+
+
+def _fitted_rates(
+    rows: Sequence[tuple[float, float, float, float | None, float]],
+) -> tuple[float, float] | None:
+    """Seconds per computed prompt token and per written token that best explain the rows'
+    seconds (least squares, no intercept; a row: calls, prompt, written, computed, seconds).
+    ``None`` unless every row counts its computed tokens, there are at least two, and both
+    rates come out positive (rows whose computed and written tokens are in the same
+    proportion cannot tell the rates apart)."""
+    if len(rows) < 2 or any(r[3] is None for r in rows):
+        return None
+    design = np.array([[r[3], r[2]] for r in rows], dtype=float)
+    target = np.array([r[4] for r in rows], dtype=float)
+    (reading, writing), _, rank, _ = np.linalg.lstsq(design, target, rcond=None)
+    if rank < 2 or not (np.isfinite(reading) and np.isfinite(writing)):
+        return None
+    if reading <= 0 or writing <= 0:
+        return None
+    return float(reading), float(writing)
 
 
 def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> Timing:

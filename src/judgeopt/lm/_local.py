@@ -292,9 +292,15 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         """What the batch engine of this model and ``parallel`` has done with prompts since it
         started: ``evaluated`` (prompt tokens computed) and ``shared`` (prompt tokens whose
         values were copied from a prefix another sequence held, not computed); ``None``
-        without an engine (``parallel`` 1, or no batched call yet). Engines are shared by
-        every LM on the same model file with the same ``parallel``."""
-        handle = self._get_handle()
+        without an engine (``parallel`` 1, or no batched call yet; the model is not loaded
+        to ask). Engines are shared by every LM on the same model file with the same
+        ``parallel``."""
+        if self.parallel == 1:
+            return None
+        with self._handle_lock:
+            handle = self._handle
+        if handle is None:
+            return None
         with _handles_guard:
             engine = handle.engines.get(self.parallel)
         if engine is None:
