@@ -322,6 +322,21 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
     assert plans[False].completion_tokens == 3 * len(items) * RATING_TOKENS
     explained = plans[True].completion_tokens - 2 * len(items) * RATING_TOKENS
     assert explained > len(items) * 40  # the baseline's own explanation, about 60 words each
+    # Items of the next strategy judged before an interruption are not planned again.
+    for left in (False, True):
+        kept = compile_plan(
+            graph,
+            student,
+            base,
+            items,
+            None,
+            strategies_left=3,
+            lm=fake.lm,
+            threads=1,
+            baseline_left=left,
+            judged_items=4,
+        )
+        assert kept.calls == plans[left].calls - 4
 
 
 def test_a_call_costs_the_endpoints_latency_plus_its_tokens() -> None:

@@ -85,6 +85,9 @@ class RunJournal:
         # judgement is made twice, with or without the LM's cache.
         self.items = ItemStore(None if files is None else files.items)
         self.resuming = False
+        #: Judged items of the candidate in progress kept from an interrupted run (as many
+        #: judge calls fewer for the run that resumes).
+        self.pending_kept = 0
 
     @property
     def artifacts_path(self) -> Path | None:
@@ -152,6 +155,7 @@ class RunJournal:
         note = ""
         if files.pending.is_file():
             n_pending = max(0, len(files.pending.read_text(encoding="utf-8").splitlines()) - 1)
+            self.pending_kept = n_pending
             if n_pending:
                 note = f"; {n_pending} judged item(s) of strategy {search.n_evaluations + 1} kept"
         progress_log.info(

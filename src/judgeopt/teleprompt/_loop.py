@@ -175,6 +175,7 @@ class CompileRun:
                 threads=self.config.threads,
                 baseline_left=self.search.n_evaluations == 0,
                 judged=[s.evaluation for s in self.summaries],
+                judged_items=self.journal.pending_kept,
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)

@@ -125,6 +125,7 @@ def compile_plan(
     threads: int | None = None,
     baseline_left: bool = False,
     judged: Sequence[Mapping[str, Any]] = (),
+    judged_items: int = 0,
 ) -> CostPlan:
     """The plan of a compile that has ``strategies_left`` strategies to judge on
     ``search_items`` (in the order the search judges them), ``threads`` calls in flight
@@ -136,7 +137,8 @@ def compile_plan(
     (:func:`judgeopt.evaluate.time_judgement`; the search reads them from the response
     cache). When every one of them is in the cache already (a resumed compile), the
     evaluation summaries of the strategies ``judged`` so far time the calls instead
-    (:func:`judgeopt.evaluate.recorded_timing`).
+    (:func:`judgeopt.evaluate.recorded_timing`). ``judged_items``: items of the next
+    strategy judged before an interruption (kept in the checkpoint: not judged again).
     """
     in_flight = threads or default_threads(lm)
     items = plan_sample(search_items, PLAN_ITEMS)
@@ -151,10 +153,11 @@ def compile_plan(
     ]
     per_item = mean_cost(costs)
     others = strategies_left - 1 if baseline_left else strategies_left
-    parts = [(per_item, others * len(search_items))]
+    kept = max(0, int(judged_items))
+    parts = [(per_item, max(0, others * len(search_items) - (0 if baseline_left else kept)))]
     if baseline_left:
         own = call_cost(base.with_strategy(baseline), items, lm, timing=timing, window=window)
-        parts.append((own, len(search_items)))
+        parts.append((own, max(0, len(search_items) - kept)))
     share = min(1.0, others / max(1, len(drawn)))
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     made = _generation_cost(graph, base, drawn, search_items, share, prompt, lm)
