@@ -444,5 +444,6 @@ def test_cost_quick_runs_with_smollm2(tmp_path, monkeypatch, capsys) -> None:
     )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"calls_full", "calls_racing", "valid_full", "valid_racing"} <= set(printed)
-    assert 0 < printed["calls_racing"] <= printed["calls_full"] <= 2 * printed["n_valid"]
+    # At most two judges per item, and the plan's one-token probe of the embedded model.
+    assert 0 < printed["calls_racing"] <= printed["calls_full"] <= 2 * printed["n_valid"] + 1
     assert json.loads(out.read_text())["runs"]["racing"]["racing"]["enabled"]

@@ -180,7 +180,12 @@ def call_cost(
         completion += samples * written
         if computed is not None:
             held = timing.in_flight if timing is not None else default_threads(lm)
-            computed += samples * computed_share(judge, window, lm, in_flight=held) * mean_prompt
+            try:
+                share = computed_share(judge, window, lm, in_flight=held)
+            except Exception:  # noqa: BLE001 - no token ids (a chat handler without them)
+                computed = None
+            else:
+                computed += samples * share * mean_prompt
     return CallCost(calls, prompt, completion, explains, computed)
 
 
