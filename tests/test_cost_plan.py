@@ -304,8 +304,9 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
     space["cot"] = ["prefix", "none"]
     graph = graph_of(OptimizerConfig(space=space), student, fake.lm)
     items = records[:6]
-    plans = {
-        left: compile_plan(
+
+    def plan(left: bool, judged_items: int = 0) -> Any:
+        return compile_plan(
             graph,
             student,
             base,
@@ -315,27 +316,17 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
             lm=fake.lm,
             threads=1,
             baseline_left=left,
+            judged_items=judged_items,
         )
-        for left in (False, True)
-    }
+
+    plans = {left: plan(left) for left in (False, True)}
     assert plans[False].calls == plans[True].calls == 3 * len(items)
     assert plans[False].completion_tokens == 3 * len(items) * RATING_TOKENS
     explained = plans[True].completion_tokens - 2 * len(items) * RATING_TOKENS
     assert explained > len(items) * 40  # the baseline's own explanation, about 60 words each
     # Items of the next strategy judged before an interruption are not planned again.
     for left in (False, True):
-        kept = compile_plan(
-            graph,
-            student,
-            base,
-            items,
-            None,
-            strategies_left=3,
-            lm=fake.lm,
-            threads=1,
-            baseline_left=left,
-            judged_items=4,
-        )
+        kept = plan(left, judged_items=4)
         assert kept.calls == plans[left].calls - 4
 
 

@@ -83,12 +83,12 @@ def evaluate(
     the_lm = program.resolve_lm(lm)
     if threads is None:
         threads = default_threads(the_lm)
-    before, reuse = _stats(the_lm), _reuse(the_lm)
+    before, reuse = _stats(the_lm), prompt_reuse_of(the_lm)
     t0 = time.perf_counter()
     items = _judge_all(program, records, the_lm, threads, progress, desc, on_item, breaker)
     seconds = time.perf_counter() - t0
     result = _evaluation(program, records, items, seconds, before, _stats(the_lm))
-    after = _reuse(the_lm)
+    after = prompt_reuse_of(the_lm)
     if reuse is None or after is None:
         return result  # not counted (or the engine started during the run: unknown start)
     return replace(result, computed_tokens=after["evaluated"] - reuse["evaluated"])
@@ -332,7 +332,7 @@ def _stats(lm: Any) -> Any:
     return fn() if callable(fn) else None
 
 
-def _reuse(lm: Any) -> dict[str, int] | None:
+def prompt_reuse_of(lm: Any) -> dict[str, int] | None:
     """The prompt tokens the LM's batch engine has computed and reused so far
     (``LlamaCppLM.prompt_reuse``); ``None`` for an LM without that count."""
     fn = getattr(lm, "prompt_reuse", None)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._endpoint import _quiet_copy, one_token_call
 from ._plan_prompts import cap_of, counts_computed, inputs_of, judges_of, plan_messages
-from ._run import scoring_program
+from ._run import prompt_reuse_of, scoring_program
 
 __all__ = ["PREFILL_SPEEDUP", "RATING_TOKENS", "Timing", "recorded_timing", "time_judgement"]
 
@@ -122,14 +122,14 @@ def time_judgement(
     records = list(records)
     batch = records[:threads]
     if threads > 1 and len(batch) > 1:
-        reuse = _reuse(lm)
+        reuse = prompt_reuse_of(lm)
         together = _timed_together(judge, batch, lm)
         if together is None:
             return None
         following = records[len(batch)] if len(records) > len(batch) else None
         return _computing(_probed(together, lm), judge, batch, following, lm, reuse)
     for index, record in enumerate(records[:tries]):
-        reuse = _reuse(lm)
+        reuse = prompt_reuse_of(lm)
         before = lm.stats()
         started = time.perf_counter()
         if not _judged(judge, record, lm):
@@ -148,13 +148,6 @@ def time_judgement(
         following = records[index + 1] if len(records) > index + 1 else None
         return _computing(timing, judge, [record], following, lm, reuse)
     return None
-
-
-def _reuse(lm: Any) -> dict[str, int] | None:
-    """``lm.prompt_reuse()`` (the batch engine's computed and shared prompt tokens so far),
-    ``None`` when the LM has no such count (yet)."""
-    reuse = getattr(lm, "prompt_reuse", None)
-    return reuse() if callable(reuse) else None
 
 
 def _computing(
@@ -180,7 +173,7 @@ def _computing(
     try:
         ids = [lm.prompt_token_ids(plan_messages(judge, [r], 0)) for r in timed]
         probe = plan_messages(judge, [following], 0)
-        after = _reuse(lm)
+        after = prompt_reuse_of(lm)
         if after is not None:
             done = float(after["evaluated"] - (reuse or {}).get("evaluated", 0))
         else:
@@ -188,7 +181,7 @@ def _computing(
         started = time.perf_counter()
         _quiet_copy(lm).forward(messages=probe, max_tokens=1, cache=False)
         seconds = time.perf_counter() - started
-        last = _reuse(lm)
+        last = prompt_reuse_of(lm)
         if last is not None and after is not None:
             probe_done = float(last["evaluated"] - after["evaluated"])
         else:
