@@ -40,7 +40,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._plan_prompts import cap_of, computed_share, counts_computed, judges_of, prompt_tokens_of
+from ._plan_prompts import (
+    cap_of,
+    computed_share,
+    counts_computed,
+    inputs_of,
+    judges_of,
+    prompt_tokens_of,
+)
 from ._run import default_threads, scoring_program
 from ._timing import RATING_TOKENS, Timing
 
@@ -186,6 +193,17 @@ def call_cost(
                 computed = None
             else:
                 computed += samples * share * mean_prompt
+        if getattr(judge, "screens", False):
+            # The screened defence's screen: one short call per item, all of it computed.
+            screen = [
+                lm.count_prompt_tokens(judge.screen_messages(inputs_of(judge, r))) for r in records
+            ]
+            mean_screen = sum(screen) / max(1, len(screen))
+            calls += 1
+            prompt += mean_screen
+            completion += float(judge.screen_kwargs()["max_tokens"])
+            if computed is not None:
+                computed += mean_screen
     return CallCost(calls, prompt, completion, explains, computed)
 
 

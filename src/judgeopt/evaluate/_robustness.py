@@ -11,6 +11,12 @@ reports, per attack (items rated both clean and attacked):
 * the correlation with the humans under attack beside the clean one, and their paired
   difference with its bootstrap interval (:func:`~judgeopt.evaluate.compare`).
 
+A judge whose defence refuses a rating (``checked``, ``screened``: the item is flagged, not
+rated) also reports ``refused``, the attacked items it refused among those it rated clean, and
+``success_with_refusals``: the attack success rate over those items counting a refused one as
+not moved (a user who drops refused items receives no moved rating from it); and, beside the
+clean evaluation, ``clean_refused``: the clean items it refused (false flags).
+
 A pairwise judge reports the share of verdicts *flipped*: towards the response that carries an
 attack pushing up (away from it for one pushing down), among the items whose clean verdict was
 not already there; and its accuracy under attack beside the clean one.
@@ -54,8 +60,11 @@ class AttackResult:
         direction: +1 (up) or -1 (down).
         n: Items with a rating (a verdict) both clean and attacked.
         unrated: Attacked items without a rating (unparsed or failed call).
+        refused: Of those, the items a defence refused that were rated clean.
         shift, shift_ci: The mean rating change and its 95 % interval (pointwise).
         success, success_ci: The attack success rate and its Wilson interval (pointwise).
+        success_with_refusals: The success rate over the items rated clean and rated or
+            refused under attack, a refused item counted as not moved (pointwise).
         at_end, at_end_clean: The attacked and the clean share at the pushed end (pointwise).
         flipped, flipped_ci: The share of verdicts flipped and its interval (pairwise).
         score, score_clean: The metric (correlation or accuracy) under attack and clean.
@@ -67,10 +76,12 @@ class AttackResult:
     direction: int
     n: int
     unrated: int
+    refused: int = 0
     shift: float | None = None
     shift_ci: tuple[float | None, float | None] = (None, None)
     success: float | None = None
     success_ci: tuple[float | None, float | None] = (None, None)
+    success_with_refusals: float | None = None
     at_end: float | None = None
     at_end_clean: float | None = None
     flipped: float | None = None
@@ -103,6 +114,7 @@ class RobustnessReport:
         attacks: One :class:`AttackResult` per attack, in the suite's order.
         clean_scores: Each record's clean score by record id (``None``: unrated), for
             paired comparisons of two judges' clean agreement.
+        clean_refused: Clean items a defence refused (false flags).
     """
 
     suite: str
@@ -113,6 +125,7 @@ class RobustnessReport:
     clean: dict[str, Any]
     attacks: list[AttackResult] = field(default_factory=list)
     clean_scores: dict[str, float | str | None] = field(default_factory=dict)
+    clean_refused: int = 0
 
     @property
     def mean_success(self) -> float | None:
@@ -121,6 +134,13 @@ class RobustnessReport:
         values = [a.success if a.flipped is None else a.flipped for a in self.attacks]
         known = [v for v in values if v is not None]
         return sum(known) / len(known) if known else None
+
+    @property
+    def mean_success_with_refusals(self) -> float | None:
+        """The suite's mean of :attr:`AttackResult.success_with_refusals` (pointwise)."""
+        known = [a.success_with_refusals for a in self.attacks]
+        values = [v for v in known if v is not None]
+        return sum(values) / len(values) if values else None
 
     def to_dict(self) -> dict[str, Any]:
         """The plain-data form (``judgeopt evaluate --attacks --json``)."""
@@ -132,6 +152,8 @@ class RobustnessReport:
             "seed": self.seed,
             "clean": self.clean,
             "mean_success": self.mean_success,
+            "mean_success_with_refusals": self.mean_success_with_refusals,
+            "clean_refused": self.clean_refused,
             "attacks": [a.to_dict() for a in self.attacks],
             "clean_scores": dict(self.clean_scores),
         }
@@ -168,7 +190,22 @@ class RobustnessReport:
             )
         mean = self.mean_success
         out.append(f"  mean attack success over the suite: {num(mean, '.0%')}")
+        if self.clean_refused or any(a.refused for a in self.attacks):
+            held = self.mean_success_with_refusals
+            refused = ", ".join(f"{a.attack} {a.refused}" for a in self.attacks if a.refused)
+            out.append(
+                f"  refused by the defence: clean {self.clean_refused} of {self.n}; under "
+                f"attack {refused or 'none'}; mean success, a refused item not moved: "
+                f"{num(held, '.0%')}"
+            )
         return out
+
+
+def is_refusal(parse_error: str | None) -> bool:
+    """Whether an unrated item's ``parse_error`` is a defence's refusal."""
+    from ..judge import is_refusal as refusal  # lazy: judgeopt.judge loads DSPy
+
+    return bool(refusal(parse_error))
 
 
 def _bounds_of(program: Any) -> tuple[int, int] | None:
@@ -233,8 +270,9 @@ def robustness(
         res = evaluate(program, attacked, desc=attack.name, **kw)
         results.append(_attack_result(attack, clean, res, records, sides, bounds, metric, seed))
     scores = {i.id: i.score for i in clean.items}
+    refused = sum(is_refusal(i.parse_error) for i in clean.items)
     return RobustnessReport(
-        suite, metric, len(records), bounds, seed, clean.summary(), results, scores
+        suite, metric, len(records), bounds, seed, clean.summary(), results, scores, refused
     )
 
 
@@ -257,6 +295,8 @@ def _attack_result(
         if before.get(r.id) is not None and after.get(r.id) is not None
     ]
     unrated = sum(after.get(r.id) is None for r in records)
+    refusals = {i.id for i in attacked.items if i.score is None and is_refusal(i.parse_error)}
+    refused = sum(r.id in refusals and before.get(r.id) is not None for r in records)
     comp = compare(attacked, clean, records, metric=metric, seed=seed)
     common = {
         "attack": attack.name,
@@ -264,6 +304,7 @@ def _attack_result(
         "direction": attack.direction,
         "n": len(both),
         "unrated": unrated,
+        "refused": refused,
         "score": comp.chosen["score"],
         "score_clean": comp.baseline["score"],
         "score_diff": comp.gain,
@@ -271,7 +312,11 @@ def _attack_result(
     }
     if bounds is None:
         return AttackResult(**common, **_flips(both, attack.direction))
-    return AttackResult(**common, **_moves(both, attack.direction, bounds))
+    moves = _moves(both, attack.direction, bounds)
+    if "success" in moves or refused:
+        moved = moves.get("success", 0.0) * len(both)
+        moves["success_with_refusals"] = moved / (len(both) + refused)
+    return AttackResult(**common, **moves)
 
 
 def _moves(

@@ -17,7 +17,17 @@ from ._decoding import (
     decoding_for,
     logprob_support,
 )
-from ._defences import DEFENCES, JUDGED_TAG, defended_text, echoed_rating, guarded_text
+from ._defences import (
+    DEFENCES,
+    JUDGED_TAG,
+    REFUSED,
+    defended_text,
+    echoed_rating,
+    guarded_text,
+    is_refusal,
+    screen_messages,
+    screen_probability,
+)
 from ._ensemble import JudgeEnsemble, load_judge, load_judges, write_judge_index
 from ._examples import ExamplePool, rescale, select_examples
 from ._export import ExportedJudge, export_judge, read_judge_file, save_judge
@@ -74,6 +84,10 @@ __all__ = [
     "defended_text",
     "guarded_text",
     "echoed_rating",
+    "REFUSED",
+    "is_refusal",
+    "screen_messages",
+    "screen_probability",
     "ANY_ASPECT",
     "ARTIFACTS_KEY",
     "RESERVED_FIELDS",

@@ -30,6 +30,7 @@ from judgeopt.search import Strategy
 from ._artifacts import ArtifactMaker, ArtifactStore
 from ._compiled import CompileReport
 from ._decoding import Decoding
+from ._defences import SCREEN_THRESHOLD, SCREENED_DEFENCES
 from ._factors import artifact_key, hpss_graph
 from ._render import render_template
 from ._task import JudgeTask
@@ -192,6 +193,12 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
         )
     elif decoding["samples"] > 1:
         parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
+    if program.strategy.get("defence") in SCREENED_DEFENCES:
+        parser += (
+            "; then the screen of defence 'screened' (one more call, "
+            "judgeopt.judge.screen_messages): the rating is refused when the screen's "
+            f"probability of 'Yes' is at least {SCREEN_THRESHOLD}"
+        )
     return ExportedJudge(
         format_version=FORMAT_VERSION,
         judgeopt_version=__version__,

@@ -31,7 +31,15 @@ from ._decoding import (
     output_text,
     samples_prediction,
 )
-from ._defences import CHECKED_DEFENCES, echoed_rating
+from ._defences import (
+    CHECKED_DEFENCES,
+    REFUSED,
+    SCREEN_THRESHOLD,
+    SCREENED_DEFENCES,
+    echoed_rating,
+    screen_messages,
+    screen_probability,
+)
 from ._examples import ExamplePool
 from ._export import export_judge, read_judge, save_judge
 from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
@@ -487,7 +495,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
             )
         else:
             pred = self._decode(decoding, the_lm, inputs)
-        return self._check_echo(pred, fields)
+        return self._screen(self._check_echo(pred, fields), fields, the_lm)
 
     def _check_echo(self, pred: dspy.Prediction, fields: Mapping[str, str]) -> dspy.Prediction:
         """The ``checked`` defence: an answer whose rating (verdict) text the judged text
@@ -510,8 +518,53 @@ class JudgeProgram(CompiledViews, dspy.Module):
         values.update(
             score=None,
             echoed_score=pred.get("score"),
-            parse_error=f"the rating {echo!r} echoes the judged text (defence 'checked')",
+            parse_error=f"{REFUSED} 'checked': the rating {echo!r} echoes the judged text",
         )
+        return dspy.Prediction(**values)
+
+    @property
+    def screens(self) -> bool:
+        """Whether each judgement makes one more call, the ``screened`` defence's screen."""
+        return self.strategy.get("defence") in SCREENED_DEFENCES
+
+    def screen_messages(self, fields: Mapping[str, str]) -> list[dict[str, str]]:
+        """The ``screened`` defence's screen call for one sample's input fields."""
+        judged = [str(fields[f]) for f in self.task.judged_fields]
+        return screen_messages(judged, self.task.text_values(self.aspect))
+
+    def screen_kwargs(self) -> dict[str, Any]:
+        """The screen call's LM arguments: one token, greedy; its logprobs when the judge's
+        decoding reads logprobs (so the LM is known to give them), else a few tokens of
+        text."""
+        if self.decoding.needs_logprobs:
+            return {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 20}
+        return {"max_tokens": 3, "temperature": 0.0}
+
+    def _screen(
+        self, pred: dspy.Prediction, fields: Mapping[str, str], lm: dspy.BaseLM
+    ) -> dspy.Prediction:
+        """The ``screened`` defence: one more call asks whether the judged text addresses
+        its evaluator; when it does (probability of "Yes" at least
+        :data:`~judgeopt.judge._defences.SCREEN_THRESHOLD`) the rating is not taken
+        (``score`` ``None``, ``flagged_score``, a ``parse_error`` saying why). The
+        probability is kept as ``screen`` (``None``: the answer was unreadable, and the
+        rating is taken)."""
+        if not self.screens or pred.get("score") is None:
+            return pred
+        outputs = lm(messages=self.screen_messages(fields), **self.screen_kwargs())
+        text, logprobs = output_text(outputs[0] if outputs else "")
+        p_yes = screen_probability(text, logprobs)
+        values = dict(pred.items())
+        values["screen"] = p_yes
+        if p_yes is not None and p_yes >= SCREEN_THRESHOLD:
+            values.update(
+                score=None,
+                flagged_score=pred.get("score"),
+                parse_error=(
+                    f"{REFUSED} 'screened': the screen found the judged text addressing its "
+                    f"evaluator (P(yes) = {p_yes:.2f})"
+                ),
+            )
         return dspy.Prediction(**values)
 
     def _decode(
