@@ -305,7 +305,7 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
     graph = graph_of(OptimizerConfig(space=space), student, fake.lm)
     items = records[:6]
 
-    def plan(left: bool, judged_items: int = 0) -> Any:
+    def plan(left: bool, judged_items: int = 0, next_strategy: Any = None) -> Any:
         return compile_plan(
             graph,
             student,
@@ -317,6 +317,7 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
             threads=1,
             baseline_left=left,
             judged_items=judged_items,
+            next_strategy=next_strategy,
         )
 
     plans = {left: plan(left) for left in (False, True)}
@@ -328,6 +329,12 @@ def test_a_starting_compile_counts_the_baseline_as_itself(task, records, tmp_pat
     for left in (False, True):
         kept = plan(left, judged_items=4)
         assert kept.calls == plans[left].calls - 4
+    # A resumed compile whose next strategy explains first plans that one as itself (here
+    # the baseline's twin), the strategies after it as drawn ones; its kept items too.
+    known = plan(False, next_strategy=base)
+    assert known.calls == plans[True].calls
+    assert known.completion_tokens - 2 * len(items) * RATING_TOKENS > len(items) * 40
+    assert plan(False, judged_items=4, next_strategy=base).calls == plans[True].calls - 4
 
 
 def test_a_call_costs_the_endpoints_latency_plus_its_tokens() -> None:

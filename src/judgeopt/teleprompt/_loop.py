@@ -176,6 +176,8 @@ class CompileRun:
                 baseline_left=self.search.n_evaluations == 0,
                 judged=[s.evaluation for s in self.summaries],
                 judged_items=self.journal.pending_kept,
+                # The pending strategy: ask() returns it again until it is told.
+                next_strategy=self.search.ask(),
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)

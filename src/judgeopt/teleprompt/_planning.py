@@ -20,6 +20,10 @@ compute, counted on the first :data:`judgeopt.evaluate.PLAN_WINDOW` search items
 order the search judges them);
 a resumed compile whose baseline answers are all in the response cache times its calls on
 the judgements it has already made instead (:func:`judgeopt.evaluate.recorded_timing`).
+
+The search's next strategy is known before it is judged (``Search.ask`` returns the pending
+strategy until it is told): a resumed compile plans that one as itself, its prompts and the
+artifacts it still needs, and only the strategies after it as drawn ones.
 """
 
 from __future__ import annotations
@@ -126,6 +130,7 @@ def compile_plan(
     baseline_left: bool = False,
     judged: Sequence[Mapping[str, Any]] = (),
     judged_items: int = 0,
+    next_strategy: Strategy | None = None,
 ) -> CostPlan:
     """The plan of a compile that has ``strategies_left`` strategies to judge on
     ``search_items`` (in the order the search judges them), ``threads`` calls in flight
@@ -139,6 +144,8 @@ def compile_plan(
     evaluation summaries of the strategies ``judged`` so far time the calls instead
     (:func:`judgeopt.evaluate.recorded_timing`). ``judged_items``: items of the next
     strategy judged before an interruption (kept in the checkpoint: not judged again).
+    ``next_strategy``: the strategy the search judges next (``search.ask()``), planned as
+    itself (ignored when ``baseline_left``: the baseline is judged first).
     """
     in_flight = threads or default_threads(lm)
     items = plan_sample(search_items, PLAN_ITEMS)
@@ -152,14 +159,23 @@ def compile_plan(
         call_cost(base.with_strategy(s), items, lm, timing=timing, window=window) for s in drawn
     ]
     per_item = mean_cost(costs)
+    prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     others = strategies_left - 1 if baseline_left else strategies_left
     kept = max(0, int(judged_items))
-    parts = [(per_item, max(0, others * len(search_items) - (0 if baseline_left else kept)))]
-    if baseline_left:
-        own = call_cost(base.with_strategy(baseline), items, lm, timing=timing, window=window)
+    known = None if baseline_left else next_strategy
+    first = baseline if baseline_left else known
+    parts: list[tuple[CallCost, int]] = []
+    if first is not None:  # the strategy judged next, as itself
+        own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
         parts.append((own, max(0, len(search_items) - kept)))
+        if known is not None:
+            others -= 1
+            own_made = _generation_cost(graph, base, [known], search_items, 1.0, prompt, lm)
+            if own_made.calls:
+                parts.append((own_made, 1))
+    kept_left = 0 if first is not None else kept
+    parts.append((per_item, max(0, others * len(search_items) - kept_left)))
     share = min(1.0, others / max(1, len(drawn)))
-    prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     made = _generation_cost(graph, base, drawn, search_items, share, prompt, lm)
     if made.calls:
         parts.append((made, 1))
