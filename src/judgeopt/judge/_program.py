@@ -17,7 +17,7 @@ from typing import Any
 import dspy
 
 from judgeopt.data import Record
-from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
+from judgeopt.scoring import parse_preference, parse_rating
 from judgeopt.search import FactorGraph, Strategy, Value
 
 from .._errors import JudgeoptError
@@ -32,13 +32,8 @@ from ._decoding import (
     samples_prediction,
 )
 from ._defences import (
-    CHECKED_DEFENCES,
-    REFUSED,
-    SCREEN_THRESHOLD,
     SCREENED_DEFENCES,
-    echoed_rating,
     screen_messages,
-    screen_probability,
 )
 from ._examples import ExamplePool
 from ._export import export_judge, read_judge, save_judge
@@ -46,6 +41,7 @@ from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._metric import JudgeMetric
 from ._predict import JudgePredict
 from ._records import as_example_pool
+from ._refusals import check_echo, screen, screen_kwargs
 from ._render import render_messages
 from ._task import JudgeTask
 
@@ -495,32 +491,10 @@ class JudgeProgram(CompiledViews, dspy.Module):
             )
         else:
             pred = self._decode(decoding, the_lm, inputs)
-        return self._screen(self._check_echo(pred, fields), fields, the_lm)
-
-    def _check_echo(self, pred: dspy.Prediction, fields: Mapping[str, str]) -> dspy.Prediction:
-        """The ``checked`` defence: an answer whose rating (verdict) text the judged text
-        holds verbatim is not taken (``score`` ``None``, a ``parse_error`` saying so, the
-        rating it gave as ``echoed_score``)."""
-        if self.strategy.get("defence") not in CHECKED_DEFENCES or pred.get("score") is None:
-            return pred
-        raw = str(pred.get("raw") or "")
-        parsed: RatingParse | PreferenceParse
-        if self.task.mode == "pairwise":
-            parsed = parse_preference(raw)
-        else:
-            lo, hi = self.rating_bounds
-            parsed = parse_rating(raw, scale=hi, rating_min=lo)
-        judged = [fields[f] for f in self.task.judged_fields]
-        echo = echoed_rating(parsed.matched, parsed.method, judged)
-        if echo is None:
-            return pred
-        values = dict(pred.items())
-        values.update(
-            score=None,
-            echoed_score=pred.get("score"),
-            parse_error=f"{REFUSED} 'checked': the rating {echo!r} echoes the judged text",
-        )
-        return dspy.Prediction(**values)
+        pred = check_echo(self, pred, fields)
+        if self.screens and pred.get("score") is not None:
+            pred = screen(pred, self.screen_messages(fields), self.screen_kwargs(), the_lm)
+        return pred
 
     @property
     def screens(self) -> bool:
@@ -533,39 +507,8 @@ class JudgeProgram(CompiledViews, dspy.Module):
         return screen_messages(judged, self.task.text_values(self.aspect))
 
     def screen_kwargs(self) -> dict[str, Any]:
-        """The screen call's LM arguments: one token, greedy; its logprobs when the judge's
-        decoding reads logprobs (so the LM is known to give them), else a few tokens of
-        text."""
-        if self.decoding.needs_logprobs:
-            return {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 20}
-        return {"max_tokens": 3, "temperature": 0.0}
-
-    def _screen(
-        self, pred: dspy.Prediction, fields: Mapping[str, str], lm: dspy.BaseLM
-    ) -> dspy.Prediction:
-        """The ``screened`` defence: one more call asks whether the judged text addresses
-        its evaluator; when it does (probability of "Yes" at least
-        :data:`~judgeopt.judge._defences.SCREEN_THRESHOLD`) the rating is not taken
-        (``score`` ``None``, ``flagged_score``, a ``parse_error`` saying why). The
-        probability is kept as ``screen`` (``None``: the answer was unreadable, and the
-        rating is taken)."""
-        if not self.screens or pred.get("score") is None:
-            return pred
-        outputs = lm(messages=self.screen_messages(fields), **self.screen_kwargs())
-        text, logprobs = output_text(outputs[0] if outputs else "")
-        p_yes = screen_probability(text, logprobs)
-        values = dict(pred.items())
-        values["screen"] = p_yes
-        if p_yes is not None and p_yes >= SCREEN_THRESHOLD:
-            values.update(
-                score=None,
-                flagged_score=pred.get("score"),
-                parse_error=(
-                    f"{REFUSED} 'screened': the screen found the judged text addressing its "
-                    f"evaluator (P(yes) = {p_yes:.2f})"
-                ),
-            )
-        return dspy.Prediction(**values)
+        """The screen call's LM arguments (:func:`~judgeopt.judge._refusals.screen_kwargs`)."""
+        return screen_kwargs(self.decoding.needs_logprobs)
 
     def _decode(
         self, decoding: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]
