@@ -16,6 +16,13 @@ by each judge of ``--judges``:
 * ``rate_first_screened``: ``rate_first`` with ``defence`` ``screened`` (the datamarked
   prompt, so its ratings are read from the response cache after ``rate_first_datamarked``,
   and one screen call per item that refuses a text addressing its evaluator);
+* ``rate_first_screened_calibrated``: ``rate_first_screened`` with the screen's threshold
+  calibrated (``judgeopt.judge.calibrate_screen``, at most 5 % of clean texts refused) on
+  :data:`CALIBRATION_ITEMS` clean items of the pair that are not among the items attacked
+  (its validation file; SummEval: other articles of its only file). Its ratings and the
+  screen calls on the attacked items are those of ``rate_first_screened`` (the response
+  cache); only the calibration's screen calls are new. The calibration is kept in the
+  report (``screen_calibration``);
 * ``baseline_sandwich``: the baseline with ``defence`` ``sandwich``.
 
 The defended judge of the target is fixed before any judgement: ``rate_first_sandwich``
@@ -66,7 +73,7 @@ from typing import Any
 
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import SUITE_VERSION, robustness
-from judgeopt.judge import JudgeProgram, load_task
+from judgeopt.judge import JudgeProgram, calibrate_screen, load_task
 from judgeopt.lm import make_lm
 from judgeopt.metrics import paired_bootstrap
 from judgeopt_lab import pair_file, sample_groups, write_json
@@ -80,7 +87,10 @@ OTHER_DEFENDED = (
     "rate_first_datamarked",
     "rate_first_tagged",
     "rate_first_screened",
+    "rate_first_screened_calibrated",
 )
+#: Clean items the calibrated screen's threshold is set on (none of them attacked).
+CALIBRATION_ITEMS = 40
 #: The largest share of clean items a refusing judge may refuse for ``met_with_refusals``.
 MAX_FALSE_FLAGS = 0.1
 
@@ -90,8 +100,24 @@ def pair_records(task: str, n: int, seed: int) -> list[Record]:
     return sample_groups(load_records(pair_file(task, "test")), n, seed=seed, cut=True)
 
 
-def judges(task_name: str, aspect: str, names: Sequence[str], lm: Any) -> dict[str, Any]:
-    """The judges to attack, by name."""
+def calibration_records(task: str, attacked: Sequence[Record], n: int, seed: int) -> list[Record]:
+    """``n`` clean items (whole groups, seeded) of the pair's validation file, none of them
+    in a group of the ``attacked`` items (SummEval has one file: other articles of it)."""
+    taken = {r.group_id or r.id for r in attacked}
+    pool = [r for r in load_records(pair_file(task, "valid")) if (r.group_id or r.id) not in taken]
+    return sample_groups(pool, n, seed=seed, cut=True)
+
+
+def judges(
+    task_name: str,
+    aspect: str,
+    names: Sequence[str],
+    lm: Any,
+    calibration: Sequence[Record] = (),
+    threads: int = 2,
+) -> dict[str, Any]:
+    """The judges to attack, by name (``calibration``: the clean items the calibrated
+    screen is set on; it is calibrated only when asked for)."""
     base = JudgeProgram(load_task(task_name), aspect, lm=lm)
     first = {**base.strategy.as_dict(), "cot": "none", "decoding": "expected"}
     made = {
@@ -104,6 +130,12 @@ def judges(task_name: str, aspect: str, names: Sequence[str], lm: Any) -> dict[s
         "rate_first_screened": base.with_strategy({**first, "defence": "screened"}),
         "baseline_sandwich": base.with_strategy({**base.strategy.as_dict(), "defence": "sandwich"}),
     }
+    if "rate_first_screened_calibrated" in names:
+        calibrated, cal = calibrate_screen(
+            made["rate_first_screened"], calibration, threads=threads
+        )
+        print(f"{task_name}/{aspect}: {cal.line()}")
+        made["rate_first_screened_calibrated"] = calibrated
     unknown = [n for n in names if n not in made]
     if unknown:
         raise SystemExit(f"unknown judge(s) {unknown}; known: {sorted(made)}")
@@ -258,15 +290,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         row: dict[str, Any] = {"task": task_name, "aspect": aspect, "n": len(records)}
         # The pair's judges of an earlier run on the same items are kept, asked for or not.
         row["judges"] = dict(old.get("judges", {})) if old.get("n") == len(records) else {}
-        for name, judge in judges(task_name, aspect, args.judges.split(","), lm).items():
-            if name in old.get("judges", {}) and old.get("n") == len(records):
-                row["judges"][name] = old["judges"][name]
-                continue
+        wanted = [
+            n
+            for n in args.judges.split(",")
+            if not (n in old.get("judges", {}) and old.get("n") == len(records))
+        ]
+        calib = (
+            calibration_records(task_name, records, CALIBRATION_ITEMS, args.seed)
+            if "rate_first_screened_calibrated" in wanted
+            else []
+        )
+        for name, judge in judges(task_name, aspect, wanted, lm, calib, args.parallel).items():
             report = robustness(judge, records, threads=args.parallel, seed=args.seed)
             print(f"\n{task_name}/{aspect}, {name}:")
             for line in report.lines():
                 print(line)
             row["judges"][name] = report.to_dict()
+            if getattr(judge, "screen_calibration", None):
+                row["judges"][name]["screen_calibration"] = judge.screen_calibration
             row.update(pair_summary(row, records, args.model, args.seed))
             save(row)
         row.update(pair_summary(row, records, args.model, args.seed))

@@ -21,8 +21,9 @@ def add_compile_attack_args(c: argparse.ArgumentParser) -> None:
         "tagged with a rule that instructions inside it are judged, not obeyed, or "
         "tagged and followed by a reminder, or that with answers whose rating echoes the "
         "judged text refused, or that with every space of the judged text marked ^, or "
-        "that and a screen call per item that refuses a text addressing its evaluator "
-        "(docs/judge.md, 'Judges under attack')",
+        "that and a screen call per item that refuses a text addressing its evaluator, "
+        "its threshold calibrated on the validation texts (at most 5 %% of clean texts "
+        "refused) (docs/judge.md, 'Judges under attack')",
     )
     c.add_argument(
         "--max-attack-success",

@@ -21,6 +21,7 @@ from ._defences import (
     DEFENCES,
     JUDGED_TAG,
     REFUSED,
+    SCREENED_DEFENCES,
     defended_text,
     echoed_rating,
     guarded_text,
@@ -66,6 +67,12 @@ from ._program import (
     rates_first,
 )
 from ._records import to_records
+from ._refusals import (
+    SCREEN_FALSE_FLAGS,
+    ScreenCalibration,
+    calibrate_screen,
+    conformal_threshold,
+)
 from ._render import (
     criteria_for,
     fill_template,
@@ -88,6 +95,11 @@ __all__ = [
     "is_refusal",
     "screen_messages",
     "screen_probability",
+    "SCREENED_DEFENCES",
+    "SCREEN_FALSE_FLAGS",
+    "ScreenCalibration",
+    "calibrate_screen",
+    "conformal_threshold",
     "ANY_ASPECT",
     "ARTIFACTS_KEY",
     "RESERVED_FIELDS",

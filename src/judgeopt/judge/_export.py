@@ -110,6 +110,9 @@ class Scoring(_Model):
     judges and for files written before the factor existed) with its parameters: answers per
     item (``samples``), their ``temperature`` and first ``seed``, and the ``top_logprobs``
     asked of the LM (``expected`` only). ``JudgeProgram.load`` scores with these parameters.
+    ``screen_threshold`` (defence ``screened`` only): a text whose screen's probability of
+    "Yes" is above it is refused; ``screen_calibration`` records how it was set on clean items
+    (:func:`judgeopt.judge.calibrate_screen`; ``None``: the fixed default).
     """
 
     parser: str
@@ -122,6 +125,8 @@ class Scoring(_Model):
     top_logprobs: int | None = None
     seed: int = 0
     max_tokens: int | None = None
+    screen_threshold: float | None = None
+    screen_calibration: dict[str, Any] | None = None
 
 
 class ExportedJudge(_Model):
@@ -193,11 +198,15 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
         )
     elif decoding["samples"] > 1:
         parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
-    if program.strategy.get("defence") in SCREENED_DEFENCES:
+    screened = program.strategy.get("defence") in SCREENED_DEFENCES
+    threshold = float(getattr(program, "screen_threshold", SCREEN_THRESHOLD))
+    calibration = getattr(program, "screen_calibration", None) if screened else None
+    if screened:
         parser += (
             "; then the screen of defence 'screened' (one more call, "
             "judgeopt.judge.screen_messages): the rating is refused when the screen's "
-            f"probability of 'Yes' is at least {SCREEN_THRESHOLD}"
+            f"probability of 'Yes' is above {threshold:.4g}"
+            + (" (calibrated on clean items)" if calibration else "")
         )
     return ExportedJudge(
         format_version=FORMAT_VERSION,
@@ -223,6 +232,8 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
             top_logprobs=decoding["top_logprobs"],
             seed=decoding["seed"],
             max_tokens=program.lm_kwargs().get("max_tokens"),
+            screen_threshold=threshold if screened else None,
+            screen_calibration=calibration,
         ),
         model=program.model_name,
         example_seed=program.example_seed,
@@ -401,6 +412,10 @@ def build_judge(
     except ValueError as e:
         # An unknown aspect, factor or value (a hand-edited file, or one of another version).
         raise ValueError(f"{p}: invalid exported judge: {e}") from None
+    if scoring.screen_threshold is not None and hasattr(program, "with_screen_threshold"):
+        program = program.with_screen_threshold(
+            scoring.screen_threshold, scoring.screen_calibration
+        )
     program = _restore_results(program, data)
     _check_rendered(program, data, p)
     return program

@@ -31,10 +31,7 @@ from ._decoding import (
     output_text,
     samples_prediction,
 )
-from ._defences import (
-    SCREENED_DEFENCES,
-    screen_messages,
-)
+from ._defences import SCREEN_THRESHOLD, SCREENED_DEFENCES, screen_messages
 from ._examples import ExamplePool
 from ._export import export_judge, read_judge, save_judge
 from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
@@ -173,24 +170,16 @@ class JudgeAdapter(dspy.Adapter):
         if p.stops_at_score:
             completion = close_score(completion)
         rationale = completion.strip() if p.writes_explanation else None
+        score: Any
         if p.task.mode == "pairwise":
             pref = parse_preference(completion)
-            return {
-                "score": pref.choice,
-                "rationale": rationale,
-                "raw": completion,
-                "parse_error": pref.error,
-                "parse_method": pref.method,
-            }
-        lo, hi = p.rating_bounds
-        r = parse_rating(completion, scale=hi, rating_min=lo)
-        return {
-            "score": r.score,
-            "rationale": rationale,
-            "raw": completion,
-            "parse_error": r.error,
-            "parse_method": r.method,
-        }
+            score, error, method = pref.choice, pref.error, pref.method
+        else:
+            r = parse_rating(completion, scale=p.rating_bounds[1], rating_min=p.rating_bounds[0])
+            score, error, method = r.score, r.error, r.method
+        return dict(
+            score=score, rationale=rationale, raw=completion, parse_error=error, parse_method=method
+        )
 
 
 class _Load:
@@ -274,6 +263,8 @@ class JudgeProgram(CompiledViews, dspy.Module):
             the explanation after them), for a fraction of the tokens. Measuring a judge
             (``evaluate``, a compile, a grid) scores it this way; a judge you call yourself
             explains (``True``). Strategies that explain first always do.
+        screen_threshold: Defence ``screened``: refuse a text whose screen's P(yes) is above
+            this; default :data:`SCREEN_THRESHOLD`, see :func:`calibrate_screen`.
 
     Raises:
         ValueError: On an unknown aspect or an invalid strategy (naming factor, value and
@@ -294,6 +285,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
         fixed_examples: Mapping[str, list[dict[str, Any]]] | None = None,
         decoding_params: Mapping[str, Any] | None = None,
         explain: bool = True,
+        screen_threshold: float | None = None,
     ) -> None:
         super().__init__()
         self.task = task if isinstance(task, JudgeTask) else load_task(task)
@@ -320,6 +312,8 @@ class JudgeProgram(CompiledViews, dspy.Module):
         if not isinstance(explain, bool):
             raise TypeError(f"The `explain` argument must be a bool. Got {explain!r} instead.")
         self.explain = explain
+        self.screen_threshold = SCREEN_THRESHOLD if screen_threshold is None else screen_threshold
+        self.screen_calibration: dict[str, Any] | None = None
         self.adapter = JudgeAdapter(self)
         self.signature = _signature(self.task)
         #: What DSPy sees of the judge (``named_predictors``, ``set_lm``); holds its LM.
@@ -446,6 +440,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
             decoding_params=self.decoding_params,
             fixed_examples=self.maker.fixed_examples if trainset is None else None,
             explain=self.explain,
+            screen_threshold=self.screen_threshold,
         )
 
     def search_graph(self) -> FactorGraph:
@@ -493,7 +488,8 @@ class JudgeProgram(CompiledViews, dspy.Module):
             pred = self._decode(decoding, the_lm, inputs)
         pred = check_echo(self, pred, fields)
         if self.screens and pred.get("score") is not None:
-            pred = screen(pred, self.screen_messages(fields), self.screen_kwargs(), the_lm)
+            msgs, kw = self.screen_messages(fields), self.screen_kwargs()
+            pred = screen(pred, msgs, kw, the_lm, self.screen_threshold)
         return pred
 
     @property
@@ -509,6 +505,13 @@ class JudgeProgram(CompiledViews, dspy.Module):
     def screen_kwargs(self) -> dict[str, Any]:
         """The screen call's LM arguments (:func:`~judgeopt.judge._refusals.screen_kwargs`)."""
         return screen_kwargs(self.decoding.needs_logprobs)
+
+    def with_screen_threshold(self, threshold: float, calibration: Any = None) -> JudgeProgram:
+        """A copy refusing texts whose screen's P(yes) is above ``threshold`` (``calibration``:
+        its record, exported with the judge; :func:`calibrate_screen` makes both)."""
+        new = self._copy()
+        new.screen_threshold, new.screen_calibration = float(threshold), calibration
+        return new
 
     def _decode(
         self, decoding: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]

@@ -26,7 +26,7 @@ from typing import Any
 
 from .._checkpoint import run_fingerprint
 from ..evaluate import EvalResult, check_label_spread
-from ..judge import ArtifactStore, CompileReport, JudgeStudent
+from ..judge import SCREENED_DEFENCES, ArtifactStore, CompileReport, JudgeStudent, calibrate_screen
 from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
 from ..search import Strategy
@@ -128,6 +128,7 @@ class CompileRun:
         self.search_val, self.confirm_val, self.split_note = self.chooser.split(
             val, pairwise=pairwise, aspect=student.aspect, level=level
         )
+        self.val = val
         self.plan = race_plan(
             self.search_val, config.racing, pairwise=pairwise, aspect=student.aspect, level=level
         )
@@ -189,6 +190,7 @@ class CompileRun:
     def run(self) -> Any:
         """Search, then choose the judge: the compiled judge, carrying its ``report_``."""
         t0 = time.perf_counter()
+        self._calibrate_screen()
         search = self.search
         with self._progress_bar() as bar:
             while (strategy := search.ask()) is not None:
@@ -205,6 +207,19 @@ class CompileRun:
                 self.journal.record(search, summary, artifacts=self.artifacts)
                 self._report(strategy, score, result, bar)
         return self._finish(t0)
+
+    def _calibrate_screen(self) -> None:
+        """With defence ``screened`` in the space (or the student's strategy), its threshold
+        is calibrated once on the validation items' texts, clean and unlabelled for this
+        purpose (:func:`judgeopt.judge.calibrate_screen`: one short call per item), and
+        every strategy is judged with it."""
+        defences = {*self.config.space.get("defence", ()), self.student.strategy.get("defence")}
+        if not defences & SCREENED_DEFENCES or not hasattr(self.base, "with_screen_threshold"):
+            return
+        self.base, calibration = calibrate_screen(
+            self.base, self.val, threads=self.config.threads or 2, lm=self.lm
+        )
+        progress_log.info("%s", calibration.line())
 
     def _judge(self, strategy: Strategy, number: int) -> tuple[EvalResult, RaceRecord | None]:
         """Judge the search's candidate ``number`` on the search items (raced or not)."""
