@@ -260,6 +260,41 @@ def test_the_plan_counts_the_artifacts_the_search_would_generate(task, records, 
     assert plans["metrics"].calls == 2 * len(items) + len(items)
 
 
+def test_the_plan_counts_the_screen_calibration(task, records, tmp_path) -> None:
+    """A compile that can choose the ``screened`` defence calibrates its screen first: one
+    short call per search and confirmation item, its prompt the screen's question."""
+    from judgeopt.teleprompt import OptimizerConfig
+    from judgeopt.teleprompt._planning import compile_plan
+    from judgeopt.teleprompt._searching import build_graph as graph_of
+
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    base = student.strategy
+    space = {name: [base[name]] for name in base.as_dict()}
+    space["scale"] = sorted({base["scale"], 10})
+    graph = graph_of(OptimizerConfig(space=space), student, fake.lm)
+    items, confirm = records[:10], records[10:14]
+    plans = {
+        on: compile_plan(
+            graph,
+            student,
+            base,
+            items,
+            confirm,
+            strategies_left=2,
+            lm=fake.lm,
+            threads=1,
+            screen_calibration=on,
+        )
+        for on in (False, True)
+    }
+    assert plans[True].calls == plans[False].calls + len(items) + len(confirm)
+    screened = student.with_strategy({**base.as_dict(), "defence": "screened"})
+    screen = [fake.lm.count_prompt_tokens(screened.screen_messages(r.inputs)) for r in items]
+    extra = plans[True].prompt_tokens - plans[False].prompt_tokens
+    assert extra == pytest.approx(sum(screen) / len(screen) * 14, rel=0.01)
+
+
 def test_an_artifact_call_writes_about_its_stand_in_not_the_output_limit(task, records) -> None:
     """The plan's artifact calls write about as much as the text standing in for the artifact
     (the criteria; the judged text for a reference), at most the LM's ``max_tokens``."""

@@ -179,6 +179,7 @@ class CompileRun:
                 judged_items=self.journal.pending_kept,
                 # The pending strategy: ask() returns it again until it is told.
                 next_strategy=self.search.ask(),
+                screen_calibration=self._screens(),
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)
@@ -208,13 +209,17 @@ class CompileRun:
                 self._report(strategy, score, result, bar)
         return self._finish(t0)
 
+    def _screens(self) -> bool:
+        """Whether a strategy the compile can judge screens (its threshold is calibrated)."""
+        defences = {*self.config.space.get("defence", ()), self.student.strategy.get("defence")}
+        return bool(defences & SCREENED_DEFENCES) and hasattr(self.base, "with_screen_threshold")
+
     def _calibrate_screen(self) -> None:
         """With defence ``screened`` in the space (or the student's strategy), its threshold
         is calibrated once on the validation items' texts, clean and unlabelled for this
         purpose (:func:`judgeopt.judge.calibrate_screen`: one short call per item), and
         every strategy is judged with it."""
-        defences = {*self.config.space.get("defence", ()), self.student.strategy.get("defence")}
-        if not defences & SCREENED_DEFENCES or not hasattr(self.base, "with_screen_threshold"):
+        if not self._screens():
             return
         self.base, calibration = calibrate_screen(
             self.base, self.val, threads=self.config.threads or 2, lm=self.lm

@@ -131,6 +131,7 @@ def compile_plan(
     judged: Sequence[Mapping[str, Any]] = (),
     judged_items: int = 0,
     next_strategy: Strategy | None = None,
+    screen_calibration: bool = False,
 ) -> CostPlan:
     """The plan of a compile that has ``strategies_left`` strategies to judge on
     ``search_items`` (in the order the search judges them), ``threads`` calls in flight
@@ -146,6 +147,8 @@ def compile_plan(
     strategy judged before an interruption (kept in the checkpoint: not judged again).
     ``next_strategy``: the strategy the search judges next (``search.ask()``), planned as
     itself (ignored when ``baseline_left``: the baseline is judged first).
+    ``screen_calibration``: the compile calibrates the ``screened`` defence's threshold
+    first (one screen call per search and confirmation item, counted as such).
     """
     in_flight = threads or default_threads(lm)
     items = plan_sample(search_items, PLAN_ITEMS)
@@ -181,7 +184,23 @@ def compile_plan(
         parts.append((made, 1))
     if confirm_items:
         parts.append((per_item, 2 * len(confirm_items)))
+    if screen_calibration:
+        parts.append(
+            _screen_cost(base, baseline, items, lm, len(search_items) + len(confirm_items or ()))
+        )
     what = f"{strategies_left} strategies on {len(search_items)} search items"
     if confirm_items:
         what += f", the choice on {len(confirm_items)} more"
     return plan_cost(parts, lm, timing=timing, what=what)
+
+
+def _screen_cost(
+    base: Any, baseline: Strategy, items: Sequence[Any], lm: Any, n: int
+) -> tuple[CallCost, int]:
+    """The screen's calibration: one screen call on each of ``n`` items (its prompt tokens
+    the mean over ``items``)."""
+    screened = base.with_strategy({**baseline.as_dict(), "defence": "screened"})
+    tokens = [lm.count_prompt_tokens(screened.screen_messages({**r.inputs})) for r in items]
+    prompt = sum(tokens) / max(1, len(tokens))
+    written = float(screened.screen_kwargs()["max_tokens"])
+    return CallCost(1, prompt, written, computed_tokens=prompt), n
