@@ -449,6 +449,9 @@ def test_a_calibrated_screen_refuses_what_its_clean_items_do_not_reach(
     assert data["scoring"]["screen_threshold"] == pytest.approx(cal.threshold)
     assert data["scoring"]["screen_calibration"]["n"] == 40
     assert "calibrated on clean items" in data["scoring"]["parser"]
+    (index, *_) = write_judge_report(data, tmp_path / "report", figures=False)
+    html = index.read_text()
+    assert "The screen refuses a text" in html and "calibrated on 40 clean validation" in html
     loaded = JudgeProgram.load(path, lm=fake.lm)
     assert loaded.screen_threshold == pytest.approx(cal.threshold)
     assert loaded.screen_calibration == cal.to_dict()

@@ -279,8 +279,9 @@ def _results(data: Mapping[str, Any]) -> list[str]:
 def _robustness_html(data: Mapping[str, Any]) -> list[str]:
     """The robustness bound's checks (``judgeopt compile --max-attack-success``)."""
     rob = (data.get("selection") or {}).get("robustness")
+    screen = _screen_html(data)
     if not rob:
-        return []
+        return ["<h2>Under attack</h2>", *screen] if screen else []
     base = baseline_strategy_of(data) or {}
     rows = []
     for i, c in enumerate(rob.get("checked") or [], start=1):
@@ -321,6 +322,28 @@ def _robustness_html(data: Mapping[str, Any]) -> list[str]:
             ],
             cls="robustness",
         ),
+        *screen,
+    ]
+
+
+def _screen_html(data: Mapping[str, Any]) -> list[str]:
+    """The ``screened`` defence's threshold, and how it was set (``[]``: no screen)."""
+    scoring = data.get("scoring") or {}
+    threshold = scoring.get("screen_threshold")
+    if threshold is None:
+        return []
+    cal = scoring.get("screen_calibration") or {}
+    how = "fixed, not calibrated"
+    if cal:
+        bound = (
+            f"at most {cal['false_flags']:.0%} of clean texts refused"
+            if cal.get("guaranteed")
+            else f"too few items for {cal['false_flags']:.0%}"
+        )
+        how = f"calibrated on {cal.get('n')} clean validation texts, {bound}"
+    return [
+        f'<p class="screen">The screen refuses a text whose probability of "Yes" is above '
+        f"{_esc(f'{float(threshold):.3f}')} ({_esc(how)}).</p>"
     ]
 
 
