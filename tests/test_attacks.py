@@ -163,6 +163,11 @@ def test_cli_evaluate_attacks(records: list[Record], tmp_path: Path, monkeypatch
     assert [a["attack"] for a in report["attacks"]] == ["note_up", "fake_rating"]
     assert main([*args, "--attacks", "v0"]) == 2
     assert "Unknown attack suite 'v0'" in capsys.readouterr().err
+    # A screened judge whose threshold was never calibrated is run, with a note saying so.
+    screened = gullible.with_strategy({**gullible.strategy.as_dict(), "defence": "screened"})
+    screened.save(path)
+    assert main([*args, "--attacks", "--attack", "note_up"]) == 0
+    assert "not a threshold calibrated on clean items" in capsys.readouterr().err
 
 
 def test_pairwise_flips_count_verdicts_moved_towards_the_attacked_side() -> None:

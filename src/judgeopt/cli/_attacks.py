@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,13 @@ def run_attacks(
     args: argparse.Namespace, judge: Any, records: list[Any], attacks: list[str]
 ) -> dict[str, Any]:
     """Run the suite, print its table and write ``--json``; the report's plain form."""
+    if getattr(judge, "screens", False) and getattr(judge, "screen_calibration", None) is None:
+        print(
+            f"note: the judge's screen refuses above the fixed P(yes) "
+            f"{judge.screen_threshold:g}, not a threshold calibrated on clean items; a small "
+            "model may refuse every clean text (judgeopt.judge.calibrate_screen, docs/judge.md)",
+            file=sys.stderr,
+        )
     try:
         report = robustness(
             judge,
