@@ -162,7 +162,7 @@ def test_a_run_for_one_more_judge_keeps_the_judges_already_measured(
 
     monkeypatch.setattr(injection, "make_lm", lambda *a, **k: None)
     monkeypatch.setattr(injection, "pair_records", lambda *a, **k: records)
-    monkeypatch.setattr(injection, "judges", lambda t, a, names, lm: {n: n for n in names})
+    monkeypatch.setattr(injection, "judges", lambda t, a, names, lm, *rest: {n: n for n in names})
     monkeypatch.setattr(injection, "robustness", fake_robustness)
     out = tmp_path / "run.json"
     old = {"baseline": _report(records, 0.8, noisy=False)}
@@ -195,3 +195,15 @@ def test_the_pushes_up_are_averaged_apart() -> None:
     }
     assert injection.up_success(report) == pytest.approx(0.3)
     assert injection.up_success({"attacks": []}) is None
+
+
+def test_the_calibration_items_are_clean_items_of_other_groups() -> None:
+    """The calibrated screen's threshold is set on items none of which is attacked: SummEval
+    (one file) gives other articles; a pair with a split gives its validation file."""
+    for task in ("summeval", "topical_chat"):
+        attacked = injection.pair_records(task, 24, 0)
+        calib = injection.calibration_records(task, attacked, injection.CALIBRATION_ITEMS, 0)
+        assert len(calib) == injection.CALIBRATION_ITEMS
+        groups = {r.group_id or r.id for r in attacked}
+        assert not groups & {r.group_id or r.id for r in calib}
+        assert not {r.id for r in attacked} & {r.id for r in calib}
