@@ -25,7 +25,7 @@ from ._eval_result import (
     merge_results,
     score_items,
 )
-from ._plan import CallCost, CostPlan, call_cost, duration, mean_cost, plan_cost
+from ._plan import CallCost, CostPlan, call_cost, duration, mean_cost, plan_cost, screen_cost
 from ._plan_prompts import PLAN_WINDOW, artifact_tokens, computed_share, plan_sample
 from ._pool import CallPool
 from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
@@ -56,6 +56,7 @@ __all__ = [
     "Timing",
     "artifact_tokens",
     "call_cost",
+    "screen_cost",
     "check_endpoint",
     "check_label_spread",
     "check_records",

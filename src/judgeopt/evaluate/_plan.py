@@ -51,7 +51,15 @@ from ._plan_prompts import (
 from ._run import default_threads, scoring_program
 from ._timing import RATING_TOKENS, Timing
 
-__all__ = ["CallCost", "CostPlan", "call_cost", "duration", "mean_cost", "plan_cost"]
+__all__ = [
+    "CallCost",
+    "CostPlan",
+    "call_cost",
+    "duration",
+    "mean_cost",
+    "plan_cost",
+    "screen_cost",
+]
 
 
 @dataclass(frozen=True)
@@ -194,17 +202,23 @@ def call_cost(
             else:
                 computed += samples * share * mean_prompt
         if getattr(judge, "screens", False):
-            # The screened defence's screen: one short call per item, all of it computed.
-            screen = [
-                lm.count_prompt_tokens(judge.screen_messages(inputs_of(judge, r))) for r in records
-            ]
-            mean_screen = sum(screen) / max(1, len(screen))
-            calls += 1
-            prompt += mean_screen
-            completion += float(judge.screen_kwargs()["max_tokens"])
+            screen = screen_cost(judge, records, lm)
+            calls += screen.calls
+            prompt += screen.prompt_tokens
+            completion += screen.completion_tokens
             if computed is not None:
-                computed += mean_screen
+                computed += screen.prompt_tokens
     return CallCost(calls, prompt, completion, explains, computed)
+
+
+def screen_cost(judge: Any, records: Sequence[Any], lm: Any) -> CallCost:
+    """One ``screened`` judge's screen call per item: its prompt tokens the mean over
+    ``records``, all of them computed (the screen's prompt shares no prefix with the rating
+    call's)."""
+    tokens = [lm.count_prompt_tokens(judge.screen_messages(inputs_of(judge, r))) for r in records]
+    prompt = sum(tokens) / max(1, len(tokens))
+    written = float(judge.screen_kwargs()["max_tokens"])
+    return CallCost(1, prompt, written, computed_tokens=prompt)
 
 
 def plan_cost(

@@ -44,6 +44,7 @@ from ..evaluate import (
     plan_cost,
     plan_sample,
     recorded_timing,
+    screen_cost,
     time_judgement,
 )
 from ..judge import artifact_key
@@ -185,22 +186,11 @@ def compile_plan(
     if confirm_items:
         parts.append((per_item, 2 * len(confirm_items)))
     if screen_calibration:
+        screened = base.with_strategy({**baseline.as_dict(), "defence": "screened"})
         parts.append(
-            _screen_cost(base, baseline, items, lm, len(search_items) + len(confirm_items or ()))
+            (screen_cost(screened, items, lm), len(search_items) + len(confirm_items or ()))
         )
     what = f"{strategies_left} strategies on {len(search_items)} search items"
     if confirm_items:
         what += f", the choice on {len(confirm_items)} more"
     return plan_cost(parts, lm, timing=timing, what=what)
-
-
-def _screen_cost(
-    base: Any, baseline: Strategy, items: Sequence[Any], lm: Any, n: int
-) -> tuple[CallCost, int]:
-    """The screen's calibration: one screen call on each of ``n`` items (its prompt tokens
-    the mean over ``items``)."""
-    screened = base.with_strategy({**baseline.as_dict(), "defence": "screened"})
-    tokens = [lm.count_prompt_tokens(screened.screen_messages({**r.inputs})) for r in items]
-    prompt = sum(tokens) / max(1, len(tokens))
-    written = float(screened.screen_kwargs()["max_tokens"])
-    return CallCost(1, prompt, written, computed_tokens=prompt), n
