@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import dspy
@@ -125,15 +125,24 @@ def conformal_threshold(values: Sequence[float], false_flags: float) -> float:
     Raises:
         ValueError: When ``values`` is empty or ``false_flags`` is not in (0, 1).
     """
+    if not values:
+        raise ValueError("No screen probability to calibrate on (every screen call failed).")
+    ordered = sorted(float(v) for v in values)
+    return ordered[min(_conformal_rank(len(ordered), false_flags), len(ordered)) - 1]
+
+
+def _conformal_rank(n: int, false_flags: float) -> int:
+    """``ceil((n + 1) (1 - false_flags))``: the rank of the threshold among ``n`` sorted
+    clean values (above ``n``: too few values for that level).
+
+    Raises:
+        ValueError: When ``false_flags`` is not in (0, 1).
+    """
     if not 0.0 < false_flags < 1.0:
         raise ValueError(
             f"The `false_flags` argument must be in (0, 1). Got {false_flags!r} instead."
         )
-    if not values:
-        raise ValueError("No screen probability to calibrate on (every screen call failed).")
-    ordered = sorted(float(v) for v in values)
-    k = math.ceil((len(ordered) + 1) * (1.0 - false_flags))
-    return ordered[min(k, len(ordered)) - 1]
+    return math.ceil((n + 1) * (1.0 - false_flags))
 
 
 @dataclass(frozen=True)
@@ -156,13 +165,7 @@ class ScreenCalibration:
     guaranteed: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "false_flags": self.false_flags,
-            "n": self.n,
-            "failed": self.failed,
-            "guaranteed": self.guaranteed,
-        }
+        return asdict(self)
 
     def line(self) -> str:
         bound = (
@@ -211,10 +214,7 @@ def calibrate_screen(
     """
     if not records:
         raise ValueError("The `records` argument is empty: nothing to calibrate the screen on.")
-    if not 0.0 < false_flags < 1.0:
-        raise ValueError(
-            f"The `false_flags` argument must be in (0, 1). Got {false_flags!r} instead."
-        )
+    _conformal_rank(len(records), false_flags)  # checked before any call is made
     the_lm = program.resolve_lm(lm)
     kwargs = program.screen_kwargs()
 
@@ -234,6 +234,6 @@ def calibrate_screen(
         false_flags=false_flags,
         n=len(answered),
         failed=len(values) - len(answered),
-        guaranteed=math.ceil((len(answered) + 1) * (1.0 - false_flags)) <= len(answered),
+        guaranteed=_conformal_rank(len(answered), false_flags) <= len(answered),
     )
     return program.with_screen_threshold(threshold, calibration.to_dict()), calibration
