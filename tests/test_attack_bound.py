@@ -458,6 +458,9 @@ def test_a_calibrated_screen_refuses_what_its_clean_items_do_not_reach(
     assert loaded(**noted).score is None
     # A with_strategy copy (what a compile judges) keeps the threshold.
     assert calibrated.with_strategy(judge.strategy).screen_threshold == cal.threshold
+    # So does a fresh copy (what a compile starts from), with how it was set.
+    assert calibrated.fresh_copy().screen_calibration == cal.to_dict()
+    assert calibrated.fresh_copy().screen_threshold == cal.threshold
 
 
 def test_calibration_counts_failed_screen_calls_and_checks_its_arguments(task, records) -> None:

@@ -440,8 +440,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
             decoding_params=self.decoding_params,
             fixed_examples=self.maker.fixed_examples if trainset is None else None,
             explain=self.explain,
-            screen_threshold=self.screen_threshold,
-        )
+        ).with_screen_threshold(self.screen_threshold, self.screen_calibration)
 
     def search_graph(self) -> FactorGraph:
         """A new factor graph of the HPSS strategies of this judge's task
