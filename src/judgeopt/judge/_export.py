@@ -185,29 +185,10 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
     lo, hi = (None, None) if pairwise else program.rating_bounds
     search = program.search_result.to_dict() if program.search_result is not None else None
     decoding = program.decoding.to_dict()
-    parser = (
-        "last [[A]]/[[B]]/[[C]] verdict"
-        if pairwise
-        else "last [[n]] rating, then the fallbacks of docs/parsing.md"
-    )
-    if decoding["name"] == "expected":
-        parser = (
-            "probability-weighted rating at the position of the greedy answer's last "
-            "[[n]] rating (ratings of several tokens chained, renormalised over the "
-            "valid ratings)"
-        )
-    elif decoding["samples"] > 1:
-        parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
     screened = program.strategy.get("defence") in SCREENED_DEFENCES
     threshold = float(getattr(program, "screen_threshold", SCREEN_THRESHOLD))
     calibration = getattr(program, "screen_calibration", None) if screened else None
-    if screened:
-        parser += (
-            "; then the screen of defence 'screened' (one more call, "
-            "judgeopt.judge.screen_messages): the rating is refused when the screen's "
-            f"probability of 'Yes' is above {threshold:.4g}"
-            + (" (calibrated on clean items)" if calibration else "")
-        )
+    parser = _parser_text(pairwise, decoding, threshold if screened else None, calibration)
     return ExportedJudge(
         format_version=FORMAT_VERSION,
         judgeopt_version=__version__,
@@ -244,6 +225,34 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
         comparisons=getattr(program, "comparisons", None),
         test_items=_test_items(getattr(program, "test_items", None)),
     )
+
+
+def _parser_text(
+    pairwise: bool, decoding: dict[str, Any], threshold: float | None, calibration: Any
+) -> str:
+    """``scoring.parser``: how the answer becomes a score, in words (``threshold``: the
+    ``screened`` defence's, ``None`` without a screen)."""
+    parser = (
+        "last [[A]]/[[B]]/[[C]] verdict"
+        if pairwise
+        else "last [[n]] rating, then the fallbacks of docs/parsing.md"
+    )
+    if decoding["name"] == "expected":
+        parser = (
+            "probability-weighted rating at the position of the greedy answer's last "
+            "[[n]] rating (ratings of several tokens chained, renormalised over the "
+            "valid ratings)"
+        )
+    elif decoding["samples"] > 1:
+        parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
+    if threshold is not None:
+        parser += (
+            "; then the screen of defence 'screened' (one more call, "
+            "judgeopt.judge.screen_messages): the rating is refused when the screen's "
+            f"probability of 'Yes' is above {threshold:.4g}"
+            + (" (calibrated on clean items)" if calibration else "")
+        )
+    return parser
 
 
 def _test_items(items: Any) -> list[dict[str, Any]] | None:
