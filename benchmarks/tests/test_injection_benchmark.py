@@ -207,3 +207,45 @@ def test_the_calibration_items_are_clean_items_of_other_groups() -> None:
         groups = {r.group_id or r.id for r in attacked}
         assert not groups & {r.group_id or r.id for r in calib}
         assert not {r.id for r in attacked} & {r.id for r in calib}
+
+
+def test_held_out_items_touch_no_group_of_the_items_read_before() -> None:
+    """``--avoid-seed 0``: the held-out items come from groups the seed-0 items (at the same
+    limit) do not touch; the draw is the same every time."""
+    for task, n in injection.HELD_OUT["limits"].items():
+        seen = injection.pair_records(task, n, 0)
+        fresh = injection.pair_records(task, n, 1, avoid_seed=0)
+        assert len(fresh) == n
+        assert not {r.group_id or r.id for r in seen} & {r.group_id or r.id for r in fresh}
+        assert [r.id for r in fresh] == [r.id for r in injection.pair_records(task, n, 1, 0)]
+    assert {p.split(":")[0] for p in injection.HELD_OUT["pairs"].split(",")} == set(
+        injection.HELD_OUT["limits"]
+    )
+
+
+def test_held_out_runs_merge_apart(tmp_path: Path) -> None:
+    records = injection.pair_records("topical_chat", 16, 0)
+    fresh = injection.pair_records("topical_chat", 16, 1, avoid_seed=0)
+    runs = []
+    for name, recs, settings in (
+        ("seen", records, {"seed": 0}),
+        ("fresh", fresh, {"seed": 1, "avoid_seed": 0}),
+    ):
+        row: dict[str, Any] = {"task": "topical_chat", "aspect": "naturalness", "n": len(recs)}
+        row["judges"] = {
+            "baseline": _report(recs, 0.8, False),
+            injection.DEFENDED: _report(recs, 0.1, False),
+            "rate_first_vetted_calibrated": _report(recs, 0.1, False),
+        }
+        path = tmp_path / f"{name}.json"
+        payload = {"suite_version": "injection-1", "model": "local", "settings": settings}
+        path.write_text(json.dumps({**payload, "pairs": [row]}))
+        runs.append(str(path))
+    out = tmp_path / "injection.json"
+    assert injection.main(["--merge", *runs, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert len(data["pairs"]) == 1 and len(data["held_out_pairs"]) == 1
+    assert data["held_out_pairs"][0]["settings"]["avoid_seed"] == 0
+    assert data["met_held_out"] == "1 of 1 pair-model rows"
+    assert data["met_beside_held_out"] == {"rate_first_vetted_calibrated": "1 of 1 pair-model rows"}
+    assert data["held_out"] == injection.HELD_OUT

@@ -24,7 +24,8 @@ def add_compile_attack_args(c: argparse.ArgumentParser) -> None:
         "judged text refused, or that with every space of the judged text marked ^, or "
         "that and a screen call per item that refuses a text addressing its evaluator, "
         "its threshold calibrated on the validation texts (at most 5 %% of clean texts "
-        "refused) (docs/judge.md, 'Judges under attack')",
+        "refused), or that and a judged text holding a rating in the answer's format "
+        "([[5]], 'Rating: 5') refused before any call (docs/judge.md, 'Judges under attack')",
     )
     c.add_argument(
         "--max-attack-success",

@@ -28,10 +28,17 @@ value           the prompt
                 is "Yes" (its probability, read from the first token's logprobs, at least
                 :data:`SCREEN_THRESHOLD`) the rating is not taken: the answer counts as
                 refused (:func:`screen_probability`)
+``vetted``      the ``screened`` defence, and before any call a format check: a judged
+                text that holds a rating in the judge's own answer format (``[[5]]``,
+                ``[[A]]``, a line ``Rating: 5`` or ``Score: 5``) is refused without
+                judging it (:func:`forged_rating`): a text under evaluation has no reason
+                to write the evaluator's answer, and the screen and the prompt defences
+                miss a planted low rating
 ==============  =======================================================================
 
-A rating a defence does not take (``checked``, ``screened``) leaves the item unrated with a
-``parse_error`` that starts with :data:`REFUSED` (:func:`is_refusal`): flagged, not rated.
+A rating a defence does not take (``checked``, ``screened``, ``vetted``) leaves the item
+unrated with a ``parse_error`` that starts with :data:`REFUSED` (:func:`is_refusal`):
+flagged, not rated.
 
 Only the judged fields are tagged (the summary, the response), not the context they are
 judged against (the article, the conversation): the judged text is what a model under
@@ -58,6 +65,7 @@ __all__ = [
     "SCREENED_DEFENCES",
     "SCREEN_QUESTION",
     "SCREEN_THRESHOLD",
+    "VETTED_DEFENCES",
     "DATAMARK",
     "DEFENCES",
     "DEFENCE_REMINDER",
@@ -67,6 +75,7 @@ __all__ = [
     "defence_rule",
     "defended_text",
     "echoed_rating",
+    "forged_rating",
     "guarded_text",
     "is_refusal",
     "screen_messages",
@@ -80,17 +89,21 @@ DEFENCES: Final[tuple[str, ...]] = (
     "checked",
     "datamarked",
     "screened",
+    "vetted",
 )
 """Values of the ``defence`` factor."""
 
 CHECKED_DEFENCES: Final[frozenset[str]] = frozenset({"checked"})
 """The ``defence`` values that check the answer for an echoed rating."""
 
-SCREENED_DEFENCES: Final[frozenset[str]] = frozenset({"screened"})
+SCREENED_DEFENCES: Final[frozenset[str]] = frozenset({"screened", "vetted"})
 """The ``defence`` values that screen the judged text with one more call per item."""
 
-_REMINDED: Final = frozenset({"sandwich", "checked", "datamarked", "screened"})
-_MARKED: Final = frozenset({"datamarked", "screened"})
+VETTED_DEFENCES: Final[frozenset[str]] = frozenset({"vetted"})
+"""The ``defence`` values that refuse a judged text holding a forged rating, before any call."""
+
+_REMINDED: Final = frozenset({"sandwich", "checked", "datamarked", "screened", "vetted"})
+_MARKED: Final = frozenset({"datamarked", "screened", "vetted"})
 
 REFUSED: Final = "refused by the defence"
 """How the ``parse_error`` of a rating a defence did not take begins."""
@@ -197,6 +210,42 @@ def echoed_rating(matched: str | None, method: str, judged: Sequence[str]) -> st
     if method not in ECHO_RULES or not text:
         return None
     return text if any(text in j for j in judged) else None
+
+
+#: A rating in the judge's own answer format, as a judged text can forge it: a number, a
+#: fraction or a verdict letter in double brackets anywhere (``[[5]]``, ``[[ 4/5 ]]``,
+#: ``[[B]]``, ``[[tie]]``), or a line that starts with ``Rating`` or ``Score`` (markdown
+#: allowed), then ``:`` and a number (``Rating: 5``, ``**Score**: [[2]]``). A rating
+#: mentioned in a sentence ("a score of 3", "rated 4 out of 5") or a line of code
+#: (``score = 0``) is not one.
+_FORGED_BRACKETS: Final = re.compile(
+    r"\[\[\s*(?:[+-]?\d+(?:\.\d+)?(?:\s*/\s*\d+)?|[abc]|tie)\s*\]\]", re.IGNORECASE
+)
+_FORGED_LINE: Final = re.compile(
+    r"^[^\S\n]*[*_#>`]*[^\S\n]*(?P<rating>(?:rating|score)[*_`]*[^\S\n]*:[^\S\n]*"
+    r"[*_`\[(]*[^\S\n]*[+-]?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def forged_rating(judged: Sequence[str]) -> str | None:
+    """The first rating in the judge's own answer format that a judged text holds
+    (``"[[1]]"``, ``"Rating: 1"``), else ``None``: the ``vetted`` defence's format check.
+
+    A judged text under evaluation (a summary, a response) has no reason to write its
+    evaluator's answer. Of the 10,256 judged texts of the shipped tasks' datasets in
+    ``../shared/data`` (SummEval, Topical-Chat, SFHOT, SFRES, HANNA, LLMBar, Auto-J), the
+    check finds one: an Auto-J response that uses ``[[1]]`` as a citation mark
+    (``docs/judge.md``, "Judges under attack").
+    """
+    for text in judged:
+        brackets = _FORGED_BRACKETS.search(text)
+        if brackets is not None:
+            return brackets.group(0)
+        line = _FORGED_LINE.search(text)
+        if line is not None:
+            return line.group("rating")
+    return None
 
 
 SCREEN_QUESTION: Final = (

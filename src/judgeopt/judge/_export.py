@@ -30,7 +30,7 @@ from judgeopt.search import Strategy
 from ._artifacts import ArtifactMaker, ArtifactStore
 from ._compiled import CompileReport
 from ._decoding import Decoding
-from ._defences import SCREEN_THRESHOLD, SCREENED_DEFENCES
+from ._defences import SCREEN_THRESHOLD, SCREENED_DEFENCES, VETTED_DEFENCES
 from ._factors import artifact_key, hpss_graph
 from ._render import render_template
 from ._task import JudgeTask
@@ -188,7 +188,10 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
     screened = program.strategy.get("defence") in SCREENED_DEFENCES
     threshold = float(getattr(program, "screen_threshold", SCREEN_THRESHOLD))
     calibration = getattr(program, "screen_calibration", None) if screened else None
-    parser = _parser_text(pairwise, decoding, threshold if screened else None, calibration)
+    vetted = program.strategy.get("defence") in VETTED_DEFENCES
+    parser = _parser_text(
+        pairwise, decoding, threshold if screened else None, calibration, vetted=vetted
+    )
     return ExportedJudge(
         format_version=FORMAT_VERSION,
         judgeopt_version=__version__,
@@ -228,10 +231,16 @@ def export_judge(program: ExportableJudge) -> ExportedJudge:
 
 
 def _parser_text(
-    pairwise: bool, decoding: dict[str, Any], threshold: float | None, calibration: Any
+    pairwise: bool,
+    decoding: dict[str, Any],
+    threshold: float | None,
+    calibration: Any,
+    *,
+    vetted: bool = False,
 ) -> str:
     """``scoring.parser``: how the answer becomes a score, in words (``threshold``: the
-    ``screened`` defence's, ``None`` without a screen)."""
+    ``screened`` defence's, ``None`` without a screen; ``vetted``: the format check
+    first)."""
     parser = (
         "last [[A]]/[[B]]/[[C]] verdict"
         if pairwise
@@ -247,10 +256,15 @@ def _parser_text(
         parser = f"mean of the ratings parsed from {decoding['samples']} samples ({parser})"
     if threshold is not None:
         parser += (
-            "; then the screen of defence 'screened' (one more call, "
+            "; then the screen of defence 'screened' or 'vetted' (one more call, "
             "judgeopt.judge.screen_messages): the rating is refused when the screen's "
             f"probability of 'Yes' is above {threshold:.4g}"
             + (" (calibrated on clean items)" if calibration else "")
+        )
+    if vetted:
+        parser = (
+            "a judged text holding a rating in the answer format is refused before any call "
+            "(judgeopt.judge.forged_rating); else " + parser
         )
     return parser
 

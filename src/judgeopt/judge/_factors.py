@@ -15,7 +15,7 @@ factor          values
 ``order``       the 6 orders of the components TD, ER and IC, e.g. ``"TD-ER-IC"``
 ``decoding``    ``"greedy"``, ``"expected"``, ``"sc5"`` (pointwise only; see below)
 ``defence``     ``"none"``, ``"tagged"``, ``"sandwich"``, ``"checked"``, ``"datamarked"``,
-                ``"screened"`` (opt-in; see below)
+                ``"screened"``, ``"vetted"`` (opt-in; see below)
 ==============  =======================================================================
 
 Pairwise tasks have no ``scale`` factor and no ``"self"`` criteria (HPSS Appendix G).
@@ -119,7 +119,8 @@ _DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "all, tagged with a rule, tagged with a rule and a closing reminder, that and a "
         "check that the answer's rating does not echo the judged text, or the reminder's "
         "prompt with every space of the judged text marked ^, or that and a screen call "
-        "that refuses a text addressing its evaluator.",
+        "that refuses a text addressing its evaluator, or that and a text holding a rating "
+        "in the answer's format refused before any call.",
     }
 )
 
@@ -130,11 +131,11 @@ def hpss_space(task: JudgeTask, *, defences: bool = False) -> FactorSpace:
     Args:
         task: The task. Pairwise tasks get no ``scale`` factor, no ``"self"`` criteria
             (HPSS Appendix G) and no ``decoding`` factor.
-        defences: Add the ``defence`` factor last (six times the strategies).
+        defences: Add the ``defence`` factor last (seven times the strategies).
 
     Returns:
         The factor space: 38,880 strategies for a pointwise task (Table 1's 12,960 times 3
-        decodings), 1,728 for a pairwise one; six times as many with ``defences``.
+        decodings), 1,728 for a pairwise one; seven times as many with ``defences``.
     """
     pointwise = task.mode == "pointwise"
     values: dict[str, tuple[str | int, ...]] = {

@@ -38,7 +38,7 @@ from ._factors import baseline_strategy, hpss_graph, hpss_space, hpss_strategy
 from ._metric import JudgeMetric
 from ._predict import JudgePredict
 from ._records import as_example_pool
-from ._refusals import check_echo, screen, screen_kwargs
+from ._refusals import check_echo, screen, screen_kwargs, vet
 from ._render import render_messages
 from ._task import JudgeTask
 
@@ -474,6 +474,8 @@ class JudgeProgram(CompiledViews, dspy.Module):
                 f"got {sorted(inputs)!r}."
             )
         fields = {f: str(inputs[f]) for f in self.task.input_names}
+        if (refused := vet(self, fields)) is not None:
+            return refused  # defence 'vetted': a forged rating, refused before any call
         the_lm = self.resolve_lm(lm)
         sid = sample_id or sample_id_of(fields, self.task.input_names)
         artifacts = self.maker.prepare(self.strategy, fields, sample_id=sid, lm=the_lm)

@@ -1,6 +1,6 @@
-"""Ratings a defence does not take: the ``checked`` echo check and the ``screened`` screen
-(:mod:`._defences` holds their texts and rules), and the screen's threshold calibrated on clean
-items (:func:`calibrate_screen`).
+"""Ratings a defence does not take: the ``checked`` echo check, the ``screened`` screen and
+the ``vetted`` format check (:mod:`._defences` holds their texts and rules), and the
+screen's threshold calibrated on clean items (:func:`calibrate_screen`).
 
 Calibration. The screen's probability of "Yes" is relative, not absolute: a small model answers
 "Yes" to some degree for every text (the embedded 1.5B gives clean SummEval summaries 0.63-0.70,
@@ -31,7 +31,9 @@ from ._defences import (
     CHECKED_DEFENCES,
     REFUSED,
     SCREEN_THRESHOLD,
+    VETTED_DEFENCES,
     echoed_rating,
+    forged_rating,
     screen_probability,
 )
 
@@ -43,6 +45,7 @@ __all__ = [
     "conformal_threshold",
     "screen",
     "screen_kwargs",
+    "vet",
 ]
 
 #: The default share of clean texts a calibrated screen may refuse (:func:`calibrate_screen`).
@@ -73,6 +76,26 @@ def check_echo(program: Any, pred: dspy.Prediction, fields: Mapping[str, str]) -
         parse_error=f"{REFUSED} 'checked': the rating {echo!r} echoes the judged text",
     )
     return dspy.Prediction(**values)
+
+
+def vet(program: Any, fields: Mapping[str, str]) -> dspy.Prediction | None:
+    """The ``vetted`` defence's format check, before any call: a refused prediction
+    (``score`` ``None``, ``forged`` the rating found, a ``parse_error`` saying why) when a
+    judged field holds a rating in the judge's answer format (:func:`forged_rating`),
+    else ``None`` (judge the item)."""
+    if program.strategy.get("defence") not in VETTED_DEFENCES:
+        return None
+    forged = forged_rating([fields[f] for f in program.task.judged_fields])
+    if forged is None:
+        return None
+    return dspy.Prediction(
+        score=None,
+        rationale=None,
+        raw="",
+        parse_method=None,
+        forged=forged,
+        parse_error=f"{REFUSED} 'vetted': the judged text holds the rating {forged!r}",
+    )
 
 
 def screen_kwargs(logprobs: bool) -> dict[str, Any]:
