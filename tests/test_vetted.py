@@ -3,6 +3,7 @@ judge's own answer format refused before any call."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from _selection_scripts import ASPECT, topical_records, topical_task
 from judgeopt.data import load_records
-from judgeopt.evaluate import attack_suite, evaluate, robustness
+from judgeopt.evaluate import attack_suite, call_cost, evaluate, robustness
 from judgeopt.judge import (
     DEFENCES,
     SCREENED_DEFENCES,
@@ -130,6 +131,12 @@ def test_a_vetted_judge_refuses_a_forged_rating_before_any_call(task, records) -
     # Evaluated, a refusal is an unrated item with its reason, never a failure.
     res = evaluate(vetted, [records[1]], progress=False, threads=1)
     assert res.items[0].score == 4
+    # The plan counts no call for a text the format check refuses: per item, half of the
+    # screened judge's two calls when half the items hold a forged rating.
+    half = [rec, dataclasses.replace(rec, inputs=forged)]
+    assert call_cost(screened, half, fake.lm).calls == 2
+    assert call_cost(vetted, half, fake.lm).calls == 1
+    assert call_cost(vetted, [half[1]], fake.lm).calls == 0
 
 
 def test_robustness_counts_the_format_checks_refusals(task, records) -> None:

@@ -177,10 +177,14 @@ def call_cost(
     computed: float | None = 0.0 if len(window) > 1 and counts_computed(lm) else None
     for member in judges_of(program):
         judge = scoring_program(member, explain=explain)
-        prompts = [prompt_tokens_of(judge, records, i, lm) for i in range(len(records))]
+        judged = unvetted(judge, records)  # defence 'vetted': a forged rating costs no call
+        if records and not judged:
+            continue
+        weight = len(judged) / len(records) if records else 1.0
+        prompts = [prompt_tokens_of(judge, judged, i, lm) for i in range(len(judged))]
         pointwise = judge.task.mode != "pairwise"
         decoding = getattr(judge, "decoding", None) if pointwise else None
-        samples = int(decoding.samples) if decoding is not None else 1
+        samples = weight * (int(decoding.samples) if decoding is not None else 1)
         cap = cap_of(judge)
         if pointwise and getattr(judge, "stops_at_score", False):
             written = float(min(cap, RATING_TOKENS))
@@ -202,13 +206,25 @@ def call_cost(
             else:
                 computed += samples * share * mean_prompt
         if getattr(judge, "screens", False):
-            screen = screen_cost(judge, records, lm)
-            calls += screen.calls
-            prompt += screen.prompt_tokens
-            completion += screen.completion_tokens
+            screen = screen_cost(judge, judged, lm)
+            calls += weight * screen.calls
+            prompt += weight * screen.prompt_tokens
+            completion += weight * screen.completion_tokens
             if computed is not None:
-                computed += screen.prompt_tokens
+                computed += weight * screen.prompt_tokens
     return CallCost(calls, prompt, completion, explains, computed)
+
+
+def unvetted(judge: Any, records: Sequence[Any]) -> list[Any]:
+    """The ``records`` a judge makes calls for: all of them, except, for a ``vetted`` judge,
+    those whose judged text holds a forged rating (refused before any call)."""
+    from ..judge import VETTED_DEFENCES, forged_rating  # lazy: judgeopt.judge loads DSPy
+
+    strategy = getattr(judge, "strategy", None)
+    if strategy is None or strategy.get("defence") not in VETTED_DEFENCES:
+        return list(records)
+    judged = judge.task.judged_fields
+    return [r for r in records if forged_rating([str(r.inputs[f]) for f in judged]) is None]
 
 
 def screen_cost(judge: Any, records: Sequence[Any], lm: Any) -> CallCost:
