@@ -327,7 +327,8 @@ def _robustness_html(data: Mapping[str, Any]) -> list[str]:
 
 
 def _screen_html(data: Mapping[str, Any]) -> list[str]:
-    """The ``screened`` defence's threshold, and how it was set (``[]``: no screen)."""
+    """The ``screened`` (``vetted``) defence's threshold, and how it was set (``[]``: no
+    screen); ``vetted``: its format check first."""
     scoring = data.get("scoring") or {}
     threshold = scoring.get("screen_threshold")
     if threshold is None:
@@ -341,9 +342,16 @@ def _screen_html(data: Mapping[str, Any]) -> list[str]:
             else f"too few items for {cal['false_flags']:.0%}"
         )
         how = f"calibrated on {cal.get('n')} clean validation texts, {bound}"
+    vetted = (data.get("strategy") or {}).get("defence") == "vetted"
+    first = (
+        "A judged text holding a rating in the judge's answer format ([[5]], Rating: 5) is "
+        "refused before any call. "
+        if vetted
+        else ""
+    )
     return [
-        f'<p class="screen">The screen refuses a text whose probability of "Yes" is above '
-        f"{_esc(f'{float(threshold):.3f}')} ({_esc(how)}).</p>"
+        f'<p class="screen">{_esc(first)}The screen refuses a text whose probability of "Yes" '
+        f"is above {_esc(f'{float(threshold):.3f}')} ({_esc(how)}).</p>"
     ]
 
 
