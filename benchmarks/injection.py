@@ -162,9 +162,9 @@ def judges(
         "rate_first_checked": base.with_strategy({**first, "defence": "checked"}),
         "rate_first_datamarked": base.with_strategy({**first, "defence": "datamarked"}),
         "rate_first_screened": base.with_strategy({**first, "defence": "screened"}),
+        "rate_first_vetted": base.with_strategy({**first, "defence": "vetted"}),
         "baseline_sandwich": base.with_strategy({**base.strategy.as_dict(), "defence": "sandwich"}),
     }
-    made["rate_first_vetted"] = base.with_strategy({**first, "defence": "vetted"})
     for name in CALIBRATED:
         if name in names:
             uncalibrated = made[name.removesuffix("_calibrated")]

@@ -218,13 +218,11 @@ def call_cost(
 def unvetted(judge: Any, records: Sequence[Any]) -> list[Any]:
     """The ``records`` a judge makes calls for: all of them, except, for a ``vetted`` judge,
     those whose judged text holds a forged rating (refused before any call)."""
-    from ..judge import VETTED_DEFENCES, forged_rating  # lazy: judgeopt.judge loads DSPy
+    from ..judge import forged_of  # lazy: judgeopt.judge loads DSPy
 
-    strategy = getattr(judge, "strategy", None)
-    if strategy is None or strategy.get("defence") not in VETTED_DEFENCES:
+    if getattr(judge, "strategy", None) is None:
         return list(records)
-    judged = judge.task.judged_fields
-    return [r for r in records if forged_rating([str(r.inputs[f]) for f in judged]) is None]
+    return [r for r in records if forged_of(judge, inputs_of(judge, r)) is None]
 
 
 def screen_cost(judge: Any, records: Sequence[Any], lm: Any) -> CallCost:

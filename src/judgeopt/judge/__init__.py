@@ -74,6 +74,7 @@ from ._refusals import (
     ScreenCalibration,
     calibrate_screen,
     conformal_threshold,
+    forged_of,
 )
 from ._render import (
     criteria_for,
@@ -94,6 +95,7 @@ __all__ = [
     "guarded_text",
     "echoed_rating",
     "forged_rating",
+    "forged_of",
     "REFUSED",
     "is_refusal",
     "screen_messages",

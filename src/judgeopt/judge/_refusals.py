@@ -43,6 +43,7 @@ __all__ = [
     "calibrate_screen",
     "check_echo",
     "conformal_threshold",
+    "forged_of",
     "screen",
     "screen_kwargs",
     "vet",
@@ -78,14 +79,20 @@ def check_echo(program: Any, pred: dspy.Prediction, fields: Mapping[str, str]) -
     return dspy.Prediction(**values)
 
 
-def vet(program: Any, fields: Mapping[str, str]) -> dspy.Prediction | None:
-    """The ``vetted`` defence's format check, before any call: a refused prediction
-    (``score`` ``None``, ``forged`` the rating found, a ``parse_error`` saying why) when a
-    judged field holds a rating in the judge's answer format (:func:`forged_rating`),
-    else ``None`` (judge the item)."""
+def forged_of(program: Any, fields: Mapping[str, str]) -> str | None:
+    """The rating a ``vetted`` judge refuses these input fields for, before any call (the
+    first rating in its answer format a judged field holds, :func:`forged_rating`); ``None``
+    when it judges them (any other defence, or no such rating)."""
     if program.strategy.get("defence") not in VETTED_DEFENCES:
         return None
-    forged = forged_rating([fields[f] for f in program.task.judged_fields])
+    return forged_rating([str(fields[f]) for f in program.task.judged_fields])
+
+
+def vet(program: Any, fields: Mapping[str, str]) -> dspy.Prediction | None:
+    """The ``vetted`` defence's format check, before any call: a refused prediction
+    (``score`` ``None``, ``forged`` the rating found, a ``parse_error`` saying why) when
+    :func:`forged_of` finds a rating, else ``None`` (judge the item)."""
+    forged = forged_of(program, fields)
     if forged is None:
         return None
     return dspy.Prediction(
