@@ -93,12 +93,14 @@ from ._replay import (
     add_replay_arguments,
     bank_splits,
     choose_default,
+    gain_prior,
     n_valids_of,
     paired_difference,
     prior_strategy,
     replay_bank,
     replay_fixed,
     replay_rule,
+    rule_input,
 )
 from ._spend import fresh_engines, spent
 from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
@@ -137,6 +139,7 @@ __all__ = [
     "first_k",
     "fixed_label",
     "fresh_engines",
+    "gain_prior",
     "judgement_costs",
     "join_pairs",
     "judgement_covers",
@@ -163,6 +166,7 @@ __all__ = [
     "rates_first",
     "rule_cost_rows",
     "rules_report",
+    "rule_input",
     "run_interruptible",
     "sample_groups",
     "selection_settings",

@@ -48,6 +48,7 @@ __all__ = [
     "replay_bank",
     "replay_fixed",
     "replay_rule",
+    "rule_input",
 ]
 
 
@@ -86,6 +87,12 @@ def bank_splits(
             )
         out.append((v, t))
     return out
+
+
+def rule_input(pair: BankPair, idx: np.ndarray, preds: np.ndarray, seed: int) -> RuleInput:
+    """The rule input of ``pair``'s pool rows ``idx`` (``preds``: :meth:`BankPair.matrix`),
+    as every replay makes it: the split's index is the rule's ``seed``."""
+    return _input(pair, idx, preds, seed)
 
 
 def _input(pair: BankPair, idx: np.ndarray, preds: np.ndarray, seed: int) -> RuleInput:
