@@ -249,3 +249,32 @@ def test_held_out_runs_merge_apart(tmp_path: Path) -> None:
     assert data["met_held_out"] == "1 of 1 pair-model rows"
     assert data["met_beside_held_out"] == {"rate_first_vetted_calibrated": "1 of 1 pair-model rows"}
     assert data["held_out"] == injection.HELD_OUT
+
+
+def test_a_row_without_the_registered_judge_is_kept_for_the_judges_beside_it(
+    tmp_path: Path,
+) -> None:
+    """A held-out pair judged by the baseline and a judge beside the registered one only (the
+    registered judge not run there): the merge keeps the row, its registered figures empty and
+    undecided, and counts it for the judge beside it, not for the registered one."""
+    recs = injection.pair_records("topical_chat", 16, 1, avoid_seed=0)
+    row: dict[str, Any] = {"task": "topical_chat", "aspect": "naturalness", "n": len(recs)}
+    row["judges"] = {
+        "baseline": _report(recs, 0.8, False),
+        "rate_first_vetted_calibrated": _report(recs, 0.1, False),
+    }
+    summary = injection.pair_summary(row, recs, "local", seed=1)
+    assert summary["defended"] is None and summary["met"] is None
+    assert injection.DEFENDED in summary["met_note"]
+    beside = summary["other_defended"]["rate_first_vetted_calibrated"]
+    assert summary["baseline"] == beside["baseline"]
+    path = tmp_path / "fresh.json"
+    payload = {"suite_version": "injection-1", "model": "local"}
+    path.write_text(
+        json.dumps({**payload, "settings": {"seed": 1, "avoid_seed": 0}, "pairs": [row]})
+    )
+    out = tmp_path / "injection.json"
+    assert injection.main(["--merge", str(path), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert len(data["held_out_pairs"]) == 1 and data["met_held_out"] == "0 of 0 pair-model rows"
+    assert data["met_beside_held_out"] == {"rate_first_vetted_calibrated": "1 of 1 pair-model rows"}
