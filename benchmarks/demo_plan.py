@@ -155,7 +155,6 @@ def pair_costs(
 
 
 def plan_pair(
-    pair: BankPair,
     cut: BankPair,
     cost: np.ndarray,
     call_of: Sequence[int],
@@ -288,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in sizes:
             print(f"{name}: {n} labelled items", file=sys.stderr, flush=True)
             entry["n_valid"][str(n)] = plan_pair(
-                bank[name], cut, cost, call_of, rules, n, args.n_test, args.splits, args.seed
+                cut, cost, call_of, rules, n, args.n_test, args.splits, args.seed
             )
         pairs[name] = entry
     payload = {

@@ -90,7 +90,7 @@ def test_each_split_costs_the_search_then_the_baseline_and_the_pick_on_the_test(
     cost = np.zeros((len(cut.columns), len(cut.ids)))
     cost[0], cost[1], cost[2] = 5.0, 1.0, 2.0  # the twin (row 3) costs nothing
     rules = {"keep": _keep_baseline, "best": _best_other}
-    out = dp.plan_pair(cut, cut, cost, call_of, rules, n_valid=40, n_test=80, n_splits=6, seed=0)
+    out = dp.plan_pair(cut, cost, call_of, rules, n_valid=40, n_test=80, n_splits=6, seed=0)
     keep, best = out["keep"], out["best"]
     assert keep["n_test"] == 80
     # labelled: every call on 40 items (8 s each); held out: the baseline, and the pick's call
