@@ -50,7 +50,7 @@ from judgeopt.evaluate import EvalResult, compare, ensemble_result
 from judgeopt.judge import JudgeProgram, load_task
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
 from judgeopt.search import Strategy
-from judgeopt.teleprompt import JudgeSearch, load_optimizer
+from judgeopt.teleprompt import JudgeSearch, judge_cost, load_optimizer
 from judgeopt_lab import (
     EXIT_INTERRUPTED,
     across_pairs,
@@ -251,6 +251,7 @@ def run_pair(
         stored(judge.with_strategy(strategy), f"passed over {t['key']}")
     row["calls_this_run"]["passed_over"] = lm.stats().calls - s3.calls
     row["passed_over_on_test"] = passed_over_report(pair_dir, test, row, seed)
+    row["cost_per_item"] = cost_report(pair_dir, row)
     write_json(pair_dir / "result.json", row)
     return row
 
@@ -273,6 +274,38 @@ def shipped_fields(row: Mapping[str, Any]) -> dict[str, Any]:
         "shipped_gain_ci": ci,
         "shipped_relative_gain": gain / abs(base) if gain is not None and base else None,
         "shipped_significantly_worse": bool(ci is not None and ci[1] is not None and ci[1] < 0),
+    }
+
+
+def cost_report(pair_dir: Path, row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Each reported judge's cost per judged item (:func:`judgeopt.teleprompt.judge_cost`:
+    calls from its strategies, a call's wall seconds and tokens from the compile's own
+    evaluation summaries, ``ckpt/evaluations.jsonl``): the baseline, the chosen single
+    judge, the shipped judge (the ensemble's members when it ships one) and the passed-over
+    strategies judged on test. ``None`` without the compile's journal."""
+    journal = pair_dir / "ckpt" / "evaluations.jsonl"
+    if not journal.is_file():
+        return None
+    summaries = [json.loads(x) for x in journal.read_text(encoding="utf-8").splitlines() if x]
+    base = JudgeProgram(load_task(row["task"]), row["aspect"])
+
+    def cost(members: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return judge_cost(base, members, summaries).to_dict()
+
+    shipped = (
+        row.get("ensemble_members") or [row["chosen_strategy"]]
+        if row.get("shipped") == "ensemble"
+        else [row["chosen_strategy"]]
+    )
+    return {
+        "baseline": cost([row["baseline_strategy"]]),
+        "chosen": cost([row["chosen_strategy"]]),
+        "shipped": cost(shipped),
+        "passed_over": [
+            {"key": p["key"], **cost([p["strategy"]])} for p in row.get("passed_over_on_test") or []
+        ],
+        "note": "per judged item; seconds: the compile's wall time per call at its "
+        "concurrency, times the judge's calls per item",
     }
 
 
@@ -307,6 +340,7 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
         row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
     if not (frozen and "passed_over_on_test" in row):
         row["passed_over_on_test"] = passed_over_report(pair_dir, test, row, seed)
+    row["cost_per_item"] = cost_report(pair_dir, row)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,16 @@ def records(shared_data: Path) -> Any:
     return topical_records(shared_data)
 
 
+def _check_cost_lines(printed: str) -> None:
+    """Each judge's cost per judged item, the ensemble marked as the judge written."""
+    lines = printed.splitlines()
+    at = lines.index("cost per judged item (the search's own calls; wall time at its concurrency):")
+    assert lines[at + 1].startswith("  baseline  1 call, about ")
+    assert lines[at + 2].startswith("  chosen    1 call, about ")
+    assert lines[at + 3].startswith("  ensemble  2 calls, about ")
+    assert lines[at + 3].endswith("s  (the judge written)")
+
+
 def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
 ) -> None:
@@ -70,6 +80,7 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert "selection: finalist" in printed and "confirmed" in printed
     assert "confirmation (47 items" in printed and "test (40 items" in printed
     assert "95% interval" in printed and "ensemble of 2 strategies" in printed
+    _check_cost_lines(printed)
     ens = json.loads(out.read_text())
     single = json.loads((tmp_path / "judge.single.json").read_text())
     assert ens["format"] == "judgeopt-ensemble" and len(ens["members"]) == 2

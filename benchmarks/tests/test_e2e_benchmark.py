@@ -406,3 +406,29 @@ def test_the_e2e_report_replays_confirm_at_the_level_the_compile_would_use(tmp_p
     stated = load_optimizer(str(preset))
     assert confirmation_kwargs(auto.selection, None)["confidence"] == 0.8
     assert confirmation_kwargs(stated.selection, ["g"])["confidence"] == 0.9
+
+
+def test_cost_report_reads_the_committed_compile(tmp_path: Path) -> None:
+    """Each judge's cost per item on the pre-registered SummEval consistency compile (its
+    committed journal): the baseline and every single judge one call, the shipped stack one
+    per member, its seconds and tokens the sum of its members'."""
+    e2e, _ = _e2e_script("e2e_cost", tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    rows = json.loads((root / "results" / "e2e_prereg.json").read_text())["pairs"]
+    row = next(r for r in rows if (r["task"], r["aspect"]) == ("summeval", "consistency"))
+    pair_dir = root / "runs" / "e2e_prereg" / "summeval_consistency"
+    cost = e2e.cost_report(pair_dir, row)
+    assert cost["baseline"]["calls"] == cost["chosen"]["calls"] == 1
+    assert row["shipped"] == "ensemble" and cost["shipped"]["calls"] == 6
+    members = [
+        e2e.cost_report(pair_dir, {**row, "shipped": "chosen", "chosen_strategy": m})
+        for m in row["ensemble_members"]
+    ]
+    assert cost["shipped"]["seconds"] == pytest.approx(
+        sum(m["chosen"]["seconds"] for m in members), abs=0.01
+    )
+    # The baseline explains before it rates; every other member stops at its rating.
+    assert cost["baseline"]["completion_tokens"] > 10 * cost["chosen"]["completion_tokens"]
+    assert cost["baseline"]["seconds"] > cost["chosen"]["seconds"] > 0
+    assert [p["key"] for p in cost["passed_over"]] == [p["key"] for p in row["passed_over_on_test"]]
+    assert e2e.cost_report(tmp_path, row) is None  # no journal: nothing to read

@@ -410,6 +410,20 @@ def _planned_and_spent(res: CompileResult, plan: dict[str, Any]) -> str:
     return f"cost: {planned}; {spent}"
 
 
+def _print_cost(cost: dict[str, Any] | None, shipped_ensemble: bool) -> None:
+    """The judges' cost per judged item (the selection record's ``cost_per_item``)."""
+    from ..teleprompt import JudgeCost
+
+    if not cost:
+        return
+    print("cost per judged item (the search's own calls; wall time at its concurrency):")
+    shipped = "ensemble" if shipped_ensemble and cost.get("ensemble") else "chosen"
+    for name in ("baseline", "chosen", "ensemble"):
+        if cost.get(name):
+            mark = "  (the judge written)" if name == shipped else ""
+            print(f"  {name:<9} {JudgeCost.from_dict(cost[name]).phrase()}{mark}")
+
+
 def _print_compile_summary(judge: JudgeProgram, ensemble: JudgeEnsemble | None) -> None:
     res = judge.search_result
     sel = judge.selection or {}
@@ -470,6 +484,7 @@ def _print_compile_summary(judge: JudgeProgram, ensemble: JudgeEnsemble | None) 
             f"judge ({res.calls + res.selection_calls} in all)"
         )
     _print_comparisons(judge.comparisons)
+    _print_cost(sel.get("cost_per_item"), ensemble is not None)
     if ensemble is not None:
         anchor = (ensemble.selection or {}).get("anchor") or 0.0
         print(

@@ -31,6 +31,8 @@ The package's modules, one concept each:
   guard``);
 * ``_prior_default``: the prior default returned instead of the baseline (``[selection] prior``);
 * ``_compile_result``: :class:`CompileResult` and the problems a compile reports;
+* ``_judge_cost``: what a compiled judge costs per item (:func:`judge_cost`), measured on
+  the search's own calls;
 * ``_teleprompters``: :class:`JudgeSearch`, :class:`HPSS`, :class:`Greedy`, ...
 """
 
@@ -41,6 +43,7 @@ from .._renamed import renamed_names as _renamed_names
 from ._compile_result import CompileResult
 from ._config import Metric, OptimizerConfig, load_optimizer
 from ._journal import ItemStore
+from ._judge_cost import JudgeCost, judge_cost
 from ._judging import ENDPOINT_CHECK
 from ._teleprompters import (
     HPSS,
@@ -61,11 +64,13 @@ __all__ = [
     "GridJudgeSearch",
     "HPSS",
     "ItemStore",
+    "JudgeCost",
     "JudgeSearch",
     "Metric",
     "OptimizerConfig",
     "RandomJudgeSearch",
     "StepwiseGreedy",
+    "judge_cost",
     "load_optimizer",
 ]
 

@@ -36,6 +36,7 @@ from ._choosing import Chooser
 from ._compile_result import CompileResult, find_problems
 from ._config import OptimizerConfig
 from ._journal import RunJournal, progress_log, strategy_key
+from ._judge_cost import cost_record
 from ._judging import Evaluator, check_endpoint, race_plan
 from ._planning import compile_plan
 from ._searching import (
@@ -109,7 +110,7 @@ class CompileRun:
         self.base = student.fresh_copy(
             trainset=train, artifacts=self.artifacts, example_seed=config.example_seed, lm=lm
         )
-        graph = build_graph(config, student, lm)
+        graph = self.graph = build_graph(config, student, lm)
         search = make_search(config, student, graph)
         self.search, self.summaries = journal.resume(
             search, name=config.search, seed=config.seed, budget=config.budget
@@ -361,16 +362,34 @@ class CompileRun:
             )
         for line in selected.record.messages:
             log.log(logging.WARNING if selected.warn else logging.INFO, "%s", line, extra=REPORTED)
+        cost = self._cost_per_item(chosen, ensemble)
         return chosen.with_report(
             CompileReport(
                 search_result=result,
                 validation=validation,
-                selection=selected.record.to_dict(),
+                selection={**selected.record.to_dict(), "cost_per_item": cost},
                 comparisons=selected.comparisons,
                 ensemble=ensemble,
                 model_name=model_name,
             )
         )
+
+    def _cost_per_item(self, chosen: Any, ensemble: Any) -> dict[str, Any] | None:
+        """The baseline's, the chosen judge's and the ensemble's cost per judged item
+        (:func:`cost_record`); ``None``, logged, if it cannot be worked out: a report's
+        figure never costs the judge a finished compile found."""
+        try:
+            return cost_record(
+                self.base,
+                self.summaries,
+                baseline=self.base.strategy,
+                chosen=chosen.strategy,
+                ensemble=None if ensemble is None else [m.strategy for m in ensemble.members],
+                graph=self.graph,
+            )
+        except Exception as e:  # noqa: BLE001 - reported, never fatal
+            log.warning("the judge's cost per item could not be worked out: %s", e)
+            return None
 
     def _select(self) -> Selected:
         """The chooser's choice among the search's trials (less any barred)."""
