@@ -11,7 +11,11 @@ seeing these pairs, they are a hypothesis, not a result.
 Writes (merging) ``benchmarks/results/bank_fixed.json``::
 
     {LABEL: {"rule", "setting", "settings", "provenance", "n_valid": {N: {"mean_gain", "se",
-             "mean_relative_gain", "worse_share", "max_pair_worse_share", "per_pair": {...}}}}}
+             "mean_relative_gain", "worse_share", "max_pair_worse_share", "mean_members",
+             "per_pair": {...}}}}}
+
+(``mean_members``: the prompts the shipped judge combines, its calls per judged item, mean
+over the splits of each pair, then over the pairs.)
 
 with ``LABEL`` = ``rule setting-as-json``, followed by `` [rate_first]`` for
 ``--candidates rate_first`` (each pair cut to the baseline and its search path's strategies
@@ -35,16 +39,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from judgeopt.selection import RULES
 from judgeopt_lab import (
     add_replay_arguments,
+    bank_lines,
+    cost_matrix,
     fixed_label,
+    judgement_costs,
     load_bank,
     markdown_table,
     n_valids_of,
     provenance,
     rate_first_k,
     replay_fixed,
+    stopped_costs,
     write_json,
 )
 
@@ -59,6 +69,19 @@ CANDIDATES = ("all", "rate_first")
 label = fixed_label
 
 
+def column_seconds(bank: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Each pair's columns' mean seconds per judgement as the bank recorded them (a chunk's
+    wall time shared by latency, :func:`judgeopt_lab.judgement_costs`), the calls that rate
+    before they explain costed as stopped at the score (:func:`judgeopt_lab.stopped_costs`,
+    by the pair's rating-only calls), as a compile judges them."""
+    out = {}
+    for name, pair in bank.items():
+        held, _ = judgement_costs(bank_lines(ROOT / "runs" / "bank", name))
+        stopped, _ = stopped_costs(pair, cost_matrix(pair, held), estimate="none")
+        out[name] = np.nanmean(stopped, axis=1)
+    return out
+
+
 def table(entry: dict[str, Any]) -> str:
     rows = []
     for n, v in entry["n_valid"].items():
@@ -70,6 +93,8 @@ def table(entry: dict[str, Any]) -> str:
                 f"{100 * v['mean_relative_gain']:+.1f} %",
                 f"{100 * v['worse_share']:.1f} %",
                 f"{100 * v['max_pair_worse_share']:.1f} % ({worst[0]})",
+                "-" if v.get("mean_members") is None else f"{v['mean_members']:.2f}",
+                "-" if v.get("mean_seconds") is None else f"{v['mean_seconds']:.1f}",
             ]
         )
     return markdown_table(
@@ -79,6 +104,8 @@ def table(entry: dict[str, Any]) -> str:
             "mean relative gain",
             "worse",
             "worst pair",
+            "prompts per item",
+            "seconds per item",
         ],
         rows,
     )
@@ -99,6 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         "--pairs",
         default="",
         help="comma-separated bank pairs (default: every complete pair); each must be complete",
+    )
+    ap.add_argument(
+        "--seconds",
+        action="store_true",
+        help="also report the shipped judge's seconds per judged item: its members' mean "
+        "seconds per judgement in the bank's recording, rate-first calls stopped at the "
+        "score (bank_cost.py's accounting)",
     )
     add_replay_arguments(ap, OUT)
     args = ap.parse_args(argv)
@@ -135,8 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     # Every complete pair stays in: a rule with a prior learns it from the pairs not scored.
     bank = {p: bp for p, bp in bank.items() if p not in unfinished}
+    seconds = column_seconds(bank) if args.seconds else None
     if args.candidates == "rate_first":
-        bank = {p: rate_first_k(bp)[0] for p, bp in bank.items()}
+        cut = {p: rate_first_k(bp) for p, bp in bank.items()}
+        bank = {p: c[0] for p, c in cut.items()}
+        if seconds is not None:
+            seconds = {p: seconds[p][cut[p][1]] for p in bank}
     entry = replay_fixed(
         bank,
         args.rule,
@@ -145,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         n_splits=args.splits,
         seed=args.seed,
         scored=named,
+        column_seconds=seconds,
     )
     scored = named or sorted(bank)
     entry["settings"] = {

@@ -311,13 +311,18 @@ def replay_fixed(
     n_splits: int = 200,
     seed: int = 0,
     scored: Sequence[str] | None = None,
+    column_seconds: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """One rule at one fixed setting on every pair and size: what a preset ships, whose
     constants do not change with the user's number of labels (:func:`replay_bank` chooses a
     rule's constants per size). The splits are :func:`replay_bank`'s (same ``seed``); a prior
     is each pair's leave-one-pair-out prior. ``scored``: replay these pairs only (held-out
     pairs), their priors still learnt from every other pair of ``bank``. Returns ``{"rule",
-    "setting", "n_valid": {N: {...}}}`` with :func:`replay_bank`'s fields per size."""
+    "setting", "n_valid": {N: {...}}}`` with :func:`replay_bank`'s fields per size.
+
+    ``column_seconds``: per pair, each column's seconds per judgement; each pair's entry
+    then holds ``seconds``, the shipped judge's seconds per judged item (its members'
+    seconds added), mean over the splits, and each size ``mean_seconds`` over the pairs."""
     spec = dict(RULES if rules is None else rules).get(rule)
     if spec is None:
         raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(rules or RULES)}")
@@ -335,7 +340,16 @@ def replay_fixed(
             splits = prepare_splits(bank[p], bank_splits(bank[p], n_valid, n_splits, seed))
             r = _replay_setting(bank[p], spec, setting, priors[p], gains[p], splits)
             per_pair[p] = _summary(r) | {"setting": dict(setting)}
+            if column_seconds is not None:
+                sec = column_seconds[p]
+                per_pair[p]["seconds"] = float(
+                    np.mean([sum(float(sec[m]) for m in pick) for pick in r.picks])
+                )
         out["n_valid"][str(n_valid)] = _across(per_pair)
+        if column_seconds is not None:
+            out["n_valid"][str(n_valid)]["mean_seconds"] = float(
+                np.mean([v["seconds"] for v in per_pair.values()])
+            )
     return out
 
 
@@ -446,6 +460,8 @@ def _summary(r: _Replay) -> dict[str, Any]:
         "baseline": float(np.mean(r.baseline)),
         "baseline_share": float(np.mean(r.kept_baseline)),
         "n_splits": int(r.gains.size),
+        # Prompts the shipped judge combines: its calls per judged item.
+        "members": float(np.mean([len(p) for p in r.picks])) if r.picks else None,
     }
 
 
@@ -462,8 +478,16 @@ def _across(per_pair: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         "relative_mean_gain": float(g.mean() / abs(base.mean())) if base.mean() else None,
         "worse_share": float((worse * n).sum() / n.sum()),
         "max_pair_worse_share": float(worse.max()),
+        "mean_members": _mean_members(per_pair),
         "per_pair": {p: dict(v) for p, v in per_pair.items()},
     }
+
+
+def _mean_members(per_pair: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The mean over pairs of the shipped judge's prompts per item (``None`` when a pair's
+    replay did not count them)."""
+    got = [v.get("members") for v in per_pair.values()]
+    return None if not got or None in got else float(np.mean(got))
 
 
 def choose_default(

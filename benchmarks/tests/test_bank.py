@@ -32,6 +32,7 @@ from judgeopt.selection import (
     crossfit_gain,
     ensemble_rule,
     factor_rule,
+    frugal,
     guarded,
     impute,
     lcb_rule,
@@ -468,6 +469,35 @@ def test_the_guard_keeps_a_pick_only_when_it_beats_the_baseline_cross_fitted() -
     grouped = RuleInput(strong.human, strong.preds, 0, groups=groups, seed=1)
     assert np.isfinite(crossfit_gain(grouped, rule))
     assert guarded(rule)(grouped).members in {(0,), rule(grouped).members}
+
+
+def test_frugal_ships_the_single_judge_that_does_as_well_cross_fitted() -> None:
+    """One candidate carries all the signal: the ensemble of the 3 best gains no more than
+    it, cross-fitted, so the frugal rule ships the single judge; a tolerance below zero (the
+    single judge must beat the ensemble by that much) keeps the ensemble; a margin above
+    the single judge's cross-fitted gain keeps the ensemble too."""
+    strong = _toy_input(signal=1.4)
+    ens = lambda d: ensemble_rule(d, m=3)  # noqa: E731
+    g_single, g_ens = crossfit_gain(strong, best_rule), crossfit_gain(strong, ens)
+    assert g_single >= g_ens  # the other two members only add noise
+    pick = frugal(ens, best_rule)(strong)
+    assert pick.single == 3 and "fewer calls" in pick.reason
+    assert frugal(ens, best_rule, tolerance=g_ens - g_single - 0.01)(strong).members == (
+        ens(strong).members
+    )
+    assert len(frugal(ens, best_rule, margin=g_single + 0.01)(strong).members) == 3
+    # a single pick is returned as it is; a "cheaper" rule that is not cheaper is ignored
+    assert frugal(best_rule, ens)(strong).single == 3
+    assert frugal(ens, lambda d: ensemble_rule(d, m=3))(strong).members == ens(strong).members
+    # keyed: each cross-fitted gain is computed once per input
+    fresh = RuleInput(strong.human, strong.preds, 0, seed=strong.seed)
+    assert frugal(ens, best_rule, keys=("e", "b"))(fresh).single == 3
+    assert fresh.memo("b-0.5", lambda: float("nan")) == pytest.approx(g_single)
+    # registered: stack+guard+frugal ships a single judge or the guarded stack
+    spec = RULES["stack+guard+frugal"]
+    for setting in spec.settings():
+        got = spec.bind(setting)(strong)
+        assert got.single == 3 or len(got.members) > 1
 
 
 def test_an_ensemble_pick_renormalises_over_parsed_members_as_the_compile_does() -> None:

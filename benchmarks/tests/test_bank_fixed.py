@@ -96,3 +96,27 @@ def test_a_scored_pair_keeps_the_prior_learnt_from_every_other_pair() -> None:
     assert alone["n_valid"]["100"]["per_pair"][one] == every["n_valid"]["100"]["per_pair"][one]
     with pytest.raises(ValueError, match=r"scored: \['nope'\] are not pairs of the bank"):
         replay_fixed(bank, "lcb", {"alpha": 0.05}, scored=["nope"], **kw)
+
+
+def test_seconds_price_the_shipped_judge_by_its_members(tmp_path: Path) -> None:
+    """``--seconds``: the baseline costs its own column's seconds on every split, a shipped
+    stack its members' sum, and the prompts per item count its members."""
+    out = tmp_path / "fixed.json"
+    args = ["--splits", "3", "--n-valid", "100", "--out", str(out), "--candidates", "rate_first"]
+    stack = {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True}
+    assert bf.main(["baseline", "{}", *args, "--seconds"]) == 0
+    assert bf.main(["stack+guard", json.dumps(stack), *args, "--seconds"]) == 0
+    assert bf.main(["lcb", '{"alpha": 0.05}', *args]) == 0  # without: no seconds
+    payload = json.loads(out.read_text())
+    base = payload[bf.label("baseline", {}, "rate_first")]["n_valid"]["100"]
+    got = payload[bf.label("stack+guard", stack, "rate_first")]["n_valid"]["100"]
+    assert base["mean_members"] == 1.0 and base["mean_seconds"] > 0
+    assert got["mean_seconds"] > 0 and got["mean_members"] >= 1
+    for name, v in got["per_pair"].items():
+        b = base["per_pair"][name]["seconds"]
+        assert v["members"] >= 1
+        if v["baseline_share"] == 1.0:  # kept the baseline on every split: its seconds
+            assert v["members"] == 1 and v["seconds"] == pytest.approx(b)
+    assert any(v["members"] > 1 for v in got["per_pair"].values())  # a stack was shipped
+    lcb = payload[bf.label("lcb", {"alpha": 0.05}, "rate_first")]["n_valid"]["100"]
+    assert "mean_seconds" not in lcb and lcb["mean_members"] == 1.0

@@ -34,6 +34,7 @@ candidate(s) and weights that make its judge (both in ``_table``). Pure numpy/sc
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,7 @@ __all__ = [
     "crossfit_gain",
     "ensemble_rule",
     "factor_rule",
+    "frugal",
     "guarded",
     "lcb_rule",
     "shrink_rule",
@@ -437,5 +439,52 @@ def guarded(
             f"{pick.reason}; cross-fitted gain {gain:+.3f}",
             pick.averaged,
         )
+
+    return run
+
+
+def frugal(
+    rule: RuleFn,
+    cheap: RuleFn,
+    *,
+    tolerance: float = 0.0,
+    margin: float = 0.0,
+    fraction: float = 0.5,
+    keys: tuple[str, str] | None = None,
+) -> RuleFn:
+    """``rule``'s pick, or ``cheap``'s when it judges with fewer prompts per item and does as
+    well: its cross-fitted gain (:func:`crossfit_gain`) is above ``margin`` and at least
+    ``rule``'s minus ``tolerance``. A combination of six prompts costs six calls per item;
+    when one prompt does as well on the items neither was chosen on, the one prompt is the
+    better buy.
+
+    ``rule`` is the combination as it is fitted (unguarded: wrap the result in
+    :func:`guarded` for the guard, and the two share the cross-fitted gain when
+    ``keys[0]`` is the guard's ``key``); ``keys``: memo names of the two cross-fitted
+    gains (computed once per input).
+    """
+
+    def gain(data: RuleInput, fn: RuleFn, key: str | None) -> float:
+        def cross() -> float:
+            return crossfit_gain(data, fn, fraction=fraction)
+
+        return cross() if key is None else data.memo(f"{key}-{fraction}", cross)
+
+    def run(data: RuleInput) -> Pick:
+        pick = rule(data)
+        if len(pick.members) <= 1:
+            return pick
+        alt = cheap(data)
+        if len(alt.members) >= len(pick.members):
+            return pick
+        g_alt = gain(data, cheap, None if keys is None else keys[1])
+        g_rule = gain(data, rule, None if keys is None else keys[0])
+        if g_alt > margin and g_alt >= g_rule - tolerance:
+            return replace(
+                alt,
+                reason=f"{alt.reason}; cross-fitted gain {g_alt:+.3f} against the "
+                f"{len(pick.members)}-prompt pick's {g_rule:+.3f}, fewer calls",
+            )
+        return pick
 
     return run

@@ -36,6 +36,7 @@ from ._pooled import (
     confirm_rule,
     ensemble_rule,
     factor_rule,
+    frugal,
     guarded,
     lcb_rule,
     shrink_rule,
@@ -212,6 +213,34 @@ def _guarded_stack(
     return rule(data)
 
 
+def _frugal_stack(
+    data: RuleInput,
+    *,
+    ridge: float,
+    m: int = 0,
+    margin: float = 0.0,
+    nonneg: bool = False,
+    tolerance: float = 0.0,
+) -> Pick:
+    """``stack+guard``, or the single best judge by validation score when the stack would
+    ship and the single judge's cross-fitted gain is above the margin and at least the
+    stack's minus ``tolerance`` (one call per item instead of one per member)."""
+    size = None if m == 0 else m
+    key = f"crossfit-stack-{m}-{ridge}-{nonneg}"
+
+    def stack(d: RuleInput) -> Pick:
+        return stack_rule(d, ridge=ridge, m=size, nonneg=nonneg)
+
+    rule = frugal(
+        guarded(stack, margin=margin, key=key),
+        best_rule,
+        tolerance=tolerance,
+        margin=margin,
+        keys=(key, "crossfit-best"),
+    )
+    return rule(data)
+
+
 def _guarded_anchored(data: RuleInput, *, m: int, w: float, margin: float = 0.0) -> Pick:
     rule = guarded(
         lambda d: anchored_rule(d, m=m, w=w), margin=margin, key=f"crossfit-anchored-{m}-{w}"
@@ -351,6 +380,18 @@ RULES: dict[str, RuleSpec] = {
         "others; nonneg: no negative weight, an exportable ensemble), kept only when it "
         "beats the baseline cross-fitted by more than the margin; else the baseline",
         config=_stack_config,
+    ),
+    "stack+guard+frugal": RuleSpec(
+        _frugal_stack,
+        {
+            "m": (5,),
+            "ridge": (10.0,),
+            "margin": (0.1,),
+            "nonneg": (True,),
+            "tolerance": (0.0, 0.02, 0.05),
+        },
+        description="stack+guard, or the single best judge when its cross-fitted gain is "
+        "above the margin and within the tolerance of the stack's (fewer calls per item)",
     ),
     "prior": RuleSpec(
         prior_rule,
