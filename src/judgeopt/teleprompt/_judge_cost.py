@@ -108,13 +108,14 @@ def calls_per_item(judge: Any, graph: Any) -> int:
 
 
 def _measured(
-    strategy: Any, summaries: Iterable[StrategySummary], same: Any
+    strategy: Any, summaries: Iterable[tuple[Any, StrategySummary]]
 ) -> tuple[int, float, float, float] | None:
     """Calls, seconds, prompt and completion tokens the search spent judging ``strategy``
-    (over every summary of it that made a call); ``None`` when none did."""
+    (over every summary of it that made a call; ``summaries``: each with its strategy read
+    through the judge's space); ``None`` when none did."""
     calls, seconds, prompt, completion = 0, 0.0, 0.0, 0.0
-    for s in summaries:
-        if not same(s.strategy, strategy) or s.count("calls") <= 0:
+    for spaced, s in summaries:
+        if spaced != strategy or s.count("calls") <= 0:
             continue
         calls += s.count("calls")
         seconds += float(s.evaluation.get("seconds") or 0.0)
@@ -156,15 +157,14 @@ def judge_cost(
     completion: float | None = 0.0
     seconds: float | None = 0.0
 
-    def same(a: Mapping[str, Any], b: Any) -> bool:
-        # Through the judge's space, as the compile matches its summaries.
-        return bool(base.with_strategy(a).strategy == b)
-
+    # Through the judge's space, as the compile matches its summaries (a checkpoint written
+    # before a factor existed holds strategies without it).
+    spaced = [(base.with_strategy(s.strategy).strategy, s) for s in read]
     for strategy in members:
         judge = base.with_strategy(strategy)
         n = calls_per_item(judge, graph)
         calls += n
-        got = _measured(judge.strategy, read, same)
+        got = _measured(judge.strategy, spaced)
         if got is None:
             prompt = completion = seconds = None
             continue
