@@ -320,6 +320,12 @@ def test_report_of_a_good_compile_leads_with_the_gain(compiled: dict[str, Path])
     assert f"{_sign(test['gain'])} [{_sign(lo)}, {_sign(hi)}]" in text[:details]
     assert "Not trustworthy" not in text and "None" not in text
     assert all(h.strip() for h in headers), headers
+    # Each judge's cost per judged item, before the details.
+    cost = judge["selection"]["cost_per_item"]
+    assert "Cost per judged item" in text[:details]
+    base = cost["baseline"]
+    row = f"baseline {base['calls']:,.0f} {base['prompt_tokens']:,.0f} "
+    assert row in text[:details], row
 
 
 def test_a_kept_baseline_is_said_to_be_the_baseline() -> None:

@@ -14,8 +14,9 @@
   export has ``test_items``, i.e. the compile had ``--test-data``), on axes fixed to the
   human score range and the rating scale;
 * ``index.html``: first the verdict (chosen against the baseline, the gain with its interval
-  and n per split, every problem the compile reported, "not trustworthy" when it exited with
-  1, the selection's messages and the strategies it passed over), then the judge (task,
+  and n per split, each judge's cost per judged item, every problem the compile reported,
+  "not trustworthy" when it exited with 1, the selection's messages and the strategies it
+  passed over), then the judge (task,
   aspect, model, strategy), its results, the figures (embedded as data URIs, so the file
   stands alone; an absent figure is explained) and the chosen prompt's messages.
 

@@ -199,6 +199,34 @@ def _gains_html(comparisons: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def _cost_html(cost: Mapping[str, Any] | None) -> list[str]:
+    """Each judge's cost per judged item (the selection's ``cost_per_item``), if recorded."""
+    if not cost:
+        return []
+
+    def num(x: Any, digits: int) -> str:
+        return DASH if not finite(x) else f"{float(x):,.{digits}f}"
+
+    rows = [
+        [
+            name,
+            num(c.get("calls"), 0),
+            num(c.get("prompt_tokens"), 0),
+            num(c.get("completion_tokens"), 0),
+            num(c.get("seconds"), 1),
+        ]
+        for name, c in cost.items()
+        if isinstance(c, Mapping)
+    ]
+    return [
+        "<h3>Cost per judged item</h3>",
+        _table(rows, ["judge", "calls", "prompt tokens", "completion tokens", "seconds"]),
+        "<p class=\"note\">Measured on the search's own calls: each member's mean per call "
+        "times its calls per item; seconds are wall time at the compile's concurrency "
+        "(a dash: not measured, every answer came from the cache).</p>",
+    ]
+
+
 def _verdict_html(data: Mapping[str, Any], v: Mapping[str, Any]) -> list[str]:
     css = {"untrustworthy": "bad", "worse": "bad", "better": "good"}.get(v["state"], "neutral")
     parts = [f'<section id="verdict" class="verdict {css}">', f"<h2>{_esc(v['headline'])}</h2>"]
@@ -211,6 +239,7 @@ def _verdict_html(data: Mapping[str, Any], v: Mapping[str, Any]) -> list[str]:
         )
     parts.append(_strategy_line(data))
     parts += _gains_html(data.get("comparisons") or {})
+    parts += _cost_html((data.get("selection") or {}).get("cost_per_item"))
     if v["messages"]:
         parts.append(
             '<p>The selection said:</p><ul class="messages">'
