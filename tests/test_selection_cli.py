@@ -196,6 +196,46 @@ def test_cli_compile_with_the_guard(
     assert single["selection"]["guard"]["passed"] is True
 
 
+def test_cli_compile_frugal_writes_the_single_judge_or_names_what_it_needs(
+    shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """``--frugal TOL`` with ``--selection best --guard`` and a stacked ``--ensemble``: the
+    guard's record says what the single judge gained cross-fitted against the ensemble, and
+    exactly when it says "single" no ensemble is written. Without the guard and rule best
+    the option is refused, naming both."""
+    import judgeopt.lm
+    from judgeopt.cli import main
+
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(records, "scale10")).lm
+    )
+    out = tmp_path / "frugal.json"
+    data_file = str(shared_data / "topical_chat" / "valid.jsonl")
+    args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data_file]
+    args += ["--limit", "96", "--optimizer", str(write_preset(tmp_path, budget=6))]
+    args += ["--model", "scripted", "--out", str(out), "--no-progress", "--no-report"]
+    stack = ["--selection", "best", "--guard", "--ensemble", "2", "--ensemble-stack", "10"]
+    for tol in ("0.9", "0"):  # almost any single judge above the margin; then no slack
+        assert main([*args, *stack, "--frugal", tol]) == 0
+        printed = capsys.readouterr().out
+        written = json.loads(out.read_text())
+        if written.get("format") == "judgeopt-ensemble":
+            record = json.loads(out.with_name("frugal.single.json").read_text())["selection"]
+        else:
+            record = written["selection"]
+        frugal = record["guard"]["frugal"]
+        assert frugal["tolerance"] == float(tol)
+        assert "selection: frugal: rule best's judge" in printed
+        assert frugal["single"] == (written.get("format") != "judgeopt-ensemble")
+        if tol == "0.9":  # the single judge is written whenever it clears the margin
+            assert frugal["single"] is (frugal["single_crossfit_gain"] > 0)
+        out.unlink()
+    assert main([*args, "--frugal", "0.02"]) != 0
+    err = capsys.readouterr().err
+    assert "error: selection.frugal=0.02 needs guard = true and rule 'best'" in err, err
+    assert "got guard=False, rule='lcb'" in err and "pydantic" not in err
+
+
 def test_cli_compile_with_selection_shrink(
     shared_data: Path, records, tmp_path: Path, monkeypatch, capsys
 ) -> None:

@@ -220,6 +220,65 @@ def test_the_compiles_guarded_stack_is_the_banks(setting: dict[str, typing.Any])
     assert seen == {"baseline", "one judge", "ensemble"}  # every branch was compared
 
 
+FRUGAL_TABLES = [
+    *STACK_TABLES,
+    # one judge carries the signal, the others a little: the single judge does as well
+    ("single", lambda: stack_table([(0.3, 1.0), (1.0, 0.4)] + [(0.4, 1.0)] * 5, 7)),
+]
+
+
+@pytest.mark.parametrize(
+    "setting", RULES["stack+guard+frugal"].settings(), ids=lambda s: f"tol{s['tolerance']}"
+)
+def test_the_compiles_frugal_stack_is_the_banks(setting: dict[str, typing.Any]) -> None:
+    """``stack+guard+frugal`` (``[selection] frugal``): the compile ships rule best's single
+    judge exactly when the bank's rule does, the stack when it does, the baseline when
+    the guard refutes the stack."""
+    from judgeopt.teleprompt._guard import run_guard
+    from judgeopt.teleprompt._pooling import ValidationTable
+
+    made = RULES["stack+guard+frugal"].config(setting)  # type: ignore[misc]
+    sel = SelectionConfig(**made["selection"])
+    assert sel.frugal == setting["tolerance"] and sel.guard and sel.rule == "best"
+    seen = set()
+    for label, make in FRUGAL_TABLES:
+        bank = RULES["stack+guard+frugal"].bind(setting)(make())
+        data = make()
+        k = data.preds.shape[0]
+        check = run_guard(
+            sel,
+            lambda data=data, k=k: ValidationTable(data, list(range(1, k)), [], [], []),
+            n_items=len(data.human),
+            ensemble=made["ensemble"],
+            anchor=0.0,
+            stack=made["ensemble_stack"],
+            rule="best",
+            chose_baseline=False,
+            metric="spearman",
+        )
+        if bank.single == 0:
+            assert not check.passed, label
+            seen.add("baseline")
+        elif "fewer calls" in bank.reason:
+            assert check.passed and check.single, (label, check.message)
+            assert bank.single == int(np.argmax(data.scores))
+            assert check.record["frugal"]["single"] is True
+            seen.add("single")
+        else:
+            assert check.passed and not check.single, (label, check.message)
+            seen.add("stack")
+    assert {"baseline", "single", "stack"} <= seen, seen
+
+
+def test_frugal_needs_the_guard_and_rule_best() -> None:
+    with pytest.raises(ValueError, match=r"frugal=0.0 needs guard = true and rule 'best'"):
+        SelectionConfig(rule="best", frugal=0.0)
+    with pytest.raises(ValueError, match=r"rule='lcb'"):
+        SelectionConfig(rule="lcb", guard=True, frugal=0.02)
+    assert SelectionConfig(rule="best", guard=True, frugal=0.02).frugal == 0.02
+    assert SelectionConfig().frugal is None
+
+
 def test_a_stack_the_compile_cannot_export_has_no_compile_setting() -> None:
     config = RULES["stack+guard"].config
     assert config is not None

@@ -168,9 +168,9 @@ def run_fingerprint(
     fp.update({f"model {k}": v for k, v in model.items()})
     for key, value in sorted(config.items()):
         if key == "selection" and isinstance(value, Mapping):
-            # NOTE: the guard only reads the stored judgements after the search (as the
-            # ensemble does), and checkpoints older than it do not name it.
-            value = {k: v for k, v in value.items() if k not in ("guard", "guard_margin")}
+            # NOTE: the guard and frugal only read the stored judgements after the search
+            # (as the ensemble does), and checkpoints older than them do not name them.
+            value = {k: v for k, v in value.items() if k not in ("guard", "guard_margin", "frugal")}
         # NOTE: no `forbid` is the default and older checkpoints do not name it; they stay
         # resumable.
         if key not in ignored and not (key == "forbid" and not value):

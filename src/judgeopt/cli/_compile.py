@@ -69,6 +69,7 @@ def _optimizer(
         racing=args.racing,
         selection=args.selection,
         guard=args.guard,
+        frugal=args.frugal,
         ensemble=args.ensemble,
         ensemble_anchor=args.ensemble_anchor,
         ensemble_stack=args.ensemble_stack,

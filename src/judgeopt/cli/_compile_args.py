@@ -136,6 +136,16 @@ def add_selection_args(c: argparse.ArgumentParser) -> None:
         "baseline (default: the preset's)",
     )
     c.add_argument(
+        "--frugal",
+        type=share,
+        default=None,
+        metavar="TOL",
+        help="with --guard, rule 'best' and an --ensemble the guard keeps: write rule "
+        "best's single judge instead (one call per item instead of one per member) when "
+        "its own cross-fitted gain is above the guard's margin and at least the "
+        "ensemble's minus TOL (default: the preset's, off)",
+    )
+    c.add_argument(
         "--ensemble",
         type=positive_int,
         default=None,

@@ -137,6 +137,11 @@ class SelectionConfig(BaseModel):
             check and does not vouch (the same outcome). Other rules' single judges are not
             checked (they already hold items out or correct for the choice).
         guard_margin: The cross-fitted gain the guard asks for (0: any positive one).
+        frugal: With the guard, under rule ``"best"``: when the guard keeps an ensemble,
+            ship rule best's single judge instead (one call per item instead of one per
+            member) if its own cross-fitted gain, made on the same halves, is above
+            ``guard_margin`` and at least the ensemble's minus this tolerance (the bank's
+            ``stack+guard+frugal``, :func:`frugal`). ``None`` (default): off.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -157,6 +162,7 @@ class SelectionConfig(BaseModel):
     gain_priors: dict[str, GainPriorTable] = Field(default_factory=dict)
     guard: bool = False
     guard_margin: float = Field(0.0, ge=0.0, lt=1.0)
+    frugal: float | None = Field(None, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _rule_confidence(self) -> SelectionConfig:
@@ -165,6 +171,12 @@ class SelectionConfig(BaseModel):
         # still leaves it out and a rule switched later gets its own level again.
         if "confidence" not in self.model_fields_set:
             self.__dict__["confidence"] = default_confidence(self.rule)
+        if self.frugal is not None and not (self.guard and self.rule == "best"):
+            raise ValueError(
+                f"selection.frugal={self.frugal!r} needs guard = true and rule 'best' (it "
+                "compares rule best's judge with the ensemble the guard kept); got "
+                f"guard={self.guard}, rule={self.rule!r}"
+            )
         return self
 
     def with_rule(self, rule: str) -> SelectionConfig:

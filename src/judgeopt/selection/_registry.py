@@ -279,6 +279,14 @@ def _stack_config(setting: Mapping[str, Any]) -> dict[str, Any]:
     return {"selection": _guard(setting), "ensemble": m, "ensemble_stack": float(setting["ridge"])}
 
 
+def _frugal_config(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """``stack+guard+frugal`` as a compile runs it: ``stack+guard``'s settings with
+    ``[selection] frugal`` at the tolerance."""
+    made = _stack_config(setting)
+    made["selection"] = {**made["selection"], "frugal": float(setting.get("tolerance", 0.0))}
+    return made
+
+
 #: The rules by name (``benchmarks/bank_rules.py`` replays them all; a compile runs those
 #: with a ``config``).
 RULES: dict[str, RuleSpec] = {
@@ -392,6 +400,7 @@ RULES: dict[str, RuleSpec] = {
         },
         description="stack+guard, or the single best judge when its cross-fitted gain is "
         "above the margin and within the tolerance of the stack's (fewer calls per item)",
+        config=_frugal_config,
     ),
     "prior": RuleSpec(
         prior_rule,

@@ -359,7 +359,9 @@ class Chooser:
             metric=self.metric,
         )
         run.record.guard = check.record
-        run.record.messages.append(check.message)
+        run.record.messages.extend(check.message.split("\n"))
+        if check.single:  # frugal: rule best's judge does as well as the ensemble
+            return replace(step, n_members=0)
         if check.passed:
             return step
         # No ensemble; rule best's own pick is refuted too.

@@ -55,6 +55,9 @@ class GuardCheck:
     passed: bool
     message: str
     record: dict[str, Any] = field(default_factory=dict)
+    #: ``frugal``: the ensemble passed, and rule best's single judge did as well: the
+    #: compile ships the single judge and builds no ensemble.
+    single: bool = False
 
 
 def _rule(
@@ -164,6 +167,39 @@ def run_guard(
         return GuardCheck(False, f"{refuted}{told} has no cross-fitted gain", record)
     told += f" gained {gain:+.3f} over the baseline on the other half"
     record |= {"crossfit_gain": gain, "passed": gain > margin}
-    if gain > margin:
-        return GuardCheck(True, f"selection: the guard kept the choice: {told}", record)
-    return GuardCheck(False, f"{refuted}{told} (not above {margin:g})", record)
+    if not gain > margin:
+        return GuardCheck(False, f"{refuted}{told} (not above {margin:g})", record)
+    kept = GuardCheck(True, f"selection: the guard kept the choice: {told}", record)
+    if checked == "ensemble" and sel.frugal is not None and rule == "best":
+        members = len(fn(built.data).members)
+        if members > 1:  # a stack that kept one judge is no dearer than it
+            return _frugal(sel, built, gain, kept, members)
+    return kept
+
+
+def _frugal(
+    sel: SelectionConfig, built: ValidationTable, gain: float, kept: GuardCheck, members: int
+) -> GuardCheck:
+    """``frugal``: rule best's single judge instead of the ensemble the guard kept, when its
+    own cross-fitted gain (the same halves) is above the margin and at least the
+    ensemble's ``gain`` minus the tolerance."""
+    tolerance = float(sel.frugal or 0.0)
+    try:
+        single = float(crossfit_gain(built.data, best_rule, fraction=GUARD_FRACTION))
+    except ValueError:  # cannot happen after the ensemble's cross-fit; kept for safety
+        single = math.nan
+    ships = math.isfinite(single) and single > sel.guard_margin and single >= gain - tolerance
+    record = kept.record | {
+        "frugal": {"tolerance": tolerance, "single_crossfit_gain": single, "single": ships}
+    }
+    said = (
+        f"selection: frugal: rule best's judge, chosen on each half, gained {single:+.3f} on "
+        f"the other half against the ensemble's {gain:+.3f}"
+    )
+    if ships:
+        said += (
+            f" (within {tolerance:g}): the single judge is written, 1 prompt per item "
+            f"instead of {members}"
+        )
+        return GuardCheck(True, kept.message + "\n" + said, record, single=True)
+    return GuardCheck(True, kept.message + "\n" + said + ": the ensemble is kept", record)

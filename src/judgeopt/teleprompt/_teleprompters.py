@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from dspy.teleprompt import Teleprompter
+from pydantic import ValidationError
 
 from ..evaluate import CHECK_TIMEOUT, SUITE_VERSION
 from ..judge import JudgeStudent
@@ -172,10 +173,12 @@ class JudgeSearch(Teleprompter):
         ``racing=True`` / ``False`` switches the preset's racing on or off and keeps its other
         racing settings; ``selection="best"`` / ``"confirm"`` (any rule's name) changes the
         preset's selection rule and keeps its other selection settings; ``guard=True`` /
-        ``False`` switches the cross-fitted guard (``SelectionConfig.guard``) on or off.
+        ``False`` switches the cross-fitted guard (``SelectionConfig.guard``) on or off;
+        ``frugal=TOL`` sets ``SelectionConfig.frugal``.
 
         Raises:
-            ValueError: On an unknown rule name (naming the allowed ones).
+            ValueError: On an unknown rule name (naming the allowed ones), or ``frugal``
+                without the guard and rule best.
         """
         race = overrides.pop("racing", None)
         racing: Any = config.racing.model_dump() if race is None else race
@@ -185,9 +188,21 @@ class JudgeSearch(Teleprompter):
         selection: Any = config.selection.model_dump() if rule is None else rule
         if isinstance(rule, str):
             selection = config.selection.with_rule(rule)
+        update: dict[str, Any] = {}
         guard = overrides.pop("guard", None)
         if guard is not None:
-            selection = selection_config(selection).model_copy(update={"guard": bool(guard)})
+            update["guard"] = bool(guard)
+        frugal = overrides.pop("frugal", None)
+        if frugal is not None:
+            update["frugal"] = float(frugal)
+        if update:
+            # Validated again: frugal needs the guard and rule best.
+            stated = selection_config(selection).model_dump(exclude_unset=True)
+            try:
+                selection = SelectionConfig.model_validate({**stated, **update})
+            except ValidationError as e:
+                said = (str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
+                raise ValueError("; ".join(said)) from None
         kw = config.model_dump(exclude={"racing", "selection"})
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return JudgeSearch(kw.pop("search"), racing=racing, selection=selection, **kw)
