@@ -359,7 +359,9 @@ class Chooser:
             metric=self.metric,
         )
         run.record.guard = check.record
-        run.record.messages.extend(check.message.split("\n"))
+        run.record.messages.append(check.message)
+        if check.frugal_message is not None:
+            run.record.messages.append(check.frugal_message)
         if check.single:  # frugal: rule best's judge does as well as the ensemble
             return replace(step, n_members=0)
         if check.passed:

@@ -58,6 +58,8 @@ class GuardCheck:
     #: ``frugal``: the ensemble passed, and rule best's single judge did as well: the
     #: compile ships the single judge and builds no ensemble.
     single: bool = False
+    #: ``frugal``'s message (``None``: it did not run).
+    frugal_message: str | None = None
 
 
 def _rule(
@@ -184,10 +186,8 @@ def _frugal(
     own cross-fitted gain (the same halves) is above the margin and at least the
     ensemble's ``gain`` minus the tolerance."""
     tolerance = float(sel.frugal or 0.0)
-    try:
-        single = float(crossfit_gain(built.data, best_rule, fraction=GUARD_FRACTION))
-    except ValueError:  # cannot happen after the ensemble's cross-fit; kept for safety
-        single = math.nan
+    # The halves are the ensemble's (memoised on the table), so this cross-fit splits too.
+    single = float(crossfit_gain(built.data, best_rule, fraction=GUARD_FRACTION))
     ships = math.isfinite(single) and single > sel.guard_margin and single >= gain - tolerance
     record = kept.record | {
         "frugal": {"tolerance": tolerance, "single_crossfit_gain": single, "single": ships}
@@ -201,5 +201,6 @@ def _frugal(
             f" (within {tolerance:g}): the single judge is written, 1 prompt per item "
             f"instead of {members}"
         )
-        return GuardCheck(True, kept.message + "\n" + said, record, single=True)
-    return GuardCheck(True, kept.message + "\n" + said + ": the ensemble is kept", record)
+    else:
+        said += ": the ensemble is kept"
+    return GuardCheck(True, kept.message, record, single=ships, frugal_message=said)
