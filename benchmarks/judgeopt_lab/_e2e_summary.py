@@ -286,6 +286,41 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
         for r in rows
         for t in r.get("passed_over_on_test") or []
     ]
+
+    def per_item(c: Any) -> str:
+        if not c:
+            return "n/a"
+        secs = "time not measured" if c.get("seconds") is None else f"{c['seconds']:.1f} s"
+        return f"{c['calls']:g} call{'' if c['calls'] == 1 else 's'}, {secs}"
+
+    cost_rows = [
+        [
+            f"{r['task']}/{r['aspect']}",
+            per_item(r["cost_per_item"].get("baseline")),
+            per_item(r["cost_per_item"].get("chosen")),
+            f"{r.get('shipped', 'chosen')}: {per_item(r['cost_per_item'].get('shipped'))}",
+            "; ".join(
+                f"{t['key']}: {per_item(t)}" for t in r["cost_per_item"].get("passed_over") or []
+            )
+            or "none",
+        ]
+        for r in rows
+        if r.get("cost_per_item")
+    ]
+    cost_part = (
+        [
+            "",
+            "Cost per judged item (calls; wall seconds per call measured on the compile's "
+            "own validation calls, times the calls per item):",
+            "",
+            markdown_table(
+                ["pair", "baseline", "chosen", "shipped", "passed over"],
+                cost_rows,
+            ),
+        ]
+        if cost_rows
+        else []
+    )
     return "\n".join(
         [
             markdown_table(
@@ -352,5 +387,6 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
                 ],
                 passed_rows,
             ),
+            *cost_part,
         ]
     )
