@@ -173,23 +173,33 @@ def test_cli_compile_reports_gains_ensemble_and_evaluate_compare(
     assert data["selection"]["rule"] == "veto" and len(data["selection"]["finalists"]) == 1
 
 
+def _scripted_compile(
+    shared_data: Path, records, tmp_path: Path, monkeypatch, out: Path
+) -> list[str]:
+    """``judgeopt compile`` arguments for Topical-Chat naturalness on 96 validation items,
+    a budget-6 preset and a scripted model (every LM the CLI makes answers by
+    :func:`respond_with` ``scale10``), writing ``out`` without a report."""
+    import judgeopt.lm
+
+    monkeypatch.setattr(
+        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(records, "scale10")).lm
+    )
+    data_file = str(shared_data / "topical_chat" / "valid.jsonl")
+    args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data_file]
+    args += ["--limit", "96", "--optimizer", str(write_preset(tmp_path, budget=6))]
+    return args + ["--model", "scripted", "--out", str(out), "--no-progress", "--no-report"]
+
+
 def test_cli_compile_with_the_guard(
     shared_data: Path, records, tmp_path: Path, monkeypatch
 ) -> None:
     """``--guard`` with ``--selection best --ensemble 2 --ensemble-anchor 0.4``: the
     ensemble is cross-fitted, kept, written to OUT; the single judge's record says so."""
-    import judgeopt.lm
     from judgeopt.cli import main
 
-    monkeypatch.setattr(
-        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(records, "scale10")).lm
-    )
     out = tmp_path / "guarded.json"
-    data_file = str(shared_data / "topical_chat" / "valid.jsonl")
-    args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data_file]
-    args += ["--limit", "96", "--optimizer", str(write_preset(tmp_path, budget=6))]
+    args = _scripted_compile(shared_data, records, tmp_path, monkeypatch, out)
     args += ["--selection", "best", "--ensemble", "2", "--ensemble-anchor", "0.4", "--guard"]
-    args += ["--model", "scripted", "--out", str(out), "--no-progress", "--no-report"]
     assert main(args) == 0
     assert json.loads(out.read_text())["format"] == "judgeopt-ensemble"
     single = json.loads(out.with_name("guarded.single.json").read_text())
@@ -203,17 +213,10 @@ def test_cli_compile_frugal_writes_the_single_judge_or_names_what_it_needs(
     guard's record says what the single judge gained cross-fitted against the ensemble, and
     exactly when it says "single" no ensemble is written. Without the guard and rule best
     the option is refused, naming both."""
-    import judgeopt.lm
     from judgeopt.cli import main
 
-    monkeypatch.setattr(
-        judgeopt.lm, "make_lm", lambda model, **kw: ScriptedLM(respond_with(records, "scale10")).lm
-    )
     out = tmp_path / "frugal.json"
-    data_file = str(shared_data / "topical_chat" / "valid.jsonl")
-    args = ["compile", "--task", "topical_chat", "--aspect", ASPECT, "--data", data_file]
-    args += ["--limit", "96", "--optimizer", str(write_preset(tmp_path, budget=6))]
-    args += ["--model", "scripted", "--out", str(out), "--no-progress", "--no-report"]
+    args = _scripted_compile(shared_data, records, tmp_path, monkeypatch, out)
     stack = ["--selection", "best", "--guard", "--ensemble", "2", "--ensemble-stack", "10"]
     for tol in ("0.9", "0"):  # almost any single judge above the margin; then no slack
         assert main([*args, *stack, "--frugal", tol]) == 0
