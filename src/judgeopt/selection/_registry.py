@@ -205,12 +205,19 @@ def _guarded_stack(
 ) -> Pick:
     """The stack (``m`` 0: of every candidate; ``nonneg``: no negative weight), kept only
     when it beats the baseline cross-fitted by more than ``margin``."""
+    stack, key = _stack(ridge, m, nonneg)
+    return guarded(stack, margin=margin, key=key)(data)
+
+
+def _stack(ridge: float, m: int, nonneg: bool) -> tuple[RuleFn, str]:
+    """The stack rule at these constants (``m`` 0: every candidate), and the memo key of
+    its cross-fitted gain (shared by its guard and ``frugal``)."""
     size = None if m == 0 else m
-    key = f"crossfit-stack-{m}-{ridge}-{nonneg}"
-    rule = guarded(
-        lambda d: stack_rule(d, ridge=ridge, m=size, nonneg=nonneg), margin=margin, key=key
-    )
-    return rule(data)
+
+    def stack(d: RuleInput) -> Pick:
+        return stack_rule(d, ridge=ridge, m=size, nonneg=nonneg)
+
+    return stack, f"crossfit-stack-{m}-{ridge}-{nonneg}"
 
 
 def _frugal_stack(
@@ -225,12 +232,7 @@ def _frugal_stack(
     """``stack+guard``, or the single best judge by validation score when the stack would
     ship and the single judge's cross-fitted gain is above the margin and at least the
     stack's minus ``tolerance`` (one call per item instead of one per member)."""
-    size = None if m == 0 else m
-    key = f"crossfit-stack-{m}-{ridge}-{nonneg}"
-
-    def stack(d: RuleInput) -> Pick:
-        return stack_rule(d, ridge=ridge, m=size, nonneg=nonneg)
-
+    stack, key = _stack(ridge, m, nonneg)
     rule = frugal(
         guarded(stack, margin=margin, key=key),
         best_rule,
