@@ -14,6 +14,9 @@ resampled for a group-level correlation), the confirmation results (what the com
 chosen strategy, calls and seconds. With ``--judge-passed-over K`` (default 1) the ``K``
 strategies with the best search scores that the compile did not ship are judged on the same
 test items too (``passed_over_on_test``: what the selection rule gave up or saved).
+``rated_by_baseline`` scores the gains again on the test items the baseline rated (an
+unparsed answer is imputed by the mean rating: is the gain more than the baseline's
+failures to answer?).
 
 Every pair checkpoints its compile (``OUT_DIR/<task>_<aspect>/ckpt``) and judge calls are
 cached (``OUT_DIR/lm-cache``): an interrupted run resumes where it stopped, across sessions.
@@ -60,6 +63,7 @@ from judgeopt_lab import (
     finite_or_none,
     passed_over,
     passed_over_report,
+    rated_report,
     rules_report,
     run_interruptible,
     shared_data_dir,
@@ -251,6 +255,7 @@ def run_pair(
         stored(judge.with_strategy(strategy), f"passed over {t['key']}")
     row["calls_this_run"]["passed_over"] = lm.stats().calls - s3.calls
     row["passed_over_on_test"] = passed_over_report(pair_dir, test, row, seed)
+    row["rated_by_baseline"] = rated_report(pair_dir, test, row, seed)
     row["cost_per_item"] = cost_report(pair_dir, row)
     write_json(pair_dir / "result.json", row)
     return row
@@ -340,6 +345,7 @@ def complete_row(row: dict[str, Any], seed: int, out_dir: Path, optimizer: str) 
         row["rules_on_test"] = rules_report(pair_dir, valid, test, row, optimizer)
     if not (frozen and "passed_over_on_test" in row):
         row["passed_over_on_test"] = passed_over_report(pair_dir, test, row, seed)
+    row["rated_by_baseline"] = rated_report(pair_dir, test, row, seed)
     row["cost_per_item"] = cost_report(pair_dir, row)
 
 

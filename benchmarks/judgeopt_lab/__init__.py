@@ -17,7 +17,8 @@ Nested cross-validation of searches on recorded surfaces (``benchmarks/search_cv
 
 The end-to-end benchmark's (``benchmarks/e2e.py``) reports, from stored judgements without a
 call: :func:`finalist_report`, :func:`rules_report` and :func:`passed_over_report` (the
-strategies :func:`passed_over` names) per pair (the confirmation's
+strategies :func:`passed_over` names) per pair, and :func:`rated_report` (the gain again on
+the items the baseline rated) (the confirmation's
 :func:`confirmation_kwargs`); :func:`summarise_e2e`, :func:`across_pairs` and
 :func:`e2e_table` over the pairs.
 
@@ -74,6 +75,7 @@ from ._bank_cost import (
 from ._bank_todo import bank_base, bank_todo
 from ._cv import CVMethodResult, CVResult, Factory, RunCache, cross_validate_searches
 from ._e2e_passed_over import passed_over, passed_over_report
+from ._e2e_rated import rated_report
 from ._e2e_rules import confirmation_kwargs, finalist_report, finite_or_none, rules_report
 from ._e2e_summary import across_pairs, e2e_table, summarise_e2e
 from ._harness import (
@@ -164,6 +166,7 @@ __all__ = [
     "raced",
     "rate_first_k",
     "rates_first",
+    "rated_report",
     "rule_cost_rows",
     "rules_report",
     "rule_input",

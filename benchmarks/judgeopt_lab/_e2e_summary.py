@@ -321,6 +321,33 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
         if cost_rows
         else []
     )
+    rated_rows = [
+        [
+            f"{r['task']}/{r['aspect']}",
+            f"{rb['n_items']} of {rb['n_test']}",
+            f(rb["baseline"]),
+            *(
+                f"{f(rb[name]['gain'])} {ci(rb[name]['gain_ci'])}" if rb.get(name) else "n/a"
+                for name in ("chosen", "ensemble")
+            ),
+        ]
+        for r in rows
+        if (rb := r.get("rated_by_baseline"))
+    ]
+    rated_part = (
+        [
+            "",
+            "On the test items the baseline rated (its unparsed answers, imputed by its mean "
+            "rating in the headline, left out for every judge):",
+            "",
+            markdown_table(
+                ["pair", "items", "baseline", "chosen gain [95% CI]", "ensemble gain [95% CI]"],
+                rated_rows,
+            ),
+        ]
+        if rated_rows
+        else []
+    )
     return "\n".join(
         [
             markdown_table(
@@ -388,5 +415,6 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
                 passed_rows,
             ),
             *cost_part,
+            *rated_part,
         ]
     )

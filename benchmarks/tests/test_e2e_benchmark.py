@@ -432,3 +432,34 @@ def test_cost_report_reads_the_committed_compile(tmp_path: Path) -> None:
     assert cost["baseline"]["seconds"] > cost["chosen"]["seconds"] > 0
     assert [p["key"] for p in cost["passed_over"]] == [p["key"] for p in row["passed_over_on_test"]]
     assert e2e.cost_report(tmp_path, row) is None  # no journal: nothing to read
+
+
+def test_rated_report_leaves_the_baselines_unparsed_items_out(tmp_path: Path) -> None:
+    """The gains again on the test items the baseline rated, on the pre-registered SummEval
+    consistency compile: every judge scored on the same subset (the baseline's own score
+    there differs from its headline, which imputes its unparsed answers), and nothing
+    reported when a judge's test items are not all stored."""
+    e2e, _ = _e2e_script("e2e_rated", tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    rows = json.loads((root / "results" / "e2e_prereg.json").read_text())["pairs"]
+    row = next(r for r in rows if (r["task"], r["aspect"]) == ("summeval", "consistency"))
+    _, test = e2e.split_groups(
+        load_records(e2e.DATA / "summeval" / "full.jsonl"),
+        row["n_valid"],
+        row["n_test"],
+        0,
+        per_group=e2e.PER_GROUP.get("summeval"),
+    )
+    pair_dir = root / "runs" / "e2e_prereg" / "summeval_consistency"
+    rated = e2e.rated_report(pair_dir, test, row, 0)
+    unparsed = row["test_results"]["baseline"]["parse_failures"]
+    assert unparsed > 0 and rated["n_items"] == row["n_test"] - unparsed
+    assert rated["baseline"] != pytest.approx(row["baseline"])
+    for name in ("chosen", "ensemble"):
+        lo, hi = rated[name]["gain_ci"]
+        assert lo < rated[name]["gain"] < hi
+        assert rated[name]["score"] - rated["baseline"] == pytest.approx(rated[name]["gain"])
+    # A row whose chosen judge was never judged on test: nothing to report.
+    other = {**row, "chosen_strategy": {**row["chosen_strategy"], "scale": 7}}
+    assert e2e.rated_report(pair_dir, test, other, 0) is None
+    assert e2e.rated_report(tmp_path, test, row, 0) is None
