@@ -26,7 +26,10 @@ Three steps, each resumable:
     130 and the same command resumes. Breadth first: the first ``--first`` pairs each reach
     ``--levels`` items judged by every column (in waves of whole groups, see
     :func:`judgeopt_lab.bank_todo`) one level at a time, then are completed; then the
-    other pairs the same way.
+    other pairs the same way. ``--columns rate_first`` records only the baseline and the
+    search path's rate-first strategies (stopped at the score, a few seconds a call), so
+    that a ``--candidates rate_first`` replay can read a pair long before its
+    explanation-first columns are done.
 
 ``twins``
     Makes the bank's *twin* columns whole (``load_bank(twins=True)``): a strategy that rates
@@ -55,7 +58,7 @@ Three steps, each resumable:
 Usage:
     python benchmarks/bank.py plan [--min-pool 250]
     python benchmarks/bank.py record [--pairs summeval_coherence,...] [--parallel 8]
-        [--max-minutes M] [--levels 150,200] [--first 5]
+        [--max-minutes M] [--levels 150,200] [--first 5] [--columns all|rate_first]
     python benchmarks/bank.py twins [--pairs ...] [--parallel 8] [--max-minutes M]
     python benchmarks/bank.py status
     python benchmarks/bank.py pack
@@ -89,6 +92,7 @@ from judgeopt_lab import (
     judgement_covers,
     keep_judgement,
     markdown_table,
+    rate_first_columns,
     run_interruptible,
     strategy_json,
     write_json,
@@ -322,9 +326,12 @@ class Recorder:
             if n_since:
                 stat()
 
-    def record(self, deadline: float | None, upto: int | None = None) -> bool:
+    def record(self, deadline: float | None, upto: int | None = None, columns: str = "all") -> bool:
         """Judge what is missing, or only until at least ``upto`` pool items are judged by
-        every column; False when ``deadline`` stopped it first."""
+        every column; False when ``deadline`` stopped it first. ``columns``: ``"all"``, or
+        ``"rate_first"``: only the baseline and the search path's rate-first strategies
+        (:func:`judgeopt_lab.rate_first_columns`), the cut a ``--candidates rate_first``
+        replay reads."""
         if not self.path.exists() and not (BANK_DIR / f"{self.plan['name']}.jsonl.gz").exists():
             self.write([{"kind": "header", "plan_sha": self.sha, "pair": self.plan["name"]}])
         have = self.have()
@@ -334,11 +341,15 @@ class Recorder:
             log.info("%s: imported %d stored e2e judgements", self.plan["name"], len(imported))
             have = self.have()
         self.verify(have)
-        todo = bank_todo(self.plan, have, self.groups, wave=WAVE_ITEMS, upto=upto)
+        plan = self.plan
+        if columns == "rate_first":
+            plan = {**plan, "columns": rate_first_columns(plan["columns"])}
+        todo = bank_todo(plan, have, self.groups, wave=WAVE_ITEMS, upto=upto)
         log.info(
-            "%s: %d (strategy, item) calls to make%s",
+            "%s: %d (strategy, item) calls to make%s%s",
             self.plan["name"],
             len(todo),
+            "" if columns == "all" else f" for the {len(plan['columns'])} {columns} columns",
             "" if upto is None else f" (until {upto} items are judged by every column)",
         )
         self._feed([(json.loads(b), rid) for b, rid in todo], deadline)
@@ -416,7 +427,8 @@ def record_twins(recorder: Recorder, deadline: float | None) -> bool:
 
 def status(plan: dict[str, Any]) -> list[list[object]]:
     """Per pair: pool, columns, judgements held, calls still to make (a pair not started
-    counts the stored e2e judgements it will import), the pool items in groups judged by
+    counts the stored e2e judgements it will import) and how many of them the rate-first
+    cut needs (``record --columns rate_first``), the pool items in groups judged by
     every column (what ``bank_rules.py --partial`` can replay), bank calls made and their
     hours."""
     rows = []
@@ -440,6 +452,7 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
             for line in e2e_imports(p, bounds):
                 have[(strategy_json(line["strategy"]), line["id"])] = line
         todo = bank_todo(p, have)
+        cut_todo = bank_todo({**p, "columns": rate_first_columns(p["columns"])}, have)
         open_groups = {groups[rid] for _, rid in todo}
         rows.append(
             [
@@ -448,6 +461,7 @@ def status(plan: dict[str, Any]) -> list[list[object]]:
                 len(p["columns"]),
                 len(have),
                 len(todo),
+                len(cut_todo),
                 sum(groups[rid] not in open_groups for rid in p["pool"]),
                 n_bank,
                 f"{seconds / 3600:.2f}",
@@ -499,6 +513,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="record: judged items each of the first pairs reaches before the next level",
     )
     p.add_argument("--first", type=int, default=5, help="record: pairs filled breadth first")
+    p.add_argument(
+        "--columns",
+        choices=["all", "rate_first"],
+        default="all",
+        help="record: every column, or only the baseline and the search path's rate-first "
+        "strategies (the cut `bank_fixed.py --candidates rate_first` replays; cheap calls "
+        "stopped at the score, so a pair's cut is complete long before the pair)",
+    )
     p.add_argument("--force", action="store_true", help="plan: overwrite an existing plan")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -525,6 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "columns",
                     "judgements",
                     "calls to make",
+                    "of them rate-first cut",
                     "items judged by all",
                     "bank calls",
                     "hours",
@@ -573,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in batch:
                     if name not in recorders:
                         recorders[name] = Recorder(by_name[name], sha, lm, args.parallel)
-                    if not recorders[name].record(deadline, upto=level):
+                    if not recorders[name].record(deadline, upto=level, columns=args.columns):
                         return 0
         return 0
 

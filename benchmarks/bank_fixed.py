@@ -23,7 +23,9 @@ that rate before they explain, :func:`judgeopt_lab.rate_first_k`, as a compile w
 ``candidates = "rate_first"`` would judge them) and by `` on PAIR,PAIR`` for ``--pairs``
 (a replay on named pairs only, such as the held-out pairs of a pre-registration, a rule's
 prior still learnt from every other complete pair; a named pair whose bank is not complete is
-refused, with what is left to record).
+refused, with what is left to record). A pair is complete for the candidate set: with
+``--candidates rate_first``, when its cut's columns are judged on the whole pool (the replay
+reads no other column, so it gives what it will give once the pair is complete).
 
 Usage:
     python benchmarks/bank_fixed.py stack+guard \
@@ -67,6 +69,28 @@ CANDIDATES = ("all", "rate_first")
 
 #: The JSON key of a rule at a setting (on a candidate set, on named pairs).
 label = fixed_label
+
+
+def candidate_pairs(
+    bank: dict[str, Any], candidates: str
+) -> tuple[dict[str, Any], dict[str, list[int]]]:
+    """The pairs complete for the candidate set, each cut to it (``all``: the pair itself;
+    ``rate_first``: :func:`judgeopt_lab.rate_first_k`), and each cut's rows in its pair.
+
+    A pair is complete for the set when the set's columns are judged on the whole pool: a
+    replay reads no other column, so a pair whose rate-first cut is complete (``bank.py
+    record --columns rate_first``) replays as it will once the rest of it is recorded.
+    """
+    out: dict[str, Any] = {}
+    rows: dict[str, list[int]] = {}
+    for name, pair in bank.items():
+        if candidates == "rate_first":
+            cut, kept = rate_first_k(pair)
+        else:
+            cut, kept = pair, list(range(len(pair.columns)))
+        if cut.complete:
+            out[name], rows[name] = cut, kept
+    return out, rows
 
 
 def column_seconds(bank: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -160,21 +184,24 @@ def main(argv: list[str] | None = None) -> int:
             load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=unknown)
     except ValueError as e:
         ap.error(f"--pairs {args.pairs!r}: {e}")
-    unfinished = {p for p, bp in bank.items() if not bp.complete}
-    not_there = sorted(p for p in named or () if p not in bank or p in unfinished)
+    usable, rows = candidate_pairs(bank, args.candidates)
+    not_there = sorted(p for p in named or () if p not in usable)
     if not_there:
+        left = (
+            "`record --columns rate_first` completes the rate-first cut"
+            if args.candidates == "rate_first"
+            else "`record` completes them"
+        )
         ap.error(
             f"--pairs {args.pairs!r}: not complete in the bank: {not_there} "
-            "(`python benchmarks/bank.py status` says what is left; `record` completes them)"
+            f"(`python benchmarks/bank.py status` says what is left; {left})"
         )
     # Every complete pair stays in: a rule with a prior learns it from the pairs not scored.
-    bank = {p: bp for p, bp in bank.items() if p not in unfinished}
-    seconds = column_seconds(bank) if args.seconds else None
-    if args.candidates == "rate_first":
-        cut = {p: rate_first_k(bp) for p, bp in bank.items()}
-        bank = {p: c[0] for p, c in cut.items()}
-        if seconds is not None:
-            seconds = {p: seconds[p][cut[p][1]] for p in bank}
+    seconds = None
+    if args.seconds:
+        whole = column_seconds({p: bank[p] for p in usable})
+        seconds = {p: whole[p][rows[p]] for p in usable}
+    bank = usable
     entry = replay_fixed(
         bank,
         args.rule,

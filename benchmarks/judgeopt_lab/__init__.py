@@ -29,7 +29,8 @@ them over many splits and chooses the default leave-one-pair-out (:func:`choose_
 and :func:`selection_settings` / :func:`preset_toml` turn the choice into a preset's
 settings. What a replayed compile's judging costs (``benchmarks/bank_cost.py``):
 :func:`judgement_costs` (seconds per judgement from the bank's chunks), :func:`cost_matrix`,
-:func:`first_k` (a smaller budget's columns), :func:`rate_first_k` (the rate-first candidates),
+:func:`first_k` (a smaller budget's columns), :func:`rate_first_k` (the rate-first candidates;
+:func:`rate_first_columns` in a plan),
 :func:`stopped_costs` (rate-first calls stopped at the score) and :func:`compile_seconds` /
 :func:`rule_cost_rows` (per rule and split). A pre-registered default's verdict from the
 results its plan names: :func:`prereg_verdict` (``benchmarks/prereg_check.py``), with
@@ -67,6 +68,7 @@ from ._bank_cost import (
     judgement_costs,
     race,
     raced,
+    rate_first_columns,
     rate_first_k,
     rule_cost_rows,
     split_inputs,
@@ -164,6 +166,7 @@ __all__ = [
     "replay_rule",
     "race",
     "raced",
+    "rate_first_columns",
     "rate_first_k",
     "rates_first",
     "rated_report",

@@ -43,7 +43,9 @@ measured ratio of stopped to explained seconds (``ratio``).
 strategies of its search path that rate before they explain (``JudgeProgram.rates_first``),
 in the search's order: a search that judges no explanation-first candidate but the
 baseline, read off the path of one that did (a search that forbade them would have spent
-that budget on other rate-first strategies).
+that budget on other rate-first strategies). A cut's ``complete`` is its own columns':
+:func:`rate_first_columns` names them in a plan, and a bank recorded cut first (``bank.py
+record --columns rate_first``) can replay the cut before the rest of the pair is judged.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ __all__ = [
     "judgement_costs",
     "race",
     "raced",
+    "rate_first_columns",
     "rate_first_k",
     "rule_cost_rows",
     "search_rank",
@@ -214,8 +217,15 @@ def first_k(pair: BankPair, k: int) -> tuple[BankPair, list[int]]:
         for i, c in enumerate(pair.columns)
         if "baseline" in c.roles or ((rank := search_rank(c)) is not None and rank <= k)
     ]
-    cut = replace(pair, columns=tuple(pair.columns[i] for i in rows))
-    return cut, rows
+    return _cut(pair, rows), rows
+
+
+def _cut(pair: BankPair, rows: Sequence[int]) -> BankPair:
+    """``pair`` with only the columns at ``rows``; its ``missing`` (and so ``complete``)
+    counts the judgements those columns lack, not the whole pair's."""
+    columns = tuple(pair.columns[i] for i in rows)
+    missing = sum(int((~c.judged).sum()) for c in columns if c.judged is not None)
+    return replace(pair, columns=columns, missing=missing)
 
 
 def rate_first_k(pair: BankPair, k: int | None = None) -> tuple[BankPair, list[int]]:
@@ -237,7 +247,20 @@ def rate_first_k(pair: BankPair, k: int | None = None) -> tuple[BankPair, list[i
     base = [i for i, c in enumerate(pair.columns) if "baseline" in c.roles]
     chosen = [i for _, i in ranked][: None if k is None else k - len(base)]
     rows = sorted([*base, *chosen])
-    return replace(pair, columns=tuple(pair.columns[i] for i in rows)), rows
+    return _cut(pair, rows), rows
+
+
+def rate_first_columns(columns: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The columns of a bank plan's pair (each with ``roles`` and ``strategy``) that
+    :func:`rate_first_k` keeps: the baseline and the search path's strategies that rate
+    before they explain, in the plan's order (what ``bank.py record --columns rate_first``
+    records first)."""
+    return [
+        c
+        for c in columns
+        if "baseline" in c["roles"]
+        or (any(str(r).startswith("search #") for r in c["roles"]) and rates_first(c["strategy"]))
+    ]
 
 
 #: How a stopped call of a strategy that explains after its rating is costed

@@ -5,6 +5,7 @@ reference. Small banks made by hand, so that every number is known."""
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from judgeopt_lab import (
     judgement_costs,
     race,
     raced,
+    rate_first_columns,
     rate_first_k,
     rates_first,
     replay_bank,
@@ -368,6 +370,35 @@ def test_rate_first_candidates_keep_the_baseline_and_the_search_order() -> None:
     ]
     with pytest.raises(ValueError, match="at least 1"):
         rate_first_k(pair, 0)
+
+
+def test_a_cut_is_complete_when_its_own_columns_are() -> None:
+    """A pair being recorded cut first: a judgement missing from a column outside the cut
+    leaves the cut complete; one missing from the cut's own columns does not."""
+    pair = _mixed_pair()
+    judged = np.array([True, False, True, True])
+    cols = list(pair.columns)
+    cols[1] = replace(cols[1], judged=judged)  # C02 explains first: outside the cut
+    partial = replace(pair, columns=tuple(cols), missing=1)
+    assert not partial.complete
+    assert rate_first_k(partial)[0].complete and rate_first_k(partial, 3)[0].complete
+    assert not first_k(partial, 3)[0].complete  # C02 is among the path's first three
+    assert first_k(partial, 1)[0].complete  # the baseline alone
+    cols[2] = replace(cols[2], judged=judged)  # C03 rates first: inside the cut
+    inside = replace(pair, columns=tuple(cols), missing=2)
+    assert not rate_first_k(inside)[0].complete
+    assert rate_first_k(inside)[0].missing == 1
+
+
+def test_rate_first_columns_name_the_cut_in_a_plan() -> None:
+    """On a plan's columns (plain data), the same columns :func:`rate_first_k` keeps."""
+    pair = _mixed_pair()
+    planned = [
+        {"key": c.key, "roles": list(c.roles), "strategy": dict(c.strategy)} for c in pair.columns
+    ]
+    kept = [c["key"] for c in rate_first_columns(planned)]
+    assert kept == [c.key for c in rate_first_k(pair)[0].columns]
+    assert kept == ["C01", "C03", "C04", "C06", "C07", "C08"]
 
 
 def _mixed_costs(pair: BankPair) -> np.ndarray:

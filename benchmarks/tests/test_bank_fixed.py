@@ -78,6 +78,53 @@ def test_a_named_pair_must_be_complete(capsys) -> None:
     assert f"not complete in the bank: ['{unfinished[0]}']" in err and "bank.py status" in err
 
 
+def test_a_named_pair_must_be_complete_on_the_rate_first_cut(capsys) -> None:
+    from judgeopt_lab import load_bank, rate_first_k
+
+    bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank")
+    open_cut = sorted(p for p, bp in bank.items() if not rate_first_k(bp)[0].complete)
+    if not open_cut:
+        pytest.skip("every pair's rate-first cut is complete")
+    argv = ["lcb", '{"alpha": 0.05}', "--pairs", open_cut[0], "--splits", "2"]
+    with pytest.raises(SystemExit):
+        bf.main([*argv, "--candidates", "rate_first"])
+    err = capsys.readouterr().err
+    assert f"not complete in the bank: ['{open_cut[0]}']" in err
+    assert "record --columns rate_first" in err
+
+
+def test_a_pair_complete_on_its_cut_replays_as_when_whole() -> None:
+    """A complete pair with judgements taken out of a column the rate-first cut does not
+    read: no longer complete for every candidate, complete for the cut, and its cut's
+    replay is the whole pair's to the digit."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from judgeopt_lab import load_bank, rate_first_k, replay_fixed
+
+    bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
+    name = "sfres_naturalness"
+    pair = bank[name]
+    _, rows = rate_first_k(pair)
+    outside = next(i for i in range(len(pair.columns)) if i not in rows)
+    judged = np.ones(len(pair.ids), dtype=bool)
+    judged[:7] = False
+    preds = pair.columns[outside].predictions.copy()
+    preds[:7] = np.nan
+    cols = list(pair.columns)
+    cols[outside] = replace(cols[outside], predictions=preds, judged=judged)
+    partial = replace(pair, columns=tuple(cols), missing=7)
+    assert bf.candidate_pairs({name: partial}, "all")[0] == {}
+    usable, kept = bf.candidate_pairs({name: partial}, "rate_first")
+    whole, whole_kept = bf.candidate_pairs({name: pair}, "rate_first")
+    assert kept == whole_kept == {name: rows}
+    setting = {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True}
+    a = replay_fixed(usable, "stack+guard", setting, n_valids=[100], n_splits=8)
+    b = replay_fixed(whole, "stack+guard", setting, n_valids=[100], n_splits=8)
+    assert a == b
+
+
 def test_an_unknown_pair_is_named(capsys) -> None:
     with pytest.raises(SystemExit):
         bf.main(["lcb", '{"alpha": 0.05}', "--pairs", "nope", "--splits", "2"])
