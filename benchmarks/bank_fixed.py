@@ -45,8 +45,10 @@ import numpy as np
 
 from judgeopt.selection import RULES
 from judgeopt_lab import (
+    CANDIDATE_SETS,
     add_replay_arguments,
     bank_lines,
+    candidate_pairs,
     cost_matrix,
     fixed_label,
     judgement_costs,
@@ -54,7 +56,6 @@ from judgeopt_lab import (
     markdown_table,
     n_valids_of,
     provenance,
-    rate_first_k,
     replay_fixed,
     stopped_costs,
     write_json,
@@ -65,32 +66,10 @@ OUT = ROOT / "results" / "bank_fixed.json"
 
 
 #: The candidate sets a replay can cut each pair to.
-CANDIDATES = ("all", "rate_first")
+CANDIDATES = CANDIDATE_SETS
 
 #: The JSON key of a rule at a setting (on a candidate set, on named pairs).
 label = fixed_label
-
-
-def candidate_pairs(
-    bank: dict[str, Any], candidates: str
-) -> tuple[dict[str, Any], dict[str, list[int]]]:
-    """The pairs complete for the candidate set, each cut to it (``all``: the pair itself;
-    ``rate_first``: :func:`judgeopt_lab.rate_first_k`), and each cut's rows in its pair.
-
-    A pair is complete for the set when the set's columns are judged on the whole pool: a
-    replay reads no other column, so a pair whose rate-first cut is complete (``bank.py
-    record --columns rate_first``) replays as it will once the rest of it is recorded.
-    """
-    out: dict[str, Any] = {}
-    rows: dict[str, list[int]] = {}
-    for name, pair in bank.items():
-        if candidates == "rate_first":
-            cut, kept = rate_first_k(pair)
-        else:
-            cut, kept = pair, list(range(len(pair.columns)))
-        if cut.complete:
-            out[name], rows[name] = cut, kept
-    return out, rows
 
 
 def column_seconds(bank: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -32,8 +32,14 @@ group by group), pairs with at least ``--min-items`` such items, written to
 ``benchmarks/results/history/bank_rules_partial.json``. An interim look on fewer items and pairs
 than the plan, not the bank's answer: no default is taken from it.
 
+``--candidates rate_first`` replays every pair whose rate-first cut is complete
+(:func:`judgeopt_lab.candidate_pairs`: the baseline and the search path's strategies that
+rate before they explain, as a compile with ``candidates = "rate_first"`` judges them),
+written to ``benchmarks/results/bank_rules_rate_first.json`` (the same schema).
+
 Usage:
     python benchmarks/bank_rules.py [--splits 200] [--n-valid 40,50,100,200]
+    python benchmarks/bank_rules.py --candidates rate_first [--n-valid 50,100,200]
     python benchmarks/bank_rules.py --partial [--min-items 150] [--n-valid 50,100]
     python benchmarks/bank_rules.py --e2e-preview [--n-valid 50,100]
 """
@@ -53,8 +59,10 @@ import numpy as np
 from judgeopt.data import load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
 from judgeopt_lab import (
+    CANDIDATE_SETS,
     BankColumn,
     BankPair,
+    candidate_pairs,
     choose_default,
     load_bank,
     markdown_table,
@@ -231,8 +239,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--partial", action="store_true", help="the judged groups of every pair")
     p.add_argument("--min-items", type=int, default=150, help="--partial: smallest pool")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--candidates",
+        choices=CANDIDATE_SETS,
+        default="all",
+        help="all: every column of each complete pair; rate_first: each pair whose "
+        "rate-first cut is complete, cut to it (results/bank_rules_rate_first.json)",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if args.candidates != "all" and (args.partial or args.e2e_preview):
+        p.error(
+            "--candidates rate_first replays complete cuts; not with --partial or --e2e-preview"
+        )
     if args.e2e_preview:
         bank = e2e_preview_bank()
         sizes = [50, 100]
@@ -245,6 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         bank = {name: b for name, b in parts.items() if len(b.ids) >= args.min_items}
         sizes = [50, 100]
         path = Path(args.json or ROOT / "results" / "history" / "bank_rules_partial.json")
+    elif args.candidates == "rate_first":
+        full = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank")
+        bank, _ = candidate_pairs(full, "rate_first")
+        sizes = [50, 100, 200]
+        path = Path(args.json or ROOT / "results" / "bank_rules_rate_first.json")
     else:
         bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
         # 40: about the demo's 41 labelled items (its README paragraph quotes this row)
@@ -272,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "the rule named `default` here sets no default"
         )
     payload["seconds"] = round(time.perf_counter() - t0, 1)
+    payload["candidates"] = args.candidates
     payload["pairs"] = {
         name: {"n_pool": len(b.ids), "columns": len(b.columns), "level": b.level}
         for name, b in bank.items()

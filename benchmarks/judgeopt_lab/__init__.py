@@ -30,7 +30,8 @@ and :func:`selection_settings` / :func:`preset_toml` turn the choice into a pres
 settings. What a replayed compile's judging costs (``benchmarks/bank_cost.py``):
 :func:`judgement_costs` (seconds per judgement from the bank's chunks), :func:`cost_matrix`,
 :func:`first_k` (a smaller budget's columns), :func:`rate_first_k` (the rate-first candidates;
-:func:`rate_first_columns` in a plan),
+:func:`rate_first_columns` in a plan; :func:`candidate_pairs`, the pairs complete for a
+candidate set),
 :func:`stopped_costs` (rate-first calls stopped at the score) and :func:`compile_seconds` /
 :func:`rule_cost_rows` (per rule and split). A pre-registered default's verdict from the
 results its plan names: :func:`prereg_verdict` (``benchmarks/prereg_check.py``), with
@@ -58,9 +59,11 @@ from ._bank import (
     strategy_json,
 )
 from ._bank_cost import (
+    CANDIDATE_SETS,
     STOP_ESTIMATES,
     CostFit,
     StopCost,
+    candidate_pairs,
     compile_seconds,
     cost_matrix,
     explains_after_rating,
@@ -110,6 +113,7 @@ from ._spend import fresh_engines, spent
 from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
 
 __all__ = [
+    "CANDIDATE_SETS",
     "add_replay_arguments",
     "BANK_FORMAT",
     "BankColumn",
@@ -133,6 +137,7 @@ __all__ = [
     "choose_default",
     "compile_seconds",
     "confirmation_kwargs",
+    "candidate_pairs",
     "cost_matrix",
     "cross_validate_searches",
     "e2e_table",

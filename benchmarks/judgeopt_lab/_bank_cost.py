@@ -83,9 +83,11 @@ from ._replay import _input
 __all__ = [
     "CONFIRM_FINALISTS",
     "NO_CALLS",
+    "CANDIDATE_SETS",
     "STOP_ESTIMATES",
     "CostFit",
     "StopCost",
+    "candidate_pairs",
     "column_index",
     "compile_seconds",
     "cost_matrix",
@@ -248,6 +250,34 @@ def rate_first_k(pair: BankPair, k: int | None = None) -> tuple[BankPair, list[i
     chosen = [i for _, i in ranked][: None if k is None else k - len(base)]
     rows = sorted([*base, *chosen])
     return _cut(pair, rows), rows
+
+
+#: The candidate sets a replay can cut each pair to (:func:`candidate_pairs`).
+CANDIDATE_SETS = ("all", "rate_first")
+
+
+def candidate_pairs(
+    bank: Mapping[str, BankPair], candidates: str
+) -> tuple[dict[str, BankPair], dict[str, list[int]]]:
+    """The pairs complete for the candidate set, each cut to it (``all``: the pair itself;
+    ``rate_first``: :func:`judgeopt_lab.rate_first_k`), and each cut's rows in its pair.
+
+    A pair is complete for the set when the set's columns are judged on the whole pool: a
+    replay reads no other column, so a pair whose rate-first cut is complete (``bank.py
+    record --columns rate_first``) replays as it will once the rest of it is recorded.
+    """
+    if candidates not in CANDIDATE_SETS:
+        raise ValueError(f"candidates: {candidates!r}; allowed: {list(CANDIDATE_SETS)}")
+    out: dict[str, BankPair] = {}
+    rows: dict[str, list[int]] = {}
+    for name, pair in bank.items():
+        if candidates == "rate_first":
+            cut, kept = rate_first_k(pair)
+        else:
+            cut, kept = pair, list(range(len(pair.columns)))
+        if cut.complete:
+            out[name], rows[name] = cut, kept
+    return out, rows
 
 
 def rate_first_columns(columns: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

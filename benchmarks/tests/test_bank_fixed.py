@@ -101,7 +101,7 @@ def test_a_pair_complete_on_its_cut_replays_as_when_whole() -> None:
 
     import numpy as np
 
-    from judgeopt_lab import load_bank, rate_first_k, replay_fixed
+    from judgeopt_lab import candidate_pairs, load_bank, rate_first_k, replay_fixed
 
     bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", complete_only=True)
     name = "sfres_naturalness"
@@ -115,9 +115,9 @@ def test_a_pair_complete_on_its_cut_replays_as_when_whole() -> None:
     cols = list(pair.columns)
     cols[outside] = replace(cols[outside], predictions=preds, judged=judged)
     partial = replace(pair, columns=tuple(cols), missing=7)
-    assert bf.candidate_pairs({name: partial}, "all")[0] == {}
-    usable, kept = bf.candidate_pairs({name: partial}, "rate_first")
-    whole, whole_kept = bf.candidate_pairs({name: pair}, "rate_first")
+    assert candidate_pairs({name: partial}, "all")[0] == {}
+    usable, kept = candidate_pairs({name: partial}, "rate_first")
+    whole, whole_kept = candidate_pairs({name: pair}, "rate_first")
     assert kept == whole_kept == {name: rows}
     setting = {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True}
     a = replay_fixed(usable, "stack+guard", setting, n_valids=[100], n_splits=8)
@@ -167,3 +167,20 @@ def test_seconds_price_the_shipped_judge_by_its_members(tmp_path: Path) -> None:
     assert any(v["members"] > 1 for v in got["per_pair"].values())  # a stack was shipped
     lcb = payload[bf.label("lcb", {"alpha": 0.05}, "rate_first")]["n_valid"]["100"]
     assert "mean_seconds" not in lcb and lcb["mean_members"] == 1.0
+
+
+def test_candidate_pairs_names_the_allowed_sets() -> None:
+    from judgeopt_lab import candidate_pairs
+
+    with pytest.raises(ValueError, match=r"candidates: 'some'; allowed: \['all', 'rate_first'\]"):
+        candidate_pairs({}, "some")
+
+
+def test_bank_rules_refuses_a_cut_of_a_partial_replay(capsys) -> None:
+    spec = importlib.util.spec_from_file_location("bank_rules_cut", ROOT / "bank_rules.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit):
+        script.main(["--candidates", "rate_first", "--partial"])
+    assert "--candidates rate_first replays complete cuts" in capsys.readouterr().err
