@@ -30,7 +30,8 @@ def rated_report(
 ) -> dict[str, Any] | None:
     """The shipped judge (and, when it is an ensemble, the chosen single judge) against the
     baseline on the test items the baseline rated: ``n_items`` rated of ``n_test``, each
-    judge's score there and its paired ``gain`` with ``gain_ci``.
+    judge's score there and its paired ``gain`` with ``gain_ci``; ``passed_over``: the same
+    for each strategy of ``row["passed_over_on_test"]`` judged on every test item.
 
     ``None`` when a needed judge's test items are not all stored (a pair still running) or
     the shipped ensemble's file (``ensemble.json``) is missing.
@@ -69,6 +70,21 @@ def rated_report(
             "gain": finite_or_none(c.gain),
             "gain_ci": list(c.gain_ci),
         }
+    passed = []
+    for t in row.get("passed_over_on_test") or []:
+        res = result(t["strategy"], rated)
+        if res is None:
+            continue
+        c = compare(res, base, rated, labels=("baseline", t["key"]), seed=seed)
+        passed.append(
+            {
+                "key": t["key"],
+                "score": finite_or_none(res.metric("spearman")),
+                "gain": finite_or_none(c.gain),
+                "gain_ci": list(c.gain_ci),
+            }
+        )
+    out["passed_over"] = passed
     out["note"] = (
         "the test items the baseline rated (its unparsed answers left out for every judge); "
         "paired gain and bootstrap interval as for the headline"

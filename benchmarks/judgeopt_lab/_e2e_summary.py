@@ -330,6 +330,11 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
                 f"{f(rb[name]['gain'])} {ci(rb[name]['gain_ci'])}" if rb.get(name) else "n/a"
                 for name in ("chosen", "ensemble")
             ),
+            "; ".join(
+                f"{t['key']}: {f(t['gain'])} {ci(t['gain_ci'])}"
+                for t in rb.get("passed_over") or []
+            )
+            or "none",
         ]
         for r in rows
         if (rb := r.get("rated_by_baseline"))
@@ -341,7 +346,14 @@ def e2e_table(rows: list[dict[str, Any]]) -> str:
             "rating in the headline, left out for every judge):",
             "",
             markdown_table(
-                ["pair", "items", "baseline", "chosen gain [95% CI]", "ensemble gain [95% CI]"],
+                [
+                    "pair",
+                    "items",
+                    "baseline",
+                    "chosen gain [95% CI]",
+                    "ensemble gain [95% CI]",
+                    "passed over: gain [95% CI]",
+                ],
                 rated_rows,
             ),
         ]

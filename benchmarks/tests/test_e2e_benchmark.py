@@ -459,6 +459,10 @@ def test_rated_report_leaves_the_baselines_unparsed_items_out(tmp_path: Path) ->
         lo, hi = rated[name]["gain_ci"]
         assert lo < rated[name]["gain"] < hi
         assert rated[name]["score"] - rated["baseline"] == pytest.approx(rated[name]["gain"])
+    assert [p["key"] for p in rated["passed_over"]] == [
+        p["key"] for p in row["passed_over_on_test"]
+    ]
+    assert all(p["gain_ci"][0] < p["gain"] < p["gain_ci"][1] for p in rated["passed_over"])
     # A row whose chosen judge was never judged on test: nothing to report.
     other = {**row, "chosen_strategy": {**row["chosen_strategy"], "scale": 7}}
     assert e2e.rated_report(pair_dir, test, other, 0) is None
