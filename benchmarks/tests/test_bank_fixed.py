@@ -78,18 +78,30 @@ def test_a_named_pair_must_be_complete(capsys) -> None:
     assert f"not complete in the bank: ['{unfinished[0]}']" in err and "bank.py status" in err
 
 
-def test_a_named_pair_must_be_complete_on_the_rate_first_cut(capsys) -> None:
+def test_a_named_pair_must_be_complete_on_the_rate_first_cut(monkeypatch, capsys) -> None:
+    """A pair whose rate-first cut lacks a judgement is refused by a rate-first replay, with
+    the command that records the cut (the committed bank with one cut judgement taken out)."""
+    from dataclasses import replace
+
+    import numpy as np
+
     from judgeopt_lab import load_bank, rate_first_k
 
     bank = load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank")
-    open_cut = sorted(p for p, bp in bank.items() if not rate_first_k(bp)[0].complete)
-    if not open_cut:
-        pytest.skip("every pair's rate-first cut is complete")
-    argv = ["lcb", '{"alpha": 0.05}', "--pairs", open_cut[0], "--splits", "2"]
+    name = "sfres_naturalness"
+    pair = bank[name]
+    inside = rate_first_k(pair)[1][-1]
+    judged = np.ones(len(pair.ids), dtype=bool)
+    judged[0] = False
+    cols = list(pair.columns)
+    cols[inside] = replace(cols[inside], judged=judged)
+    bank[name] = replace(pair, columns=tuple(cols), missing=1)
+    monkeypatch.setattr(bf, "load_bank", lambda *a, **k: bank)
+    argv = ["lcb", '{"alpha": 0.05}', "--pairs", name, "--splits", "2"]
     with pytest.raises(SystemExit):
         bf.main([*argv, "--candidates", "rate_first"])
     err = capsys.readouterr().err
-    assert f"not complete in the bank: ['{open_cut[0]}']" in err
+    assert f"not complete in the bank: ['{name}']" in err
     assert "record --columns rate_first" in err
 
 
