@@ -205,9 +205,14 @@ def cost_matrix(pair: BankPair, costs: Mapping[tuple[str, str], float]) -> np.nd
 
 def search_rank(column: BankColumn) -> int | None:
     """The column's place in its search's order (its ``search #n`` role), else ``None``."""
-    for role in column.roles:
-        if role.startswith("search #"):
-            return int(role.split("#", 1)[1])
+    return _rank_of(column.roles)
+
+
+def _rank_of(roles: Iterable[str]) -> int | None:
+    """The ``n`` of a ``search #n`` role among ``roles``, else ``None``."""
+    for role in roles:
+        if str(role).startswith("search #"):
+            return int(str(role).split("#", 1)[1])
     return None
 
 
@@ -289,7 +294,7 @@ def rate_first_columns(columns: Sequence[Mapping[str, Any]]) -> list[Mapping[str
         c
         for c in columns
         if "baseline" in c["roles"]
-        or (any(str(r).startswith("search #") for r in c["roles"]) and rates_first(c["strategy"]))
+        or (_rank_of(c["roles"]) is not None and rates_first(c["strategy"]))
     ]
 
 
