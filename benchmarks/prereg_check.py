@@ -8,12 +8,15 @@ the named commands wrote (stage 1: the ``bank_fixed.py --pairs`` replays in
 ``benchmarks/results/e2e_prereg.json``), applies the criteria as registered
 (:func:`judgeopt_lab.prereg_verdict`) and prints each one's status: met, not met, or pending
 while its results are not all there. The decision: adopt the candidate when all five are
-met, keep the shipped default as soon as one is not, else open.
+met, keep the shipped default as soon as one is not, else open. Beside the criteria, for each
+fresh pair tested so far, what no criterion reads (:func:`judgeopt_lab.stage_2_beside`): the
+shipped judge's gain on the test items the baseline rated, and its calls and seconds per item.
 
 Writes ``benchmarks/results/default_prereg_verdict.json``::
 
-    {"plan", "criteria": {NAME: {"status", "value", "detail"}}, "decision", "inputs",
-     "provenance"}
+    {"plan", "criteria": {NAME: {"status", "value", "detail"}}, "decision",
+     "beside": {PAIR: {"shipped", "gain", "gain_ci", "rated_by_baseline", "calls_per_item",
+     "seconds_per_item"}}, "inputs", "provenance"}
 
 Usage:
     python benchmarks/prereg_check.py
@@ -26,7 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from judgeopt_lab import markdown_table, prereg_verdict, write_json
+from judgeopt_lab import markdown_table, prereg_verdict, stage_2_beside, write_json
 
 ROOT = Path(__file__).resolve().parent
 PLAN = ROOT / "default_prereg.json"
@@ -44,6 +47,32 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def _gain(gain: float | None, ci: list[float] | None) -> str:
+    if gain is None:
+        return "-"
+    return f"{gain:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+
+
+def _beside_rows(beside: dict[str, dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for pair, b in beside.items():
+        rated = b["rated_by_baseline"]
+        rows.append(
+            [
+                pair,
+                str(b["shipped"]),
+                _gain(b["gain"], b["gain_ci"]),
+                "-"
+                if rated is None
+                else f"{_gain(rated['gain'], rated['gain_ci'])} on {rated['n_items']} of "
+                f"{rated['n_test']}",
+                "-" if b["calls_per_item"] is None else f"{b['calls_per_item']:.1f}",
+                "-" if b["seconds_per_item"] is None else f"{b['seconds_per_item']:.1f}",
+            ]
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plan", default=str(PLAN), help="the pre-registration")
@@ -55,16 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     if not plan_path.is_file():
         ap.error(f"--plan {args.plan!r}: no such file")
     plan = _read(plan_path)
-    verdict = prereg_verdict(plan, _read(Path(args.bank)), _read(Path(args.e2e)))
+    e2e = _read(Path(args.e2e))
+    verdict = prereg_verdict(plan, _read(Path(args.bank)), e2e)
+    beside = stage_2_beside(plan, e2e)
     rows = [
         [name, c["status"], c["detail"], json.dumps(c["value"])]
         for name, c in verdict["criteria"].items()
     ]
     print(markdown_table(["criterion", "status", "what", "value"], rows))
     print(f"decision: {verdict['decision']}")
+    if beside:
+        print("\nbeside stage 2's criteria (no criterion reads these):")
+        head = ["pair", "shipped", "gain (headline)", "gain where the baseline rated"]
+        print(markdown_table([*head, "calls/item", "s/item"], _beside_rows(beside)))
     payload = {
         "plan": plan_path.name,
         **verdict,
+        "beside": beside,
         "inputs": {"bank": str(args.bank), "e2e": str(args.e2e)},
     }
     print(f"wrote {write_json(args.out, payload)}")

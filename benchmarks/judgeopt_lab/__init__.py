@@ -35,7 +35,8 @@ candidate set),
 :func:`stopped_costs` (rate-first calls stopped at the score) and :func:`compile_seconds` /
 :func:`rule_cost_rows` (per rule and split). A pre-registered default's verdict from the
 results its plan names: :func:`prereg_verdict` (``benchmarks/prereg_check.py``), with
-:func:`fixed_label`, the key ``bank_fixed.py`` files a rule at a setting under.
+:func:`fixed_label`, the key ``bank_fixed.py`` files a rule at a setting under, and
+:func:`stage_2_beside`, what is reported beside the fresh pairs' criteria.
 
 The search benchmark a user runs (``judgeopt bench-search``) is the product's:
 :mod:`judgeopt.bench`.
@@ -94,7 +95,7 @@ from ._harness import (
     shared_data_dir,
     write_json,
 )
-from ._prereg import MAX_WORSE_SHARE, fixed_label, prereg_verdict
+from ._prereg import MAX_WORSE_SHARE, fixed_label, prereg_verdict, stage_2_beside
 from ._preset import preset_toml, selection_settings
 from ._replay import (
     add_replay_arguments,
@@ -185,6 +186,7 @@ __all__ = [
     "spent",
     "split_inputs",
     "stored_items",
+    "stage_2_beside",
     "stored_result",
     "stopped_costs",
     "strategy_json",

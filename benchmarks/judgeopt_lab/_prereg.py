@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MAX_WORSE_SHARE", "fixed_label", "prereg_verdict"]
+__all__ = ["MAX_WORSE_SHARE", "fixed_label", "prereg_verdict", "stage_2_beside"]
 
 #: S1's bound: the share of a pair's splits on which the candidate may test worse than the
 #: baseline.
@@ -116,6 +116,40 @@ def _stage_2(plan: Mapping[str, Any], e2e: Mapping[str, Any]) -> dict[str, dict[
             "mean test gain of the shipped judges over the pairs",
         )
     return {"F1": f1, "F2": f2}
+
+
+def stage_2_beside(plan: Mapping[str, Any], e2e: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the plan reports beside stage 2's criteria, per fresh pair tested so far (no
+    criterion reads it): the shipped judge's headline gain with its interval, the same gain
+    on the test items the baseline rated (``rated_by_baseline``: an unparsed answer is
+    imputed by the judge's mean in the headline, so part of a gain can be the baseline's
+    failures to answer), and the shipped judge's calls and seconds per judged item."""
+    out: dict[str, dict[str, Any]] = {}
+    rows = {(r.get("task"), r.get("aspect")): r for r in e2e.get("pairs", [])}
+    for name in plan["stage_2_fresh"]["pairs"]:
+        row = rows.get(tuple(name.split(":")))
+        if row is None or row.get("shipped_gain") is None:
+            continue
+        rated = row.get("rated_by_baseline") or None
+        shipped_key = "ensemble" if row.get("shipped") == "ensemble" else "chosen"
+        rated_judge = (rated or {}).get(shipped_key) or {}
+        cost = (row.get("cost_per_item") or {}).get("shipped") or {}
+        out[name] = {
+            "shipped": row.get("shipped"),
+            "gain": row["shipped_gain"],
+            "gain_ci": row.get("shipped_gain_ci"),
+            "rated_by_baseline": None
+            if not rated
+            else {
+                "n_items": rated.get("n_items"),
+                "n_test": rated.get("n_test"),
+                "gain": rated_judge.get("gain"),
+                "gain_ci": rated_judge.get("gain_ci"),
+            },
+            "calls_per_item": cost.get("calls"),
+            "seconds_per_item": cost.get("seconds"),
+        }
+    return out
 
 
 def prereg_verdict(

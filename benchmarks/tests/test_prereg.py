@@ -135,3 +135,36 @@ def test_the_plan_is_not_changed_by_a_verdict() -> None:
     plan = copy.deepcopy(PLAN)
     prereg_verdict(plan, {}, _e2e([0.1] * 3, [False] * 3))
     assert plan == PLAN
+
+
+def test_beside_reports_the_gain_where_the_baseline_rated_and_the_cost() -> None:
+    e2e = _e2e([0.4, 0.1], [False, False])
+    first = e2e["pairs"][0]
+    first |= {
+        "shipped": "ensemble",
+        "shipped_gain_ci": [0.2, 0.5],
+        "rated_by_baseline": {
+            "n_items": 159,
+            "n_test": 200,
+            "chosen": {"gain": 0.37, "gain_ci": [0.22, 0.51]},
+            "ensemble": {"gain": 0.36, "gain_ci": [0.25, 0.46]},
+        },
+        "cost_per_item": {"shipped": {"calls": 6.0, "seconds": 36.4}},
+    }
+    beside = pc.stage_2_beside(PLAN, e2e)
+    names = PLAN["stage_2_fresh"]["pairs"]
+    assert list(beside) == names[:2]  # the untested third pair is not there
+    got = beside[names[0]]
+    # The shipped judge is the ensemble: its rated-items gain, not the chosen single judge's.
+    assert got["rated_by_baseline"] == {
+        "n_items": 159,
+        "n_test": 200,
+        "gain": 0.36,
+        "gain_ci": [0.25, 0.46],
+    }
+    assert (got["calls_per_item"], got["seconds_per_item"]) == (6.0, 36.4)
+    assert beside[names[1]]["rated_by_baseline"] is None
+    rows = pc._beside_rows(beside)
+    assert rows[0][3] == "+0.360 [+0.250, +0.460] on 159 of 200"
+    # No criterion reads it: the verdict is the same with or without these fields.
+    assert prereg_verdict(PLAN, {}, e2e) == prereg_verdict(PLAN, {}, _e2e([0.4, 0.1], [False] * 2))
