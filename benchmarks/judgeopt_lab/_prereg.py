@@ -93,13 +93,22 @@ def _stage_1(plan: Mapping[str, Any], bank: Mapping[str, Any]) -> dict[str, dict
     return out
 
 
+def _tested(plan: Mapping[str, Any], e2e: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The e2e rows of the plan's fresh pairs tested so far (a shipped gain is there), by
+    ``task:aspect`` in the plan's order."""
+    rows = {f"{r.get('task')}:{r.get('aspect')}": r for r in e2e.get("pairs", [])}
+    return {
+        name: rows[name]
+        for name in plan["stage_2_fresh"]["pairs"]
+        if name in rows and rows[name].get("shipped_gain") is not None
+    }
+
+
 def _stage_2(plan: Mapping[str, Any], e2e: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    wanted = [tuple(p.split(":")) for p in plan["stage_2_fresh"]["pairs"]]
-    rows = {(r.get("task"), r.get("aspect")): r for r in e2e.get("pairs", [])}
-    done = [rows[p] for p in wanted if p in rows and rows[p].get("shipped_gain") is not None]
-    worse = [f"{r['task']}:{r['aspect']}" for r in done if r.get("shipped_significantly_worse")]
-    gains = {f"{r['task']}:{r['aspect']}": float(r["shipped_gain"]) for r in done}
-    missing = [":".join(p) for p in wanted if f"{p[0]}:{p[1]}" not in gains]
+    done = _tested(plan, e2e)
+    worse = [name for name, r in done.items() if r.get("shipped_significantly_worse")]
+    gains = {name: float(r["shipped_gain"]) for name, r in done.items()}
+    missing = [name for name in plan["stage_2_fresh"]["pairs"] if name not in gains]
     if worse:
         f1 = _criterion("not met", worse, "pairs whose shipped judge tested significantly worse")
     elif missing:
@@ -125,11 +134,7 @@ def stage_2_beside(plan: Mapping[str, Any], e2e: Mapping[str, Any]) -> dict[str,
     imputed by the judge's mean in the headline, so part of a gain can be the baseline's
     failures to answer), and the shipped judge's calls and seconds per judged item."""
     out: dict[str, dict[str, Any]] = {}
-    rows = {(r.get("task"), r.get("aspect")): r for r in e2e.get("pairs", [])}
-    for name in plan["stage_2_fresh"]["pairs"]:
-        row = rows.get(tuple(name.split(":")))
-        if row is None or row.get("shipped_gain") is None:
-            continue
+    for name, row in _tested(plan, e2e).items():
         rated = row.get("rated_by_baseline") or None
         shipped_key = "ensemble" if row.get("shipped") == "ensemble" else "chosen"
         rated_judge = (rated or {}).get(shipped_key) or {}
