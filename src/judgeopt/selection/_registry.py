@@ -10,7 +10,8 @@ how the compile's :class:`~judgeopt.selection.SelectionConfig` sets its constant
 (:attr:`RuleSpec.summary`).
 
 Compositions are rules too: a rule with the prior default as its fallback (``+prior``,
-``+prior(veto)``), a cross-fitted guard around an ensemble (``+guard``); they are built from
+``+prior(veto)``), a cross-fitted guard around an ensemble (``+guard``, or ``+bound`` on the
+guard's lower bound); they are built from
 :func:`~judgeopt.selection.with_fallback`, :func:`~judgeopt.selection.prior_rule` and
 :func:`~judgeopt.selection.guarded`.
 
@@ -209,6 +210,22 @@ def _guarded_stack(
     return guarded(stack, margin=margin, key=key)(data)
 
 
+def _bound_stack(
+    data: RuleInput,
+    *,
+    ridge: float,
+    alpha: float,
+    m: int = 0,
+    margin: float = 0.0,
+    nonneg: bool = False,
+) -> Pick:
+    """The stack, kept only when the one-sided ``1 - alpha`` lower bound of its
+    cross-fitted gain over the baseline (:func:`~judgeopt.selection.crossfit_bound`, 500
+    resamples) is above ``margin``."""
+    stack, key = _stack(ridge, m, nonneg)
+    return guarded(stack, margin=margin, key=key, alpha=alpha, n_resamples=500)(data)
+
+
 def _stack(ridge: float, m: int, nonneg: bool) -> tuple[RuleFn, str]:
     """The stack rule at these constants (``m`` 0: every candidate), and the memo key of
     its cross-fitted gain (shared by its guard and ``frugal``)."""
@@ -390,6 +407,19 @@ RULES: dict[str, RuleSpec] = {
         "others; nonneg: no negative weight, an exportable ensemble), kept only when it "
         "beats the baseline cross-fitted by more than the margin; else the baseline",
         config=_stack_config,
+    ),
+    "stack+bound": RuleSpec(
+        _bound_stack,
+        {
+            "m": (5,),
+            "ridge": (10.0,),
+            "margin": (0.0, 0.05),
+            "nonneg": (True,),
+            "alpha": (0.05, 0.1, 0.2),
+        },
+        description="stack+guard whose guard reads the cross-fitted gain's one-sided lower "
+        "bound (1 - alpha, a paired bootstrap over each half's items) instead of its point: "
+        "the margin grows with the noise of the items",
     ),
     "stack+guard+frugal": RuleSpec(
         _frugal_stack,

@@ -1,0 +1,310 @@
+"""The guard on its lower bound: the pre-registered stack's guard reading the cross-fitted
+gain's one-sided lower bound instead of its point, replayed on the judgement bank and read
+on the fresh pairs' compile tables (no LLM call).
+
+The pre-registered candidate (``stack+guard``: the non-negative stack of the baseline and the
+5 best others, ridge 10) ships its stack when the stack's cross-fitted gain over the baseline
+(chosen on each half of the labelled items, scored on the other) is above 0.1. A gain of
++0.2 on 50 items per half and one on 500 are the same point and very different evidence.
+``stack+bound`` (:func:`judgeopt.selection.crossfit_bound`) asks the gain's one-sided
+``1 - alpha`` lower bound (a paired bootstrap over each half's items, 500 resamples) to clear
+``margin`` instead: a margin that grows with the noise of the items.
+
+Three readings, written to ``benchmarks/results/bank_bound.json``:
+
+* ``bank``: the candidate and every setting of ``stack+bound``'s grid at fixed constants
+  on every pair whose rate-first cut is complete (the splits of ``bank_fixed.py``: 200 per
+  pair and size, seed 0): mean gain, worst pair's worse share, prompts per item, and each
+  setting's gain minus the candidate's, pair by pair (mean and standard error over the
+  pairs).
+* ``left_out``: the guard's constants chosen leave-one-pair-out among those settings by the
+  default's criterion (the best mean gain among the settings worse than the baseline in at
+  most 10 % of the splits on every other pair), scored on the pair left out.
+* ``fresh``: each fresh pair compiled by ``benchmarks/e2e.py`` (``--runs``, default the
+  pre-registered compiles of ``benchmarks/runs/e2e_prereg``) has its compile's validation
+  table rebuilt from its checkpoint (the compile's own cross-fitted gain is recomputed as a
+  check) and every setting's guard read on it: would it ship the stack, and what the
+  shipped stack scored on the test items when it did (the compile's own test judgements).
+  These pairs were scored before this rule was written: a reading after the fact, not a
+  test.
+
+Usage:
+    python benchmarks/bank_bound.py [--n-valid 50,100,200] [--splits 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from judgeopt.data import load_records
+from judgeopt.demo import E2E_SPLIT, PER_GROUP
+from judgeopt.selection import RULES, RuleInput, crossfit_bound, crossfit_gain, stack_rule
+from judgeopt_lab import (
+    candidate_pairs,
+    load_bank,
+    markdown_table,
+    n_valids_of,
+    provenance,
+    replay_fixed,
+    write_json,
+)
+
+ROOT = Path(__file__).resolve().parent
+OUT = ROOT / "results" / "bank_bound.json"
+
+#: The pre-registered candidate (benchmarks/default_prereg.json).
+CANDIDATE: tuple[str, dict[str, Any]] = (
+    "stack+guard",
+    {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True},
+)
+#: The default's safety criterion: worse than the baseline in at most this share of the
+#: splits on every pair.
+MAX_WORSE = 0.10
+
+
+def settings() -> list[tuple[str, str, dict[str, Any]]]:
+    """``(label, rule, setting)``: the candidate, then ``stack+bound``'s grid."""
+    rule, setting = CANDIDATE
+    out = [(f"candidate (margin {setting['margin']:g} on the point)", rule, dict(setting))]
+    for s in RULES["stack+bound"].settings():
+        out.append((f"bound {1 - s['alpha']:.0%}, margin {s['margin']:g}", "stack+bound", s))
+    return out
+
+
+def compare(
+    entries: Mapping[str, Mapping[str, Any]], reference: str
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per label and size: the replay's summary and its gain minus ``reference``'s, pair by
+    pair (``diff``: mean over the pairs; ``diff_se``: its standard error over them)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for label, entry in entries.items():
+        out[label] = {}
+        for n, row in entry["n_valid"].items():
+            ref = entries[reference]["n_valid"][n]["per_pair"]
+            d = np.array([row["per_pair"][p]["mean_gain"] - ref[p]["mean_gain"] for p in ref])
+            worst = max(row["per_pair"].items(), key=lambda kv: kv[1]["worse_share"])
+            out[label][n] = {
+                "mean_gain": row["mean_gain"],
+                "se": row["se"],
+                "mean_relative_gain": row["mean_relative_gain"],
+                "max_pair_worse_share": row["max_pair_worse_share"],
+                "worst_pair": worst[0],
+                "mean_members": row["mean_members"],
+                "diff": float(d.mean()),
+                "diff_se": float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else None,
+                "per_pair": {
+                    p: {
+                        "mean_gain": v["mean_gain"],
+                        "worse_share": v["worse_share"],
+                        "baseline_share": v["baseline_share"],
+                    }
+                    for p, v in row["per_pair"].items()
+                },
+            }
+    return out
+
+
+def left_out(rows: Mapping[str, Mapping[str, Any]], n: str) -> dict[str, Any]:
+    """For each pair, the setting chosen on the others (the best mean gain among the
+    settings worse in at most :data:`MAX_WORSE` of the splits on every other pair, else the
+    one with the smallest such worst share; the first label on a tie), scored on it."""
+    pairs = sorted(next(iter(rows.values()))[n]["per_pair"])
+    per_pair: dict[str, Any] = {}
+    for p in pairs:
+        others = [q for q in pairs if q != p]
+
+        def on_others(label: str, others: list[str] = others) -> tuple[float, float]:
+            pp = rows[label][n]["per_pair"]
+            return (
+                float(np.mean([pp[q]["mean_gain"] for q in others])),
+                max(pp[q]["worse_share"] for q in others),
+            )
+
+        labels = list(rows)
+        safe = [k for k in labels if on_others(k)[1] <= MAX_WORSE]
+        if safe:
+            chosen = max(safe, key=lambda k: (round(on_others(k)[0], 12), -labels.index(k)))
+        else:
+            chosen = min(labels, key=lambda k: (on_others(k)[1], labels.index(k)))
+        per_pair[p] = {"chosen": chosen, **rows[chosen][n]["per_pair"][p]}
+    gains = np.array([v["mean_gain"] for v in per_pair.values()])
+    return {
+        "mean_gain": float(gains.mean()),
+        "se": float(gains.std(ddof=1) / math.sqrt(gains.size)) if gains.size > 1 else None,
+        "max_pair_worse_share": max(v["worse_share"] for v in per_pair.values()),
+        "per_pair": per_pair,
+    }
+
+
+def _lines(path: Path) -> list[str]:
+    return [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _split_asked(result: Mapping[str, Any]) -> dict[str, int]:
+    """The ``--n-valid``, ``--n-test`` and ``--seed`` the compile's ``e2e.py`` command asked
+    for (its split is of whole groups, so the result's own counts can be larger), each
+    defaulting to the demo's split (:data:`judgeopt.demo.E2E_SPLIT`)."""
+    command = list((result.get("provenance") or {}).get("command") or [])
+    out = {k: int(E2E_SPLIT[k]) for k in ("n_valid", "n_test", "seed")}
+    for flag, key in (("--n-valid", "n_valid"), ("--n-test", "n_test"), ("--seed", "seed")):
+        if flag in command[:-1]:
+            out[key] = int(command[command.index(flag) + 1])
+    return out
+
+
+def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any]]:
+    """A fresh pair's compile validation table, rebuilt from its run directory: the baseline
+    and every strategy its search judged on all the validation items, in the order they
+    were evaluated, the items in the order of ``e2e.py``'s split (the order the compile's
+    halves are drawn from), group ids at group level; and the compile's ``result.json``."""
+    sys.path.insert(0, str(ROOT))
+    import e2e  # noqa: PLC0415 - the benchmark's own split, only for this reading
+
+    result = json.loads((run / "result.json").read_text(encoding="utf-8"))
+    evals = [json.loads(x) for x in _lines(run / "ckpt" / "evaluations.jsonl")]
+    items: dict[str, dict[str, Any]] = {}
+    for line in _lines(run / "ckpt" / "items.jsonl"):
+        r = json.loads(line)
+        items.setdefault(r["strategy"], {})[r["item"]["id"]] = r["item"]
+    order = sorted(evals, key=lambda e: e["number"])
+    keys = [json.dumps(e["strategy"], sort_keys=True) for e in order]
+    task = result["task"]
+    records = load_records(e2e.DATA / task / "full.jsonl")
+    asked = _split_asked(result)
+    valid, _ = e2e.split_groups(
+        records, asked["n_valid"], asked["n_test"], asked["seed"], per_group=PER_GROUP.get(task)
+    )
+    if len(valid) != int(result["n_valid"]):
+        raise ValueError(
+            f"{run}: the split of {asked} gives {len(valid)} validation items, the compile "
+            f"had {result['n_valid']}"
+        )
+    keys = [k for k in keys if k in items and all(r.id in items[k] for r in valid)]
+    ids = [r.id for r in valid]
+    human = np.array([items[keys[0]][i]["human"] for i in ids], dtype=float)
+    preds = np.array(
+        [
+            [math.nan if items[k][i]["score"] is None else items[k][i]["score"] for i in ids]
+            for k in keys
+        ],
+        dtype=float,
+    )
+    groups = [r.group_id or r.id for r in valid] if result["level"] == "group" else None
+    data = RuleInput(human=human, preds=preds, baseline=0, groups=groups, seed=0)
+    return data, result
+
+
+def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
+    """Each compiled fresh pair: the guard of every setting read on its validation table."""
+    out: dict[str, Any] = {}
+    for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
+        data, result = compile_table(run)
+        guard = (result.get("selection") or {}).get("guard") or {}
+
+        def stack(d: RuleInput) -> Any:
+            return stack_rule(d, ridge=10.0, m=5, nonneg=True)
+
+        point = crossfit_gain(data, stack)
+        shipped_stack = result.get("shipped") == "ensemble"
+        row: dict[str, Any] = {
+            "items": int(data.human.size),
+            "columns": int(data.preds.shape[0]),
+            "crossfit_gain": point,
+            "compile_crossfit_gain": guard.get("crossfit_gain"),
+            "compile_shipped": result.get("shipped"),
+            "stack_test_gain": result.get("shipped_gain") if shipped_stack else None,
+            "stack_test_gain_ci": result.get("shipped_gain_ci") if shipped_stack else None,
+            "settings": {},
+        }
+        for label, _, s in labels:
+            alpha = s.get("alpha")
+            value = (
+                point
+                if alpha is None
+                else crossfit_bound(data, stack, alpha=float(alpha), n_resamples=500)
+            )
+            ships = bool(value > s["margin"])
+            test = (row["stack_test_gain"] if shipped_stack else None) if ships else 0.0
+            row["settings"][label] = {"guard_value": value, "ships": ships, "test_gain": test}
+        out[run.name] = row
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n-valid", default="50,100,200", help="labelled items, comma-separated")
+    ap.add_argument("--splits", type=int, default=200, help="splits per pair and size")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runs", default=str(ROOT / "runs" / "e2e_prereg"), help="fresh compiles")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    if args.splits < 2:
+        ap.error(f"--splits {args.splits}: at least 2 (a standard error needs two)")
+    n_valids = n_valids_of(args.n_valid)
+    bank, _ = candidate_pairs(
+        load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=None), "rate_first"
+    )
+    labels = settings()
+    entries = {
+        label: replay_fixed(bank, rule, s, n_valids=n_valids, n_splits=args.splits, seed=args.seed)
+        for label, rule, s in labels
+    }
+    rows = compare(entries, labels[0][0])
+    payload: dict[str, Any] = {
+        "candidates": "rate_first",
+        "pairs": sorted(bank),
+        "splits": args.splits,
+        "seed": args.seed,
+        "settings": {label: {"rule": r, "setting": s} for label, r, s in labels},
+        "bank": rows,
+        "left_out": {str(n): left_out(rows, str(n)) for n in n_valids},
+    }
+    runs = Path(args.runs)
+    payload["fresh"] = fresh(runs, labels) if runs.is_dir() else {}
+    payload["provenance"] = provenance()
+    write_json(args.out, payload, provenance_key=None)
+    for n in map(str, n_valids):
+        print(f"\n{n} labelled items, {len(bank)} pairs, rate-first cut, {args.splits} splits")
+        print(
+            markdown_table(
+                ["guard", "mean gain (se)", "minus the candidate (se)", "worst pair", "prompts"],
+                [
+                    [
+                        label,
+                        f"{r[n]['mean_gain']:+.3f} ({r[n]['se']:.3f})",
+                        f"{r[n]['diff']:+.3f} ({r[n]['diff_se']:.3f})",
+                        f"{100 * r[n]['max_pair_worse_share']:.1f} % ({r[n]['worst_pair']})",
+                        f"{r[n]['mean_members']:.2f}",
+                    ]
+                    for label, r in rows.items()
+                ],
+            )
+        )
+        lo = payload["left_out"][n]
+        print(
+            f"left out: mean gain {lo['mean_gain']:+.3f} ({lo['se']:.3f}), worst pair "
+            f"{100 * lo['max_pair_worse_share']:.1f} %; chosen: "
+            + ", ".join(f"{p}: {v['chosen']}" for p, v in lo["per_pair"].items())
+        )
+    for name, row in payload["fresh"].items():
+        print(
+            f"\n{name}: cross-fitted {row['crossfit_gain']:+.3f} (compile "
+            f"{row['compile_crossfit_gain']}), shipped {row['compile_shipped']}, stack's "
+            f"test gain {row['stack_test_gain']}"
+        )
+        for label, v in row["settings"].items():
+            print(f"  {label}: {v['guard_value']:+.3f} -> ships {v['ships']}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""``benchmarks/bank_bound.py``: the guard's lower bound on the committed bank and on the
+fresh pairs' compile tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bank_bound", ROOT / "bank_bound.py")
+assert _spec is not None and _spec.loader is not None
+bb = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bb)
+
+
+def test_a_short_replay_writes_every_setting_beside_the_candidate(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "bound.json"
+    assert bb.main(["--splits", "3", "--n-valid", "100", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    labels = [label for label, _, _ in bb.settings()]
+    assert list(payload["bank"]) == labels and len(labels) == 1 + len(
+        bb.RULES["stack+bound"].settings()
+    )
+    candidate = payload["bank"][labels[0]]["100"]
+    assert candidate["diff"] == 0.0 and candidate["diff_se"] == 0.0
+    assert len(candidate["per_pair"]) == len(payload["pairs"]) >= 5
+    chosen = {v["chosen"] for v in payload["left_out"]["100"]["per_pair"].values()}
+    assert chosen <= set(labels)
+    assert "| guard |" in capsys.readouterr().out
+    # The fresh pairs' tables are the compiles' own: the compile's cross-fitted gain again.
+    assert payload["fresh"], "the committed pre-registered compiles are read"
+    for name, row in payload["fresh"].items():
+        assert row["crossfit_gain"] == pytest.approx(row["compile_crossfit_gain"], abs=1e-9), name
+        point = row["settings"][labels[0]]
+        assert point["guard_value"] == pytest.approx(row["crossfit_gain"])
+        for label in labels[1:]:  # a lower bound is below the point it bounds
+            assert row["settings"][label]["guard_value"] < row["crossfit_gain"]
+
+
+def test_left_out_chooses_by_the_worst_of_the_other_pairs() -> None:
+    def row(gains: dict[str, float], worse: dict[str, float]) -> dict:
+        return {
+            "100": {
+                "per_pair": {
+                    p: {"mean_gain": gains[p], "worse_share": worse[p], "baseline_share": 0.5}
+                    for p in gains
+                }
+            }
+        }
+
+    pairs = ["a", "b", "c"]
+    rows = {
+        "bold": row(dict.fromkeys(pairs, 0.10), {"a": 0.0, "b": 0.3, "c": 0.0}),
+        "safe": row(dict.fromkeys(pairs, 0.02), dict.fromkeys(pairs, 0.05)),
+    }
+    got = bb.left_out(rows, "100")["per_pair"]
+    # Left out b, the bold setting is safe on a and c and gains more; otherwise b's 30 % rules
+    # it out.
+    assert got["b"]["chosen"] == "bold" and got["b"]["worse_share"] == 0.3
+    assert got["a"]["chosen"] == got["c"]["chosen"] == "safe"
+
+
+def test_one_split_is_refused(capsys) -> None:
+    with pytest.raises(SystemExit):
+        bb.main(["--splits", "1"])
+    assert "--splits 1: at least 2" in capsys.readouterr().err
