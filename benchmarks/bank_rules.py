@@ -17,7 +17,8 @@ prints them as preset TOML, ``preset_error`` says why when the compile cannot ru
 ``shipped`` replays that rule at the preset's
 constants (chosen at 100 labelled items) at every size, in-sample; ``lopo_default``
 scores that choice left out (for each pair the rule and its constants chosen on the other
-pairs only), the number the targets are checked on.
+pairs only), the number the targets are checked on; ``lopo_default_stricter`` the same choice
+with a stricter safety bound on the other pairs (5 % and 2.5 % of the splits).
 
 ``--e2e-preview`` replays the same rules on the judgements ``benchmarks/e2e.py`` already
 stored for its test items instead (per pair the 3-5 strategies judged on all its test
@@ -328,6 +329,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n, v in payload.get("lopo_default", {}).get("n_valid", {}).items():
         picks = ", ".join(f"{p}: {r['rule']}" for p, r in v["per_pair"].items())
         print(f"n_valid={n}, the default chosen on the other pairs: {picks}")
+    for bound, entry in payload.get("lopo_default_stricter", {}).items():
+        for n, v in entry["n_valid"].items():
+            worst = max(v["per_pair"].items(), key=lambda kv: kv[1]["worse_share"])
+            print(
+                f"n_valid={n}, chosen safe at <= {float(bound):.1%} on the others: mean gain "
+                f"{v['mean_gain']:+.3f} ({100 * v['mean_relative_gain']:+.1f} %), worst pair "
+                f"{100 * worst[1]['worse_share']:.1f} % ({worst[0]})"
+            )
     if settings is not None:
         what = "interim, not to ship" if "interim" in payload else "to ship"
         print(f"\nThe default as optimizer-preset settings ({what}):\n")

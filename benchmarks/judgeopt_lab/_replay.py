@@ -220,6 +220,7 @@ def replay_bank(
     n_splits: int = 200,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    stricter: Sequence[float] = (0.05, 0.025),
 ) -> dict[str, Any]:
     """Every rule on every pair and size, its constants and prior chosen leave-one-pair-out.
 
@@ -233,7 +234,10 @@ def replay_bank(
     With three pairs or more, ``lopo_default`` (same fields, per pair also the ``rule``
     and ``setting`` chosen) scores the choice of the default itself left out
     (:func:`_lopo_default`): the targets' number, since choosing the best of a dozen rules
-    on the same pairs it is scored on would be optimistic.
+    on the same pairs it is scored on would be optimistic. ``lopo_default_stricter``
+    holds the same choice made with each of ``stricter`` as the safety bound on the other
+    pairs (``{BOUND: {"n_valid": {N: ...}}}``): a default must be safe on a pair it was not
+    chosen on, so the bound it meets on the others may need headroom below the target's.
     """
     rules = dict(RULES if rules is None else rules)
     names = sorted(bank)
@@ -298,6 +302,15 @@ def replay_bank(
             out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
                 _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
             )
+            for bound in stricter:
+                out.setdefault("lopo_default_stricter", {}).setdefault(str(bound), {"n_valid": {}})[
+                    "n_valid"
+                ][str(n_valid)] = _lopo_default(
+                    every,
+                    {r: rules[r].settings() or [{}] for r in every},
+                    names,
+                    max_worse=bound,
+                )
     return out
 
 
@@ -383,7 +396,7 @@ def _lopo_default(
         rows: dict[str, dict[str, float]] = {}
         ks: dict[str, int] = {}
         for rname, runs in every.items():
-            k = _lopo_setting(runs, others) if len(runs) > 1 else 0
+            k = _lopo_setting(runs, others, max_worse) if len(runs) > 1 else 0
             ks[rname] = k
             rows[rname] = _on_pairs(runs[k], others)
         rule = _pick_default(rows, max_worse)

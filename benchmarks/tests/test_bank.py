@@ -724,6 +724,24 @@ def test_the_choice_of_the_default_is_scored_left_out() -> None:
     assert "lopo_default" not in two  # one pair left to choose on is no choice
 
 
+def test_a_stricter_bound_on_the_other_pairs_chooses_a_rule_safe_there() -> None:
+    """``lopo_default_stricter``: with the bound at 0 only a rule never worse than the
+    baseline on the other pairs can be chosen (the baseline always is); with the bound at 1
+    every rule is safe and the best mean gain on the others wins."""
+    bank = {"a": _pair("a", 2, 0), "b": _pair("b", 2, 1), "c": _pair("c", 3, 2)}
+    rules = {"fixed": RuleSpec(lambda d: Pick((2,))), "baseline": RULES["baseline"]}
+    payload = replay_bank(bank, rules, n_valids=(100,), n_splits=20, stricter=(0.0, 1.0))
+    strict = payload["lopo_default_stricter"]
+    assert set(strict) == {"0.0", "1.0"}
+    for p, v in strict["0.0"]["n_valid"]["100"]["per_pair"].items():
+        rows = payload["rules"][v["rule"]]["n_valid"]["100"]["per_pair"]
+        assert all(rows[q]["worse_share"] == 0.0 for q in bank if q != p)
+    for p, v in strict["1.0"]["n_valid"]["100"]["per_pair"].items():
+        rows = {r: payload["rules"][r]["n_valid"]["100"]["per_pair"] for r in rules}
+        on_others = {r: sum(rows[r][q]["mean_gain"] for q in bank if q != p) for r in rules}
+        assert on_others[v["rule"]] == max(on_others.values())
+
+
 def test_bank_rules_prints_how_many_labels_are_needed() -> None:
     """benchmarks/bank_rules.py's table for docs/judge.md: a row per rule and size with the
     mean gain and its standard error, worse shares and the baseline's share."""
