@@ -38,7 +38,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,16 @@ from judgeopt.data import load_records
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
 from judgeopt.selection import RULES, RuleInput, crossfit_bound, crossfit_gain, stack_rule
 from judgeopt_lab import (
+    MAX_WORSE_SHARE,
+    add_replay_arguments,
     candidate_pairs,
     load_bank,
     markdown_table,
     n_valids_of,
+    paired_difference,
     provenance,
     replay_fixed,
+    safest_best,
     write_json,
 )
 
@@ -65,9 +69,6 @@ CANDIDATE: tuple[str, dict[str, Any]] = (
     "stack+guard",
     {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True},
 )
-#: The default's safety criterion: worse than the baseline in at most this share of the
-#: splits on every pair.
-MAX_WORSE = 0.10
 
 
 def settings() -> list[tuple[str, str, dict[str, Any]]]:
@@ -83,13 +84,13 @@ def compare(
     entries: Mapping[str, Mapping[str, Any]], reference: str
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per label and size: the replay's summary and its gain minus ``reference``'s, pair by
-    pair (``diff``: mean over the pairs; ``diff_se``: its standard error over them)."""
+    pair (:func:`judgeopt_lab.paired_difference`; ``diff``: mean over the pairs, ``diff_se``:
+    its standard error over them)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for label, entry in entries.items():
         out[label] = {}
         for n, row in entry["n_valid"].items():
-            ref = entries[reference]["n_valid"][n]["per_pair"]
-            d = np.array([row["per_pair"][p]["mean_gain"] - ref[p]["mean_gain"] for p in ref])
+            diff = paired_difference(entries[reference], entry, int(n))
             worst = max(row["per_pair"].items(), key=lambda kv: kv[1]["worse_share"])
             out[label][n] = {
                 "mean_gain": row["mean_gain"],
@@ -98,8 +99,8 @@ def compare(
                 "max_pair_worse_share": row["max_pair_worse_share"],
                 "worst_pair": worst[0],
                 "mean_members": row["mean_members"],
-                "diff": float(d.mean()),
-                "diff_se": float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else None,
+                "diff": diff["mean"],
+                "diff_se": diff["se"],
                 "per_pair": {
                     p: {
                         "mean_gain": v["mean_gain"],
@@ -113,27 +114,23 @@ def compare(
 
 
 def left_out(rows: Mapping[str, Mapping[str, Any]], n: str) -> dict[str, Any]:
-    """For each pair, the setting chosen on the others (the best mean gain among the
-    settings worse in at most :data:`MAX_WORSE` of the splits on every other pair, else the
-    one with the smallest such worst share; the first label on a tie), scored on it."""
-    pairs = sorted(next(iter(rows.values()))[n]["per_pair"])
+    """For each pair, the setting chosen on the others by the default's criterion
+    (:func:`judgeopt_lab.safest_best`: the best mean gain among the settings worse in at most
+    :data:`judgeopt_lab.MAX_WORSE_SHARE` of the splits on every other pair, else the one
+    with the smallest such worst share; the first setting on a tie), scored on it."""
+    labels = list(rows)
+    pairs = sorted(rows[labels[0]][n]["per_pair"])
     per_pair: dict[str, Any] = {}
     for p in pairs:
         others = [q for q in pairs if q != p]
-
-        def on_others(label: str, others: list[str] = others) -> tuple[float, float]:
+        on_others = {}
+        for k, label in enumerate(labels):
             pp = rows[label][n]["per_pair"]
-            return (
-                float(np.mean([pp[q]["mean_gain"] for q in others])),
-                max(pp[q]["worse_share"] for q in others),
-            )
-
-        labels = list(rows)
-        safe = [k for k in labels if on_others(k)[1] <= MAX_WORSE]
-        if safe:
-            chosen = max(safe, key=lambda k: (round(on_others(k)[0], 12), -labels.index(k)))
-        else:
-            chosen = min(labels, key=lambda k: (on_others(k)[1], labels.index(k)))
+            on_others[k] = {
+                "mean_gain": float(np.mean([pp[q]["mean_gain"] for q in others])),
+                "max_pair_worse_share": max(pp[q]["worse_share"] for q in others),
+            }
+        chosen = labels[safest_best(on_others, MAX_WORSE_SHARE, lambda k: -k)]
         per_pair[p] = {"chosen": chosen, **rows[chosen][n]["per_pair"][p]}
     gains = np.array([v["mean_gain"] for v in per_pair.values()])
     return {
@@ -167,15 +164,11 @@ def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any]]:
     halves are drawn from), group ids at group level; and the compile's ``result.json``."""
     sys.path.insert(0, str(ROOT))
     import e2e  # noqa: PLC0415 - the benchmark's own split, only for this reading
+    from judgeopt.teleprompt import ItemStore  # noqa: PLC0415 - here: it imports DSPy
 
     result = json.loads((run / "result.json").read_text(encoding="utf-8"))
     evals = [json.loads(x) for x in _lines(run / "ckpt" / "evaluations.jsonl")]
-    items: dict[str, dict[str, Any]] = {}
-    for line in _lines(run / "ckpt" / "items.jsonl"):
-        r = json.loads(line)
-        items.setdefault(r["strategy"], {})[r["item"]["id"]] = r["item"]
-    order = sorted(evals, key=lambda e: e["number"])
-    keys = [json.dumps(e["strategy"], sort_keys=True) for e in order]
+    store = ItemStore(run / "ckpt" / "items.jsonl")
     task = result["task"]
     records = load_records(e2e.DATA / task / "full.jsonl")
     asked = _split_asked(result)
@@ -187,19 +180,23 @@ def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any]]:
             f"{run}: the split of {asked} gives {len(valid)} validation items, the compile "
             f"had {result['n_valid']}"
         )
-    keys = [k for k in keys if k in items and all(r.id in items[k] for r in valid)]
-    ids = [r.id for r in valid]
-    human = np.array([items[keys[0]][i]["human"] for i in ids], dtype=float)
+    judged = [store.items(e["strategy"]) for e in sorted(evals, key=lambda e: e["number"])]
+    judged = [items for items in judged if all(r.id in items for r in valid)]
+    human = np.array([judged[0][r.id].human for r in valid], dtype=float)
     preds = np.array(
-        [
-            [math.nan if items[k][i]["score"] is None else items[k][i]["score"] for i in ids]
-            for k in keys
-        ],
+        [[math.nan if it[r.id].score is None else it[r.id].score for r in valid] for it in judged],
         dtype=float,
     )
     groups = [r.group_id or r.id for r in valid] if result["level"] == "group" else None
     data = RuleInput(human=human, preds=preds, baseline=0, groups=groups, seed=0)
     return data, result
+
+
+def _stack(setting: Mapping[str, Any]) -> Callable[[RuleInput], Any]:
+    """The stack a setting guards (its ``m``, ``ridge`` and ``nonneg``)."""
+    return lambda d: stack_rule(
+        d, ridge=float(setting["ridge"]), m=int(setting["m"]), nonneg=bool(setting["nonneg"])
+    )
 
 
 def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
@@ -208,11 +205,7 @@ def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
         data, result = compile_table(run)
         guard = (result.get("selection") or {}).get("guard") or {}
-
-        def stack(d: RuleInput) -> Any:
-            return stack_rule(d, ridge=10.0, m=5, nonneg=True)
-
-        point = crossfit_gain(data, stack)
+        point = crossfit_gain(data, _stack(CANDIDATE[1]))
         shipped_stack = result.get("shipped") == "ensemble"
         row: dict[str, Any] = {
             "items": int(data.human.size),
@@ -224,13 +217,18 @@ def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict
             "stack_test_gain_ci": result.get("shipped_gain_ci") if shipped_stack else None,
             "settings": {},
         }
+        bounds: dict[Any, float] = {}  # by alpha and stack: the margins share a bound
         for label, _, s in labels:
             alpha = s.get("alpha")
-            value = (
-                point
-                if alpha is None
-                else crossfit_bound(data, stack, alpha=float(alpha), n_resamples=500)
-            )
+            if alpha is None:
+                value = point
+            else:
+                key = (alpha, s["m"], s["ridge"], s["nonneg"])
+                if key not in bounds:
+                    bounds[key] = crossfit_bound(
+                        data, _stack(s), alpha=float(alpha), n_resamples=500
+                    )
+                value = bounds[key]
             ships = bool(value > s["margin"])
             test = (row["stack_test_gain"] if shipped_stack else None) if ships else 0.0
             row["settings"][label] = {"guard_value": value, "ships": ships, "test_gain": test}
@@ -240,11 +238,8 @@ def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n-valid", default="50,100,200", help="labelled items, comma-separated")
-    ap.add_argument("--splits", type=int, default=200, help="splits per pair and size")
-    ap.add_argument("--seed", type=int, default=0)
+    add_replay_arguments(ap, OUT)
     ap.add_argument("--runs", default=str(ROOT / "runs" / "e2e_prereg"), help="fresh compiles")
-    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
     if args.splits < 2:
         ap.error(f"--splits {args.splits}: at least 2 (a standard error needs two)")

@@ -109,6 +109,7 @@ from ._replay import (
     replay_fixed,
     replay_rule,
     rule_input,
+    safest_best,
 )
 from ._spend import fresh_engines, spent
 from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
@@ -179,6 +180,7 @@ __all__ = [
     "rule_cost_rows",
     "rules_report",
     "rule_input",
+    "safest_best",
     "run_interruptible",
     "sample_groups",
     "selection_settings",

@@ -49,6 +49,7 @@ __all__ = [
     "replay_fixed",
     "replay_rule",
     "rule_input",
+    "safest_best",
 ]
 
 
@@ -299,17 +300,14 @@ def replay_bank(
             str(n_valid)
         ] = _across(ceiling)
         if len(names) >= 3:
+            rule_settings = {r: rules[r].settings() or [{}] for r in every}
             out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
-                _lopo_default(every, {r: rules[r].settings() or [{}] for r in every}, names)
+                _lopo_default(every, rule_settings, names)
             )
+            stricter_out = out.setdefault("lopo_default_stricter", {})
             for bound in stricter:
-                out.setdefault("lopo_default_stricter", {}).setdefault(str(bound), {"n_valid": {}})[
-                    "n_valid"
-                ][str(n_valid)] = _lopo_default(
-                    every,
-                    {r: rules[r].settings() or [{}] for r in every},
-                    names,
-                    max_worse=bound,
+                stricter_out.setdefault(str(bound), {"n_valid": {}})["n_valid"][str(n_valid)] = (
+                    _lopo_default(every, rule_settings, names, max_worse=bound)
                 )
     return out
 
@@ -408,7 +406,7 @@ def _lopo_default(
     return _across(per_pair)
 
 
-#: A row's key in :func:`_safest_best`: a rule's name or a setting's index.
+#: A row's key in :func:`safest_best`: a rule's name or a setting's index.
 K = TypeVar("K", str, int)
 
 
@@ -422,7 +420,7 @@ def _on_pairs(runs: Mapping[str, _Replay], pairs: Sequence[str]) -> dict[str, fl
     }
 
 
-def _safest_best(
+def safest_best(
     rows: Mapping[K, Mapping[str, float]], max_worse: float, prefer: Callable[[K], Any]
 ) -> K:
     """The default's criterion: the best ``mean_gain`` among the rows whose
@@ -438,7 +436,7 @@ def _safest_best(
 def _pick_default(rows: Mapping[str, Mapping[str, float]], max_worse: float) -> str:
     """:func:`choose_default`'s criterion on rows of ``mean_gain`` and
     ``max_pair_worse_share`` (on a tie the simpler rule, the shorter name)."""
-    return _safest_best(rows, max_worse, lambda n: (-len(n), n))
+    return safest_best(rows, max_worse, lambda n: (-len(n), n))
 
 
 def _relative(r: _Replay) -> float:
@@ -449,7 +447,7 @@ def _relative(r: _Replay) -> float:
 def _lopo_setting(
     runs: Mapping[int, Mapping[str, _Replay]], others: Sequence[str], max_worse: float = 0.10
 ) -> int:
-    """The setting chosen on ``others`` as the default rule is chosen (:func:`_safest_best`:
+    """The setting chosen on ``others`` as the default rule is chosen (:func:`safest_best`:
     the best mean test gain among the settings worse than the baseline in at most
     ``max_worse`` of the splits on every one of ``others``, else the one with the smallest
     largest per-pair worse share; the first setting on a tie).
@@ -459,7 +457,7 @@ def _lopo_setting(
     same rule would pass (a guard's margin, an anchor's weight).
     """
     rows = {k: _on_pairs(runs[k], others) for k in sorted(runs)}
-    return _safest_best(rows, max_worse, lambda k: -k)
+    return safest_best(rows, max_worse, lambda k: -k)
 
 
 def _summary(r: _Replay) -> dict[str, Any]:
