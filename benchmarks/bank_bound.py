@@ -1,6 +1,7 @@
 """The guard on its lower bound: the pre-registered stack's guard reading the cross-fitted
-gain's one-sided lower bound instead of its point, replayed on the judgement bank and read
-on the fresh pairs' compile tables (no LLM call).
+gain's one-sided lower bound (or its mean over several halvings) instead of its one
+halving's point, replayed on the judgement bank and read on the fresh pairs' compile tables
+(no LLM call).
 
 The pre-registered candidate (``stack+guard``: the non-negative stack of the baseline and the
 5 best others, ridge 10) ships its stack when the stack's cross-fitted gain over the baseline
@@ -8,15 +9,18 @@ The pre-registered candidate (``stack+guard``: the non-negative stack of the bas
 +0.2 on 50 items per half and one on 500 are the same point and very different evidence.
 ``stack+bound`` (:func:`judgeopt.selection.crossfit_bound`) asks the gain's one-sided
 ``1 - alpha`` lower bound (a paired bootstrap over each half's items, 500 resamples) to clear
-``margin`` instead: a margin that grows with the noise of the items.
+``margin`` instead: a margin that grows with the noise of the items. ``stack+repeat`` keeps
+the point but averages it over five halvings of the items (the first the candidate's, the
+others blocked random splits, :func:`judgeopt.selection.blocked_split`): one halving's point
+moves by a few hundredths with the items that fall on each side.
 
 Three readings, written to ``benchmarks/results/bank_bound.json``:
 
-* ``bank``: the candidate and every setting of ``stack+bound``'s grid at fixed constants
-  on every pair whose rate-first cut is complete (the splits of ``bank_fixed.py``: 200 per
-  pair and size, seed 0): mean gain, worst pair's worse share, prompts per item, and each
-  setting's gain minus the candidate's, pair by pair (mean and standard error over the
-  pairs).
+* ``bank``: the candidate and every setting of ``stack+bound``'s and ``stack+repeat``'s
+  grids at fixed constants on every pair whose rate-first cut is complete (the splits of
+  ``bank_fixed.py``: 200 per pair and size, seed 0): mean gain, worst pair's worse share,
+  prompts per item, and each setting's gain minus the candidate's, pair by pair (mean and
+  standard error over the pairs).
 * ``left_out``: the guard's constants chosen leave-one-pair-out among those settings by the
   default's criterion (the best mean gain among the settings worse than the baseline in at
   most 10 % of the splits on every other pair), scored on the pair left out.
@@ -72,11 +76,15 @@ CANDIDATE: tuple[str, dict[str, Any]] = (
 
 
 def settings() -> list[tuple[str, str, dict[str, Any]]]:
-    """``(label, rule, setting)``: the candidate, then ``stack+bound``'s grid."""
+    """``(label, rule, setting)``: the candidate, then ``stack+bound``'s and
+    ``stack+repeat``'s grids."""
     rule, setting = CANDIDATE
     out = [(f"candidate (margin {setting['margin']:g} on the point)", rule, dict(setting))]
     for s in RULES["stack+bound"].settings():
         out.append((f"bound {1 - s['alpha']:.0%}, margin {s['margin']:g}", "stack+bound", s))
+    for s in RULES["stack+repeat"].settings():
+        label = f"point over {s['repeats']} halvings, margin {s['margin']:g}"
+        out.append((label, "stack+repeat", s))
     return out
 
 
@@ -217,11 +225,16 @@ def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict
             "stack_test_gain_ci": result.get("shipped_gain_ci") if shipped_stack else None,
             "settings": {},
         }
-        bounds: dict[Any, float] = {}  # by alpha and stack: the margins share a bound
+        bounds: dict[Any, float] = {}  # by alpha (or repeats) and stack: margins share it
         for label, _, s in labels:
-            alpha = s.get("alpha")
-            if alpha is None:
+            alpha, repeats = s.get("alpha"), int(s.get("repeats", 1))
+            if alpha is None and repeats == 1:
                 value = point
+            elif alpha is None:
+                key = ("repeats", repeats, s["m"], s["ridge"], s["nonneg"])
+                if key not in bounds:
+                    bounds[key] = crossfit_gain(data, _stack(s), repeats=repeats)
+                value = bounds[key]
             else:
                 key = (alpha, s["m"], s["ridge"], s["nonneg"])
                 if key not in bounds:

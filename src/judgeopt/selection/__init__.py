@@ -61,12 +61,12 @@ held-out test set (``--test-data``).
 Everything here is a pure function of numbers (numpy and :mod:`judgeopt.metrics`).
 
 The package's modules: ``_config`` (:class:`SelectionConfig`), ``_split``
-(:func:`confirmation_split`), ``_rule_result`` (:class:`Finalist`, :class:`SelectionResult`),
-``_rules`` (the decision rules :func:`choose` and :func:`veto`), ``_table`` (a whole table
-of judgements: :class:`RuleInput`, its scores, a rule's :class:`Pick`), ``_pooled`` (the
-rules on such a table), ``_cross_task_prior`` (the rules that read other tasks' results),
-``_registry`` (:data:`RULES`: every rule by name, as the compile and the judgement bank both
-read them) and
+(:func:`confirmation_split`, :func:`blocked_split`), ``_rule_result`` (:class:`Finalist`,
+:class:`SelectionResult`), ``_rules`` (the decision rules :func:`choose` and :func:`veto`),
+``_table`` (a whole table of judgements: :class:`RuleInput`, its scores, a rule's
+:class:`Pick`), ``_pooled`` (the rules on such a table), ``_cross_task_prior`` (the rules
+that read other tasks' results), ``_registry`` (:data:`RULES`: every rule by name, as the
+compile and the judgement bank both read them) and
 ``_simulation`` (:func:`simulate_selection`).
 """
 
@@ -94,7 +94,7 @@ from ._rule_result import Finalist, SelectionResult
 from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
 from ._simulation import simulate_selection
-from ._split import confirmation_split
+from ._split import blocked_split, confirmation_split
 from ._table import Pick, RuleInput, bootstrap_scores, column_scores, impute
 
 __all__ = [
@@ -132,6 +132,7 @@ __all__ = [
     "SelectionConfig",
     "SelectionResult",
     "choose",
+    "blocked_split",
     "confirmation_split",
     "default_confidence",
     "simulate_selection",

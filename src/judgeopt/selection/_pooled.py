@@ -42,7 +42,7 @@ import numpy as np
 
 # scipy ships no type information unless scipy-stubs is installed.
 from ._rules import choose, veto
-from ._split import confirmation_split
+from ._split import blocked_split, confirmation_split
 from ._table import (
     FloatArray,
     Pick,
@@ -390,22 +390,56 @@ def _pick_gain(pick: Pick, data: RuleInput) -> float:
     return pick.score(data) - float(data.scores[data.baseline])
 
 
-def crossfit_gain(data: RuleInput, rule: RuleFn, *, fraction: float = 0.5) -> float:
+def crossfit_gain(
+    data: RuleInput, rule: RuleFn, *, fraction: float = 0.5, repeats: int = 1
+) -> float:
     """The gain over the baseline of what ``rule`` picks, estimated on items it did not
-    choose on: the validation items split once into two halves (whole groups, stratified
-    by the human score, seeded, as the ``confirm`` rule splits them), ``rule`` applied to
-    each half and its pick scored against the baseline on the other; the mean of the two.
+    choose on: the validation items split into two halves (whole groups, stratified by the
+    human score, seeded, as the ``confirm`` rule splits them), ``rule`` applied to each half
+    and its pick scored against the baseline on the other; the mean of the two.
 
     An honest estimate of the rule's gain at half the labels (so a little pessimistic for
     the pick made on all of them), where the pick's own validation gain is biased upward
-    by the choice. The two halves are computed once per input and shared by every rule.
+    by the choice. With ``repeats`` above 1 the estimate is the mean over that many
+    halvings: the first is the single halving's (systematic, every other unit in score
+    order), the others blocked random splits (each consecutive pair of units in score order
+    split at random, seeded from ``data.seed`` and the halving's index). One halving's
+    point moves by a few hundredths with the items that fall on each side; the mean of
+    several moves less. The halves are computed once per
+    input and shared by every rule.
     """
-    a, b = data.memo(f"crossfit-halves-{fraction}", lambda: _crossfit_halves(data, fraction))
-    return 0.5 * (_pick_gain(rule(a), b) + _pick_gain(rule(b), a))
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r}: the number of halvings must be at least 1")
+    total = 0.0
+    for k in range(repeats):
+        a, b = _crossfit_pair(data, fraction, k)
+        total += 0.5 * (_pick_gain(rule(a), b) + _pick_gain(rule(b), a))
+    return total / repeats
 
 
-def _crossfit_halves(data: RuleInput, fraction: float) -> tuple[RuleInput, RuleInput]:
-    first, second = _halves(data, fraction)
+def _halving_seed(seed: int, k: int) -> int:
+    """The seed of the ``k``-th halving: ``seed`` itself for the first."""
+    if k == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+
+
+def _crossfit_pair(data: RuleInput, fraction: float, k: int = 0) -> tuple[RuleInput, RuleInput]:
+    """The ``k``-th halving's two halves of ``data`` (computed once per input): the first
+    is the ``confirm`` rule's systematic split, the others blocked random splits
+    (:func:`~judgeopt.selection._split.blocked_split`)."""
+    name = f"crossfit-halves-{fraction}" + (f"-{k}" if k else "")
+    return data.memo(name, lambda: _crossfit_halves(data, fraction, k))
+
+
+def _crossfit_halves(data: RuleInput, fraction: float, k: int) -> tuple[RuleInput, RuleInput]:
+    if k == 0:
+        first, second = _halves(data, fraction)
+    else:
+        split_by = data.split_groups if data.split_groups is not None else data.groups
+        first, second = blocked_split(
+            data.human, split_by, fraction=fraction, seed=_halving_seed(data.seed, k)
+        )
     return _subset(data, first), _subset(data, second)
 
 
@@ -430,7 +464,7 @@ def crossfit_bound(
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha={alpha!r}: the bound's one-sided level must be in (0, 1)")
-    a, b = data.memo(f"crossfit-halves-{fraction}", lambda: _crossfit_halves(data, fraction))
+    a, b = _crossfit_pair(data, fraction)
     total = np.zeros(n_resamples)
     for k, (fit, held) in enumerate(((a, b), (b, a))):
         pick = rule(fit)
@@ -454,13 +488,15 @@ def guarded(
     key: str | None = None,
     alpha: float | None = None,
     n_resamples: int = 1000,
+    repeats: int = 1,
 ) -> RuleFn:
     """``rule``, kept only when its cross-fitted gain (:func:`crossfit_gain`) is above
     ``margin``; otherwise the baseline. With ``key``, the cross-fitted gain is computed once
     per input under that name (guards of the same rule at several margins share it). With
     ``alpha``, the guard reads the gain's one-sided ``1 - alpha`` lower bound
     (:func:`crossfit_bound`, ``n_resamples`` resamples) instead of its point: the margin the
-    pick must clear then grows with the noise of the items it was measured on.
+    pick must clear then grows with the noise of the items it was measured on. With
+    ``repeats`` above 1 (and no ``alpha``), the point is the mean over that many halvings.
 
     A guard for the rules whose pick's validation gain cannot say whether it is real (an
     ensemble of the best few, chosen and weighed on the same items): the rule is asked
@@ -468,6 +504,13 @@ def guarded(
     not see. It removes picks whose gain was the choice's optimism; the test noise of a
     truly better pick (the ceiling's share of losses) it cannot remove.
     """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r}: the number of halvings must be at least 1")
+    if alpha is not None and repeats > 1:
+        raise ValueError(
+            f"repeats={repeats!r} with alpha={alpha!r}: the lower bound is read on one "
+            "halving; give one or the other"
+        )
 
     def run(data: RuleInput) -> Pick:
         pick = rule(data)
@@ -476,7 +519,7 @@ def guarded(
 
         def cross() -> float:
             if alpha is None:
-                return crossfit_gain(data, rule, fraction=fraction)
+                return crossfit_gain(data, rule, fraction=fraction, repeats=repeats)
             return crossfit_bound(
                 data, rule, alpha=alpha, fraction=fraction, n_resamples=n_resamples
             )
@@ -484,7 +527,13 @@ def guarded(
         what = "cross-fitted gain"
         if alpha is not None:
             what = f"{what}'s {1 - alpha:.0%} bound"
-        name = key if alpha is None or key is None else f"{key}-bound-{alpha}-{n_resamples}"
+        elif repeats > 1:
+            what = f"{what} over {repeats} halvings"
+        name = key
+        if key is not None and alpha is not None:
+            name = f"{key}-bound-{alpha}-{n_resamples}"
+        elif key is not None and repeats > 1:
+            name = f"{key}-repeats-{repeats}"
         gain = cross() if name is None else data.memo(f"{name}-{fraction}", cross)
         if not gain > margin:
             return _single(data.baseline, f"{what} {gain:+.3f} <= {margin:+.3f}")

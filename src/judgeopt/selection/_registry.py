@@ -10,8 +10,8 @@ how the compile's :class:`~judgeopt.selection.SelectionConfig` sets its constant
 (:attr:`RuleSpec.summary`).
 
 Compositions are rules too: a rule with the prior default as its fallback (``+prior``,
-``+prior(veto)``), a cross-fitted guard around an ensemble (``+guard``, or ``+bound`` on the
-guard's lower bound); they are built from
+``+prior(veto)``), a cross-fitted guard around an ensemble (``+guard``, ``+bound`` on the
+guard's lower bound, ``+repeat`` on its mean over several halvings); they are built from
 :func:`~judgeopt.selection.with_fallback`, :func:`~judgeopt.selection.prior_rule` and
 :func:`~judgeopt.selection.guarded`.
 
@@ -226,6 +226,21 @@ def _bound_stack(
     return guarded(stack, margin=margin, key=key, alpha=alpha, n_resamples=500)(data)
 
 
+def _repeat_stack(
+    data: RuleInput,
+    *,
+    ridge: float,
+    repeats: int,
+    m: int = 0,
+    margin: float = 0.0,
+    nonneg: bool = False,
+) -> Pick:
+    """The stack, kept only when its cross-fitted gain over the baseline, averaged over
+    ``repeats`` seeded halvings of the items, is above ``margin``."""
+    stack, key = _stack(ridge, m, nonneg)
+    return guarded(stack, margin=margin, key=key, repeats=repeats)(data)
+
+
 def _stack(ridge: float, m: int, nonneg: bool) -> tuple[RuleFn, str]:
     """The stack rule at these constants (``m`` 0: every candidate), and the memo key of
     its cross-fitted gain (shared by its guard and ``frugal``)."""
@@ -420,6 +435,19 @@ RULES: dict[str, RuleSpec] = {
         description="stack+guard whose guard reads the cross-fitted gain's one-sided lower "
         "bound (1 - alpha, a paired bootstrap over each half's items) instead of its point: "
         "the margin grows with the noise of the items",
+    ),
+    "stack+repeat": RuleSpec(
+        _repeat_stack,
+        {
+            "m": (5,),
+            "ridge": (10.0,),
+            "margin": (0.0, 0.05, 0.1),
+            "nonneg": (True,),
+            "repeats": (5,),
+        },
+        description="stack+guard whose guard reads the cross-fitted gain averaged over "
+        "several seeded halvings of the items instead of one: the point without the noise "
+        "of which items fall on which side",
     ),
     "stack+guard+frugal": RuleSpec(
         _frugal_stack,

@@ -63,3 +63,51 @@ def confirmation_split(
     search = sorted(i for u in range(n) if u not in confirm_units for i in members[u])
     confirm = sorted(i for u in confirm_units for i in members[u])
     return search, confirm
+
+
+def blocked_split(
+    humans: Sequence[Any] | np.ndarray,
+    groups: Groups | None,
+    *,
+    fraction: float,
+    seed: int,
+) -> tuple[list[int], list[int]]:
+    """A seeded, stratified random split, one of many: the units (items, or whole groups),
+    sorted by their human score with ties in seeded random order, are cut into consecutive
+    blocks of ``round(1 / fraction)``, and one unit of each block, drawn at random, goes to
+    the second part (of a last, shorter block: with its share's probability).
+
+    :func:`confirmation_split` takes every ``1 / fraction``-th unit from a random offset: on
+    scores without ties there are only ``1 / fraction`` such splits (two halves, swapped),
+    so reseeding it cannot give a second halving. Blocks drawn independently give
+    ``2 ** (n / 2)`` halvings, each as stratified as the systematic one.
+
+    Returns:
+        Item indices of the first and the second part, each in input order.
+
+    Raises:
+        ValueError: When ``fraction`` is outside (0, 1) or either part would be empty.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"`fraction` must be in (0, 1). Got {fraction!r} instead.")
+    _, keys, members = unit_keys(list(humans), None if groups is None else list(groups))
+    n = len(members)
+    rng = np.random.default_rng(seed)
+    tie = rng.permutation(n)
+    numeric = all(isinstance(k, (int, float)) for k in keys)
+    order = sorted(
+        range(n), key=lambda u: ((float(keys[u]) if numeric else str(keys[u])), int(tie[u]))
+    )
+    size = max(2, round(1.0 / fraction))
+    second: set[int] = set()
+    for start in range(0, n, size):
+        block = order[start : start + size]
+        if len(block) == size or rng.random() < len(block) / size:
+            second.add(block[int(rng.integers(len(block)))])
+    if not second or len(second) == n:
+        raise ValueError(
+            f"a split of {n} units at fraction {fraction} leaves a part empty; give more "
+            "items or another fraction"
+        )
+    first = sorted(i for u in range(n) if u not in second for i in members[u])
+    return first, sorted(i for u in second for i in members[u])
