@@ -32,6 +32,11 @@ Three readings, written to ``benchmarks/results/bank_bound.json``:
   These pairs were scored before this rule was written: a reading after the fact, not a
   test.
 
+Beside each share of splits worse than the baseline, the share *significantly* worse
+(``--significance``, 95 %: the shipped judge's paired test interval below zero,
+:func:`judgeopt_lab.significantly_worse`): a truly better judge still loses on a small test
+set often, and only the second share counts losses the test items can tell from that.
+
 Usage:
     python benchmarks/bank_bound.py [--n-valid 50,100,200] [--splits 200]
 """
@@ -107,13 +112,18 @@ def compare(
                 "max_pair_worse_share": row["max_pair_worse_share"],
                 "worst_pair": worst[0],
                 "mean_members": row["mean_members"],
+                **(
+                    {"max_pair_sig_worse_share": row["max_pair_sig_worse_share"]}
+                    if "max_pair_sig_worse_share" in row
+                    else {}
+                ),
                 "diff": diff["mean"],
                 "diff_se": diff["se"],
                 "per_pair": {
                     p: {
-                        "mean_gain": v["mean_gain"],
-                        "worse_share": v["worse_share"],
-                        "baseline_share": v["baseline_share"],
+                        k: v[k]
+                        for k in ("mean_gain", "worse_share", "sig_worse_share", "baseline_share")
+                        if k in v
                     }
                     for p, v in row["per_pair"].items()
                 },
@@ -141,10 +151,12 @@ def left_out(rows: Mapping[str, Mapping[str, Any]], n: str) -> dict[str, Any]:
         chosen = labels[safest_best(on_others, MAX_WORSE_SHARE, lambda k: -k)]
         per_pair[p] = {"chosen": chosen, **rows[chosen][n]["per_pair"][p]}
     gains = np.array([v["mean_gain"] for v in per_pair.values()])
+    sig = [v.get("sig_worse_share") for v in per_pair.values()]
     return {
         "mean_gain": float(gains.mean()),
         "se": float(gains.std(ddof=1) / math.sqrt(gains.size)) if gains.size > 1 else None,
         "max_pair_worse_share": max(v["worse_share"] for v in per_pair.values()),
+        **({} if None in sig else {"max_pair_sig_worse_share": max(sig)}),
         "per_pair": per_pair,
     }
 
@@ -253,16 +265,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_replay_arguments(ap, OUT)
     ap.add_argument("--runs", default=str(ROOT / "runs" / "e2e_prereg"), help="fresh compiles")
+    ap.add_argument(
+        "--significance",
+        type=float,
+        default=0.95,
+        help="two-sided level of the paired test interval that counts a split's shipped "
+        "judge as significantly worse than the baseline (default 0.95)",
+    )
     args = ap.parse_args(argv)
     if args.splits < 2:
         ap.error(f"--splits {args.splits}: at least 2 (a standard error needs two)")
+    if not 0.0 < args.significance < 1.0:
+        ap.error(f"--significance {args.significance}: a two-sided level in (0, 1)")
     n_valids = n_valids_of(args.n_valid)
     bank, _ = candidate_pairs(
         load_bank(ROOT / "bank_plan.json", ROOT / "runs" / "bank", pairs=None), "rate_first"
     )
     labels = settings()
     entries = {
-        label: replay_fixed(bank, rule, s, n_valids=n_valids, n_splits=args.splits, seed=args.seed)
+        label: replay_fixed(
+            bank,
+            rule,
+            s,
+            n_valids=n_valids,
+            n_splits=args.splits,
+            seed=args.seed,
+            significance=args.significance,
+        )
         for label, rule, s in labels
     }
     rows = compare(entries, labels[0][0])
@@ -271,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pairs": sorted(bank),
         "splits": args.splits,
         "seed": args.seed,
+        "significance": args.significance,
         "settings": {label: {"rule": r, "setting": s} for label, r, s in labels},
         "bank": rows,
         "left_out": {str(n): left_out(rows, str(n)) for n in n_valids},
@@ -283,13 +313,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{n} labelled items, {len(bank)} pairs, rate-first cut, {args.splits} splits")
         print(
             markdown_table(
-                ["guard", "mean gain (se)", "minus the candidate (se)", "worst pair", "prompts"],
+                [
+                    "guard",
+                    "mean gain (se)",
+                    "minus the candidate (se)",
+                    "worst pair",
+                    "significantly worse, worst pair",
+                    "prompts",
+                ],
                 [
                     [
                         label,
                         f"{r[n]['mean_gain']:+.3f} ({r[n]['se']:.3f})",
                         f"{r[n]['diff']:+.3f} ({r[n]['diff_se']:.3f})",
                         f"{100 * r[n]['max_pair_worse_share']:.1f} % ({r[n]['worst_pair']})",
+                        f"{100 * r[n]['max_pair_sig_worse_share']:.1f} %",
                         f"{r[n]['mean_members']:.2f}",
                     ]
                     for label, r in rows.items()
@@ -299,7 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lo = payload["left_out"][n]
         print(
             f"left out: mean gain {lo['mean_gain']:+.3f} ({lo['se']:.3f}), worst pair "
-            f"{100 * lo['max_pair_worse_share']:.1f} %; chosen: "
+            f"{100 * lo['max_pair_worse_share']:.1f} % (significantly worse "
+            f"{100 * lo['max_pair_sig_worse_share']:.1f} %); chosen: "
             + ", ".join(f"{p}: {v['chosen']}" for p, v in lo["per_pair"].items())
         )
     for name, row in payload["fresh"].items():

@@ -110,6 +110,7 @@ from ._replay import (
     replay_rule,
     rule_input,
     safest_best,
+    significantly_worse,
 )
 from ._spend import fresh_engines, spent
 from ._stored import evaluate_stored, stored_items, stored_result, strategy_key
@@ -171,6 +172,7 @@ __all__ = [
     "replay_bank",
     "replay_fixed",
     "replay_rule",
+    "significantly_worse",
     "race",
     "raced",
     "rate_first_columns",

@@ -31,6 +31,7 @@ from judgeopt.selection import (
     Pick,
     RuleInput,
     RuleSpec,
+    bootstrap_scores,
     change_from,
     change_key,
     column_scores,
@@ -50,6 +51,7 @@ __all__ = [
     "replay_rule",
     "rule_input",
     "safest_best",
+    "significantly_worse",
 ]
 
 
@@ -123,6 +125,8 @@ class _Replay:
     baseline: np.ndarray  # per split: the baseline's test score
     picks: list[tuple[int, ...]]
     kept_baseline: np.ndarray  # per split: the pick is the baseline alone
+    # per split: the pick's paired test interval lies below zero (None: not computed)
+    sig_worse: np.ndarray | None = None
 
 
 @dataclass
@@ -149,13 +153,17 @@ def replay_rule(
     pair: BankPair,
     rule: Callable[[RuleInput], Pick],
     splits: Sequence[tuple[np.ndarray, np.ndarray]] | Sequence[_Split],
+    *,
+    significance: float | None = None,
 ) -> _Replay:
     """Apply ``rule`` to each split's validation judgements and score its pick on the split's
-    test items against the baseline."""
+    test items against the baseline. With ``significance`` (a two-sided level such as 0.95),
+    also whether each split's pick is *significantly* worse than the baseline on its test
+    items (:func:`significantly_worse`)."""
     if splits and not isinstance(splits[0], _Split):
         splits = prepare_splits(pair, splits)  # type: ignore[arg-type]
     base = _baseline_row(pair)
-    gains, bases, picks = [], [], []
+    gains, bases, picks, sig = [], [], [], []
     for sp in splits:
         assert isinstance(sp, _Split)
         pick = rule(sp.valid)
@@ -163,8 +171,45 @@ def replay_rule(
         gains.append(pick.score(sp.test) - b)
         bases.append(b)
         picks.append(pick.members)
+        if significance is not None:
+            sig.append(significantly_worse(pick, sp.test, significance))
     kept = np.array([p == (base,) for p in picks], dtype=bool)
-    return _Replay(np.array(gains), np.array(bases), picks, kept)
+    worse = np.array(sig, dtype=bool) if significance is not None else None
+    return _Replay(np.array(gains), np.array(bases), picks, kept, worse)
+
+
+def significantly_worse(
+    pick: Pick, test: RuleInput, significance: float = 0.95, n_resamples: int = 1000
+) -> bool:
+    """Whether ``pick`` is worse than the baseline on ``test``'s items beyond their noise:
+    the two-sided ``significance`` percentile interval of its paired gain (the pick and the
+    baseline scored on the same bootstrap resamples of the items, of whole groups at group
+    level; ``n_resamples``, seeded by ``test.seed``) lies below zero, as ``e2e.py`` reports
+    ``shipped_significantly_worse``. The baseline itself never is. Computed once per split
+    and judge (rules that ship the same judge share it).
+
+    A share of splits worse than the baseline counts the test items' noise as well as the
+    rule: a judge truly better by a few hundredths loses on a small test set often. The
+    share significantly worse counts the losses the test items can tell apart from that.
+    """
+    if not 0.0 < significance < 1.0:
+        raise ValueError(f"significance={significance!r}: a two-sided level in (0, 1)")
+    if pick.members == (test.baseline,):
+        return False
+    key = repr(("sig", pick.members, pick.weights, pick.center, pick.scale, pick.averaged))
+
+    def upper() -> float:
+        rows = np.vstack([pick.predict(test.preds), test.preds[test.baseline]])
+        boot = bootstrap_scores(
+            test.human,
+            rows,
+            test.groups,
+            n_resamples=n_resamples,
+            rng=np.random.default_rng([test.seed, 95]),
+        )
+        return float(np.quantile(boot[:, 0] - boot[:, 1], 1.0 - (1.0 - significance) / 2))
+
+    return test.memo(f"{key}-{significance}-{n_resamples}", upper) < 0.0
 
 
 def pool_gains(pair: BankPair) -> dict[str, float]:
@@ -323,6 +368,7 @@ def replay_fixed(
     seed: int = 0,
     scored: Sequence[str] | None = None,
     column_seconds: Mapping[str, np.ndarray] | None = None,
+    significance: float | None = None,
 ) -> dict[str, Any]:
     """One rule at one fixed setting on every pair and size: what a preset ships, whose
     constants do not change with the user's number of labels (:func:`replay_bank` chooses a
@@ -333,7 +379,12 @@ def replay_fixed(
 
     ``column_seconds``: per pair, each column's seconds per judgement; each pair's entry
     then holds ``seconds``, the shipped judge's seconds per judged item (its members'
-    seconds added), mean over the splits, and each size ``mean_seconds`` over the pairs."""
+    seconds added), mean over the splits, and each size ``mean_seconds`` over the pairs.
+
+    ``significance``: each pair's entry also holds ``sig_worse_share``, the share of its
+    splits whose shipped judge is significantly worse than the baseline on the test items
+    (:func:`significantly_worse` at that two-sided level), and each size
+    ``max_pair_sig_worse_share``."""
     spec = dict(RULES if rules is None else rules).get(rule)
     if spec is None:
         raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(rules or RULES)}")
@@ -349,7 +400,8 @@ def replay_fixed(
         per_pair: dict[str, Any] = {}
         for p in names:
             splits = prepare_splits(bank[p], bank_splits(bank[p], n_valid, n_splits, seed))
-            r = _replay_setting(bank[p], spec, setting, priors[p], gains[p], splits)
+            rule_fn = spec.bind(setting, strategy=priors[p], prior=gains[p])
+            r = replay_rule(bank[p], rule_fn, splits, significance=significance)
             per_pair[p] = _summary(r) | {"setting": dict(setting)}
             if column_seconds is not None:
                 sec = column_seconds[p]
@@ -468,6 +520,7 @@ def _summary(r: _Replay) -> dict[str, Any]:
         else None,
         "relative_gain": _relative(r),
         "worse_share": float(np.mean(r.gains < -1e-12)),
+        **({} if r.sig_worse is None else {"sig_worse_share": float(np.mean(r.sig_worse))}),
         "baseline": float(np.mean(r.baseline)),
         "baseline_share": float(np.mean(r.kept_baseline)),
         "n_splits": int(r.gains.size),
@@ -489,9 +542,18 @@ def _across(per_pair: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         "relative_mean_gain": float(g.mean() / abs(base.mean())) if base.mean() else None,
         "worse_share": float((worse * n).sum() / n.sum()),
         "max_pair_worse_share": float(worse.max()),
+        **_max_sig_worse(per_pair),
         "mean_members": _mean_members(per_pair),
         "per_pair": {p: dict(v) for p, v in per_pair.items()},
     }
+
+
+def _max_sig_worse(per_pair: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """``max_pair_sig_worse_share`` where every pair counted its significant losses."""
+    got = [v.get("sig_worse_share") for v in per_pair.values()]
+    if not got or any(g is None for g in got):
+        return {}
+    return {"max_pair_sig_worse_share": float(max(got))}  # type: ignore[type-var]
 
 
 def _mean_members(per_pair: Mapping[str, Mapping[str, Any]]) -> float | None:

@@ -7,7 +7,11 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import judgeopt_lab
+from judgeopt.selection import Pick, RuleInput
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bank_bound", ROOT / "bank_bound.py")
@@ -27,6 +31,10 @@ def test_a_short_replay_writes_every_setting_beside_the_candidate(tmp_path: Path
     candidate = payload["bank"][labels[0]]["100"]
     assert candidate["diff"] == 0.0 and candidate["diff_se"] == 0.0
     assert len(candidate["per_pair"]) == len(payload["pairs"]) >= 5
+    for row in payload["bank"].values():  # a significant loss is a loss
+        for v in row["100"]["per_pair"].values():
+            assert 0.0 <= v["sig_worse_share"] <= v["worse_share"]
+        assert row["100"]["max_pair_sig_worse_share"] <= row["100"]["max_pair_worse_share"]
     chosen = {v["chosen"] for v in payload["left_out"]["100"]["per_pair"].values()}
     assert chosen <= set(labels)
     assert "| guard |" in capsys.readouterr().out
@@ -71,3 +79,23 @@ def test_one_split_is_refused(capsys) -> None:
     with pytest.raises(SystemExit):
         bb.main(["--splits", "1"])
     assert "--splits 1: at least 2" in capsys.readouterr().err
+
+
+def _test_table(n: int, rho_pick: float, seed: int = 0) -> tuple[RuleInput, Pick]:
+    """Test items where the baseline (row 0) correlates 0.6 with the humans and row 1
+    ``rho_pick``; the pick is row 1."""
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal(n)
+    rows = [r * h + np.sqrt(1 - r**2) * rng.standard_normal(n) for r in (0.6, rho_pick)]
+    data = RuleInput(human=h, preds=np.asarray(rows), baseline=0, seed=seed)
+    return data, Pick((1,))
+
+
+def test_significantly_worse_counts_only_losses_the_items_can_tell() -> None:
+    big, pick = _test_table(400, 0.0)
+    assert judgeopt_lab.significantly_worse(pick, big)  # 0.0 against 0.6 on 400 items
+    small, pick = _test_table(30, 0.5, seed=1)
+    assert not judgeopt_lab.significantly_worse(pick, small)  # a few hundredths on 30 items
+    assert not judgeopt_lab.significantly_worse(Pick((0,)), big)  # the baseline never is
+    with pytest.raises(ValueError, match="significance=1.5"):
+        judgeopt_lab.significantly_worse(pick, small, 1.5)
