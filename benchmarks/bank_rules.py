@@ -51,7 +51,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +230,18 @@ def plan_model() -> str:
     return str(plan["model"])
 
 
+def _significance_line(row: Mapping[str, Any], ceiling: Mapping[str, Any]) -> str:
+    """The left-out default's share of splits significantly worse than the baseline on its
+    worst pair, beside the ceiling's (what test noise alone gives there)."""
+    sig = {p: v.get("sig_worse_share") for p, v in row["per_pair"].items()}
+    if not sig or None in sig.values():
+        return "significantly worse: not counted"
+    worst = max(sig, key=lambda p: sig[p] or 0.0)
+    ceil = ceiling["per_pair"][worst].get("sig_worse_share")
+    tail = "" if ceil is None else f" (the ceiling there {100 * ceil:.1f} %)"
+    return f"significantly worse: worst pair {100 * (sig[worst] or 0.0):.1f} % ({worst}){tail}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--splits", type=int, default=200)
@@ -247,8 +259,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="all: every column of each complete pair; rate_first: each pair whose "
         "rate-first cut is complete, cut to it (results/bank_rules_rate_first.json)",
     )
+    p.add_argument(
+        "--significance",
+        type=float,
+        default=0.95,
+        help="two-sided level of the paired test interval that counts a split's shipped "
+        "judge as significantly worse than the baseline, for the ceiling and the left-out "
+        "defaults (default 0.95)",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if not 0.0 < args.significance < 1.0:
+        p.error(f"--significance {args.significance}: a two-sided level in (0, 1)")
     if args.candidates != "all" and (args.partial or args.e2e_preview):
         p.error(
             "--candidates rate_first replays complete cuts; not with --partial or --e2e-preview"
@@ -288,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         n_splits=args.splits,
         seed=args.seed,
         progress=lambda s: print(f"  {s}", file=sys.stderr),
+        significance=args.significance,
     )
     at = 100 if 100 in sizes else sizes[0]
     payload["default"] = choose_default(payload, n_valid=at)
@@ -329,13 +352,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n, v in payload.get("lopo_default", {}).get("n_valid", {}).items():
         picks = ", ".join(f"{p}: {r['rule']}" for p, r in v["per_pair"].items())
         print(f"n_valid={n}, the default chosen on the other pairs: {picks}")
+        print(f"  {_significance_line(v, payload['ceiling']['n_valid'][n])}")
     for bound, entry in payload.get("lopo_default_stricter", {}).items():
         for n, v in entry["n_valid"].items():
             worst = max(v["per_pair"].items(), key=lambda kv: kv[1]["worse_share"])
             print(
                 f"n_valid={n}, chosen safe at <= {float(bound):.1%} on the others: mean gain "
                 f"{v['mean_gain']:+.3f} ({100 * v['mean_relative_gain']:+.1f} %), worst pair "
-                f"{100 * worst[1]['worse_share']:.1f} % ({worst[0]})"
+                f"{100 * worst[1]['worse_share']:.1f} % ({worst[0]}); "
+                + _significance_line(v, payload["ceiling"]["n_valid"][n])
             )
     if settings is not None:
         what = "interim, not to ship" if "interim" in payload else "to ship"

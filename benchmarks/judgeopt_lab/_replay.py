@@ -267,6 +267,7 @@ def replay_bank(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     stricter: Sequence[float] = (0.05, 0.025),
+    significance: float | None = None,
 ) -> dict[str, Any]:
     """Every rule on every pair and size, its constants and prior chosen leave-one-pair-out.
 
@@ -284,6 +285,10 @@ def replay_bank(
     holds the same choice made with each of ``stricter`` as the safety bound on the other
     pairs (``{BOUND: {"n_valid": {N: ...}}}``): a default must be safe on a pair it was not
     chosen on, so the bound it meets on the others may need headroom below the target's.
+    With ``significance``, the ceiling's and the left-out defaults' entries also count the
+    splits whose shipped judge is significantly worse than the baseline on the test items
+    (``sig_worse_share`` per pair, ``max_pair_sig_worse_share``; :func:`significantly_worse`
+    at that two-sided level), the chosen rule replayed once more on its pair for it.
     """
     rules = dict(RULES if rules is None else rules)
     names = sorted(bank)
@@ -339,22 +344,44 @@ def replay_bank(
         ceiling = {}
         for p in names:
             col = pool_best(bank[p])
-            r = replay_rule(bank[p], lambda d, col=col: Pick((col,), reason="ceiling"), splits[p])
+            r = replay_rule(
+                bank[p],
+                lambda d, col=col: Pick((col,), reason="ceiling"),
+                splits[p],
+                significance=significance,
+            )
             ceiling[p] = _summary(r) | {"strategy": dict(bank[p].columns[col].strategy)}
         out.setdefault("ceiling", {"description": CEILING, "n_valid": {}})["n_valid"][
             str(n_valid)
         ] = _across(ceiling)
         if len(names) >= 3:
             rule_settings = {r: rules[r].settings() or [{}] for r in every}
-            out.setdefault("lopo_default", {"n_valid": {}})["n_valid"][str(n_valid)] = (
-                _lopo_default(every, rule_settings, names)
-            )
-            stricter_out = out.setdefault("lopo_default_stricter", {})
-            for bound in stricter:
-                stricter_out.setdefault(str(bound), {"n_valid": {}})["n_valid"][str(n_valid)] = (
-                    _lopo_default(every, rule_settings, names, max_worse=bound)
-                )
+            for bound, where in [(0.10, out.setdefault("lopo_default", {}))] + [
+                (b, out.setdefault("lopo_default_stricter", {}).setdefault(str(b), {}))
+                for b in stricter
+            ]:
+                row = _lopo_default(every, rule_settings, names, max_worse=bound)
+                if significance is not None:
+                    scored = {p: (bank[p], priors[p], gain_priors[p], splits[p]) for p in names}
+                    row = _count_significant(row, rules, scored, significance)
+                where.setdefault("n_valid", {})[str(n_valid)] = row
     return out
+
+
+def _count_significant(
+    row: dict[str, Any],
+    rules: Mapping[str, RuleSpec],
+    scored: Mapping[str, tuple[BankPair, Any, Any, Sequence[_Split]]],
+    significance: float,
+) -> dict[str, Any]:
+    """A left-out default's row with each pair's ``sig_worse_share`` (the rule chosen for
+    the pair replayed once more there, counting significant losses) and their maximum."""
+    for p, v in row["per_pair"].items():
+        pair, prior, gain, splits = scored[p]
+        fn = rules[v["rule"]].bind(v["setting"], strategy=prior, prior=gain)
+        again = replay_rule(pair, fn, splits, significance=significance)
+        v["sig_worse_share"] = float(np.mean(again.sig_worse))
+    return row | _max_sig_worse(row["per_pair"])
 
 
 def replay_fixed(

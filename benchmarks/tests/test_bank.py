@@ -742,6 +742,34 @@ def test_a_stricter_bound_on_the_other_pairs_chooses_a_rule_safe_there() -> None
         assert on_others[v["rule"]] == max(on_others.values())
 
 
+def test_significant_losses_are_counted_for_the_ceiling_and_the_left_out_defaults() -> None:
+    """With ``significance``, the ceiling and every left-out default count the splits whose
+    shipped judge is significantly worse than the baseline on the test items: never more
+    than the splits where it is worse at all; c's column 2 (a little worse than the
+    baseline, in about 90 % of its splits) is worse often and significantly worse less."""
+    bank = {"a": _pair("a", 2, 0), "b": _pair("b", 2, 1), "c": _pair("c", 0, 2, good_noise=1.6)}
+    rules = {"fixed": RuleSpec(lambda d: Pick((2,))), "baseline": RULES["baseline"]}
+    plain = replay_bank(bank, rules, n_valids=(100,), n_splits=20, stricter=(1.0,))
+    payload = replay_bank(
+        bank, rules, n_valids=(100,), n_splits=20, stricter=(1.0,), significance=0.95
+    )
+    assert "sig_worse_share" not in plain["ceiling"]["n_valid"]["100"]["per_pair"]["a"]
+    rows = [
+        payload["ceiling"]["n_valid"]["100"],
+        payload["lopo_default"]["n_valid"]["100"],
+        payload["lopo_default_stricter"]["1.0"]["n_valid"]["100"],
+    ]
+    for row in rows:
+        for v in row["per_pair"].values():
+            assert 0.0 <= v["sig_worse_share"] <= v["worse_share"]
+        assert row["max_pair_sig_worse_share"] <= row["max_pair_worse_share"]
+    # Chosen on a and b with every rule safe (bound 1), c gets column 2: worse in most splits.
+    c = payload["lopo_default_stricter"]["1.0"]["n_valid"]["100"]["per_pair"]["c"]
+    assert c["rule"] == "fixed" and c["worse_share"] > 0.5 > c["sig_worse_share"]
+    # The counts leave the rest of the replay as it was.
+    assert payload["rules"] == plain["rules"]
+
+
 def test_bank_rules_prints_how_many_labels_are_needed() -> None:
     """benchmarks/bank_rules.py's table for docs/judge.md: a row per rule and size with the
     mean gain and its standard error, worse shares and the baseline's share."""
