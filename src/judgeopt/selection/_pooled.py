@@ -405,8 +405,7 @@ def crossfit_gain(
     order), the others blocked random splits (each consecutive pair of units in score order
     split at random, seeded from ``data.seed`` and the halving's index). One halving's
     point moves by a few hundredths with the items that fall on each side; the mean of
-    several moves less. The halves are computed once per
-    input and shared by every rule.
+    several moves less. The halves are computed once per input and shared by every rule.
     """
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r}: the number of halvings must be at least 1")
@@ -427,7 +426,7 @@ def _halving_seed(seed: int, k: int) -> int:
 def _crossfit_pair(data: RuleInput, fraction: float, k: int = 0) -> tuple[RuleInput, RuleInput]:
     """The ``k``-th halving's two halves of ``data`` (computed once per input): the first
     is the ``confirm`` rule's systematic split, the others blocked random splits
-    (:func:`~judgeopt.selection._split.blocked_split`)."""
+    (:func:`~judgeopt.selection.blocked_split`)."""
     name = f"crossfit-halves-{fraction}" + (f"-{k}" if k else "")
     return data.memo(name, lambda: _crossfit_halves(data, fraction, k))
 
