@@ -41,14 +41,9 @@ def confirmation_split(
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"`fraction` must be in (0, 1). Got {fraction!r} instead.")
-    _, keys, members = unit_keys(list(humans), None if groups is None else list(groups))
-    n = len(members)
     rng = np.random.default_rng(seed)
-    tie = rng.permutation(n)
-    numeric = all(isinstance(k, (int, float)) for k in keys)
-    order = sorted(
-        range(n), key=lambda u: ((float(keys[u]) if numeric else str(keys[u])), int(tie[u]))
-    )
+    members, order = _ranked_units(humans, groups, rng)
+    n = len(members)
     offset = float(rng.random())
     confirm_units = {
         u
@@ -90,14 +85,9 @@ def blocked_split(
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"`fraction` must be in (0, 1). Got {fraction!r} instead.")
-    _, keys, members = unit_keys(list(humans), None if groups is None else list(groups))
-    n = len(members)
     rng = np.random.default_rng(seed)
-    tie = rng.permutation(n)
-    numeric = all(isinstance(k, (int, float)) for k in keys)
-    order = sorted(
-        range(n), key=lambda u: ((float(keys[u]) if numeric else str(keys[u])), int(tie[u]))
-    )
+    members, order = _ranked_units(humans, groups, rng)
+    n = len(members)
     size = max(2, round(1.0 / fraction))
     second: set[int] = set()
     for start in range(0, n, size):
@@ -111,3 +101,19 @@ def blocked_split(
         )
     first = sorted(i for u in range(n) if u not in second for i in members[u])
     return first, sorted(i for u in second for i in members[u])
+
+
+def _ranked_units(
+    humans: Sequence[Any] | np.ndarray, groups: Groups | None, rng: np.random.Generator
+) -> tuple[list[list[int]], list[int]]:
+    """The units (items, or whole groups) with their item indices, and the units in order
+    of their human score (a group's mean; pairwise labels sort as text), ties in ``rng``'s
+    random order."""
+    _, keys, members = unit_keys(list(humans), None if groups is None else list(groups))
+    tie = rng.permutation(len(members))
+    numeric = all(isinstance(k, (int, float)) for k in keys)
+    order = sorted(
+        range(len(members)),
+        key=lambda u: ((float(keys[u]) if numeric else str(keys[u])), int(tie[u])),
+    )
+    return members, order
