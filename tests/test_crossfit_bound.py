@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
+from _rule_tables import correlated_table
 from judgeopt.selection import (
     RULES,
     RuleInput,
@@ -20,26 +20,12 @@ from judgeopt.selection import (
 )
 
 
-def _table(n: int, rhos: list[float], seed: int = 0, groups: int = 0) -> RuleInput:
-    """A baseline (row 0) and other judges whose ratings correlate ``rho`` with the humans
-    (through a shared error, as judges of one model do)."""
-    rng = np.random.default_rng(seed)
-    h = rng.standard_normal(n)
-    shared = rng.standard_normal(n)
-    rows = []
-    for rho in rhos:
-        e = 0.7 * shared + math.sqrt(1 - 0.49) * rng.standard_normal(n)
-        rows.append(rho * h + math.sqrt(1 - rho**2) * e)
-    ids = [f"g{i % groups}" for i in range(n)] if groups else None
-    return RuleInput(human=h, preds=np.asarray(rows), baseline=0, groups=ids, seed=seed)
-
-
 def _stack(d: RuleInput) -> object:
     return stack_rule(d, ridge=10.0, m=2, nonneg=True)
 
 
 def test_the_bound_rises_with_its_level_and_stays_below_the_point() -> None:
-    data = _table(120, [0.3, 0.5, 0.45])
+    data = correlated_table(120, [0.3, 0.5, 0.45])
     point = crossfit_gain(data, best_rule)
     bounds = [crossfit_bound(data, best_rule, alpha=a) for a in (0.01, 0.05, 0.2, 0.5)]
     assert bounds == sorted(bounds)
@@ -50,26 +36,26 @@ def test_the_bound_rises_with_its_level_and_stays_below_the_point() -> None:
 def test_more_items_bring_the_bound_toward_the_point() -> None:
     gaps = []
     for n in (60, 600):
-        data = _table(n, [0.3, 0.55], seed=1)
+        data = correlated_table(n, [0.3, 0.55], seed=1)
         gaps.append(crossfit_gain(data, best_rule) - crossfit_bound(data, best_rule, alpha=0.05))
     assert gaps[0] > 2 * gaps[1] > 0
 
 
 def test_the_same_seed_gives_the_same_bound_and_group_level_works() -> None:
-    data = _table(150, [0.2, 0.5], seed=3, groups=15)
-    again = _table(150, [0.2, 0.5], seed=3, groups=15)
+    data = correlated_table(150, [0.2, 0.5], seed=3, groups=15)
+    again = correlated_table(150, [0.2, 0.5], seed=3, groups=15)
     first = crossfit_bound(data, best_rule, alpha=0.1)
     assert first == crossfit_bound(again, best_rule, alpha=0.1)
     assert math.isfinite(first)
 
 
 def test_the_bound_guard_keeps_a_clear_gain_and_refuses_a_noisy_one() -> None:
-    clear = _table(400, [0.2, 0.6, 0.55], seed=2)
+    clear = correlated_table(400, [0.2, 0.6, 0.55], seed=2)
     pick = guarded(_stack, alpha=0.05)(clear)
     assert pick.single is None and "95% bound" in pick.reason
     # A small gain on few items: the point guard ships it, the bound guard does not.
     for seed in range(40):
-        noisy = _table(40, [0.35, 0.45, 0.4], seed=seed)
+        noisy = correlated_table(40, [0.35, 0.45, 0.4], seed=seed)
         if crossfit_gain(noisy, _stack) > 0.02 and guarded(_stack)(noisy).single is None:
             break
     else:  # pragma: no cover - the draw above finds one in the first few seeds
@@ -79,16 +65,16 @@ def test_the_bound_guard_keeps_a_clear_gain_and_refuses_a_noisy_one() -> None:
 
 
 def test_a_level_outside_zero_one_is_refused_naming_it() -> None:
-    data = _table(60, [0.3, 0.5])
+    data = correlated_table(60, [0.3, 0.5])
     for alpha in (0.0, 1.0, -0.1):
         with pytest.raises(ValueError, match=r"alpha=.*\(0, 1\)"):
             crossfit_bound(data, best_rule, alpha=alpha)
 
 
-def test_the_registered_bound_stack_is_the_guarded_stack_on_a_clear_table() -> None:
+def test_the_registered_bound_stack_is_the_guarded_stack_on_a_clearcorrelated_table() -> None:
     spec = RULES["stack+bound"]
     assert spec.config is None  # a bank rule: no compile runs it yet
-    clear = _table(300, [0.2, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35], seed=4)
+    clear = correlated_table(300, [0.2, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35], seed=4)
     setting = {"m": 5, "ridge": 10.0, "margin": 0.0, "nonneg": True, "alpha": 0.05}
     bound_pick = spec.bind(setting)(clear)
     assert bound_pick.single is None  # the stack ships

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from _rule_tables import correlated_table
 from judgeopt.selection import (
     RULES,
     Pick,
@@ -23,20 +24,6 @@ from judgeopt.selection import (
 )
 
 
-def _table(n: int, rhos: list[float], seed: int = 0, groups: int = 0) -> RuleInput:
-    """A baseline (row 0) and other judges whose ratings correlate ``rho`` with the humans
-    (through a shared error, as judges of one model do)."""
-    rng = np.random.default_rng(seed)
-    h = rng.standard_normal(n)
-    shared = rng.standard_normal(n)
-    rows = []
-    for rho in rhos:
-        e = 0.7 * shared + math.sqrt(1 - 0.49) * rng.standard_normal(n)
-        rows.append(rho * h + math.sqrt(1 - rho**2) * e)
-    ids = [f"g{i % groups}" for i in range(n)] if groups else None
-    return RuleInput(human=h, preds=np.asarray(rows), baseline=0, groups=ids, seed=seed)
-
-
 def _stack(d: RuleInput) -> Pick:
     return stack_rule(d, ridge=10.0, m=2, nonneg=True)
 
@@ -47,14 +34,16 @@ def _reseeded(data: RuleInput, seed: int) -> RuleInput:
 
 
 def test_one_repeat_is_the_single_halving() -> None:
-    data = _table(90, [0.3, 0.5, 0.4], seed=4)
+    data = correlated_table(90, [0.3, 0.5, 0.4], seed=4)
     assert crossfit_gain(data, best_rule, repeats=1) == crossfit_gain(data, best_rule)
 
 
 def test_the_mean_is_the_mean_of_its_halvings_and_reproducible() -> None:
-    data = _table(100, [0.3, 0.5, 0.45], seed=5, groups=20)
+    data = correlated_table(100, [0.3, 0.5, 0.45], seed=5, groups=20)
     mean = crossfit_gain(data, _stack, repeats=4)
-    again = crossfit_gain(_table(100, [0.3, 0.5, 0.45], seed=5, groups=20), _stack, repeats=4)
+    again = crossfit_gain(
+        correlated_table(100, [0.3, 0.5, 0.45], seed=5, groups=20), _stack, repeats=4
+    )
     assert mean == again and math.isfinite(mean)
     # Its first halving is the single one; the others are other splits of the items.
     single = crossfit_gain(data, _stack)
@@ -70,7 +59,7 @@ def _likert(data: RuleInput) -> RuleInput:
 
 
 def test_more_halvings_move_less_with_the_seed() -> None:
-    data = _likert(_table(80, [0.35, 0.5, 0.45], seed=6))
+    data = _likert(correlated_table(80, [0.35, 0.5, 0.45], seed=6))
     one = [crossfit_gain(_reseeded(data, s), _stack) for s in range(30)]
     eight = [crossfit_gain(_reseeded(data, s), _stack, repeats=8) for s in range(30)]
     assert np.std(one) > 0.01  # with tied labels, the single halving depends on the seed
@@ -82,7 +71,7 @@ def test_more_halvings_move_less_with_the_seed() -> None:
 def test_without_ties_one_halving_is_the_same_for_every_seed() -> None:
     """Why the other halvings are blocked random splits: the systematic split of untied
     scores is every other unit, so each seed gives the same two halves."""
-    data = _table(60, [0.35, 0.5, 0.45], seed=8)
+    data = correlated_table(60, [0.35, 0.5, 0.45], seed=8)
     assert len({crossfit_gain(_reseeded(data, s), _stack) for s in range(10)}) == 1
     assert len({crossfit_gain(_reseeded(data, s), _stack, repeats=3) for s in range(10)}) > 5
 
@@ -107,7 +96,7 @@ def test_a_blocked_split_is_stratified_whole_grouped_and_seeded() -> None:
 
 
 def test_the_guard_names_its_halvings_and_refuses_bad_repeats() -> None:
-    data = _table(400, [0.2, 0.6, 0.55], seed=2)
+    data = correlated_table(400, [0.2, 0.6, 0.55], seed=2)
     pick = guarded(_stack, repeats=5)(data)
     assert pick.single is None and "over 5 halvings" in pick.reason
     kept = guarded(_stack, repeats=5, margin=1.0)(data)
@@ -121,7 +110,7 @@ def test_the_guard_names_its_halvings_and_refuses_bad_repeats() -> None:
 
 
 def test_a_guard_with_a_key_keeps_one_and_several_halvings_apart() -> None:
-    data = _table(120, [0.3, 0.5, 0.45], seed=7)
+    data = correlated_table(120, [0.3, 0.5, 0.45], seed=7)
     one = guarded(_stack, key="k")(data)
     five = guarded(_stack, key="k", repeats=5)(data)
     assert f"{crossfit_gain(data, _stack):+.3f}" in one.reason
@@ -131,7 +120,7 @@ def test_a_guard_with_a_key_keeps_one_and_several_halvings_apart() -> None:
 def test_the_registered_repeat_stack_is_the_guarded_stack() -> None:
     spec = RULES["stack+repeat"]
     for seed in range(3):
-        data = _table(100, [0.3, 0.5, 0.45, 0.4, 0.35, 0.42, 0.38], seed=seed)
+        data = correlated_table(100, [0.3, 0.5, 0.45, 0.4, 0.35, 0.42, 0.38], seed=seed)
         for setting in spec.settings():
             got = spec.bind(setting)(data)
 
