@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from _rule_tables import correlated_table
@@ -16,6 +17,7 @@ from judgeopt.selection import (
     crossfit_bound,
     crossfit_gain,
     guarded,
+    paired_gain_resamples,
     stack_rule,
 )
 
@@ -81,3 +83,15 @@ def test_the_registered_bound_stack_is_the_guarded_stack_on_a_clearcorrelated_ta
     point = {k: v for k, v in setting.items() if k != "alpha"}
     point_pick = RULES["stack+guard"].bind(point)(clear)
     assert bound_pick.members == point_pick.members and bound_pick.weights == point_pick.weights
+
+
+def test_paired_gain_resamples_pairs_the_pick_with_the_baseline() -> None:
+    data = correlated_table(80, [0.2, 0.6], seed=3, groups=16)
+    pick = best_rule(data)
+    gains = paired_gain_resamples(pick, data, n_resamples=300, rng=np.random.default_rng(1))
+    again = paired_gain_resamples(pick, data, n_resamples=300, rng=np.random.default_rng(1))
+    assert gains.shape == (300,) and np.array_equal(gains, again)
+    assert np.mean(gains) > 0  # the stronger judge gains on most resamples
+    baseline = RULES["baseline"].fn(data)
+    zero = paired_gain_resamples(baseline, data, n_resamples=50, rng=np.random.default_rng(1))
+    assert np.allclose(zero, 0.0)  # the baseline against itself gains nothing on any resample

@@ -31,10 +31,10 @@ from judgeopt.selection import (
     Pick,
     RuleInput,
     RuleSpec,
-    bootstrap_scores,
     change_from,
     change_key,
     column_scores,
+    paired_gain_resamples,
 )
 
 from ._bank import BankPair
@@ -199,15 +199,9 @@ def significantly_worse(
     key = repr(("sig", pick.members, pick.weights, pick.center, pick.scale, pick.averaged))
 
     def upper() -> float:
-        rows = np.vstack([pick.predict(test.preds), test.preds[test.baseline]])
-        boot = bootstrap_scores(
-            test.human,
-            rows,
-            test.groups,
-            n_resamples=n_resamples,
-            rng=np.random.default_rng([test.seed, 95]),
-        )
-        return float(np.quantile(boot[:, 0] - boot[:, 1], 1.0 - (1.0 - significance) / 2))
+        rng = np.random.default_rng([test.seed, 95])
+        gains = paired_gain_resamples(pick, test, n_resamples=n_resamples, rng=rng)
+        return float(np.quantile(gains, 1.0 - (1.0 - significance) / 2))
 
     return test.memo(f"{key}-{significance}-{n_resamples}", upper) < 0.0
 

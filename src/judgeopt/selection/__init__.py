@@ -95,7 +95,14 @@ from ._rules import choose, veto
 from ._simulation import _judge_outputs as _judge_outputs  # the tests draw simulated judges
 from ._simulation import simulate_selection
 from ._split import blocked_split, confirmation_split
-from ._table import Pick, RuleInput, bootstrap_scores, column_scores, impute
+from ._table import (
+    Pick,
+    RuleInput,
+    bootstrap_scores,
+    column_scores,
+    impute,
+    paired_gain_resamples,
+)
 
 __all__ = [
     "RULES",
@@ -122,6 +129,7 @@ __all__ = [
     "guarded",
     "impute",
     "lcb_rule",
+    "paired_gain_resamples",
     "posterior_rule",
     "prior_rule",
     "shrink_rule",

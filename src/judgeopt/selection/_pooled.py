@@ -51,9 +51,9 @@ from ._table import (
     _gains,
     _single,
     _sub,
-    bootstrap_scores,
     column_scores,
     impute,
+    paired_gain_resamples,
 )
 
 __all__ = [
@@ -466,16 +466,8 @@ def crossfit_bound(
     a, b = _crossfit_pair(data, fraction)
     total = np.zeros(n_resamples)
     for k, (fit, held) in enumerate(((a, b), (b, a))):
-        pick = rule(fit)
-        rows = np.vstack([pick.predict(held.preds), held.preds[held.baseline]])
-        boot = bootstrap_scores(
-            held.human,
-            rows,
-            held.groups,
-            n_resamples=n_resamples,
-            rng=np.random.default_rng([data.seed, k]),
-        )
-        total += 0.5 * (boot[:, 0] - boot[:, 1])
+        rng = np.random.default_rng([data.seed, k])
+        total += 0.5 * paired_gain_resamples(rule(fit), held, n_resamples=n_resamples, rng=rng)
     return float(np.quantile(total, alpha))
 
 

@@ -20,7 +20,14 @@ import numpy.typing as npt
 # scipy ships no type information unless scipy-stubs is installed.
 from ..scoring import combine_z
 
-__all__ = ["Pick", "RuleInput", "bootstrap_scores", "column_scores", "impute"]
+__all__ = [
+    "Pick",
+    "RuleInput",
+    "bootstrap_scores",
+    "column_scores",
+    "impute",
+    "paired_gain_resamples",
+]
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
@@ -216,6 +223,17 @@ class Pick:
             return float(data.scores[self.single])
         pred = self.predict(data.preds)[None, :]
         return float(column_scores(data.human, pred, data.groups)[0])
+
+
+def paired_gain_resamples(
+    pick: Pick, data: RuleInput, *, n_resamples: int, rng: np.random.Generator
+) -> FloatArray:
+    """``pick``'s gain over ``data``'s baseline on ``n_resamples`` bootstrap resamples of
+    ``data``'s items (whole groups at group level), the pick and the baseline scored on the
+    same resamples: the paired gain's bootstrap distribution, (n_resamples,)."""
+    rows = np.vstack([pick.predict(data.preds), data.preds[data.baseline]])
+    boot = bootstrap_scores(data.human, rows, data.groups, n_resamples=n_resamples, rng=rng)
+    return np.asarray(boot[:, 0] - boot[:, 1], dtype=np.float64)
 
 
 def _single(row: int, reason: str) -> Pick:
