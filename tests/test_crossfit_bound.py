@@ -73,7 +73,7 @@ def test_a_level_outside_zero_one_is_refused_naming_it() -> None:
             crossfit_bound(data, best_rule, alpha=alpha)
 
 
-def test_the_registered_bound_stack_is_the_guarded_stack_on_a_clearcorrelated_table() -> None:
+def test_the_registered_bound_stack_is_the_guarded_stack_on_a_clear_table() -> None:
     spec = RULES["stack+bound"]
     assert spec.config is None  # a bank rule: no compile runs it yet
     clear = correlated_table(300, [0.2, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35], seed=4)

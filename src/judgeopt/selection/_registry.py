@@ -202,43 +202,23 @@ def _guarded_ensemble(data: RuleInput, *, m: int, margin: float = 0.0) -> Pick:
 
 
 def _guarded_stack(
-    data: RuleInput, *, ridge: float, m: int = 0, margin: float = 0.0, nonneg: bool = False
+    data: RuleInput,
+    *,
+    ridge: float,
+    m: int = 0,
+    margin: float = 0.0,
+    nonneg: bool = False,
+    alpha: float | None = None,
+    repeats: int = 1,
 ) -> Pick:
     """The stack (``m`` 0: of every candidate; ``nonneg``: no negative weight), kept only
-    when it beats the baseline cross-fitted by more than ``margin``."""
+    when its cross-fitted gain over the baseline is above ``margin``: the gain on one
+    halving (``stack+guard``), its one-sided ``1 - alpha`` lower bound
+    (:func:`~judgeopt.selection.crossfit_bound`, 500 resamples: ``stack+bound``), or its
+    mean over ``repeats`` seeded halvings (``stack+repeat``)."""
     stack, key = _stack(ridge, m, nonneg)
-    return guarded(stack, margin=margin, key=key)(data)
-
-
-def _bound_stack(
-    data: RuleInput,
-    *,
-    ridge: float,
-    alpha: float,
-    m: int = 0,
-    margin: float = 0.0,
-    nonneg: bool = False,
-) -> Pick:
-    """The stack, kept only when the one-sided ``1 - alpha`` lower bound of its
-    cross-fitted gain over the baseline (:func:`~judgeopt.selection.crossfit_bound`, 500
-    resamples) is above ``margin``."""
-    stack, key = _stack(ridge, m, nonneg)
-    return guarded(stack, margin=margin, key=key, alpha=alpha, n_resamples=500)(data)
-
-
-def _repeat_stack(
-    data: RuleInput,
-    *,
-    ridge: float,
-    repeats: int,
-    m: int = 0,
-    margin: float = 0.0,
-    nonneg: bool = False,
-) -> Pick:
-    """The stack, kept only when its cross-fitted gain over the baseline, averaged over
-    ``repeats`` seeded halvings of the items, is above ``margin``."""
-    stack, key = _stack(ridge, m, nonneg)
-    return guarded(stack, margin=margin, key=key, repeats=repeats)(data)
+    rule = guarded(stack, margin=margin, key=key, alpha=alpha, n_resamples=500, repeats=repeats)
+    return rule(data)
 
 
 def _stack(ridge: float, m: int, nonneg: bool) -> tuple[RuleFn, str]:
@@ -424,7 +404,7 @@ RULES: dict[str, RuleSpec] = {
         config=_stack_config,
     ),
     "stack+bound": RuleSpec(
-        _bound_stack,
+        _guarded_stack,
         {
             "m": (5,),
             "ridge": (10.0,),
@@ -437,7 +417,7 @@ RULES: dict[str, RuleSpec] = {
         "the margin grows with the noise of the items",
     ),
     "stack+repeat": RuleSpec(
-        _repeat_stack,
+        _guarded_stack,
         {
             "m": (5,),
             "ridge": (10.0,),
