@@ -10,6 +10,8 @@ contract around it:
   before telling returns the same pending strategy.
 * ``tell(strategy, score)`` records the score of the pending strategy. ``score`` may be NaN
   for a failed evaluation: it is recorded, never proposed again and ranked last.
+  ``tell(..., counted=False)`` records a strategy that could not be evaluated at all (its
+  prompts do not fit the model, say) without spending the budget on it.
 * Every evaluation is kept in :attr:`trials` (the trace).
 * :meth:`state_dict` is plain JSON; :meth:`Search.from_state` rebuilds the search
   by replaying the recorded history into a fresh instance with the same seed, which
@@ -55,6 +57,8 @@ class Trial:
         kind: Why it was proposed (see :data:`Kind`).
         advantages: For searches that keep advantages (HPSS), their values after this
             evaluation's update, as ``{factor: {value_json: advantage}}``; else ``None``.
+        counted: Whether the evaluation spent the budget (``False``: a strategy that could
+            not be evaluated at all, told with ``counted=False``).
     """
 
     number: int
@@ -62,6 +66,7 @@ class Trial:
     score: float
     kind: Kind
     advantages: dict[str, dict[str, float]] | None = None
+    counted: bool = True
 
     @property
     def failed(self) -> bool:
@@ -69,14 +74,17 @@ class Trial:
         return math.isnan(self.score)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (NaN becomes ``null``)."""
-        return {
+        """JSON-serialisable form (NaN becomes ``null``; ``counted`` only when false)."""
+        out = {
             "number": self.number,
             "strategy": self.strategy.as_dict(),
             "score": None if self.failed else self.score,
             "kind": self.kind,
             "advantages": self.advantages,
         }
+        if not self.counted:
+            out["counted"] = False
+        return out
 
 
 def rank_key(score: float, number: int) -> tuple[int, float, int]:
@@ -94,7 +102,8 @@ class Search(abc.ABC):
 
     Args:
         space: The factor space to search.
-        budget: Maximum number of unique evaluations (initialisation included).
+        budget: Maximum number of unique evaluations (initialisation included); an
+            evaluation told with ``counted=False`` does not spend it.
         seed: Seed of the search's ``numpy.random.Generator``. ``None`` draws fresh entropy,
             which is then stored in :attr:`seed` so the run can still be resumed.
         graph: Optional :class:`FactorGraph` whose constraints every proposal satisfies.
@@ -124,6 +133,7 @@ class Search(abc.ABC):
         self.seed: int = int(np.random.SeedSequence().entropy) if seed is None else seed  # type: ignore[arg-type]
         self.rng = np.random.default_rng(self.seed)
         self._trials: list[Trial] = []
+        self._spent = 0
         self._scores: dict[Strategy, float] = {}
         self._gen: SearchGenerator | None = None
         self._pending: Proposal | None = None
@@ -153,7 +163,7 @@ class Search(abc.ABC):
 
         Calling ``ask()`` again before :meth:`tell` returns the same pending strategy.
         """
-        if self._exhausted or len(self._trials) >= self.budget:
+        if self._exhausted or self._spent >= self.budget:
             return None
         if self._pending is not None:
             return self._pending[0]
@@ -162,12 +172,15 @@ class Search(abc.ABC):
             self._advance(None)
         return self._pending[0] if self._pending is not None else None
 
-    def tell(self, strategy: Strategy, score: float) -> None:
+    def tell(self, strategy: Strategy, score: float, *, counted: bool = True) -> None:
         """Record the score of the pending strategy.
 
         Args:
             strategy: The strategy returned by the last :meth:`ask`.
             score: Its score (higher is better); ``float("nan")`` for a failed evaluation.
+            counted: ``False`` for a strategy that could not be evaluated at all (every
+                call refused, its prompts too long for the model): it is recorded and never
+                proposed again like any failure, but does not spend the budget.
 
         Raises:
             ValueError: If nothing is pending, ``strategy`` is not the pending one, or the
@@ -187,16 +200,24 @@ class Search(abc.ABC):
             ) from None
         if math.isinf(value):
             raise ValueError(f"`score` must be finite or NaN. Got {value!r}.")
+        if not isinstance(counted, bool):
+            raise TypeError(f"`counted` must be a bool. Got {counted!r}.")
+        if not counted and not math.isnan(value):
+            raise ValueError(
+                f"`counted=False` is for a strategy that could not be evaluated; its score "
+                f"must be NaN. Got {value!r}."
+            )
         _, kind = self._pending
         self._pending = None
         self._scores[strategy] = value
+        self._spent += counted
         number = len(self._trials)
         # The trial is appended before the generator resumes so that `_run` sees it.
-        self._trials.append(Trial(number, strategy, value, kind, None))
+        self._trials.append(Trial(number, strategy, value, kind, None, counted))
         self._advance(value)
         adv = self.advantages()
         if adv is not None:
-            self._trials[number] = Trial(number, strategy, value, kind, adv)
+            self._trials[number] = Trial(number, strategy, value, kind, adv, counted)
 
     def _advance(self, score: float | None) -> None:
         assert self._gen is not None  # internal invariant, not user input
@@ -220,13 +241,18 @@ class Search(abc.ABC):
 
     @property
     def n_evaluations(self) -> int:
-        """Number of unique evaluations told so far."""
+        """Number of unique evaluations told so far (those told uncounted included)."""
         return len(self._trials)
+
+    @property
+    def n_counted(self) -> int:
+        """Number of evaluations that spent the budget (told with ``counted=True``)."""
+        return self._spent
 
     @property
     def finished(self) -> bool:
         """True when :meth:`ask` would return ``None``."""
-        return self._exhausted or len(self._trials) >= self.budget
+        return self._exhausted or self._spent >= self.budget
 
     @property
     def best_trial(self) -> Trial | None:
@@ -273,7 +299,11 @@ class Search(abc.ABC):
             "space": self.space.to_dict(),
             "graph": None if self.graph is None else self.graph.to_dict(),
             "history": [
-                {"strategy": t.strategy.as_dict(), "score": None if t.failed else t.score}
+                {
+                    "strategy": t.strategy.as_dict(),
+                    "score": None if t.failed else t.score,
+                    **({} if t.counted else {"counted": False}),
+                }
                 for t in self._trials
             ],
         }
@@ -319,7 +349,8 @@ class Search(abc.ABC):
                     f"but the search proposes {got}."
                 )
             score = item["score"]
-            search.tell(got, float("nan") if score is None else float(score))
+            counted = bool(item.get("counted", True))
+            search.tell(got, float("nan") if score is None else float(score), counted=counted)
         return search
 
     def __repr__(self) -> str:

@@ -161,7 +161,7 @@ class RunJournal:
         progress_log.info(
             "resuming from %s (%d of %d strategies done%s)",
             self.directory,
-            search.n_evaluations,
+            search.n_counted,
             budget,
             note,
         )

@@ -162,7 +162,7 @@ class CompileRun:
 
     def _estimate_cost(self, graph: Any) -> Any:
         """The cost plan of the strategies left, logged (``None``: none left, or it failed)."""
-        left = self.config.budget - self.search.n_evaluations
+        left = self.config.budget - self.search.n_counted
         if left <= 0:
             return None
         try:
@@ -203,12 +203,24 @@ class CompileRun:
                     self.dropped.add(number)
                     if self.config.racing.dropped_score == "bound" and racing.bound is not None:
                         score = racing.bound
-                search.tell(strategy, score)
+                counted = not self._unjudgeable(result)
+                search.tell(strategy, score if counted else math.nan, counted=counted)
                 summary = StrategySummary(number, strategy.as_dict(), result.summary(), racing)
                 self.summaries.append(summary)
                 self.journal.record(search, summary, artifacts=self.artifacts)
                 self._report(strategy, score, result, bar)
         return self._finish(t0)
+
+    def _unjudgeable(self, result: EvalResult) -> bool:
+        """Whether the model refused every call of a strategy because its prompts do not fit
+        its context (a strategy with many long in-context examples on long texts): such a
+        strategy is recorded but does not spend the budget, up to ``budget`` of them (so a
+        space of mostly unjudgeable strategies still ends)."""
+        items = result.items
+        if not items or any(i.error_kind != "context_overflow" for i in items):
+            return False
+        search = self.search
+        return search.n_evaluations - search.n_counted < self.config.budget
 
     def _screens(self) -> bool:
         """Whether a strategy the compile can judge screens (its threshold is calibrated)."""
@@ -258,12 +270,23 @@ class CompileRun:
         """Count the strategy's calls and show where the search stands."""
         search, metric, budget = self.search, self.metric, self.config.budget
         self.calls_this_run += result.calls
-        log.info("[%d/%d] %s -> %s=%s", search.n_evaluations, budget, strategy, metric, score)
+        log.info("[%d/%d] %s -> %s=%s", search.n_counted, budget, strategy, metric, score)
+        if not search.trials[-1].counted:
+            progress_log.info(
+                "strategy %s: every one of its %d prompts is longer than the model's "
+                "context, so it was not judged and does not count against the budget "
+                "(%d of %d spent)",
+                strategy,
+                result.n,
+                search.n_counted,
+                budget,
+            )
+            return
         if bar is None:
             progress_log.info(
                 "strategy %d of %d: %s %s (%d of %d unparsed, %d failed calls; %d calls, "
                 "%.0f s); best so far %s",
-                search.n_evaluations,
+                search.n_counted,
                 budget,
                 metric,
                 _fmt(score),
@@ -291,7 +314,7 @@ class CompileRun:
 
         bar = tqdm(
             total=self.config.budget,
-            initial=self.search.n_evaluations,
+            initial=self.search.n_counted,
             desc=f"{self.config.search} {self.task.name}/{self.student.aspect}",
             unit="strategy",
         )

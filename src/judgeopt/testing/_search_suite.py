@@ -115,6 +115,48 @@ class SearchConformance:
         assert best is not None and not best.failed
         assert all(json.loads(json.dumps(t.to_dict()))["score"] is None for t in failed)
 
+    def test_uncounted_tells_do_not_spend_the_budget(self, make_search: MakeSearch) -> None:
+        # The same tells, counted and uncounted: the same proposals (the flag changes no
+        # decision), but the uncounted two leave room for two more, and a state resumes them.
+        skipped = {1, 3}
+
+        def run(counted_skips: bool) -> tuple[Search, list[Strategy]]:
+            search = make_search(toy_space(), 6, 4, None)
+            asked: list[Strategy] = []
+            while (s := search.ask()) is not None:
+                skip = len(asked) in skipped
+                search.tell(
+                    s, math.nan if skip else toy_objective(s), counted=counted_skips or not skip
+                )
+                asked.append(s)
+            return search, asked
+
+        counted, asked_counted = run(True)
+        uncounted, asked = run(False)
+        assert asked[: len(asked_counted)] == asked_counted
+        assert uncounted.n_evaluations == len(asked) and uncounted.n_counted <= 6
+        assert uncounted.n_evaluations - uncounted.n_counted == 2
+        if counted.n_counted == 6:  # the search did not run out of proposals first
+            assert len(asked) == 8 and uncounted.n_counted == 6
+        trials = uncounted.trials
+        assert [t.number for t in trials if not t.counted] == sorted(skipped)
+        assert all(t.failed for t in trials if not t.counted)
+        assert trials[1].to_dict()["counted"] is False and "counted" not in trials[0].to_dict()
+        restored = Search.from_state(json.loads(uncounted.to_json()))
+        assert [t.to_dict() for t in restored.trials] == [t.to_dict() for t in trials]
+        assert restored.n_counted == uncounted.n_counted and restored.finished
+
+    def test_an_uncounted_tell_is_a_failure(self, make_search: MakeSearch) -> None:
+        search = make_search(toy_space(), 10, 0, None)
+        s = search.ask()
+        assert s is not None
+        with pytest.raises(ValueError, match="must be NaN"):
+            search.tell(s, 0.3, counted=False)
+        with pytest.raises(TypeError, match="must be a bool"):
+            search.tell(s, math.nan, counted="no")  # type: ignore[arg-type]
+        search.tell(s, math.nan, counted=False)
+        assert search.n_evaluations == 1 and search.n_counted == 0
+
     def test_all_failed_still_ends(self, make_search: MakeSearch) -> None:
         search = make_search(toy_space(), 12, 1, None)
         asked = drive(search, objective=lambda s: math.nan)
