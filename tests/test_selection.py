@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _rule_tables import correlated_judges
 from judgeopt.selection import (
     SelectionConfig,
     choose,
@@ -45,14 +46,7 @@ def test_split_is_seeded_disjoint_and_keeps_groups_whole() -> None:
 
 # The rule -----------------------------------------------------------------------------------
 def _judges(n: int, rhos: list[float], seed: int = 0) -> tuple[np.ndarray, list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    h = rng.standard_normal(n)
-    shared = rng.standard_normal(n)
-    out = []
-    for rho in rhos:
-        e = 0.7 * shared + math.sqrt(1 - 0.49) * rng.standard_normal(n)
-        out.append(rho * h + math.sqrt(1 - rho**2) * e)
-    return h, out
+    return correlated_judges(n, rhos, seed)
 
 
 def test_choose_confirms_a_clearly_better_finalist() -> None:
