@@ -70,6 +70,18 @@ def e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
     )
 
 
+def _unjudgeable(pair: str, t: dict[str, Any]) -> dict[str, Any]:
+    """The excluded entry of a strategy the search told uncounted (``"counted": false``:
+    every item's prompt was longer than the model's context, so it has no judgement)."""
+    return {
+        "pair": pair,
+        "strategy": t["strategy"],
+        "roles": [f"search #{int(t['number']) + 1}"],
+        "reason": "unjudgeable: every prompt was longer than the model's context (the search "
+        "told it uncounted)",
+    }
+
+
 def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One pair's plan (pool of whole groups, at least ``min_pool`` items; its columns) from
     its stored e2e run, and the strategies left out of it with the reason."""
@@ -88,13 +100,17 @@ def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, 
         roles.setdefault(strategy_json(strategy), []).append(role)
 
     add(baseline, "baseline")
+    excluded = []
     for t in row["search"]["trace"]:
+        if t.get("counted", True) is False:  # no item fit the model's context: no column
+            excluded.append(_unjudgeable(name, t))
+            continue
         add(t["strategy"], f"search #{int(t['number']) + 1}")
     for f in (row.get("selection") or {}).get("finalists") or []:
         add(f["strategy"], "finalist")
     for m in row.get("ensemble_members") or []:
         add(m, "ensemble member")
-    columns, excluded = [], []
+    columns = []
     for key, rs in roles.items():
         strategy = json.loads(key)
         if str(strategy["decoding"]).startswith("sc"):
@@ -213,8 +229,10 @@ def extension_plan(
             f"{split['n_valid']}/{split['n_test']}"
         )
     trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
-    if len(trace) < budget:
-        raise ValueError(f"{run_dir}: its search evaluated {len(trace)} of {budget} strategies")
+    counted = [t for t in trace if t.get("counted", True) is not False]
+    if len(counted) < budget:
+        raise ValueError(f"{run_dir}: its search evaluated {len(counted)} of {budget} strategies")
+    end = int(counted[budget - 1]["number"]) + 1 if budget else 0  # budget spent there
     seen = {strategy_json(c["strategy"]) for c in bp["columns"]}  # planned, then new
     numbers = {
         int(r.split("#")[1]): strategy_json(c["strategy"])
@@ -230,8 +248,11 @@ def extension_plan(
             )
     done = max(numbers) if numbers else 0
     columns, excluded = [], []
-    for t in trace[done:budget]:
+    for t in trace[done:end]:
         strategy, role = t["strategy"], f"search #{int(t['number']) + 1}"
+        if t.get("counted", True) is False:
+            excluded.append({k: v for k, v in _unjudgeable(pair, t).items() if k != "pair"})
+            continue
         key = strategy_json(strategy)
         if key in seen:
             continue

@@ -61,6 +61,9 @@ def test_unjudgeable_strategies_do_not_spend_the_budget(
     assert len(counted) == 4 and all(t["strategy"]["scale"] == 3 for t in counted)
     assert all(t["score"] is not None for t in counted)
     assert best.strategy["scale"] == 3
+    result = best.search_result
+    assert result.evaluations == len(trace) and result.uncounted == len(uncounted)
+    assert result.to_dict()["uncounted"] == len(uncounted)
     assert any("longer than the model's context" in r.getMessage() for r in caplog.records)
 
 
@@ -83,6 +86,7 @@ def test_a_space_of_unjudgeable_strategies_still_ends(shared_data: Path) -> None
     best = _compile(records, ScriptedLM(respond), budget=3)
     flags = [t.get("counted", True) for t in best.search_result.trace]
     assert flags == [True, False, False, False, True, True]
+    assert best.search_result.uncounted == 3
     assert best.strategy == base.strategy  # nothing else could be judged
 
 

@@ -1029,6 +1029,19 @@ def test_an_extension_plan_holds_the_continued_searchs_new_strategies(tmp_path: 
     # only as far as the budget asked
     short = script.extension_plan(base, "abc", name, run, n + 1)
     assert [c["strategy"] for c in short["pairs"][0]["columns"]] == [new[0]]
+    # A strategy the search told uncounted (no item fit the context) is no column and did not
+    # spend the budget.
+    refused = {"number": n, "strategy": {**trace[0]["strategy"], "scale": 100}, "counted": False}
+    later = [{**t, "number": t["number"] + 1} for t in continued["search"]["trace"][n:]]
+    search = {**continued["search"], "trace": [*trace, refused, *later]}
+    (run / "result.json").write_text(json.dumps({**continued, "search": search}), "utf-8")
+    made = script.extension_plan(base, "abc", name, run, n + 1)
+    assert [c["strategy"] for c in made["pairs"][0]["columns"]] == [new[0]]
+    assert made["pairs"][0]["columns"][0]["roles"] == [f"search #{n + 2}"]
+    assert [e["reason"].split(":")[0] for e in made["excluded"]] == ["unjudgeable"]
+    with pytest.raises(ValueError, match=rf"evaluated {n + 4} of {n + 5} strategies"):
+        script.extension_plan(base, "abc", name, run, n + 5)
+    (run / "result.json").write_text(json.dumps(continued), encoding="utf-8")
     with pytest.raises(ValueError, match=r"evaluated \d+ of \d+ strategies"):
         script.extension_plan(base, "abc", name, run, n + 10)
     with pytest.raises(ValueError, match="not in the base plan"):

@@ -25,6 +25,9 @@ class CompileResult:
     should not be trusted (every strategy scored NaN, too many answers without a rating);
     empty when none was found. ``plan`` is the cost estimated before the first judge call
     (:meth:`judgeopt.evaluate.CostPlan.to_dict`; ``None`` when none was made).
+    ``evaluations`` counts every strategy the search told, ``uncounted`` those among them
+    that could not be judged at all (every prompt longer than the model's context) and so
+    did not spend the budget.
     """
 
     search: str
@@ -45,6 +48,7 @@ class CompileResult:
     selection_calls: int = 0
     problems: list[str] = field(default_factory=list)
     plan: dict[str, Any] | None = None
+    uncounted: int = 0
 
     def best_so_far(self) -> list[tuple[int, float]]:
         """``(evaluation number, best score so far)`` after each evaluation."""
@@ -64,6 +68,7 @@ class CompileResult:
             "seed": self.seed,
             "metric": self.metric,
             "evaluations": self.evaluations,
+            "uncounted": self.uncounted,
             "best_strategy": self.best_strategy,
             "best_score": None if math.isnan(self.best_score) else self.best_score,
             "best_so_far": [[n, None if math.isnan(v) else v] for n, v in self.best_so_far()],

@@ -359,6 +359,7 @@ class CompileRun:
             seed=config.seed,
             metric=self.metric,
             evaluations=search.n_evaluations,
+            uncounted=search.n_evaluations - search.n_counted,
             best_strategy=best_trial.strategy.as_dict(),
             best_score=best_trial.score,
             trace=self._trace(),
