@@ -37,8 +37,13 @@ Beside each share of splits worse than the baseline, the share *significantly* w
 :func:`judgeopt_lab.significantly_worse`): a truly better judge still loses on a small test
 set often, and only the second share counts losses the test items can tell from that.
 
+Beside the guard settings, each fresh pair has ``frugal``: the candidate with
+``stack+guard+frugal``'s single-judge fallback at each of its tolerances (what it ships, its
+prompts per item, its test gain where the compile's test judgements hold it). ``--fresh-only``
+rereads the fresh compiles into an existing output, keeping its bank replay.
+
 Usage:
-    python benchmarks/bank_bound.py [--n-valid 50,100,200] [--splits 200]
+    python benchmarks/bank_bound.py [--n-valid 50,100,200] [--splits 200] [--fresh-only]
 """
 
 from __future__ import annotations
@@ -177,11 +182,12 @@ def _split_asked(result: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any]]:
+def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any], list[dict[str, Any]]]:
     """A fresh pair's compile validation table, rebuilt from its run directory: the baseline
     and every strategy its search judged on all the validation items, in the order they
     were evaluated, the items in the order of ``e2e.py``'s split (the order the compile's
-    halves are drawn from), group ids at group level; and the compile's ``result.json``."""
+    halves are drawn from), group ids at group level; the compile's ``result.json``; and
+    the table's strategies, one per row."""
     sys.path.insert(0, str(ROOT))
     import e2e  # noqa: PLC0415 - the benchmark's own split, only for this reading
     from judgeopt.teleprompt import ItemStore  # noqa: PLC0415 - here: it imports DSPy
@@ -200,8 +206,11 @@ def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any]]:
             f"{run}: the split of {asked} gives {len(valid)} validation items, the compile "
             f"had {result['n_valid']}"
         )
-    judged = [store.items(e["strategy"]) for e in sorted(evals, key=lambda e: e["number"])]
-    judged = [items for items in judged if all(r.id in items for r in valid)]
+    ordered = [e["strategy"] for e in sorted(evals, key=lambda e: e["number"])]
+    rows = [(s, store.items(s)) for s in ordered]
+    rows = [(s, items) for s, items in rows if all(r.id in items for r in valid)]
+    strategies = [s for s, _ in rows]
+    judged = [items for _, items in rows]
     human = np.array([judged[0][r.id].human for r in valid], dtype=float)
     preds = np.array(
         [[math.nan if it[r.id].score is None else it[r.id].score for r in valid] for it in judged],
@@ -209,7 +218,43 @@ def compile_table(run: Path) -> tuple[RuleInput, dict[str, Any]]:
     )
     groups = [r.group_id or r.id for r in valid] if result["level"] == "group" else None
     data = RuleInput(human=human, preds=preds, baseline=0, groups=groups, seed=0)
-    return data, result
+    return data, result, strategies
+
+
+def frugal_reading(
+    data: RuleInput, result: Mapping[str, Any], strategies: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``stack+guard+frugal`` (the candidate, or the single best judge by validation score
+    when its cross-fitted gain is above the margin and within ``tolerance`` of the stack's)
+    at each tolerance of its grid, read on a compile's validation table: what it ships
+    (``stack``, ``single`` or ``baseline``), its prompts per item (members with a weight),
+    and its test gain where the compile's own test judgements hold it (the stack the
+    compile shipped, or the single judge when it is the compile's chosen one; else
+    ``None``)."""
+    spec = RULES["stack+guard+frugal"]
+    out: dict[str, Any] = {}
+    for setting in spec.settings():
+        pick = spec.bind(setting)(data)
+        members = [int(m) for m in pick.members]
+        if len(members) > 1:
+            ships = "stack"
+        else:
+            ships = "baseline" if members == [data.baseline] else "single"
+        if ships == "baseline":
+            test: float | None = 0.0
+        elif ships == "stack":
+            test = result.get("shipped_gain") if result.get("shipped") == "ensemble" else None
+        else:
+            same = dict(strategies[members[0]]) == dict(result.get("chosen_strategy") or {})
+            test = result.get("gain") if same else None
+        weights = list(pick.weights) or [1.0] * len(members)
+        out[str(setting["tolerance"])] = {
+            "ships": ships,
+            "prompts": sum(1 for w in weights if w != 0.0),  # a zero weight is never asked
+            "test_gain": test,
+            "reason": pick.reason,
+        }
+    return out
 
 
 def _stack(setting: Mapping[str, Any]) -> Callable[[RuleInput], Any]:
@@ -223,7 +268,7 @@ def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict
     """Each compiled fresh pair: the guard of every setting read on its validation table."""
     out: dict[str, Any] = {}
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
-        data, result = compile_table(run)
+        data, result, strategies = compile_table(run)
         guard = (result.get("selection") or {}).get("guard") or {}
         point = crossfit_gain(data, _stack(CANDIDATE[1]))
         shipped_stack = result.get("shipped") == "ensemble"
@@ -257,6 +302,7 @@ def fresh(runs: Path, labels: Sequence[tuple[str, str, dict[str, Any]]]) -> dict
             ships = bool(value > s["margin"])
             test = (row["stack_test_gain"] if shipped_stack else None) if ships else 0.0
             row["settings"][label] = {"guard_value": value, "ships": ships, "test_gain": test}
+        row["frugal"] = frugal_reading(data, result, strategies)
         out[run.name] = row
     return out
 
@@ -272,7 +318,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="two-sided level of the paired test interval that counts a split's shipped "
         "judge as significantly worse than the baseline (default 0.95)",
     )
+    ap.add_argument(
+        "--fresh-only",
+        action="store_true",
+        help="read the fresh compiles again into the existing --out file, keeping its bank "
+        "replay (seconds instead of minutes: for a fresh pair compiled after the replay)",
+    )
     args = ap.parse_args(argv)
+    if args.fresh_only:
+        return _fresh_only(Path(args.out), Path(args.runs))
     if args.splits < 2:
         ap.error(f"--splits {args.splits}: at least 2 (a standard error needs two)")
     if not 0.0 < args.significance < 1.0:
@@ -341,7 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{100 * lo['max_pair_sig_worse_share']:.1f} %); chosen: "
             + ", ".join(f"{p}: {v['chosen']}" for p, v in lo["per_pair"].items())
         )
-    for name, row in payload["fresh"].items():
+    _print_fresh(payload["fresh"])
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _print_fresh(rows: Mapping[str, Any]) -> None:
+    for name, row in rows.items():
         print(
             f"\n{name}: cross-fitted {row['crossfit_gain']:+.3f} (compile "
             f"{row['compile_crossfit_gain']}), shipped {row['compile_shipped']}, stack's "
@@ -349,7 +409,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for label, v in row["settings"].items():
             print(f"  {label}: {v['guard_value']:+.3f} -> ships {v['ships']}")
-    print(f"wrote {args.out}")
+        for tol, v in row["frugal"].items():
+            gain = "not judged" if v["test_gain"] is None else f"{v['test_gain']:+.3f}"
+            print(
+                f"  frugal, tolerance {tol}: ships the {v['ships']} ({v['prompts']} prompts), "
+                f"test gain {gain}"
+            )
+
+
+def _fresh_only(out: Path, runs: Path) -> int:
+    """``--fresh-only``: the fresh readings of ``runs`` rewritten into ``out``, whose bank
+    replay (and its settings) is kept as it is."""
+    if not out.is_file():
+        raise SystemExit(f"--fresh-only: {out} does not exist; run the full replay first")
+    if not runs.is_dir():
+        raise SystemExit(f"--fresh-only: --runs {runs} is not a directory")
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    labels = [(label, v["rule"], v["setting"]) for label, v in payload["settings"].items()]
+    payload["fresh"] = fresh(runs, labels)
+    payload["provenance"] = provenance()
+    write_json(out, payload, provenance_key=None)
+    _print_fresh(payload["fresh"])
+    print(f"wrote {out}")
     return 0
 
 

@@ -50,6 +50,22 @@ def test_a_short_replay_writes_every_setting_beside_the_candidate(tmp_path: Path
                 assert value < row["crossfit_gain"]
             else:  # the mean over halvings: another split's estimate of the same gain
                 assert abs(value - row["crossfit_gain"]) < 0.2
+        # frugal: the candidate or its single best judge, at every tolerance of its grid
+        tolerances = {str(s["tolerance"]) for s in bb.RULES["stack+guard+frugal"].settings()}
+        assert set(row["frugal"]) == tolerances, name
+        for v in row["frugal"].values():
+            assert v["ships"] in {"stack", "single", "baseline"}
+            assert v["prompts"] >= 1 and (v["ships"] == "stack" or v["prompts"] == 1)
+            if v["ships"] == "stack" and row["compile_shipped"] == "ensemble":
+                assert v["test_gain"] == row["stack_test_gain"]
+            if v["ships"] == "baseline":
+                assert v["test_gain"] == 0.0
+    # --fresh-only reads the fresh compiles again and keeps the replay as it was
+    assert bb.main(["--fresh-only", "--out", str(out)]) == 0
+    again = json.loads(out.read_text())
+    assert again["bank"] == payload["bank"] and again["fresh"] == payload["fresh"]
+    with pytest.raises(SystemExit, match="does not exist"):
+        bb.main(["--fresh-only", "--out", str(tmp_path / "none.json")])
 
 
 def test_left_out_chooses_by_the_worst_of_the_other_pairs() -> None:
