@@ -70,11 +70,15 @@ def e2e_split(row: dict[str, Any]) -> tuple[list[Record], list[Record]]:
     )
 
 
-def _unjudgeable(pair: str, t: dict[str, Any]) -> dict[str, Any]:
-    """The excluded entry of a strategy the search told uncounted (``"counted": false``:
-    every item's prompt was longer than the model's context, so it has no judgement)."""
+def _uncounted(t: dict[str, Any]) -> bool:
+    """Whether the search told this trace entry uncounted (``"counted": false``: every
+    item's prompt was longer than the model's context, so it has no judgement)."""
+    return t.get("counted", True) is False
+
+
+def _unjudgeable(t: dict[str, Any]) -> dict[str, Any]:
+    """The excluded entry of a strategy the search told uncounted (:func:`_uncounted`)."""
     return {
-        "pair": pair,
         "strategy": t["strategy"],
         "roles": [f"search #{int(t['number']) + 1}"],
         "reason": "unjudgeable: every prompt was longer than the model's context (the search "
@@ -102,8 +106,8 @@ def pair_plan(name: str, min_pool: int) -> tuple[dict[str, Any], list[dict[str, 
     add(baseline, "baseline")
     excluded = []
     for t in row["search"]["trace"]:
-        if t.get("counted", True) is False:  # no item fit the model's context: no column
-            excluded.append(_unjudgeable(name, t))
+        if _uncounted(t):  # no item fit the model's context: no column
+            excluded.append({"pair": name, **_unjudgeable(t)})
             continue
         add(t["strategy"], f"search #{int(t['number']) + 1}")
     for f in (row.get("selection") or {}).get("finalists") or []:
@@ -229,7 +233,7 @@ def extension_plan(
             f"{split['n_valid']}/{split['n_test']}"
         )
     trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
-    counted = [t for t in trace if t.get("counted", True) is not False]
+    counted = [t for t in trace if not _uncounted(t)]
     if len(counted) < budget:
         raise ValueError(f"{run_dir}: its search evaluated {len(counted)} of {budget} strategies")
     end = int(counted[budget - 1]["number"]) + 1 if budget else 0  # budget spent there
@@ -250,8 +254,8 @@ def extension_plan(
     columns, excluded = [], []
     for t in trace[done:end]:
         strategy, role = t["strategy"], f"search #{int(t['number']) + 1}"
-        if t.get("counted", True) is False:
-            excluded.append({k: v for k, v in _unjudgeable(pair, t).items() if k != "pair"})
+        if _uncounted(t):
+            excluded.append(_unjudgeable(t))
             continue
         key = strategy_json(strategy)
         if key in seen:
