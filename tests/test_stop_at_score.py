@@ -13,8 +13,14 @@ import pytest
 from judgeopt.cli import main
 from judgeopt.data import Record
 from judgeopt.evaluate import evaluate
-from judgeopt.judge import JudgeEnsemble, JudgeProgram, baseline_strategy, load_task
-from judgeopt.judge._program import SCORE_STOP, close_score
+from judgeopt.judge import (
+    SCORE_STOP,
+    JudgeEnsemble,
+    JudgeProgram,
+    baseline_strategy,
+    close_score,
+    load_task,
+)
 from judgeopt.testing import ScriptedLM, logprob_content
 
 TASK = load_task("sfres")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from judgeopt._renamed import renamed_names as _renamed_names
 from judgeopt.scoring import PreferenceParse, RatingParse, parse_preference, parse_rating
 
+from ._adapter import ARTIFACTS_KEY, SCORE_STOP, JudgeAdapter, NoLMError, close_score
 from ._artifacts import ArtifactError, ArtifactMaker, Artifacts, ArtifactStore, sample_id_of
 from ._catalog import available_tasks, load_task
 from ._compiled import CompileReport, JudgeStudent
@@ -60,14 +61,7 @@ from ._prexme import (
     render_prexme,
 )
 from ._prexme import resolve_value as resolve_prexme_value
-from ._program import (
-    ARTIFACTS_KEY,
-    EXPLAINS_FIRST,
-    JudgeAdapter,
-    JudgeProgram,
-    NoLMError,
-    rates_first,
-)
+from ._program import EXPLAINS_FIRST, JudgeProgram, rates_first
 from ._records import to_records
 from ._refusals import (
     SCREEN_FALSE_FLAGS,
@@ -134,6 +128,8 @@ __all__ = [
     "JudgeTask",
     "LogprobsUnavailableError",
     "NoLMError",
+    "SCORE_STOP",
+    "close_score",
     "PREXME_TASKS",
     "PrExMeProgram",
     "PrExMeTask",

@@ -40,6 +40,7 @@ from judgeopt._validation import check_int
 from judgeopt.data import Record
 from judgeopt.search import FactorGraph, Strategy, Value
 
+from ._adapter import choose_lm, predict_with
 from ._artifacts import ArtifactStore
 from ._compiled import CompiledViews, CompileReport
 from ._prexme_retrieval import DemoRetriever
@@ -62,7 +63,6 @@ from ._prexme_templates import (
     render_prexme,
     resolve_value,
 )
-from ._program import choose_lm, predict_with
 
 # The template names are re-exported here, where the judge package's face and older code
 # import them from.
