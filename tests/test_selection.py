@@ -284,9 +284,10 @@ def test_selection_config_validation() -> None:
 
 def test_one_default_rule_with_its_own_level(tmp_path: Path) -> None:
     """``SelectionConfig()``, a teleprompter without ``selection`` and every preset without
-    a ``[selection]`` table choose by the bank's rule (``lcb`` at 0.95, as ``auto`` ships);
-    a level nobody stated is the rule's own, so switching the rule switches it, and a stated
-    one is kept for whichever rule runs."""
+    a ``[selection]`` table choose by the bank's rule (``lcb`` at 0.95); ``auto`` ships the
+    pre-registered guarded stack (``best`` with the cross-fitted guard at margin 0.1). A level
+    nobody stated is the rule's own, so switching the rule switches it, and a stated one is
+    kept for whichever rule runs, as are the preset's other stated settings."""
     from judgeopt.selection import default_confidence
     from judgeopt.teleprompt import JudgeSearch, load_optimizer
 
@@ -300,11 +301,17 @@ def test_one_default_rule_with_its_own_level(tmp_path: Path) -> None:
     for name in ("hpss", "quick", "greedy"):
         assert load_optimizer(name).selection == default, name
     auto = load_optimizer("auto")
-    assert auto.selection == default
+    assert (auto.selection.rule, auto.selection.guard, auto.selection.guard_margin) == (
+        "best",
+        True,
+        0.1,
+    )
     # --selection RULE: the new rule at its own level, the preset's stated settings kept.
+    switched = JudgeSearch.from_config(auto, selection="lcb").config.selection
+    assert (switched.rule, switched.confidence, switched.guard) == ("lcb", 0.95, True)
     switched = JudgeSearch.from_config(auto, selection="confirm").config.selection
     assert (switched.rule, switched.confidence) == ("confirm", 0.8)
-    assert JudgeSearch.from_config(auto).config.selection.confidence == 0.95
+    assert JudgeSearch.from_config(load_optimizer("hpss")).config.selection.confidence == 0.95
     preset = tmp_path / "stated.toml"
     preset.write_text('search = "auto"\n[selection]\nrule = "lcb"\nconfidence = 0.9\nseed = 3\n')
     stated = load_optimizer(str(preset))

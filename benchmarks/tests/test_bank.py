@@ -956,24 +956,33 @@ def test_the_plan_script_reproduces_the_committed_plan_from_the_stored_e2e_runs(
     assert script.make_plan(committed["min_pool"]) == committed
 
 
-def test_the_default_preset_ships_the_banks_choice() -> None:
-    """``optimizers/auto.toml`` (``judgeopt compile``'s default) selects as the committed
-    replay chose: the ``preset`` of ``benchmarks/results/bank_rules.json``, the rule named
-    ``default`` there, chosen at 100 labelled items on at least five complete pairs."""
+def test_the_default_preset_ships_the_preregistered_candidate() -> None:
+    """``optimizers/auto.toml`` (``judgeopt compile``'s default) is the candidate
+    ``benchmarks/default_prereg.json`` registered, and it ships it because the committed
+    verdict adopted it (all five criteria met); the rule the bank's replay chose on five pairs
+    (``benchmarks/results/bank_rules.json``'s ``preset``, ``lcb``) stays
+    ``SelectionConfig()``'s default, and the demo (41 labels, below the 100 the candidate was
+    registered for) compiles with it."""
+    from judgeopt.demo import demo_selection
+    from judgeopt.selection import SelectionConfig
     from judgeopt.teleprompt import load_optimizer
 
-    payload = json.loads(
-        (ROOT / "benchmarks" / "results" / "bank_rules.json").read_text(encoding="utf-8")
-    )
+    results = ROOT / "benchmarks" / "results"
+    verdict = json.loads((results / "default_prereg_verdict.json").read_text(encoding="utf-8"))
+    assert verdict["decision"] == "adopt"
+    assert all(c["status"] == "met" for c in verdict["criteria"].values())
+    plan = json.loads((ROOT / "benchmarks" / "default_prereg.json").read_text(encoding="utf-8"))
+    candidate = load_optimizer(str(ROOT / plan["candidate"]["preset"]))
+    shipped = load_optimizer("auto")
+    assert shipped.model_dump() == candidate.model_dump()
+    assert (shipped.budget, shipped.candidates) == (20, "rate_first")
+    payload = json.loads((results / "bank_rules.json").read_text(encoding="utf-8"))
     assert "interim" not in payload and len(payload["settings"]["pairs"]) >= 5
     assert payload["preset"]["selection"]["rule"] == payload["default"]
-    shipped = load_optimizer("auto").selection.model_dump()
+    default = SelectionConfig().model_dump()
     for key, value in payload["preset"]["selection"].items():
-        assert shipped[key] == value, key
-    # the demo compiles with the same selection (its README paragraph quotes the bank)
-    from judgeopt.demo import demo_selection
-
-    assert demo_selection().model_dump() == load_optimizer("auto").selection.model_dump()
+        assert default[key] == value, key
+    assert demo_selection() == SelectionConfig()
 
 
 def _bank_plan_script() -> Any:

@@ -8,8 +8,8 @@ with the embedded default model (Qwen2.5-Coder-1.5B-Instruct in process):
    the first ``n_valid`` items of the benchmark's *validation* part to compile on and the
    first ``n_test`` items of its *test* part to test on. The demo's setup was chosen from the
    benchmark's validation results, so its test items have chosen nothing.
-2. Compile with the default selection (the ``auto`` preset's, :func:`demo_selection`: rule
-   ``lcb``, chosen on the judgement bank): search the ``quick`` space (plus the ``expected``
+2. Compile with the safe selection for few labels (:func:`demo_selection`: rule ``lcb``,
+   chosen on the judgement bank): search the ``quick`` space (plus the ``expected``
    decoding when the LM gives logprobs; no explanation except the baseline's, which is what
    makes it fast: :func:`explanations_only_in_baseline`) on all the validation items, then
    keep the strategy whose paired gain over the baseline has the best lower bound (95 %,
@@ -58,11 +58,13 @@ correlation needs."""
 
 
 def demo_selection() -> SelectionConfig:
-    """How the demo chooses its judge: the default compile's selection (``optimizers/auto.toml``,
-    the judgement bank's choice; ``docs/judge.md``, "How many labels you need")."""
-    from .teleprompt import load_optimizer
+    """How the demo chooses its judge: ``lcb`` at 0.95 (``SelectionConfig()``), the judgement
+    bank's safe rule at few labels. The default compile (``optimizers/auto.toml``) ships a
+    guarded stack registered for 100 labelled items; the demo compiles on 41, where a fixed
+    guard margin is too low (``docs/judge.md``, "How many labels you need")."""
+    from .selection import SelectionConfig
 
-    return load_optimizer("auto").selection
+    return SelectionConfig()
 
 
 def find_shared_data() -> Path:
