@@ -329,7 +329,8 @@ def compile_once(
 ) -> dict[str, Any]:
     """One compile of the ``preset``'s search on ``items`` with ``lm`` (a fresh LM with its
     own cache), timed from the compile's start to its end with the model already loaded and
-    a fresh batch engine; ``old``: the student always explains (today's compile).
+    a fresh batch engine; ``old``: the student always explains and every candidate is
+    judged (today's compile; ``overrides`` may still set ``candidates``).
 
     Returns what it spent (``seconds``, ``calls``, ``cache_hits``, ``prompt_tokens``,
     ``completion_tokens``), the compile's own report (``report``: its plan, its search and
@@ -343,9 +344,12 @@ def compile_once(
     fresh_engines(lm)
     load_seconds = time.perf_counter() - t0
     student = recording_student(task, aspect, lm, old=old)
-    opt = JudgeSearch.from_config(
-        preset, budget=budget, seed=seed, progress=progress, **dict(overrides or {})
-    )
+    settings = dict(overrides or {})
+    if old:
+        # Today's compile as it was measured: every candidate, each with its explanation
+        # (the `auto` preset's rate-first candidates came with the stop at the score).
+        settings.setdefault("candidates", "all")
+    opt = JudgeSearch.from_config(preset, budget=budget, seed=seed, progress=progress, **settings)
     load_before = os.getloadavg()
     with spent(lm) as cost:
         judge = opt.compile(student, trainset=list(items))
