@@ -301,6 +301,43 @@ def test_the_guard_keeps_a_real_gain_and_refutes_an_ensemble_that_costs(task, re
     assert any("rule confirm does not choose on" in m for m in confirm.selection["messages"])
 
 
+def test_the_guard_cautions_below_the_labels_it_was_registered_for(
+    task, records, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A guard that decides on fewer labelled items than the default's registration (100)
+    says so before the search and in the selection's messages, marks its record and makes the
+    selection a warning; the choice itself is unchanged."""
+    from judgeopt.selection import SelectionConfig
+    from judgeopt.teleprompt._guard import GUARD_REGISTERED_ITEMS, few_labels_caution
+
+    guarded = {"rule": "best", "guard": True, "guard_margin": 0.1}
+    with caplog.at_level("WARNING", logger="judgeopt.teleprompt"):
+        judge, _ = compile_with(
+            task, records, respond_with(records, "scale10"), selection=guarded, ensemble=2
+        )
+    sel = judge.selection
+    assert len(records) < GUARD_REGISTERED_ITEMS == 100
+    assert sel["guard"]["passed"] is True and sel["guard"]["few_labels"] is True
+    said = [m for m in sel["messages"] if "labelled items; its margin (0.1)" in m]
+    assert len(said) == 1 and f"decides on {len(records)} labelled items" in said[0]
+    assert "--selection lcb" in said[0]
+    early = [r for r in caplog.records if "labelled items; its margin" in r.getMessage()]
+    assert early and early[0].levelname == "WARNING"
+    # the same pick as without the caution: the caution changes nothing but the words
+    assert judge.ensemble is not None and judge.strategy["scale"] == 10
+    # at the registered size, with no guard, or a rule the guard does not check: silent
+    config = SelectionConfig(rule="best", guard=True, guard_margin=0.1)
+    assert few_labels_caution(config, n_items=100, ensemble=5, rule="best") is None
+    assert few_labels_caution(config, n_items=99, ensemble=5, rule="best") is not None
+    assert few_labels_caution(config, n_items=50, ensemble=0, rule="confirm") is None
+    unguarded = SelectionConfig(rule="best")
+    assert few_labels_caution(unguarded, n_items=50, ensemble=5, rule="best") is None
+    # nothing to check (rule best kept the baseline): no caution in the record
+    kept, _ = compile_with(task, records, respond_with(records, "baseline"), selection=guarded)
+    assert kept.selection["guard"] == {"checked": None}
+    assert not any("labelled items; its margin" in m for m in kept.selection["messages"])
+
+
 def test_the_guard_is_a_preset_setting_a_flag_and_no_part_of_the_checkpoint(
     task, records, tmp_path: Path
 ) -> None:

@@ -162,8 +162,9 @@ class Selected:
             of the compile's report).
         comparisons: Split name -> the chosen judge against the baseline.
         ensemble: The prompt ensemble, when one was asked for and could be built.
-        warn: Whether the record's messages are warnings (a rule fell back, or the chosen
-            judge scores below the baseline).
+        warn: Whether the record's messages are warnings (a rule fell back, the chosen
+            judge scores below the baseline, or the guard decided on fewer labelled items
+            than it was registered for).
     """
 
     judge: Any
@@ -275,6 +276,7 @@ class ChoiceRun:
                 f"selection: the returned judge scores {comparison.gain:+.3f} against the "
                 f"baseline on the {step.split} items"
             )
-        warn = warn or step.fallback is not None or record.rule != sel.rule
+        few_labels = bool((record.guard or {}).get("few_labels"))
+        warn = warn or few_labels or step.fallback is not None or record.rule != sel.rule
         compiled = step.chosen.with_strategy(step.chosen.strategy)
         return Selected(compiled, record, {step.split: comparison.to_dict()}, ensemble, warn)

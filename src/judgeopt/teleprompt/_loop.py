@@ -35,6 +35,7 @@ from ._choice import Selected, lm_stats
 from ._choosing import Chooser
 from ._compile_result import CompileResult, find_problems
 from ._config import OptimizerConfig
+from ._guard import few_labels_caution
 from ._journal import RunJournal, progress_log, strategy_key
 from ._judge_cost import cost_record
 from ._judging import Evaluator, check_endpoint, race_plan
@@ -135,6 +136,12 @@ class CompileRun:
         )
         self.dropped = {s.number for s in self.summaries if s.dropped}
         self.calls_this_run = 0
+        sel = self.chooser.sel
+        caution = few_labels_caution(
+            sel, n_items=len(self.search_val), ensemble=config.ensemble, rule=sel.rule
+        )
+        if caution is not None:  # said before anything is paid for, and again in the summary
+            log.warning("%s", caution)
         self.cost_plan = self._estimate_cost(graph) if plan else None
 
     def _open_journal(
