@@ -392,6 +392,15 @@ def compile_once(
         "judgements_stopped": sum(j["stopped"] for j in rows.values()),
         "judgements_explained": sum(j["explained"] for j in rows.values()),
     }
+    selection = judge.selection or {}
+    ensemble = getattr(judge, "ensemble", None)
+    # What the compile shipped: the guard's record, the stack's or ensemble's size (None:
+    # a single judge) and the selection's messages.
+    run["shipped"] = {
+        "guard": selection.get("guard"),
+        "ensemble_members": None if ensemble is None else len(ensemble.members),
+        "messages": list(selection.get("messages") or []),
+    }
     if keep_judgements:
         run["judgements"] = list(rows.values())
     run["time_model"] = time_model_check(run, student, items, lm)
