@@ -119,6 +119,12 @@ def test_the_old_compile_explains_and_the_new_one_stops_with_the_same_ratings(
     assert not any("nothing to compare" in n or "same calls" in n for n in part["notes"])
     # The path names each strategy as the judgements do.
     assert {p["strategy"] for p in runs["new"]["path"]} == {k[0] for k in new_rows}
+    # Each run says what its compile shipped: the selection's messages, its ensemble's size.
+    for run in runs.values():
+        shipped = run["shipped"]
+        assert set(shipped) == {"guard", "ensemble_members", "messages"}
+        assert shipped["messages"] and all(isinstance(m, str) for m in shipped["messages"])
+        assert shipped["ensemble_members"] is None or shipped["ensemble_members"] >= 2
     json.dumps(part)  # the part is plain data
 
 
