@@ -332,6 +332,15 @@ def test_the_guard_cautions_below_the_labels_it_was_registered_for(
     assert few_labels_caution(config, n_items=50, ensemble=0, rule="confirm") is None
     unguarded = SelectionConfig(rule="best")
     assert few_labels_caution(unguarded, n_items=50, ensemble=5, rule="best") is None
+    # a refuted guard returns the baseline: the summary has no caution (said before the search)
+    strict, _ = compile_with(
+        task, records, respond_with(records, "baseline"), selection=guarded, ensemble=2
+    )
+    assert (
+        strict.selection["guard"]["passed"] is False
+        and "few_labels" not in strict.selection["guard"]
+    )
+    assert not any("labelled items; its margin" in m for m in strict.selection["messages"])
     # nothing to check (rule best kept the baseline): no caution in the record
     kept, _ = compile_with(task, records, respond_with(records, "baseline"), selection=guarded)
     assert kept.selection["guard"] == {"checked": None}

@@ -363,7 +363,8 @@ class Chooser:
         caution = few_labels_caution(
             self.sel, n_items=len(run.search_val), ensemble=step.n_members, rule=run.record.rule
         )
-        if caution is not None and check.record.get("checked") is not None:
+        # Only a judge the guard let through carries the risk; a refuted choice is the baseline.
+        if caution is not None and check.passed and check.record.get("checked") is not None:
             run.record.guard = {**check.record, "few_labels": True}
             run.record.messages.append(caution)
         if check.frugal_message is not None:
