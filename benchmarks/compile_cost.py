@@ -61,6 +61,7 @@ Writes ``--out`` (default ``benchmarks/results/compile_cost.json``)::
                       "time_target_met", "target_met", "notes", "comparison",
                       "runs": {"old", "new"}, "settings", "provenance"},
      "full": {"pair", "n_valid", "seconds", "measured", ...},
+     "full_fast": {...},  # an earlier ``full`` of ``--optimizer fast --full-budget 8``, kept
      "demo_seconds", "demo": {...},
      "estimate": {"calls_error", "tokens_error", "seconds_error", "plan", "actual", ...},
      "estimate_hosted": {... "dollars_error", "other_pairs": [{"pair", ...}]},
