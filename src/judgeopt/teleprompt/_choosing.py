@@ -25,7 +25,7 @@ from ..selection import SelectionConfig, choose, confirmation_split, veto
 from ._choice import ChoiceRun, Selected, Step, lm_stats, trial_key
 from ._config import OptimizerConfig
 from ._ensembling import build_ensemble, stack_members
-from ._guard import few_labels_caution, run_guard
+from ._guard import run_guard
 from ._journal import strategy_key
 from ._judging import Evaluator
 from ._pooling import (
@@ -360,13 +360,8 @@ class Chooser:
         )
         run.record.guard = check.record
         run.record.messages.append(check.message)
-        caution = few_labels_caution(
-            self.sel, n_items=len(run.search_val), ensemble=step.n_members, rule=run.record.rule
-        )
-        # Only a judge the guard let through carries the risk; a refuted choice is the baseline.
-        if caution is not None and check.passed and check.record.get("checked") is not None:
-            run.record.guard = {**check.record, "few_labels": True}
-            run.record.messages.append(caution)
+        if check.caution is not None:
+            run.record.messages.append(check.caution)
         if check.frugal_message is not None:
             run.record.messages.append(check.frugal_message)
         if check.single:  # frugal: rule best's judge does as well as the ensemble

@@ -96,6 +96,9 @@ class GuardCheck:
     single: bool = False
     #: ``frugal``'s message (``None``: it did not run).
     frugal_message: str | None = None
+    #: :func:`few_labels_caution`'s message when the guard let the choice through on fewer
+    #: labelled items than it was registered for (the record then says ``few_labels``).
+    caution: str | None = None
 
 
 def _rule(
@@ -207,7 +210,14 @@ def run_guard(
     record |= {"crossfit_gain": gain, "passed": gain > margin}
     if not gain > margin:
         return GuardCheck(False, f"{refuted}{told} (not above {margin:g})", record)
-    kept = GuardCheck(True, f"selection: the guard kept the choice: {told}", record)
+    # Only a choice the guard lets through carries the few-labels risk (a refuted one is the
+    # baseline).
+    caution = few_labels_caution(sel, n_items=n_items, ensemble=ensemble, rule=rule)
+    if caution is not None:
+        record["few_labels"] = True
+    kept = GuardCheck(
+        True, f"selection: the guard kept the choice: {told}", record, caution=caution
+    )
     if checked == "ensemble" and sel.frugal is not None and rule == "best":
         members = len(fn(built.data).members)
         if members > 1:  # a stack that kept one judge is no dearer than it
@@ -239,4 +249,6 @@ def _frugal(
         )
     else:
         said += ": the ensemble is kept"
-    return GuardCheck(True, kept.message, record, single=ships, frugal_message=said)
+    return GuardCheck(
+        True, kept.message, record, single=ships, frugal_message=said, caution=kept.caution
+    )
