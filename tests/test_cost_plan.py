@@ -700,3 +700,112 @@ def test_an_evaluation_on_the_engine_counts_the_prompt_tokens_it_computed(
     )
     unloaded = LlamaCppLM("smollm2-135m", n_threads=2, parallel=4, cache=False)
     assert unloaded.prompt_reuse() is None and unloaded._handle is None
+
+
+def _auto_run(task: Any, fake: Any, budget: int, items: Any) -> Any:
+    """A compile of the ``auto`` preset at ``budget`` up to its first call (no plan made)."""
+    from judgeopt.teleprompt import JudgeSearch, load_optimizer
+    from judgeopt.teleprompt._loop import CompileRun
+
+    opt = JudgeSearch.from_config(load_optimizer("auto"), budget=budget, seed=0, progress=False)
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    return CompileRun(
+        opt.config,
+        student,
+        trainset=list(items),
+        valset=None,
+        checkpoint_dir=None,
+        restart=False,
+        check_lm=False,
+        progress=False,
+        plan=False,
+    )
+
+
+def test_simulated_paths_are_the_searchs_own_reproducible_and_leave_it_untouched(
+    task, records, tmp_path
+) -> None:
+    """The plan's paths: copies of the compile's search told made-up scores. The same
+    generator gives the same paths, the search's own next proposal and state are unchanged,
+    each path spends the budget from the pending strategy on, and a larger budget reaches
+    strategies farther from the baseline than its one-factor neighbours."""
+    from judgeopt.teleprompt._planning import simulated_paths
+
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
+    run = _auto_run(task, fake, 20, records[:12])
+    search = run.search
+    before, pending = search.state_dict(), search.ask()
+    paths = simulated_paths(search, 6, np.random.default_rng(3))
+    assert paths == simulated_paths(search, 6, np.random.default_rng(3))
+    assert paths != simulated_paths(search, 6, np.random.default_rng(4))
+    assert search.state_dict() == before and search.ask() == pending
+    assert all(len(p) == 20 and p[0] == pending for p in paths)
+    base = run.student.strategy
+    far = {s for p in paths for s in p if sum(s[f] != base[f] for f in base.as_dict()) > 1}
+    assert far  # beyond the baseline's neighbours
+    # Told a real score first, the paths continue from the search's history.
+    search.tell(pending, 0.3)
+    resumed = simulated_paths(search, 2, np.random.default_rng(0))
+    assert all(len(p) == 19 and p[0] == search.ask() for p in resumed)
+    with pytest.raises(ValueError, match="pending"):  # the copies' proposals are not its
+        search.tell(resumed[0][1], 0.1)
+
+
+def test_a_compile_plan_prices_what_the_searchs_paths_visit(task, records, tmp_path) -> None:
+    """Given the search, the plan prices the strategies its simulated paths visit: at a
+    budget where they reach self-consistency (five calls per item) the plan counts more calls
+    than the baseline's neighbours would, and it is the same plan every time."""
+    from judgeopt.teleprompt._planning import compile_plan
+
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
+    items = records[:10]
+    run = _auto_run(task, fake, 20, items)
+
+    def plan(search: Any) -> Any:
+        return compile_plan(
+            run.graph,
+            run.base,
+            run.student.strategy,
+            items,
+            None,
+            strategies_left=20,
+            lm=fake.lm,
+            threads=1,
+            baseline_left=True,
+            next_strategy=run.search.ask(),
+            search=search,
+            timing=Timing(seconds=1.0, prompt_tokens=100, completion_tokens=50),
+        )
+
+    asked = len(fake.requests)  # the compile's probe of the LM's logprobs
+    neighbours, paths = plan(None), plan(run.search)
+    assert paths.calls > neighbours.calls >= 20 * len(items)
+    assert plan(run.search).to_dict() == paths.to_dict()
+    assert len(fake.requests) == asked  # priced, not judged
+
+
+def test_a_sampled_judge_computes_each_items_prompt_once_on_the_engine(
+    task, records, smol_batched
+) -> None:
+    """Self-consistency's samples of an item share its prompt: the real engine reuses the
+    first sample's blocks for the others, and the plan counts them that way (about the
+    computed tokens of one greedy call per item, not five)."""
+    from judgeopt.evaluate import evaluate
+
+    base = {**baseline_strategy(task).as_dict(), "cot": "none"}
+    greedy = JudgeProgram(task, "naturalness", lm=smol_batched).with_strategy(base)
+    sampled = greedy.with_strategy({**base, "decoding": "sc5"})
+    smol_batched.load()
+    smol_batched("warm the engine", max_tokens=1)
+    items = records[30:36]
+    one = evaluate(greedy, items, lm=smol_batched, progress=False)
+    five = evaluate(sampled, items, lm=smol_batched, progress=False)
+    assert five.calls == 5 * one.calls
+    assert one.computed_tokens is not None and five.computed_tokens is not None
+    assert five.computed_tokens < 2 * one.computed_tokens
+    window = records[36:44]
+    plan_one = call_cost(greedy, window, smol_batched, window=window)
+    plan_five = call_cost(sampled, window, smol_batched, window=window)
+    assert plan_five.calls == 5 * plan_one.calls
+    assert plan_one.computed_tokens and plan_five.computed_tokens
+    assert plan_five.computed_tokens < 2 * plan_one.computed_tokens

@@ -171,7 +171,9 @@ def call_cost(
     ``window``: records the run judges one after another (the start of its judging order).
     On an LM that counts the prompt tokens its prefix cache leaves to compute
     (``computed_prompt_tokens``: the embedded model), the share of prompt tokens the judge's
-    prompts compute on them (:func:`computed_share`) gives :attr:`CallCost.computed_tokens`.
+    prompts compute on them (:func:`computed_share`) gives :attr:`CallCost.computed_tokens`;
+    a judge that samples several answers per item (``sc5``) sends each item's prompt that
+    many times in a row, and all but the first read it from the cache.
     """
     calls, prompt, completion, explains = 0.0, 0.0, 0.0, False
     computed: float | None = 0.0 if len(window) > 1 and counts_computed(lm) else None
@@ -200,7 +202,11 @@ def call_cost(
         if computed is not None:
             held = timing.in_flight if timing is not None else default_threads(lm)
             try:
-                share = computed_share(judge, window, lm, in_flight=held)
+                # A sampled judge's calls on one item send one prompt several times: the
+                # engine reuses its blocks for all but the first (one run of them in order).
+                repeats = int(decoding.samples) if decoding is not None else 1
+                judged_window = [r for r in window for _ in range(max(1, repeats))]
+                share = computed_share(judge, judged_window, lm, in_flight=held)
             except Exception:  # noqa: BLE001 - no token ids (a chat handler without them)
                 computed = None
             else:
@@ -236,7 +242,7 @@ def screen_cost(judge: Any, records: Sequence[Any], lm: Any) -> CallCost:
 
 
 def plan_cost(
-    costs: Sequence[tuple[CallCost, int]],
+    costs: Sequence[tuple[CallCost, float]],
     lm: Any,
     *,
     timing: Timing | None,

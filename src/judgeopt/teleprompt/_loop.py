@@ -188,6 +188,7 @@ class CompileRun:
                 # The pending strategy: ask() returns it again until it is told.
                 next_strategy=self.search.ask(),
                 screen_calibration=self._screens(),
+                search=self.search,
             )
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)

@@ -1,25 +1,33 @@
 """A compile's cost plan: what its search and its choice will cost, before the first judge
 call (:class:`judgeopt.evaluate.CostPlan`).
 
-The search's strategies are not known before it runs. Every search starts from the baseline
-and moves a factor or two at a time, so a strategy's cost is estimated as the mean over up to
-:data:`PLAN_STRATEGIES` of the baseline's valid one-factor neighbours (drawn with a generator
-of the plan's own; the search's sequence is untouched; a space without such neighbours falls
-back to draws from the allowed values), each rendered on :data:`PLAN_ITEMS` search items
-spread over them (:func:`judgeopt.evaluate.plan_sample`). The search judges at most
-``budget`` strategies on every search item (racing drops some early); the choice after it
-judges about two judges on the confirmation items. The
-artifacts those strategies generate with the LM (criteria, AutoCoT steps, metrics questions,
-references; in-context examples are chosen from the data, not generated) add one call per
-artifact not stored yet, in the share of the drawn strategies the search has budget for,
-each writing about as much as the text that stands in for the artifact when prompts are
-counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
-The time is one baseline judgement per call in flight, judged together as the search does
-(on the embedded model, each call timed on the prompt tokens its prefix cache leaves to
-compute, counted on the first :data:`judgeopt.evaluate.PLAN_WINDOW` search items in the
-order the search judges them);
-a resumed compile whose baseline answers are all in the response cache times its calls on
-the judgements it has already made instead (:func:`judgeopt.evaluate.recorded_timing`).
+The search's strategies are not known before it runs: they depend on the scores it will be
+told. The plan runs the search itself, from where it stands, :data:`PLAN_PATHS` times on
+copies told made-up scores (:func:`simulated_paths`: independent normal scores around the
+scores told so far, with the spread of real compiles' strategies, :data:`PLAN_SCORE_SD`; a
+generator of the plan's own, the search's own sequence untouched). The strategies those
+paths visit are the ones a search of this budget in this space reaches: the one-factor
+neighbours of the baseline at a small budget, farther ones (self-consistency two factors
+away, in-context examples, artifacts) at a larger one. A strategy's cost is the mean over
+the paths' visits (a strategy visited on several paths counted as often; a few hundred
+visits of some dozens of strategies, every one priced: a sample of them would miss or
+overweight the rare costly ones, self-consistency's five calls per item), each rendered on
+:data:`PLAN_ITEMS` search items spread over them (:func:`judgeopt.evaluate.plan_sample`);
+the number of strategies is the paths' mean length (shorter than the budget when the space
+runs out). Without the search (a plan made outside a compile), the baseline's valid
+one-factor neighbours stand in for the visits (:func:`plan_strategies`). The search judges
+every visited strategy on every search item (racing drops some early); the choice after it
+judges about two judges on the confirmation items. The artifacts the visited strategies
+generate with the LM (criteria, AutoCoT steps, metrics questions, references; in-context
+examples are chosen from the data, not generated) add one call per artifact not stored yet,
+counted path by path and averaged, each writing about as much as the text that stands in
+for the artifact when prompts are counted (the LM's output limit, 1024 tokens, would
+overstate such a call many times over). The time is one baseline judgement per call in
+flight, judged together as the search does (on the embedded model, each call timed on the
+prompt tokens its prefix cache leaves to compute, counted on the first
+:data:`judgeopt.evaluate.PLAN_WINDOW` search items in the order the search judges them); a
+resumed compile whose baseline answers are all in the response cache times its calls on the
+judgements it has already made instead (:func:`judgeopt.evaluate.recorded_timing`).
 
 The search's next strategy is known before it is judged (``Search.ask`` returns the pending
 strategy until it is told): a resumed compile plans that one as itself, its prompts and the
@@ -37,6 +45,7 @@ from ..evaluate import (
     PLAN_WINDOW,
     CallCost,
     CostPlan,
+    Timing,
     artifact_tokens,
     call_cost,
     default_threads,
@@ -48,12 +57,27 @@ from ..evaluate import (
     time_judgement,
 )
 from ..judge import artifact_key
-from ..search import FactorGraph, Strategy, sample_valid
+from ..search import FactorGraph, Search, Strategy, sample_valid
 
-__all__ = ["GENERATED", "PLAN_ITEMS", "PLAN_STRATEGIES", "compile_plan", "plan_strategies"]
+__all__ = [
+    "GENERATED",
+    "PLAN_ITEMS",
+    "PLAN_PATHS",
+    "PLAN_SCORE_SD",
+    "PLAN_STRATEGIES",
+    "compile_plan",
+    "plan_strategies",
+    "simulated_paths",
+]
 
-#: Strategies drawn to estimate what one costs.
+#: Neighbours of the baseline drawn to estimate what a strategy costs, without a search.
 PLAN_STRATEGIES = 24
+#: Searches run on made-up scores to find which strategies the search reaches.
+PLAN_PATHS = 16
+#: The spread (standard deviation, Spearman) of the made-up scores: the median, over the 13
+#: real budget-20 compiles at about 100 validation items in benchmarks/results/e2e*.json, of
+#: the standard deviation of their strategies' validation scores (0.081-0.256; median 0.120).
+PLAN_SCORE_SD = 0.12
 #: Search items each drawn strategy's prompts are counted on (spread over the search items).
 PLAN_ITEMS = 8
 #: The artifacts a judge's LM writes (the others are chosen from the data).
@@ -83,39 +107,92 @@ def plan_strategies(
     return [neighbours[int(i)] for i in sorted(rng.choice(len(neighbours), n, replace=False))]
 
 
+def simulated_paths(
+    search: Search,
+    n_paths: int,
+    rng: np.random.Generator,
+    *,
+    score_sd: float = PLAN_SCORE_SD,
+) -> list[list[Strategy]]:
+    """The strategies ``search`` would judge from where it stands, ``n_paths`` times: each
+    path is a copy of the search (:meth:`judgeopt.search.Search.from_state`, the same seed
+    and history) told independent normal scores with standard deviation ``score_sd`` around
+    the mean score told so far (0 before any), drawn from ``rng``, until its budget is
+    spent or its space runs out. A path starts with the strategy ``search.ask()`` returns;
+    ``search`` itself is not touched."""
+    state = search.state_dict()
+    told = [t.score for t in search.trials if not t.failed]
+    centre = float(np.mean(told)) if told else 0.0
+    paths: list[list[Strategy]] = []
+    for _ in range(n_paths):
+        copy = Search.from_state(state)
+        path: list[Strategy] = []
+        while (strategy := copy.ask()) is not None:
+            path.append(strategy)
+            copy.tell(strategy, centre + score_sd * float(rng.standard_normal()))
+        paths.append(path)
+    return paths
+
+
 def _generation_cost(
     graph: FactorGraph,
     base: Any,
-    drawn: Sequence[Strategy],
+    paths: Sequence[Sequence[Strategy]],
     items: Sequence[Any],
     share: float,
     prompt_tokens: float,
     lm: Any,
 ) -> CallCost:
-    """The artifact calls of ``share`` of the ``drawn`` strategies on ``items``: one per
-    artifact the store does not hold yet (a per-item artifact once per item), each about as
-    long a prompt as a judgement's, writing about as much as the text that stands in for the
-    artifact when prompts are counted (:func:`judgeopt.evaluate.artifact_tokens`)."""
+    """The artifact calls of the strategies of each of ``paths`` on ``items``, averaged over
+    the paths and scaled by ``share``: one per artifact the store does not hold yet (a
+    per-item artifact once per item), each about as long a prompt as a judgement's, writing
+    about as much as the text that stands in for the artifact when prompts are counted
+    (:func:`judgeopt.evaluate.artifact_tokens`)."""
     store = getattr(getattr(base, "maker", None), "store", None)
-    keys: dict[str, float] = {}
     written: dict[str, float] = {}
-    for strategy in drawn:
-        for req in graph.artifacts_for(strategy):
-            if req.name not in GENERATED:
-                continue
-            if req.name not in written:
-                judge = base.with_strategy(strategy)
-                written[req.name] = artifact_tokens(
-                    judge, req.name, plan_sample(items, PLAN_ITEMS), lm
-                )
-            ids = [r.id for r in items] if req.per_sample else [None]
-            for sid in ids:
-                key = artifact_key(base.task, base.aspect, req, sid)
-                if store is None or key not in store:
-                    keys[key] = written[req.name]
-    calls = share * len(keys)
-    completion = share * sum(keys.values())
+    calls = completion = 0.0
+    for path in paths:
+        keys: dict[str, float] = {}
+        for strategy in path:
+            for req in graph.artifacts_for(strategy):
+                if req.name not in GENERATED:
+                    continue
+                if req.name not in written:
+                    judge = base.with_strategy(strategy)
+                    written[req.name] = artifact_tokens(
+                        judge, req.name, plan_sample(items, PLAN_ITEMS), lm
+                    )
+                ids = [r.id for r in items] if req.per_sample else [None]
+                for sid in ids:
+                    key = artifact_key(base.task, base.aspect, req, sid)
+                    if store is None or key not in store:
+                        keys[key] = written[req.name]
+        calls += len(keys)
+        completion += sum(keys.values())
+    n = max(1, len(paths))
+    calls, completion = share * calls / n, share * completion / n
     return CallCost(calls, calls * prompt_tokens, completion, explains=True)
+
+
+def _visits(
+    graph: FactorGraph,
+    baseline: Strategy,
+    search: Search | None,
+    others: int,
+    rng: np.random.Generator,
+) -> tuple[list[Strategy], list[list[Strategy]], float, float]:
+    """The strategies whose mean cost stands for one judged after the next (repeated as
+    often as they are visited), the paths whose artifacts are counted, how many strategies
+    follow the next one, and the artifacts' share: every visit of the search's simulated
+    paths (:func:`simulated_paths`, their first strategy left out: it is planned as
+    itself), or, without a search, the baseline's neighbours."""
+    if search is None:
+        drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, rng)
+        return drawn, [drawn], float(others), min(1.0, others / max(1, len(drawn)))
+    paths = [p[1:] for p in simulated_paths(search, PLAN_PATHS, rng)]
+    visits = [s for p in paths for s in p]
+    length = float(np.mean([len(p) for p in paths])) if paths else 0.0
+    return visits, paths, length, 1.0
 
 
 def compile_plan(
@@ -133,6 +210,8 @@ def compile_plan(
     judged_items: int = 0,
     next_strategy: Strategy | None = None,
     screen_calibration: bool = False,
+    search: Search | None = None,
+    timing: Timing | None = None,
 ) -> CostPlan:
     """The plan of a compile that has ``strategies_left`` strategies to judge on
     ``search_items`` (in the order the search judges them), ``threads`` calls in flight
@@ -150,37 +229,45 @@ def compile_plan(
     itself (ignored when ``baseline_left``: the baseline is judged first).
     ``screen_calibration``: the compile calibrates the ``screened`` defence's threshold
     first (one screen call per search and confirmation item, counted as such).
+    ``search``: the compile's search, whose paths on made-up scores choose the strategies
+    the plan prices (:func:`simulated_paths`; ``None``: the baseline's one-factor
+    neighbours, as many as the strategies left allow). ``timing``: a timing made before
+    (a plan replayed on a recorded compile); ``None``: the baseline is judged and timed now.
     """
     in_flight = threads or default_threads(lm)
     items = plan_sample(search_items, PLAN_ITEMS)
     judge = base.with_strategy(baseline)
-    timing = time_judgement(judge, search_items, lm, threads=in_flight)
+    if timing is None:
+        timing = time_judgement(judge, search_items, lm, threads=in_flight)
     if timing is None and judged:
         timing = recorded_timing(judge, judged, in_flight=in_flight)
-    drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, np.random.default_rng(0))
     window = list(search_items[:PLAN_WINDOW])
-    costs = [
-        call_cost(base.with_strategy(s), items, lm, timing=timing, window=window) for s in drawn
-    ]
-    per_item = mean_cost(costs)
-    prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     others = strategies_left - 1 if baseline_left else strategies_left
     kept = max(0, int(judged_items))
     known = None if baseline_left else next_strategy
     first = baseline if baseline_left else known
-    parts: list[tuple[CallCost, int]] = []
+    if known is not None:
+        others -= 1
+    drawn, paths, others_left, share = _visits(
+        graph, baseline, search if first is not None else None, others, np.random.default_rng(0)
+    )
+    rendered = {
+        s: call_cost(base.with_strategy(s), items, lm, timing=timing, window=window)
+        for s in dict.fromkeys(drawn)
+    }
+    per_item = mean_cost([rendered[s] for s in drawn])
+    prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
+    parts: list[tuple[CallCost, float]] = []
     if first is not None:  # the strategy judged next, as itself
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
         parts.append((own, max(0, len(search_items) - kept)))
         if known is not None:
-            others -= 1
-            own_made = _generation_cost(graph, base, [known], search_items, 1.0, prompt, lm)
+            own_made = _generation_cost(graph, base, [[known]], search_items, 1.0, prompt, lm)
             if own_made.calls:
                 parts.append((own_made, 1))
     kept_left = 0 if first is not None else kept
-    parts.append((per_item, max(0, others * len(search_items) - kept_left)))
-    share = min(1.0, others / max(1, len(drawn)))
-    made = _generation_cost(graph, base, drawn, search_items, share, prompt, lm)
+    parts.append((per_item, max(0.0, others_left * len(search_items) - kept_left)))
+    made = _generation_cost(graph, base, paths, search_items, share, prompt, lm)
     if made.calls:
         parts.append((made, 1))
     if confirm_items:

@@ -1,0 +1,214 @@
+"""A compile's cost plan made again on compiles already measured, without a judge call.
+
+``benchmarks/compile_cost.py`` stores, for each compile it ran, what the compile's plan said
+before its first judge call, the timing it made that plan with, and what the compile spent.
+This script rebuilds each of those compiles up to its first call (the same preset, budget,
+seed, candidates and items; the embedded model loaded for its tokenizer only) and makes the
+plan again with the recorded timing, two ways: the baseline's one-factor neighbours stand in
+for the strategies the search will judge (``neighbours``, the plan before simulated paths),
+and the search's own paths on made-up scores choose them (``paths``, the plan a compile
+makes: :func:`judgeopt.teleprompt._planning.simulated_paths`). Each plan's calls, tokens and
+seconds are compared with what the compile spent, as signed fractions of the actual.
+
+The ``neighbours`` row reproduces the plan each compile printed (a check of the replay);
+entries whose compile printed no timing are compared on calls and tokens only.
+
+    python benchmarks/plan_replay.py                        # every stored compile
+    python benchmarks/plan_replay.py --entries full,estimate
+
+Writes ``benchmarks/results/plan_replay.json`` and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from compile_cost import (  # noqa: E402 - the script beside this one
+    DEFAULT_OUT as COMPILE_COST,
+)
+from compile_cost import (  # noqa: E402
+    _lm_maker,
+    error,
+    first_items,
+    recording_student,
+    validation_part,
+)
+from judgeopt.evaluate import Timing  # noqa: E402
+from judgeopt.judge import load_task  # noqa: E402
+from judgeopt.lm import RECOMMENDED_PARALLEL  # noqa: E402
+from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
+from judgeopt.teleprompt._loop import CompileRun  # noqa: E402 - the compile up to its plan
+from judgeopt.teleprompt._planning import compile_plan  # noqa: E402
+from judgeopt_lab import markdown_table, provenance, write_json  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "plan_replay.json"
+#: compile_cost.json's entries that hold one embedded compile, and how its items were drawn.
+ENTRIES = ("full", "full_fast", "estimate", "estimate_summeval")
+
+
+def entry_run(entry: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(plan, actual)`` of a compile_cost.json entry (a ``full`` entry keeps its run)."""
+    if "run" in entry:
+        run = entry["run"]
+        actual = {
+            "calls": run["calls"],
+            "tokens": run["prompt_tokens"] + run["completion_tokens"],
+            "seconds": run["seconds"],
+        }
+        return run["report"]["plan"], actual
+    actual = entry["actual"]
+    return entry["plan"], {k: actual[k] for k in ("calls", "tokens", "seconds")}
+
+
+def entry_items(name: str, entry: Mapping[str, Any]) -> list[Any]:
+    """The items the entry's compile judged (the first of the e2e validation part)."""
+    task = entry["settings"]["pair"].split(":", 1)[0]
+    if name.startswith("full"):
+        return validation_part(task)[: int(entry["n_valid"])]
+    return first_items(task, int(entry["plan"]["what"].split(" on ")[1].split()[0]))
+
+
+def replay(name: str, entry: Mapping[str, Any], lm: Any) -> dict[str, Any]:
+    """The entry's compile rebuilt and planned again both ways."""
+    settings = entry["settings"]
+    task_name, aspect = settings["pair"].split(":", 1)
+    task = load_task(task_name)
+    plan, actual = entry_run(entry)
+    items = entry_items(name, entry)
+    preset = load_optimizer(settings["optimizer"])
+    opt = JudgeSearch.from_config(
+        preset,
+        budget=int(settings["budget"]),
+        seed=int(settings["seed"]),
+        progress=False,
+        **dict(settings.get("new_overrides") or {}),
+    )
+    student = recording_student(task, aspect, lm, old=False)
+    run = CompileRun(
+        opt.config,
+        student,
+        trainset=list(items),
+        valset=None,
+        checkpoint_dir=None,
+        restart=False,
+        check_lm=False,
+        progress=False,
+        plan=False,
+    )
+    timing = Timing(**plan["timing"]) if plan.get("timing") else None
+    rows: dict[str, Any] = {"printed": _figures(plan)}
+    for how in ("neighbours", "paths"):
+        made = compile_plan(
+            run.graph,
+            run.base,
+            run.student.strategy,
+            run.plan.records(len(run.plan.units)),
+            run.confirm_val,
+            strategies_left=int(settings["budget"]),
+            lm=run.lm,
+            threads=run.config.threads,
+            baseline_left=True,
+            next_strategy=run.search.ask(),
+            search=run.search if how == "paths" else None,
+            # Without a recorded timing the plan counts calls and tokens only: a stand-in
+            # timing keeps the replay from judging anything.
+            timing=timing or Timing(seconds=1.0, prompt_tokens=1, completion_tokens=1),
+        )
+        rows[how] = _figures(made.to_dict(), timed=timing is not None)
+    errors = {
+        how: {k: error(rows[how][k], actual[k]) for k in ("calls", "tokens", "seconds")}
+        for how in ("printed", "neighbours", "paths")
+    }
+    return {
+        "pair": settings["pair"],
+        "budget": int(settings["budget"]),
+        "optimizer": settings["optimizer"],
+        "n_items": len(items),
+        "actual": actual,
+        "plans": rows,
+        "errors": errors,
+    }
+
+
+def _figures(plan: Mapping[str, Any], *, timed: bool = True) -> dict[str, Any]:
+    return {
+        "calls": plan["calls"],
+        "tokens": plan["prompt_tokens"] + plan["completion_tokens"],
+        "seconds": plan.get("seconds") if timed else None,
+    }
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:+.1f} %"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--entries", default=",".join(ENTRIES), help=f"of {ENTRIES}")
+    p.add_argument("--source", default=str(COMPILE_COST))
+    p.add_argument("--out", default=str(DEFAULT_OUT))
+    args = p.parse_args(argv)
+    stored = json.loads(Path(args.source).read_text())
+    names = [n for n in args.entries.split(",") if n]
+    unknown = sorted(set(names) - set(ENTRIES))
+    if unknown:
+        p.error(f"unknown entries {unknown}; choose from {ENTRIES}")
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="judgeopt-plan-replay-") as tmp:
+        make = _lm_maker("local", RECOMMENDED_PARALLEL, Path(tmp))
+        lm = make("replay")
+        for name in names:
+            if name not in stored or "settings" not in stored[name]:
+                print(f"{name}: not in {args.source}", file=sys.stderr)
+                continue
+            results[name] = replay(name, stored[name], lm)
+    rows = []
+    for name, r in results.items():
+        for how in ("printed", "neighbours", "paths"):
+            e = r["errors"][how]
+            f = r["plans"][how]
+            rows.append(
+                [
+                    name,
+                    r["pair"],
+                    r["budget"],
+                    how,
+                    f["calls"],
+                    f["tokens"],
+                    _pct(e["calls"]),
+                    _pct(e["tokens"]),
+                    _pct(e["seconds"]),
+                ]
+            )
+    print(
+        markdown_table(
+            [
+                "entry",
+                "pair",
+                "budget",
+                "plan",
+                "calls",
+                "tokens",
+                "calls err",
+                "tokens err",
+                "s err",
+            ],
+            rows,
+        )
+    )
+    write_json(Path(args.out), {"entries": results, "provenance": provenance()})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
