@@ -10,13 +10,22 @@ and the search's own paths on made-up scores choose them (``paths``, the plan a 
 makes: :func:`judgeopt.teleprompt._planning.simulated_paths`). Each plan's calls, tokens and
 seconds are compared with what the compile spent, as signed fractions of the actual.
 
-The ``neighbours`` row reproduces the plan each compile printed (a check of the replay);
-entries whose compile printed no timing are compared on calls and tokens only.
+The row of the method a compile used reproduces the plan it printed (a check of the
+replay); entries whose compile printed no timing are compared on calls and tokens only.
+Each ``paths`` plan also gives the 10th and 90th percentiles over its simulated paths
+(``spread``), and whether the compile's actual figures fell within them.
+
+``--source`` reads another file of compile_cost.py's schema: ``--heldout`` is the held-out
+check (``benchmarks/results/compile_cost_heldout.json``: an embedded ``estimate`` and the
+scripted hosted model's ``estimate_hosted`` with its ``other_pairs``, each replayed with the
+LM it ran on).
 
     python benchmarks/plan_replay.py                        # every stored compile
     python benchmarks/plan_replay.py --entries full,estimate
+    python benchmarks/plan_replay.py --heldout
 
-Writes ``benchmarks/results/plan_replay.json`` and prints a table.
+Writes ``benchmarks/results/plan_replay.json`` (``--heldout``: its ``heldout`` key) and
+prints a table.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from compile_cost import (  # noqa: E402 - the script beside this one
     DEFAULT_OUT as COMPILE_COST,
 )
 from compile_cost import (  # noqa: E402
+    HostedScriptedLM,
     _lm_maker,
     error,
     first_items,
@@ -48,11 +58,14 @@ from judgeopt.lm import RECOMMENDED_PARALLEL  # noqa: E402
 from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
 from judgeopt.teleprompt._loop import CompileRun  # noqa: E402 - the compile up to its plan
 from judgeopt.teleprompt._planning import compile_plan  # noqa: E402
-from judgeopt_lab import markdown_table, provenance, write_json  # noqa: E402
+from judgeopt_lab import markdown_table, write_json  # noqa: E402
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "plan_replay.json"
-#: compile_cost.json's entries that hold one embedded compile, and how its items were drawn.
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_OUT = RESULTS / "plan_replay.json"
+HELDOUT = RESULTS / "compile_cost_heldout.json"
+#: compile_cost.json's entries that hold one embedded compile.
 ENTRIES = ("full", "full_fast", "estimate", "estimate_summeval")
+FIGURES = ("calls", "tokens", "seconds")
 
 
 def entry_run(entry: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -69,21 +82,24 @@ def entry_run(entry: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     return entry["plan"], {k: actual[k] for k in ("calls", "tokens", "seconds")}
 
 
-def entry_items(name: str, entry: Mapping[str, Any]) -> list[Any]:
+def entry_items(name: str, entry: Mapping[str, Any], pair: str) -> list[Any]:
     """The items the entry's compile judged (the first of the e2e validation part)."""
-    task = entry["settings"]["pair"].split(":", 1)[0]
+    task = pair.split(":", 1)[0]
     if name.startswith("full"):
         return validation_part(task)[: int(entry["n_valid"])]
     return first_items(task, int(entry["plan"]["what"].split(" on ")[1].split()[0]))
 
 
-def replay(name: str, entry: Mapping[str, Any], lm: Any) -> dict[str, Any]:
-    """The entry's compile rebuilt and planned again both ways."""
-    settings = entry["settings"]
-    task_name, aspect = settings["pair"].split(":", 1)
+def replay(
+    name: str, entry: Mapping[str, Any], lm: Any, settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The entry's compile rebuilt and planned again both ways (``settings``: its
+    compile_cost.py settings; a hosted entry's other pairs carry only their pair)."""
+    pair = str(entry.get("pair") or settings["pair"])
+    task_name, aspect = pair.split(":", 1)
     task = load_task(task_name)
     plan, actual = entry_run(entry)
-    items = entry_items(name, entry)
+    items = entry_items(name, entry, pair)
     preset = load_optimizer(settings["optimizer"])
     opt = JudgeSearch.from_config(
         preset,
@@ -124,12 +140,23 @@ def replay(name: str, entry: Mapping[str, Any], lm: Any) -> dict[str, Any]:
             timing=timing or Timing(seconds=1.0, prompt_tokens=1, completion_tokens=1),
         )
         rows[how] = _figures(made.to_dict(), timed=timing is not None)
+        if how == "paths" and made.spread is not None:
+            spread = {k: v for k, v in made.spread.items() if k in FIGURES}
+            if timing is None:
+                spread.pop("seconds", None)
+            rows[how]["spread"] = {
+                k: [round(lo, 1), round(hi, 1)] for k, (lo, hi) in spread.items()
+            }
+            rows[how]["within_spread"] = {
+                k: bool(lo <= actual[k] <= hi) for k, (lo, hi) in spread.items()
+            }
     errors = {
-        how: {k: error(rows[how][k], actual[k]) for k in ("calls", "tokens", "seconds")}
+        how: {k: error(rows[how][k], actual[k]) for k in FIGURES}
         for how in ("printed", "neighbours", "paths")
     }
     return {
-        "pair": settings["pair"],
+        "pair": pair,
+        "model": settings.get("model", "local"),
         "budget": int(settings["budget"]),
         "optimizer": settings["optimizer"],
         "n_items": len(items),
@@ -154,58 +181,58 @@ def _pct(v: float | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entries", default=",".join(ENTRIES), help=f"of {ENTRIES}")
-    p.add_argument("--source", default=str(COMPILE_COST))
+    p.add_argument("--source", default=None, help="compile_cost.py's JSON (its default file)")
+    p.add_argument("--heldout", action="store_true", help=f"replay {HELDOUT.name}")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
-    stored = json.loads(Path(args.source).read_text())
+    source = Path(args.source or (HELDOUT if args.heldout else COMPILE_COST))
+    stored = json.loads(source.read_text())
     names = [n for n in args.entries.split(",") if n]
     unknown = sorted(set(names) - set(ENTRIES))
-    if unknown:
+    if unknown and not args.heldout:
         p.error(f"unknown entries {unknown}; choose from {ENTRIES}")
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="judgeopt-plan-replay-") as tmp:
         make = _lm_maker("local", RECOMMENDED_PARALLEL, Path(tmp))
-        lm = make("replay")
-        for name in names:
+        embedded = make("replay")
+        for name in ("estimate",) if args.heldout else names:
             if name not in stored or "settings" not in stored[name]:
-                print(f"{name}: not in {args.source}", file=sys.stderr)
+                print(f"{name}: not in {source}", file=sys.stderr)
                 continue
-            results[name] = replay(name, stored[name], lm)
+            results[name] = replay(name, stored[name], embedded, stored[name]["settings"])
+        hosted = stored.get("estimate_hosted") if args.heldout else None
+        if hosted and "settings" in hosted:
+            model = hosted["settings"]["model"]
+            lm = HostedScriptedLM(model, cache=Path(tmp) / "hosted", time_scale=0.0).lm
+            settings = hosted["settings"]
+            results[f"hosted {settings['pair']}"] = replay("estimate", hosted, lm, settings)
+            for other in hosted.get("other_pairs", []):
+                results[f"hosted {other['pair']}"] = replay("estimate", other, lm, settings)
     rows = []
     for name, r in results.items():
         for how in ("printed", "neighbours", "paths"):
             e = r["errors"][how]
             f = r["plans"][how]
+            inside = f.get("within_spread") or {}
             rows.append(
                 [
                     name,
-                    r["pair"],
                     r["budget"],
                     how,
                     f["calls"],
                     f["tokens"],
-                    _pct(e["calls"]),
-                    _pct(e["tokens"]),
-                    _pct(e["seconds"]),
+                    *(_pct(e[k]) for k in FIGURES),
+                    ", ".join(k for k in FIGURES if inside.get(k)) if inside else "",
                 ]
             )
-    print(
-        markdown_table(
-            [
-                "entry",
-                "pair",
-                "budget",
-                "plan",
-                "calls",
-                "tokens",
-                "calls err",
-                "tokens err",
-                "s err",
-            ],
-            rows,
-        )
-    )
-    write_json(Path(args.out), {"entries": results, "provenance": provenance()})
+    header = ["entry", "budget", "plan", "calls", "tokens", "calls err", "tokens err", "s err"]
+    print(markdown_table([*header, "actual within the spread"], rows))
+    out = Path(args.out)
+    key = "heldout" if args.heldout else "entries"
+    kept = json.loads(out.read_text()) if out.is_file() else {}
+    kept[key] = results
+    kept.setdefault("sources", {})[key] = source.name
+    write_json(out, kept)
     print(f"wrote {args.out}")
     return 0
 

@@ -782,6 +782,18 @@ def test_a_compile_plan_prices_what_the_searchs_paths_visit(task, records, tmp_p
     assert paths.calls > neighbours.calls >= 20 * len(items)
     assert plan(run.search).to_dict() == paths.to_dict()
     assert len(fake.requests) == asked  # priced, not judged
+    # The spread over the paths: the plan's figures lie within it (the mean of the paths),
+    # it is said in the plan's line and kept in its record; one path has none.
+    assert neighbours.spread is None and "simulated" not in neighbours.line()
+    assert paths.spread is not None and set(paths.spread) == {"calls", "tokens", "seconds"}
+    lo, hi = paths.spread["calls"]
+    assert 20 * len(items) <= lo <= paths.calls <= hi
+    lo, hi = paths.spread["tokens"]
+    assert lo <= paths.prompt_tokens + paths.completion_tokens <= hi
+    assert "8 in 10 of the search's simulated paths:" in paths.line()
+    assert json.loads(json.dumps(paths.to_dict()))["spread"]["calls"][1] == pytest.approx(
+        paths.spread["calls"][1], abs=1e-3
+    )
 
 
 def test_a_sampled_judge_computes_each_items_prompt_once_on_the_engine(
@@ -809,3 +821,31 @@ def test_a_sampled_judge_computes_each_items_prompt_once_on_the_engine(
     assert plan_five.calls == 5 * plan_one.calls
     assert plan_one.computed_tokens and plan_five.computed_tokens
     assert plan_five.computed_tokens < 2 * plan_one.computed_tokens
+
+
+def test_the_compile_summary_prints_the_plan_as_it_was_made() -> None:
+    """The summary's cost line: the plan's calls in flight (not always one at a time) and
+    its spread over the search's simulated paths beside what the run spent."""
+    from types import SimpleNamespace
+
+    from judgeopt.cli._compile import _planned_and_spent
+
+    res = SimpleNamespace(
+        calls=700, prompt_tokens=150_000, completion_tokens=5_000, selection_calls=0, seconds=2400
+    )
+    plan = CostPlan(
+        calls=755,
+        prompt_tokens=157_000,
+        completion_tokens=7_000,
+        seconds=2_600.0,
+        dollars=0.0,
+        in_flight=8,
+        spread={"calls": (640.0, 905.0), "tokens": (1.0, 2.0)},
+    ).to_dict()
+    line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
+    assert "planned about 755 calls (640-905 on 8 in 10 simulated search paths)" in line
+    assert "43 min 8 calls in flight" in line and "one call at a time" not in line
+    plan.update(in_flight=1, spread=None)
+    line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
+    assert "one call at a time" in line and "simulated" not in line
+    assert "the search made 700 calls (155,000 tokens)" in line

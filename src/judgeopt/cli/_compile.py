@@ -399,10 +399,15 @@ def _planned_and_spent(res: CompileResult, plan: dict[str, Any]) -> str:
     """The search's plan (made before its first call) beside what this run spent on it."""
     from ..evaluate import duration
 
-    planned = (
-        f"planned about {plan['calls']:,} calls, "
-        f"{plan['prompt_tokens'] + plan['completion_tokens']:,} tokens"
-        + (f", {duration(plan['seconds'])} one call at a time" if plan["seconds"] else "")
+    spread = plan.get("spread") or {}
+    calls = f"planned about {plan['calls']:,} calls"
+    if "calls" in spread:
+        lo, hi = spread["calls"]
+        calls += f" ({round(lo):,}-{round(hi):,} on 8 in 10 simulated search paths)"
+    in_flight = int(plan.get("in_flight") or 1)
+    at = "one call at a time" if in_flight == 1 else f"{in_flight} calls in flight"
+    planned = f"{calls}, {plan['prompt_tokens'] + plan['completion_tokens']:,} tokens" + (
+        f", {duration(plan['seconds'])} {at}" if plan["seconds"] else ""
     )
     spent = (
         f"the search made {res.calls:,} calls ({res.prompt_tokens + res.completion_tokens:,} "

@@ -36,7 +36,7 @@ checked on every run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -105,6 +105,10 @@ class CostPlan:
         dollars: Price by LiteLLM's list (``None``: the model is not in it).
         what: What the plan covers (``"120 items"``, ``"20 strategies on 100 items"``).
         timing: The judgement the time was scaled from (``None``: not timed).
+        spread: For a run whose path is not known in advance (a compile's search), the
+            10th and 90th percentiles of ``calls``, ``tokens``, ``seconds`` and
+            ``dollars`` over the paths it was planned on (``None``: one path, or not
+            estimated; a figure not estimated is left out).
     """
 
     calls: int
@@ -115,6 +119,7 @@ class CostPlan:
     what: str = ""
     in_flight: int = 1
     timing: Timing | None = None
+    spread: Mapping[str, tuple[float, float]] | None = None
 
     def line(self) -> str:
         """The plan in one line, as the CLI prints it before judging."""
@@ -130,7 +135,23 @@ class CostPlan:
         if self.dollars is not None:
             parts.append(f"${self.dollars:,.2f}")
         head = f"plan ({self.what}): " if self.what else "plan: "
-        return head + ", ".join(parts)
+        return head + ", ".join(parts) + self._spread_text()
+
+    def _spread_text(self) -> str:
+        """`` (8 in 10 of the search's simulated paths: 600-1,050 calls, ...)`` or ``""``."""
+        if not self.spread:
+            return ""
+        shown = []
+        if "calls" in self.spread:
+            lo, hi = self.spread["calls"]
+            shown.append(f"{round(lo):,}-{round(hi):,} calls")
+        if "seconds" in self.spread:
+            lo, hi = self.spread["seconds"]
+            shown.append(f"{duration(lo)} to {duration(hi)}")
+        if "dollars" in self.spread:
+            lo, hi = self.spread["dollars"]
+            shown.append(f"${lo:,.2f}-{hi:,.2f}")
+        return f" (8 in 10 of the search's simulated paths: {', '.join(shown)})" if shown else ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable figures."""
@@ -141,6 +162,8 @@ class CostPlan:
             out["timing"] = {
                 k: round(v, 6) if isinstance(v, float) else v for k, v in out["timing"].items()
             }
+        if self.spread is not None:
+            out["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in self.spread.items()}
         return out
 
 

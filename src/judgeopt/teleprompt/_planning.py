@@ -2,32 +2,33 @@
 call (:class:`judgeopt.evaluate.CostPlan`).
 
 The search's strategies are not known before it runs: they depend on the scores it will be
-told. The plan runs the search itself, from where it stands, :data:`PLAN_PATHS` times on
-copies told made-up scores (:func:`simulated_paths`: independent normal scores around the
-scores told so far, with the spread of real compiles' strategies, :data:`PLAN_SCORE_SD`; a
-generator of the plan's own, the search's own sequence untouched). The strategies those
-paths visit are the ones a search of this budget in this space reaches: the one-factor
-neighbours of the baseline at a small budget, farther ones (self-consistency two factors
-away, in-context examples, artifacts) at a larger one. A strategy's cost is the mean over
-the paths' visits (a strategy visited on several paths counted as often; a few hundred
-visits of some dozens of strategies, every one priced: a sample of them would miss or
-overweight the rare costly ones, self-consistency's five calls per item), each rendered on
-:data:`PLAN_ITEMS` search items spread over them (:func:`judgeopt.evaluate.plan_sample`);
-the number of strategies is the paths' mean length (shorter than the budget when the space
-runs out). Without the search (a plan made outside a compile), the baseline's valid
-one-factor neighbours stand in for the visits (:func:`plan_strategies`). The search judges
-every visited strategy on every search item (racing drops some early); the choice after it
-judges about two judges on the confirmation items. The artifacts the visited strategies
-generate with the LM (criteria, AutoCoT steps, metrics questions, references; in-context
-examples are chosen from the data, not generated) add one call per artifact not stored yet,
-counted path by path and averaged, each writing about as much as the text that stands in
-for the artifact when prompts are counted (the LM's output limit, 1024 tokens, would
-overstate such a call many times over). The time is one baseline judgement per call in
-flight, judged together as the search does (on the embedded model, each call timed on the
-prompt tokens its prefix cache leaves to compute, counted on the first
-:data:`judgeopt.evaluate.PLAN_WINDOW` search items in the order the search judges them); a
-resumed compile whose baseline answers are all in the response cache times its calls on the
-judgements it has already made instead (:func:`judgeopt.evaluate.recorded_timing`).
+told. The plan runs the search itself, from where it stands, :data:`PLAN_PATHS` times
+(fewer for a large budget: :data:`PLAN_VISITS`) on copies told made-up scores
+(:func:`simulated_paths`: independent normal scores around the scores told so far, with the
+spread of real compiles' strategies, :data:`PLAN_SCORE_SD`; a generator of the plan's own,
+the search's own sequence untouched). The strategies those paths visit are the ones a
+search of this budget in this space reaches: the one-factor neighbours of the baseline at a
+small budget, farther ones (self-consistency two factors away, in-context examples,
+artifacts) at a larger one. A strategy's cost is the mean over the paths' visits (a
+strategy visited on several paths counted as often; a few hundred visits of some dozens of
+strategies, every one priced: a sample of them would miss or overweight the rare costly
+ones, self-consistency's five calls per item), each rendered on :data:`PLAN_ITEMS` search
+items spread over them (:func:`judgeopt.evaluate.plan_sample`); the number of strategies is
+the paths' mean length (shorter than the budget when the space runs out). Without the
+search (a plan made outside a compile), the baseline's valid one-factor neighbours stand in
+for the visits (:func:`plan_strategies`). The search judges every visited strategy on every
+search item (racing drops some early); the choice after it judges about two judges on the
+confirmation items. The artifacts the visited strategies generate with the LM (criteria,
+AutoCoT steps, metrics questions, references; in-context examples are chosen from the data,
+not generated) add one call per artifact not stored yet, counted path by path and averaged,
+each writing about as much as the text that stands in for the artifact when prompts are
+counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
+The time is one baseline judgement per call in flight, judged together as the search does
+(on the embedded model, each call timed on the prompt tokens its prefix cache leaves to
+compute, counted on the first :data:`judgeopt.evaluate.PLAN_WINDOW` search items in the
+order the search judges them); a resumed compile whose baseline answers are all in the
+response cache times its calls on the judgements it has already made instead
+(:func:`judgeopt.evaluate.recorded_timing`).
 
 The search's next strategy is known before it is judged (``Search.ask`` returns the pending
 strategy until it is told): a resumed compile plans that one as itself, its prompts and the
@@ -37,6 +38,7 @@ artifacts it still needs, and only the strategies after it as drawn ones.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -65,6 +67,7 @@ __all__ = [
     "PLAN_PATHS",
     "PLAN_SCORE_SD",
     "PLAN_STRATEGIES",
+    "PLAN_VISITS",
     "compile_plan",
     "plan_strategies",
     "simulated_paths",
@@ -74,6 +77,9 @@ __all__ = [
 PLAN_STRATEGIES = 24
 #: Searches run on made-up scores to find which strategies the search reaches.
 PLAN_PATHS = 16
+#: At most this many strategies visited over all paths (a large budget runs fewer paths, at
+#: least two, so that the plan renders at most a few hundred strategies' prompts).
+PLAN_VISITS = 400
 #: The spread (standard deviation, Spearman) of the made-up scores: the median, over the 13
 #: real budget-20 compiles at about 100 validation items in benchmarks/results/e2e*.json, of
 #: the standard deviation of their strategies' validation scores (0.081-0.256; median 0.120).
@@ -189,7 +195,8 @@ def _visits(
     if search is None:
         drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, rng)
         return drawn, [drawn], float(others), min(1.0, others / max(1, len(drawn)))
-    paths = [p[1:] for p in simulated_paths(search, PLAN_PATHS, rng)]
+    n_paths = max(2, min(PLAN_PATHS, PLAN_VISITS // max(1, others + 1)))
+    paths = [p[1:] for p in simulated_paths(search, n_paths, rng)]
     visits = [s for p in paths for s in p]
     length = float(np.mean([len(p) for p in paths])) if paths else 0.0
     return visits, paths, length, 1.0
@@ -257,27 +264,57 @@ def compile_plan(
     }
     per_item = mean_cost([rendered[s] for s in drawn])
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
-    parts: list[tuple[CallCost, float]] = []
+    common: list[tuple[CallCost, float]] = []
     if first is not None:  # the strategy judged next, as itself
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
-        parts.append((own, max(0, len(search_items) - kept)))
+        common.append((own, max(0, len(search_items) - kept)))
         if known is not None:
             own_made = _generation_cost(graph, base, [[known]], search_items, 1.0, prompt, lm)
             if own_made.calls:
-                parts.append((own_made, 1))
-    kept_left = 0 if first is not None else kept
-    parts.append((per_item, max(0.0, others_left * len(search_items) - kept_left)))
-    made = _generation_cost(graph, base, paths, search_items, share, prompt, lm)
-    if made.calls:
-        parts.append((made, 1))
+                common.append((own_made, 1))
     if confirm_items:
-        parts.append((per_item, 2 * len(confirm_items)))
+        common.append((per_item, 2 * len(confirm_items)))
     if screen_calibration:
         screened = base.with_strategy({**baseline.as_dict(), "defence": "screened"})
-        parts.append(
+        common.append(
             (screen_cost(screened, items, lm), len(search_items) + len(confirm_items or ()))
         )
+    kept_left = 0 if first is not None else kept
+    searched: list[tuple[CallCost, float]] = [
+        (per_item, max(0.0, others_left * len(search_items) - kept_left))
+    ]
+    made = _generation_cost(graph, base, paths, search_items, share, prompt, lm)
+    if made.calls:
+        searched.append((made, 1))
     what = f"{strategies_left} strategies on {len(search_items)} search items"
     if confirm_items:
         what += f", the choice on {len(confirm_items)} more"
-    return plan_cost(parts, lm, timing=timing, what=what)
+    plan = plan_cost(common + searched, lm, timing=timing, what=what)
+    if len(paths) > 1:  # the search's simulated paths: how much its path may change it
+        per_path = []
+        for path in paths:
+            own_parts = [(rendered[s], float(len(search_items))) for s in path]
+            path_made = _generation_cost(graph, base, [path], search_items, 1.0, prompt, lm)
+            if path_made.calls:
+                own_parts.append((path_made, 1))
+            per_path.append(plan_cost(common + own_parts, lm, timing=timing))
+        plan = replace(plan, spread=_spread(per_path))
+    return plan
+
+
+def _spread(plans: Sequence[CostPlan]) -> dict[str, tuple[float, float]]:
+    """The 10th and 90th percentiles of the ``plans``' calls, tokens, seconds and dollars
+    (the last two when every plan has them)."""
+    figures: dict[str, list[float]] = {
+        "calls": [float(p.calls) for p in plans],
+        "tokens": [float(p.prompt_tokens + p.completion_tokens) for p in plans],
+    }
+    seconds = [p.seconds for p in plans]
+    if all(v is not None for v in seconds):
+        figures["seconds"] = [float(v) for v in seconds if v is not None]
+    dollars = [p.dollars for p in plans]
+    if all(v is not None for v in dollars):
+        figures["dollars"] = [float(v) for v in dollars if v is not None]
+    return {
+        k: (float(np.percentile(v, 10)), float(np.percentile(v, 90))) for k, v in figures.items()
+    }
