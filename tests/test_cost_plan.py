@@ -845,6 +845,10 @@ def test_the_compile_summary_prints_the_plan_as_it_was_made() -> None:
     line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
     assert "planned about 755 calls (640-905 on 8 in 10 simulated search paths)" in line
     assert "43 min 8 calls in flight" in line and "one call at a time" not in line
+    free = CostPlan(1, 1, 1, 1.0, 0.0, spread={"calls": (1, 2), "dollars": (0.0, 0.0)})
+    assert "1-2 calls" in free.line() and "$0.00-" not in free.line()  # a free model's
+    priced = CostPlan(1, 1, 1, 1.0, 0.5, spread={"dollars": (0.25, 1.5)})
+    assert priced.line().endswith("(8 in 10 of the search's simulated paths: $0.25-1.50)")
     plan.update(in_flight=1, spread=None)
     line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
     assert "one call at a time" in line and "simulated" not in line

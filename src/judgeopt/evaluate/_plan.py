@@ -148,7 +148,7 @@ class CostPlan:
         if "seconds" in self.spread:
             lo, hi = self.spread["seconds"]
             shown.append(f"{duration(lo)} to {duration(hi)}")
-        if "dollars" in self.spread:
+        if "dollars" in self.spread and self.spread["dollars"][1] > 0:  # not a free model's
             lo, hi = self.spread["dollars"]
             shown.append(f"${lo:,.2f}-{hi:,.2f}")
         return f" (8 in 10 of the search's simulated paths: {', '.join(shown)})" if shown else ""
