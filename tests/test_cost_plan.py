@@ -796,6 +796,41 @@ def test_a_compile_plan_prices_what_the_searchs_paths_visit(task, records, tmp_p
     )
 
 
+def test_a_search_that_cannot_be_copied_is_planned_on_the_neighbours(
+    task, records, tmp_path, monkeypatch, caplog
+) -> None:
+    """The plan never stops a compile: a search whose state does not rebuild prices the
+    baseline's neighbours instead, and says so."""
+    from judgeopt.search import Search
+    from judgeopt.teleprompt._planning import compile_plan
+
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
+    items = records[:10]
+    run = _auto_run(task, fake, 20, items)
+
+    def broken(cls: Any, state: Any, **params: Any) -> Any:
+        raise ValueError("no copy")
+
+    monkeypatch.setattr(Search, "from_state", classmethod(broken))
+    with caplog.at_level(logging.WARNING, logger="judgeopt.teleprompt"):
+        plan = compile_plan(
+            run.graph,
+            run.base,
+            run.student.strategy,
+            items,
+            None,
+            strategies_left=20,
+            lm=fake.lm,
+            threads=1,
+            baseline_left=True,
+            next_strategy=run.search.ask(),
+            search=run.search,
+            timing=Timing(seconds=1.0, prompt_tokens=100, completion_tokens=50),
+        )
+    assert plan.calls == 20 * len(items) and plan.spread is None
+    assert "no simulated path (no copy)" in caplog.text
+
+
 def test_a_sampled_judge_computes_each_items_prompt_once_on_the_engine(
     task, records, smol_batched
 ) -> None:

@@ -37,6 +37,7 @@ artifacts it still needs, and only the strategies after it as drawn ones.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -72,6 +73,8 @@ __all__ = [
     "plan_strategies",
     "simulated_paths",
 ]
+
+log = logging.getLogger("judgeopt.teleprompt")
 
 #: Neighbours of the baseline drawn to estimate what a strategy costs, without a search.
 PLAN_STRATEGIES = 24
@@ -191,12 +194,17 @@ def _visits(
     often as they are visited), the paths whose artifacts are counted, how many strategies
     follow the next one, and the artifacts' share: every visit of the search's simulated
     paths (:func:`simulated_paths`, their first strategy left out: it is planned as
-    itself), or, without a search, the baseline's neighbours."""
-    if search is None:
+    itself), or, without a search (or one whose copies fail), the baseline's neighbours."""
+    paths: list[list[Strategy]] | None = None
+    if search is not None:
+        n_paths = max(2, min(PLAN_PATHS, PLAN_VISITS // max(1, others + 1)))
+        try:
+            paths = [p[1:] for p in simulated_paths(search, n_paths, rng)]
+        except Exception as e:  # noqa: BLE001 - a search that cannot be copied: neighbours
+            log.warning("the plan prices the baseline's neighbours: no simulated path (%s)", e)
+    if paths is None:
         drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, rng)
         return drawn, [drawn], float(others), min(1.0, others / max(1, len(drawn)))
-    n_paths = max(2, min(PLAN_PATHS, PLAN_VISITS // max(1, others + 1)))
-    paths = [p[1:] for p in simulated_paths(search, n_paths, rng)]
     visits = [s for p in paths for s in p]
     length = float(np.mean([len(p) for p in paths])) if paths else 0.0
     return visits, paths, length, 1.0
