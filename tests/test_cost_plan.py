@@ -751,6 +751,22 @@ def test_simulated_paths_are_the_searchs_own_reproducible_and_leave_it_untouched
         search.tell(resumed[0][1], 0.1)
 
 
+def test_a_cramped_space_runs_two_paths() -> None:
+    """A search that has to exploit (every neighbourhood exhausted: the budget is the whole
+    space) gets two simulated paths, not sixteen: its paths differ little and its
+    exhaustive picks are slow; a roomy one gets all of them."""
+    from judgeopt.search import AutoSearch, FactorSpace
+    from judgeopt.teleprompt._planning import CRAMPED_PATHS, simulated_paths
+
+    space = FactorSpace({"a": [0, 1, 2], "b": [0, 1, 2], "c": [0, 1]})
+    roomy = simulated_paths(AutoSearch(space, budget=6, seed=0), 16, np.random.default_rng(0))
+    assert len(roomy) == 16
+    cramped = AutoSearch(space, budget=18, seed=0)
+    paths = simulated_paths(cramped, 16, np.random.default_rng(0))
+    assert len(paths) == CRAMPED_PATHS == 2
+    assert all(sorted(map(str, p)) == sorted(map(str, space.strategies())) for p in paths)
+
+
 def test_a_compile_plan_prices_what_the_searchs_paths_visit(task, records, tmp_path) -> None:
     """Given the search, the plan prices the strategies its simulated paths visit: at a
     budget where they reach self-consistency (five calls per item) the plan counts more calls
@@ -844,13 +860,13 @@ def test_a_sampled_judge_computes_each_items_prompt_once_on_the_engine(
     sampled = greedy.with_strategy({**base, "decoding": "sc5"})
     smol_batched.load()
     smol_batched("warm the engine", max_tokens=1)
-    items = records[30:36]
+    items = records[30:33]
     one = evaluate(greedy, items, lm=smol_batched, progress=False)
     five = evaluate(sampled, items, lm=smol_batched, progress=False)
     assert five.calls == 5 * one.calls
     assert one.computed_tokens is not None and five.computed_tokens is not None
     assert five.computed_tokens < 2 * one.computed_tokens
-    window = records[36:44]
+    window = records[36:40]
     plan_one = call_cost(greedy, window, smol_batched, window=window)
     plan_five = call_cost(sampled, window, smol_batched, window=window)
     assert plan_five.calls == 5 * plan_one.calls

@@ -63,6 +63,7 @@ from ..judge import artifact_key
 from ..search import FactorGraph, Search, Strategy, sample_valid
 
 __all__ = [
+    "CRAMPED_PATHS",
     "GENERATED",
     "PLAN_ITEMS",
     "PLAN_PATHS",
@@ -80,6 +81,8 @@ log = logging.getLogger("judgeopt.teleprompt")
 PLAN_STRATEGIES = 24
 #: Searches run on made-up scores to find which strategies the search reaches.
 PLAN_PATHS = 16
+#: Paths run at most when the first one needed an exploitation pick (:func:`simulated_paths`).
+CRAMPED_PATHS = 2
 #: At most this many strategies visited over all paths (a large budget runs fewer paths, at
 #: least two, so that the plan renders at most a few hundred strategies' prompts).
 PLAN_VISITS = 400
@@ -128,18 +131,26 @@ def simulated_paths(
     and history) told independent normal scores with standard deviation ``score_sd`` around
     the mean score told so far (0 before any), drawn from ``rng``, until its budget is
     spent or its space runs out. A path starts with the strategy ``search.ask()`` returns;
-    ``search`` itself is not touched."""
+    ``search`` itself is not touched.
+
+    When the first path proposes a strategy by exploitation (for ``auto``, only once every
+    neighbourhood of its population is exhausted: a cramped space, where paths differ little
+    and each such pick walks much of the space), :data:`CRAMPED_PATHS` paths are run at
+    most. HPSS's own exploitation picks (``rho``) count too: its plans run that many."""
     state = search.state_dict()
     told = [t.score for t in search.trials if not t.failed]
     centre = float(np.mean(told)) if told else 0.0
+    history = search.n_evaluations
     paths: list[list[Strategy]] = []
-    for _ in range(n_paths):
+    while len(paths) < n_paths:
         copy = Search.from_state(state)
         path: list[Strategy] = []
         while (strategy := copy.ask()) is not None:
             path.append(strategy)
             copy.tell(strategy, centre + score_sd * float(rng.standard_normal()))
         paths.append(path)
+        if len(paths) == 1 and any(t.kind == "exploit" for t in copy.trials[history:]):
+            n_paths = min(n_paths, CRAMPED_PATHS)
     return paths
 
 
