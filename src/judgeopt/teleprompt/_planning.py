@@ -157,41 +157,35 @@ def simulated_paths(
 def _generation_cost(
     graph: FactorGraph,
     base: Any,
-    paths: Sequence[Sequence[Strategy]],
+    path: Sequence[Strategy],
     items: Sequence[Any],
-    share: float,
     prompt_tokens: float,
     lm: Any,
+    written: dict[str, float],
 ) -> CallCost:
-    """The artifact calls of the strategies of each of ``paths`` on ``items``, averaged over
-    the paths and scaled by ``share``: one per artifact the store does not hold yet (a
-    per-item artifact once per item), each about as long a prompt as a judgement's, writing
-    about as much as the text that stands in for the artifact when prompts are counted
-    (:func:`judgeopt.evaluate.artifact_tokens`)."""
+    """The artifact calls of the strategies of ``path`` on ``items``: one per artifact the
+    store does not hold yet (a per-item artifact once per item), each about as long a prompt
+    as a judgement's, writing about as much as the text that stands in for the artifact when
+    prompts are counted (:func:`judgeopt.evaluate.artifact_tokens`, kept in ``written`` by
+    artifact name for the next path)."""
     store = getattr(getattr(base, "maker", None), "store", None)
-    written: dict[str, float] = {}
-    calls = completion = 0.0
-    for path in paths:
-        keys: dict[str, float] = {}
-        for strategy in path:
-            for req in graph.artifacts_for(strategy):
-                if req.name not in GENERATED:
-                    continue
-                if req.name not in written:
-                    judge = base.with_strategy(strategy)
-                    written[req.name] = artifact_tokens(
-                        judge, req.name, plan_sample(items, PLAN_ITEMS), lm
-                    )
-                ids = [r.id for r in items] if req.per_sample else [None]
-                for sid in ids:
-                    key = artifact_key(base.task, base.aspect, req, sid)
-                    if store is None or key not in store:
-                        keys[key] = written[req.name]
-        calls += len(keys)
-        completion += sum(keys.values())
-    n = max(1, len(paths))
-    calls, completion = share * calls / n, share * completion / n
-    return CallCost(calls, calls * prompt_tokens, completion, explains=True)
+    keys: dict[str, float] = {}
+    for strategy in path:
+        for req in graph.artifacts_for(strategy):
+            if req.name not in GENERATED:
+                continue
+            if req.name not in written:
+                judge = base.with_strategy(strategy)
+                written[req.name] = artifact_tokens(
+                    judge, req.name, plan_sample(items, PLAN_ITEMS), lm
+                )
+            ids = [r.id for r in items] if req.per_sample else [None]
+            for sid in ids:
+                key = artifact_key(base.task, base.aspect, req, sid)
+                if store is None or key not in store:
+                    keys[key] = written[req.name]
+    calls = float(len(keys))
+    return CallCost(calls, calls * prompt_tokens, sum(keys.values()), explains=True)
 
 
 def _visits(
@@ -217,8 +211,7 @@ def _visits(
         drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, rng)
         return drawn, [drawn], float(others), min(1.0, others / max(1, len(drawn)))
     visits = [s for p in paths for s in p]
-    length = float(np.mean([len(p) for p in paths])) if paths else 0.0
-    return visits, paths, length, 1.0
+    return visits, paths, float(np.mean([len(p) for p in paths])), 1.0
 
 
 def compile_plan(
@@ -283,14 +276,14 @@ def compile_plan(
     }
     per_item = mean_cost([rendered[s] for s in drawn])
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
+    written: dict[str, float] = {}  # artifact tokens by artifact name, for every path
     common: list[tuple[CallCost, float]] = []
     if first is not None:  # the strategy judged next, as itself
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
         common.append((own, max(0, len(search_items) - kept)))
         if known is not None:
-            own_made = _generation_cost(graph, base, [[known]], search_items, 1.0, prompt, lm)
-            if own_made.calls:
-                common.append((own_made, 1))
+            made = _generation_cost(graph, base, [known], search_items, prompt, lm, written)
+            common.append((made, 1.0))
     if confirm_items:
         common.append((per_item, 2 * len(confirm_items)))
     if screen_calibration:
@@ -299,31 +292,32 @@ def compile_plan(
             (screen_cost(screened, items, lm), len(search_items) + len(confirm_items or ()))
         )
     kept_left = 0 if first is not None else kept
-    searched: list[tuple[CallCost, float]] = [
-        (per_item, max(0.0, others_left * len(search_items) - kept_left))
+    n_items = float(len(search_items))
+    generated = [
+        _generation_cost(graph, base, path, search_items, prompt, lm, written) for path in paths
     ]
-    made = _generation_cost(graph, base, paths, search_items, share, prompt, lm)
-    if made.calls:
-        searched.append((made, 1))
+    searched = [
+        (per_item, max(0.0, others_left * n_items - kept_left)),
+        (mean_cost(generated), share),
+    ]
     what = f"{strategies_left} strategies on {len(search_items)} search items"
     if confirm_items:
         what += f", the choice on {len(confirm_items)} more"
     plan = plan_cost(common + searched, lm, timing=timing, what=what)
     if len(paths) > 1:  # the search's simulated paths: how much its path may change it
-        per_path = []
-        for path in paths:
-            own_parts = [(rendered[s], float(len(search_items))) for s in path]
-            path_made = _generation_cost(graph, base, [path], search_items, 1.0, prompt, lm)
-            if path_made.calls:
-                own_parts.append((path_made, 1))
-            per_path.append(plan_cost(common + own_parts, lm, timing=timing))
+        per_path = [
+            plan_cost(
+                [*common, *[(rendered[s], n_items) for s in path], (gen, 1.0)], lm, timing=timing
+            )
+            for path, gen in zip(paths, generated, strict=True)
+        ]
         plan = replace(plan, spread=_spread(per_path))
     return plan
 
 
 def _spread(plans: Sequence[CostPlan]) -> dict[str, tuple[float, float]]:
-    """The 10th and 90th percentiles of the ``plans``' calls, tokens, seconds and dollars
-    (the last two when every plan has them)."""
+    """The 10th and 90th percentiles of the ``plans`` (one per simulated path) calls,
+    tokens, seconds and dollars (the last two when every plan has them)."""
     figures: dict[str, list[float]] = {
         "calls": [float(p.calls) for p in plans],
         "tokens": [float(p.prompt_tokens + p.completion_tokens) for p in plans],
