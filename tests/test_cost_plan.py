@@ -722,6 +722,27 @@ def _auto_run(task: Any, fake: Any, budget: int, items: Any) -> Any:
     )
 
 
+def _starting_plan(run: Any, items: Any, lm: Any, search: Any) -> Any:
+    """The plan of ``run`` (:func:`_auto_run`) before its baseline, on ``items``, with a
+    fixed timing (nothing judged); ``search``: ``None`` for the neighbours' plan."""
+    from judgeopt.teleprompt._planning import compile_plan
+
+    return compile_plan(
+        run.graph,
+        run.base,
+        run.student.strategy,
+        items,
+        None,
+        strategies_left=run.config.budget,
+        lm=lm,
+        threads=1,
+        baseline_left=True,
+        next_strategy=run.search.ask(),
+        search=search,
+        timing=Timing(seconds=1.0, prompt_tokens=100, completion_tokens=50),
+    )
+
+
 def test_simulated_paths_are_the_searchs_own_reproducible_and_leave_it_untouched(
     task, records, tmp_path
 ) -> None:
@@ -771,27 +792,12 @@ def test_a_compile_plan_prices_what_the_searchs_paths_visit(task, records, tmp_p
     """Given the search, the plan prices the strategies its simulated paths visit: at a
     budget where they reach self-consistency (five calls per item) the plan counts more calls
     than the baseline's neighbours would, and it is the same plan every time."""
-    from judgeopt.teleprompt._planning import compile_plan
-
     fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
     items = records[:10]
     run = _auto_run(task, fake, 20, items)
 
     def plan(search: Any) -> Any:
-        return compile_plan(
-            run.graph,
-            run.base,
-            run.student.strategy,
-            items,
-            None,
-            strategies_left=20,
-            lm=fake.lm,
-            threads=1,
-            baseline_left=True,
-            next_strategy=run.search.ask(),
-            search=search,
-            timing=Timing(seconds=1.0, prompt_tokens=100, completion_tokens=50),
-        )
+        return _starting_plan(run, items, fake.lm, search)
 
     asked = len(fake.requests)  # the compile's probe of the LM's logprobs
     neighbours, paths = plan(None), plan(run.search)
@@ -818,7 +824,6 @@ def test_a_search_that_cannot_be_copied_is_planned_on_the_neighbours(
     """The plan never stops a compile: a search whose state does not rebuild prices the
     baseline's neighbours instead, and says so."""
     from judgeopt.search import Search
-    from judgeopt.teleprompt._planning import compile_plan
 
     fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
     items = records[:10]
@@ -829,20 +834,7 @@ def test_a_search_that_cannot_be_copied_is_planned_on_the_neighbours(
 
     monkeypatch.setattr(Search, "from_state", classmethod(broken))
     with caplog.at_level(logging.WARNING, logger="judgeopt.teleprompt"):
-        plan = compile_plan(
-            run.graph,
-            run.base,
-            run.student.strategy,
-            items,
-            None,
-            strategies_left=20,
-            lm=fake.lm,
-            threads=1,
-            baseline_left=True,
-            next_strategy=run.search.ask(),
-            search=run.search,
-            timing=Timing(seconds=1.0, prompt_tokens=100, completion_tokens=50),
-        )
+        plan = _starting_plan(run, items, fake.lm, run.search)
     assert plan.calls == 20 * len(items) and plan.spread is None
     assert "no simulated path (no copy)" in caplog.text
 
