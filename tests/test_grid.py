@@ -615,3 +615,20 @@ def test_real_grid_with_a_local_model(
     assert main(argv) == 0  # resumed: nothing left
     assert "0 strategies evaluated, 2 already done" in capsys.readouterr().out
     assert os.path.getsize(out) > 0
+
+
+def test_cli_grid_plan_only_prints_the_plan_and_judges_nothing(
+    tmp_path: Path, data_file: Path, scripted_cli: ScriptedLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "g.csv"
+    argv = [
+        "grid", "--data", str(data_file), "--limit", "5", "--out", str(out),
+        "--factors", "base_prompt=PZS,ZS-CoT", "--factors", "task_description=Neutral",
+        "--factors", "format_requirement=0 to 100,simple labels",
+        "--model", "fake", "--no-progress", "--plan-only",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr()
+    assert text.out.startswith("grid: plan (4 strategies on 5 items): about 20 judge calls")
+    # A scripted LM without a response cache: nothing is timed, so no judge call at all.
+    assert not out.exists() and scripted_cli.judge_requests == []

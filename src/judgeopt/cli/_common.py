@@ -259,7 +259,7 @@ def limit_spending(args: argparse.Namespace, lm: Any) -> None:
 
 
 def add_spend_limits(p: argparse.ArgumentParser) -> None:
-    """Add ``--max-calls`` and ``--max-cost`` to a command that judges."""
+    """Add ``--max-calls``, ``--max-cost`` and ``--plan-only`` to a command that judges."""
     p.add_argument(
         "--max-calls",
         type=non_negative_int,
@@ -276,6 +276,13 @@ def add_spend_limits(p: argparse.ArgumentParser) -> None:
         metavar="USD",
         help="stop, the same way, before the call that could take the run's spending above "
         "USD dollars by LiteLLM's price list (hosted models; the embedded model is free)",
+    )
+    p.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="print the cost plan (calls, tokens, time, money) and stop before judging: "
+        "only the plan's check call and its timed judgement are made, and their answers "
+        "are cached, so the run that follows does not pay for them again",
     )
 
 

@@ -7,8 +7,9 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..evaluate import (
     Comparison,
@@ -126,9 +127,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             + (f" ({len(written)} of {len(aspects)} aspects written)" if several else "")
             + ": run the same command to resume"
         )
+        if args.plan_only:
+            _plan_aspect(args, task, aspect, lm, optimizer, shared)
+            continue
         # NOTE: an endpoint failure (LMUnavailable) stops every aspect: exit 3, resumable.
         problems += _compile_aspect(args, task, aspect, (model, lm), optimizer, out, shared)
         written[aspect] = out.name
+    if args.plan_only:
+        return 0
     if several:
         _write_index(root, task.name, written, model)
     if problems:
@@ -277,6 +283,42 @@ def _compile_aspect(
     return problems
 
 
+def _plan_aspect(
+    args: argparse.Namespace,
+    task: JudgeTask,
+    aspect: str,
+    lm: Any,
+    optimizer: JudgeSearch,
+    shared: ArtifactStore,
+) -> None:
+    """Print the plan of one aspect's compile (``--plan-only``): the search and the choice
+    (:meth:`JudgeSearch.plan`), and the held-out test's calls when ``--test-data`` is given."""
+    from ..judge import JudgeProgram  # lazy: loads DSPy
+
+    train, val, test = _aspect_data(args, task, aspect)
+    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
+    _check_data(
+        student,
+        [
+            ("--data", args.data, train, val is None),
+            ("--valid-data", args.valid_data, val, True),
+            ("--test-data", args.test_data, test, False),
+        ],
+    )
+    try:
+        plan = _reported(lambda: optimizer.plan(student, trainset=train, valset=val))
+    except RuntimeError as e:  # no plan could be made: the plan is all that was asked for
+        raise CLIError(str(e)) from e
+    print(f"{aspect}: {plan.line()}", flush=True)
+    if test is not None:
+        print(
+            f"{aspect}: then the held-out test: the baseline and the chosen judge on "
+            f"{len(test)} items (about {2 * len(test):,} calls more, {len(test):,} when the "
+            "baseline is chosen)",
+            flush=True,
+        )
+
+
 def _aspect_data(
     args: argparse.Namespace, task: JudgeTask, aspect: str
 ) -> tuple[list[Record], list[Record] | None, list[Record] | None]:
@@ -300,10 +342,19 @@ def _search(
     optimizer: JudgeSearch, student: JudgeProgram, train: list[Record], val: list[Record] | None
 ) -> JudgeProgram:
     """``optimizer.compile``, its errors reported with the options the user typed."""
+    return _reported(lambda: optimizer.compile(student, trainset=train, valset=val))
+
+
+_T = TypeVar("_T")
+
+
+def _reported(call: Callable[[], _T]) -> _T:
+    """``call()`` (a compile or its plan), its data and checkpoint errors as CLI errors
+    that name the options the user typed."""
     from ..teleprompt import CheckpointMismatchError  # lazy: loads DSPy
 
     try:
-        return optimizer.compile(student, trainset=train, valset=val)
+        return call()
     except CheckpointMismatchError as e:
         # The fingerprint's keys are the Python API's names; the user typed the options.
         renamed = [(_OPTION_OF.get(what, what), old, new) for what, old, new in e.differences]

@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..evaluate import (
     CHECK_TIMEOUT,
@@ -67,8 +67,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         run_attacks(args, judge, records, attacks)
         return 0
     other, labels = _other_judge(args, judge, lm)
+    judges = [judge] if other is None else [judge, other]
+    if args.plan_only:
+        try:
+            _print_plan(args, judges, records, sys.stdout)
+        except Exception as e:  # noqa: BLE001 - the plan is all that was asked for
+            raise CLIError(f"no cost plan could be made: {e}") from e
+        return 0
     try:
-        _print_plan(args, [judge] if other is None else [judge, other], records)
+        _print_plan(args, judges, records, sys.stderr)
     except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
         print(f"judgeopt evaluate: no cost plan ({e})", file=sys.stderr)
     result, ref, payload = _judge_records(args, judge, other, records, labels)
@@ -179,8 +186,11 @@ def _judge_records(
 PLAN_ITEMS = 50
 
 
-def _print_plan(args: argparse.Namespace, judges: Sequence[Any], records: Sequence[Any]) -> None:
-    """Print what judging ``records`` will cost (stderr) before the first judge call."""
+def _print_plan(
+    args: argparse.Namespace, judges: Sequence[Any], records: Sequence[Any], stream: TextIO
+) -> None:
+    """Print what judging ``records`` will cost (on ``stream``) before the first judge
+    call."""
     explain = bool(args.explanations)
     sample = plan_sample(records, PLAN_ITEMS)
     parts, timing = [], None
@@ -206,7 +216,7 @@ def _print_plan(args: argparse.Namespace, judges: Sequence[Any], records: Sequen
         else f"{len(records)} items"
     )
     plan = plan_cost(parts, judges[0].lm, timing=timing, what=what)
-    print(f"judgeopt evaluate: {plan.line()}", file=sys.stderr, flush=True)
+    print(f"judgeopt evaluate: {plan.line()}", file=stream, flush=True)
 
 
 def _gate(args: argparse.Namespace, result: Any, ref: Any, labels: tuple[str, str]) -> int:

@@ -8,7 +8,7 @@ import csv
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..analysis import (
     AGGREGATIONS,
@@ -82,8 +82,14 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         f"the strategies finished so far are in {args.out}: run the same command to resume"
     )
     check_endpoint(program.lm, timeout=args.check_timeout, before="the grid")
+    if args.plan_only:
+        try:
+            _print_plan(program, space, records, sys.stdout)
+        except Exception as e:  # noqa: BLE001 - the plan is all that was asked for
+            raise CLIError(f"no cost plan could be made: {e}") from e
+        return 0
     try:
-        _print_plan(program, space, records)
+        _print_plan(program, space, records, sys.stderr)
     except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
         print(f"grid: no cost plan ({e})", file=sys.stderr)
     try:
@@ -226,8 +232,8 @@ def _print_grid_result(result: Any, program: Any, space: Any, top: int) -> None:
 PLAN_STRATEGIES, PLAN_ITEMS = 24, 8
 
 
-def _print_plan(program: Any, space: Any, records: Sequence[Any]) -> None:
-    """Print what the grid will cost (stderr) before its first judge call: the mean cost of
+def _print_plan(program: Any, space: Any, records: Sequence[Any], stream: TextIO) -> None:
+    """Print what the grid will cost (on ``stream``) before its first judge call: the mean cost of
     up to :data:`PLAN_STRATEGIES` of its strategies, spread evenly over the space."""
     lm = program.lm
     step = max(1, space.size // PLAN_STRATEGIES)
@@ -241,7 +247,7 @@ def _print_plan(program: Any, space: Any, records: Sequence[Any]) -> None:
     mean = mean_cost(costs)
     what = f"{space.size} strategies on {len(records)} items"
     plan = plan_cost([(mean, space.size * len(records))], lm, timing=timing, what=what)
-    print(f"grid: {plan.line()}", file=sys.stderr, flush=True)
+    print(f"grid: {plan.line()}", file=stream, flush=True)
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

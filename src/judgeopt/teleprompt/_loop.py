@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._checkpoint import run_fingerprint
-from ..evaluate import EvalResult, check_label_spread
+from ..evaluate import CostPlan, EvalResult, Timing, check_label_spread
 from ..judge import SCREENED_DEFENCES, ArtifactStore, CompileReport, JudgeStudent, calibrate_screen
 from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
@@ -169,32 +169,51 @@ class CompileRun:
 
     def _estimate_cost(self, graph: Any) -> Any:
         """The cost plan of the strategies left, logged (``None``: none left, or it failed)."""
-        left = self.config.budget - self.search.n_counted
-        if left <= 0:
+        if self.config.budget - self.search.n_counted <= 0:
             return None
         try:
-            cost_plan = compile_plan(
-                graph,
-                self.base,
-                self.student.strategy,
-                self.plan.records(len(self.plan.units)),
-                self.confirm_val,
-                strategies_left=left,
-                lm=self.lm,
-                threads=self.config.threads,
-                baseline_left=self.search.n_evaluations == 0,
-                judged=[s.evaluation for s in self.summaries],
-                judged_items=self.journal.pending_kept,
-                # The pending strategy: ask() returns it again until it is told.
-                next_strategy=self.search.ask(),
-                screen_calibration=self._screens(),
-                search=self.search,
-            )
+            cost_plan = self.estimate_cost()
         except Exception as e:  # noqa: BLE001 - an estimate never stops the compile
             log.warning("no cost plan: %s", e)
             return None
         progress_log.info("%s", cost_plan.line())
         return cost_plan
+
+    def estimate_cost(self, timing: Timing | None = None) -> CostPlan:
+        """The cost plan of what is left of the search (its selection included), made now.
+
+        ``timing``: a timing measured before (nothing is judged); ``None``: the baseline is
+        judged and timed (:func:`~judgeopt.teleprompt._planning.compile_plan`). A search the
+        checkpoint holds whole plans no call.
+        """
+        left = self.config.budget - self.search.n_counted
+        if left <= 0:
+            return CostPlan(
+                calls=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                seconds=0.0,
+                dollars=0.0,
+                what=f"the checkpoint holds all {self.config.budget} strategies",
+            )
+        return compile_plan(
+            self.graph,
+            self.base,
+            self.student.strategy,
+            self.plan.records(len(self.plan.units)),
+            self.confirm_val,
+            strategies_left=left,
+            lm=self.lm,
+            threads=self.config.threads,
+            baseline_left=self.search.n_evaluations == 0,
+            judged=[s.evaluation for s in self.summaries],
+            judged_items=self.journal.pending_kept,
+            # The pending strategy: ask() returns it again until it is told.
+            next_strategy=self.search.ask(),
+            screen_calibration=self._screens(),
+            search=self.search,
+            timing=timing,
+        )
 
     # The loop -----------------------------------------------------------------------------
     def run(self) -> Any:

@@ -14,8 +14,9 @@ from typing import Any, ClassVar, Literal, TypeVar, cast
 from dspy.teleprompt import Teleprompter
 from pydantic import ValidationError
 
-from ..evaluate import CHECK_TIMEOUT, SUITE_VERSION
+from ..evaluate import CHECK_TIMEOUT, SUITE_VERSION, CostPlan, Timing
 from ..judge import JudgeStudent
+from ..lm import LMUnavailable
 from ..racing import RacingConfig
 from ..search import Value
 from ..selection import SelectionConfig
@@ -267,6 +268,65 @@ class JudgeSearch(Teleprompter):
             plan=self.plan_cost,
         )
         return cast(_Student, run.run())
+
+    def plan(
+        self,
+        student: _Student,
+        *,
+        trainset: Sequence[Any],
+        valset: Sequence[Any] | None = None,
+        timing: Timing | None = None,
+    ) -> CostPlan:
+        """What :meth:`compile` with these arguments would cost, estimated without running
+        its search (a dry run, as DSPy's MIPROv2 projects its calls before it starts).
+
+        The plan is the one :meth:`compile` logs before its first judge call: calls, prompt
+        and completion tokens, time on this endpoint and money by LiteLLM's price list, with
+        the 10th-90th percentile over the search's simulated paths (``CostPlan.spread``).
+        To time the calls, the baseline is judged for real on as many validation items as
+        calls in flight (with ``check_endpoint``, after one short check call); those answers
+        go into the LM's response cache, so the compile that follows does not pay for them
+        again. With ``checkpoint_dir`` the plan covers what the checkpoint leaves to judge
+        (the checkpoint is opened, or started, as :meth:`compile` opens it).
+
+        Args:
+            student: The judge :meth:`compile` would optimise.
+            trainset: As for :meth:`compile`.
+            valset: As for :meth:`compile`.
+            timing: A :class:`~judgeopt.evaluate.Timing` measured before (for example a
+                recorded compile's ``report_.search_result.plan["timing"]``): then nothing
+                is judged (with ``check_endpoint=False`` the only call left is the
+                one-token probe of whether the LM gives logprobs, made when the space
+                holds the ``expected`` decoding).
+
+        Returns:
+            The :class:`~judgeopt.evaluate.CostPlan` (``line()`` is the text the compile
+            logs; ``to_dict()`` its figures). A search the checkpoint holds whole plans 0
+            calls.
+
+        Raises:
+            The errors of :meth:`compile` that come before its search (invalid data or
+            config, no LM, a checkpoint of another run, a dead endpoint), and
+            ``RuntimeError`` when the plan cannot be made (the baseline's timed judgement
+            failed: the message says why).
+        """
+        run = CompileRun(
+            self.config,
+            student,
+            trainset=trainset,
+            valset=valset,
+            checkpoint_dir=self.checkpoint_dir,
+            restart=self.restart,
+            check_lm=self.check_endpoint,
+            progress=self.progress,
+            plan=False,
+        )
+        try:
+            return run.estimate_cost(timing)
+        except (LMUnavailable, ValueError):
+            raise
+        except Exception as e:
+            raise RuntimeError(f"no cost plan could be made: {e}") from e
 
 
 class Auto(JudgeSearch):
