@@ -1,0 +1,276 @@
+"""Does the plan's timed judgement predict what a run's calls take? One closed batch of the
+calls in flight (how the plan was timed before) against ``TIMED_ROUNDS`` rounds kept full as
+a run keeps them (how it is timed now), both scored on the same run.
+
+For each pair of ``benchmarks/timing_check_prereg.json`` (named in a commit before any of
+its items was judged here), on the embedded model with ``--parallel`` calls in flight:
+
+* ``one_batch``: the MT-Bench baseline judges the first ``parallel`` items all at once, the
+  batch is timed and its wall time shared among its calls; then the rate of computing a
+  prompt token (a one-token call of the next item's prompt), as the plan measured it;
+* ``rounds``: :func:`judgeopt.evaluate.time_judgement` as the plan now calls it: the first
+  ``parallel x TIMED_ROUNDS`` items judged as a run judges them, then the same probe;
+* ``run``: every strategy of the file judges all the pair's items, one strategy after
+  another, as a compile's search evaluates them (:func:`judgeopt.evaluate.evaluate`,
+  ``parallel`` calls in flight), the baseline first: its seconds per call.
+
+Every arm starts on a fresh batch engine with its own empty response cache; the two timing
+arms alternate which goes first from one pair to the next. Each strategy's predicted seconds
+per call is the plan's own (:func:`judgeopt.evaluate.call_cost` on the plan's item sample,
+:func:`judgeopt.evaluate.plan_cost` with that arm's timing), and its error is
+``(predicted - actual) / actual``.
+
+Usage:
+    JUDGEOPT_THREADS=2 python benchmarks/timing_check.py \\
+        --json benchmarks/results/timing_check.json
+
+Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from judgeopt.data import Record, load_records
+from judgeopt.evaluate import (
+    PLAN_WINDOW,
+    TIMED_ROUNDS,
+    Timing,
+    call_cost,
+    evaluate,
+    plan_cost,
+    plan_sample,
+    time_judgement,
+)
+from judgeopt.evaluate._plan_prompts import cap_of, inputs_of  # the plan's own helpers
+from judgeopt.evaluate._run import prompt_reuse_of, scoring_program
+from judgeopt.evaluate._timing import _computing  # the probe both arms share
+from judgeopt.judge import ArtifactStore, JudgeProgram, baseline_strategy, load_task
+from judgeopt.lm import make_lm
+from judgeopt_lab import fresh_engines, markdown_table, pair_file, write_json
+
+PREREG = Path(__file__).with_name("timing_check_prereg.json")
+#: Items whose prompts the plan counts (a compile's PLAN_ITEMS).
+PLAN_ITEMS = 8
+
+
+def pair_items(task: str, n: int) -> list[Record]:
+    """The first ``n`` records of the pair's validation file (SummEval: its only file)."""
+    return load_records(pair_file(task, "valid"))[:n]
+
+
+def one_batch_timing(judge: Any, records: list[Record], lm: Any, threads: int) -> Timing | None:
+    """The plan's timing as it was made before: the first ``threads`` records judged all at
+    once, the batch's wall time shared among its calls, then the computed-token probe."""
+    scoring = scoring_program(judge)
+    lm.count_prompt_tokens([{"role": "user", "content": "OK"}])  # load outside the clock
+    batch = records[:threads]
+    reuse = prompt_reuse_of(lm)
+    before = lm.stats()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(lambda r: scoring.judge(inputs_of(scoring, r), sample_id=r.id, lm=lm), batch))
+    seconds = time.perf_counter() - started
+    after = lm.stats()
+    calls = after.calls - before.calls
+    if calls <= 0:
+        return None
+    timing = Timing(
+        seconds=seconds / calls,
+        prompt_tokens=round((after.prompt_tokens - before.prompt_tokens) / calls),
+        completion_tokens=round((after.completion_tokens - before.completion_tokens) / calls),
+        cap=cap_of(scoring),
+        in_flight=threads,
+    )
+    return _computing(timing, scoring, batch, records[threads], lm, reuse)
+
+
+def rounds_timing(judge: Any, records: list[Record], lm: Any, threads: int) -> Timing | None:
+    """The plan's timing as it is made now (:func:`time_judgement`)."""
+    return time_judgement(judge, records, lm, threads=threads)
+
+
+def predicted(judge: Any, records: list[Record], lm: Any, timing: Timing) -> float:
+    """The plan's seconds per call of ``judge`` on ``records`` with ``timing``."""
+    cost = call_cost(
+        judge, plan_sample(records, PLAN_ITEMS), lm, timing=timing, window=records[:PLAN_WINDOW]
+    )
+    seconds = plan_cost([(cost, 1.0)], lm, timing=timing).seconds
+    assert seconds is not None
+    return float(seconds) / max(cost.calls, 1e-9)
+
+
+def _lm(root: Path, tag: str, parallel: int) -> Any:
+    lm = make_lm("local", cache=root / tag, parallel=parallel)
+    fresh_engines(lm)
+    return lm
+
+
+def pair_row(
+    task_name: str,
+    aspect: str,
+    strategies: list[dict[str, Any]],
+    *,
+    n_items: int,
+    parallel: int,
+    timing_first: str,
+    root: Path,
+) -> dict[str, Any]:
+    task = load_task(task_name)
+    records = pair_items(task_name, n_items)
+    base_strategy = baseline_strategy(task)
+
+    def program(lm: Any, change: dict[str, Any]) -> JudgeProgram:
+        student = JudgeProgram(task, aspect, lm=lm)
+        base = student.fresh_copy(
+            trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
+        )
+        return base.with_strategy({**base_strategy.as_dict(), **change})
+
+    timings: dict[str, Any] = {}
+    order = [timing_first, "rounds" if timing_first == "one_batch" else "one_batch"]
+    for arm in order:
+        lm = _lm(root, f"{task_name}-{aspect}-{arm}", parallel)
+        make = one_batch_timing if arm == "one_batch" else rounds_timing
+        started = time.perf_counter()
+        timing = make(program(lm, {}), records, lm, parallel)
+        timings[arm] = {
+            "timing": None if timing is None else asdict(timing),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        fresh_engines(lm)
+    lm = _lm(root, f"{task_name}-{aspect}-run", parallel)
+    rows = []
+    for change in strategies:
+        judge = program(lm, change)
+        result = evaluate(judge, records, lm=lm, threads=parallel, progress=False)
+        calls = result.calls or 1
+        actual = result.seconds / calls
+        row: dict[str, Any] = {
+            "strategy": change,
+            "calls": result.calls,
+            "seconds": round(result.seconds, 2),
+            "actual": round(actual, 4),
+            "written_per_call": round(result.completion_tokens / calls, 1),
+        }
+        for arm in ("one_batch", "rounds"):
+            t = timings[arm]["timing"]
+            if t is None:
+                row[arm] = None
+                continue
+            guess = predicted(judge, records, lm, Timing(**t))
+            row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
+        rows.append(row)
+        print(f"  {task_name}:{aspect} {json.dumps(change)}: {actual:.3f} s/call", flush=True)
+    fresh_engines(lm)
+    return {
+        "pair": f"{task_name}:{aspect}",
+        "n_items": len(records),
+        "timing_order": order,
+        "timings": timings,
+        "strategies": rows,
+    }
+
+
+def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean |error| per arm over every (pair, strategy) row, over the baseline rows and over
+    the rest; the paired difference of the absolute errors (rounds minus one batch)."""
+
+    def rows(which: str) -> list[dict[str, Any]]:
+        return [
+            r
+            for p in pairs
+            for i, r in enumerate(p["strategies"])
+            if r.get("one_batch") is not None and r.get("rounds") is not None
+            if which == "all" or (which == "baseline") == (i == 0)
+        ]
+
+    summary: dict[str, Any] = {}
+    for which in ("all", "baseline", "rate_first"):
+        picked = rows(which)
+        one = [abs(r["one_batch"]["error"]) for r in picked]
+        new = [abs(r["rounds"]["error"]) for r in picked]
+        diffs = [b - a for a, b in zip(one, new, strict=True)]
+        summary[which] = {
+            "rows": len(one),
+            "one_batch_mean_abs_error": round(statistics.fmean(one), 4) if one else None,
+            "rounds_mean_abs_error": round(statistics.fmean(new), 4) if new else None,
+            "difference": round(statistics.fmean(diffs), 4) if diffs else None,
+            "difference_se": (
+                round(statistics.stdev(diffs) / len(diffs) ** 0.5, 4) if len(diffs) > 1 else None
+            ),
+            "rounds_better_rows": sum(d < 0 for d in diffs),
+        }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prereg", type=Path, default=PREREG)
+    ap.add_argument("--pairs", help="override the registered pairs (task:aspect,...)")
+    ap.add_argument("--items", type=int, help="override the registered number of items")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    plan = json.loads(args.prereg.read_text(encoding="utf-8"))
+    pairs = args.pairs.split(",") if args.pairs else plan["pairs"]
+    n_items = args.items or int(plan["items"])
+    parallel = int(plan["parallel"])
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="timing-check-") as tmp:
+        for k, pair in enumerate(pairs):
+            task_name, aspect = pair.split(":", 1)
+            print(f"{pair}: {n_items} items, {parallel} calls in flight", flush=True)
+            out.append(
+                pair_row(
+                    task_name,
+                    aspect,
+                    plan["strategies"],
+                    n_items=n_items,
+                    parallel=parallel,
+                    timing_first="one_batch" if k % 2 == 0 else "rounds",
+                    root=Path(tmp),
+                )
+            )
+    summary = summarise(out)
+    table = []
+    for p in out:
+        for r in p["strategies"]:
+            table.append(
+                [
+                    p["pair"],
+                    json.dumps(r["strategy"]) if r["strategy"] else "baseline",
+                    f"{r['actual']:.3f}",
+                    *(
+                        "-" if r[a] is None else f"{r[a]['predicted']:.3f} ({r[a]['error']:+.0%})"
+                        for a in ("one_batch", "rounds")
+                    ),
+                ]
+            )
+    print(markdown_table(["pair", "strategy", "actual s/call", "one batch", "rounds"], table))
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        write_json(
+            args.json,
+            {
+                "timed_rounds": TIMED_ROUNDS,
+                "parallel": parallel,
+                "prereg": str(args.prereg.name),
+                "pairs": out,
+                "summary": summary,
+                "criterion": plan["criterion"],
+            },
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
