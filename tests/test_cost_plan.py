@@ -13,6 +13,7 @@ import pytest
 from _selection_scripts import respond_with, topical_records, topical_task
 from judgeopt.evaluate import (
     RATING_TOKENS,
+    TIMED_ROUNDS,
     CallCost,
     CostPlan,
     Timing,
@@ -157,8 +158,8 @@ def test_compile_logs_its_plan_first_and_keeps_it_beside_what_it_spent(
     # The timed baseline judgement was read back from the cache by the search: no request
     # reached the backend twice.
     sent = [json.dumps(r, sort_keys=True, default=str) for r in fake.judge_requests]
-    # + the timed ones (one per call in flight) and the probe
-    assert len(sent) == res.calls + res.selection_calls + 2 + 1
+    # + the timed ones (TIMED_ROUNDS per call in flight) and the probe
+    assert len(sent) == res.calls + res.selection_calls + 2 * TIMED_ROUNDS + 1
     assert len(sent) == len(set(sent))
     baseline = baseline_strategy(task).as_dict()
     assert any(s["strategy"] == baseline for s in res.evaluation_summaries)
@@ -197,22 +198,28 @@ def test_the_embedded_model_counts_the_prompt_tokens_it_is_sent(
 
 
 def test_calls_in_flight_are_timed_together_and_read_back(task, records, tmp_path) -> None:
-    """``threads`` > 1: that many baseline judgements are made at once and timed as a batch
-    (the seconds shared among them); each answer is cached for the run that follows."""
+    """``threads`` > 1: ``threads x TIMED_ROUNDS`` baseline judgements are made as a run
+    makes them, that many in flight, and timed together (the seconds shared among them);
+    each answer is cached for the run that follows."""
     cached = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "cache")
     judge = JudgeProgram(task, "naturalness", lm=cached.lm)
     timing = time_judgement(judge, records, cached.lm, threads=4)
-    assert timing is not None and timing.in_flight == 4 and len(judged(cached)) == 4
+    timed = 4 * TIMED_ROUNDS
+    assert timing is not None and timing.in_flight == 4 and len(judged(cached)) == timed
     assert timing.prompt_tokens > 0
     # Judged together: the latency is probed, the prompt's reading is not (a batch shares
     # it in ways one call does not show).
     assert timing.latency > 0 and timing.prompt_seconds is None
-    assert len(cached.requests) == 5
+    assert len(cached.requests) == timed + 1
     plan = plan_cost([(call_cost(judge, records[:4], cached.lm), 10)], cached.lm, timing=timing)
     assert plan.in_flight == 4 and "4 calls in flight" in plan.line()
     # Every one of them is in the cache now: nothing left to time.
-    assert time_judgement(judge, records[:4], cached.lm, threads=4) is None
-    assert len(cached.requests) == 5
+    assert time_judgement(judge, records[:timed], cached.lm, threads=4) is None
+    assert len(cached.requests) == timed + 1
+    # Fewer items than that: all of them are timed.
+    fresh = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "fresh")
+    assert time_judgement(judge, records[:5], fresh.lm, threads=4) is not None
+    assert len(judged(fresh)) == 5
 
 
 def test_the_plan_draws_the_baselines_neighbours_in_a_restricted_space(task) -> None:
@@ -611,9 +618,10 @@ def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batc
     same judge with its instructions first."""
     judge = JudgeProgram(task, "naturalness", lm=smol_batched)
     calls = smol_batched.stats().calls
-    timing = time_judgement(judge, records[8:], smol_batched, threads=4)
-    assert timing is not None and timing.in_flight == 4
-    assert smol_batched.stats().calls == calls + 5  # four judgements and the probe
+    timing = time_judgement(judge, records[8:], smol_batched, threads=2)
+    assert timing is not None and timing.in_flight == 2
+    # 2 x TIMED_ROUNDS judgements and the probe
+    assert smol_batched.stats().calls == calls + 2 * TIMED_ROUNDS + 1
     assert timing.computed_tokens is not None and timing.prompt_seconds is not None
     assert 0 < timing.computed_tokens < timing.prompt_tokens
     assert timing.prompt_seconds > 0

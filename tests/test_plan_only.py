@@ -10,7 +10,7 @@ import pytest
 
 from _selection_scripts import ASPECT, respond_with, topical_records, write_preset
 from judgeopt.cli import main
-from judgeopt.evaluate import CostPlan, Timing
+from judgeopt.evaluate import TIMED_ROUNDS, CostPlan, Timing
 from judgeopt.judge import JudgeProgram, baseline_strategy, load_task
 from judgeopt.teleprompt import HPSS
 from judgeopt.testing import ScriptedLM
@@ -51,9 +51,10 @@ def test_the_api_plan_times_the_baseline_once_and_the_compile_reads_it_back(
     plan = optimizer.plan(student, trainset=records)
     assert plan.seconds is not None and plan.timing is not None
     timed = list(fake.judge_requests)
-    # The baseline judged on the two items in flight, and the logprobs probe.
+    # The baseline judged on TIMED_ROUNDS rounds of the two calls in flight, and the
+    # logprobs probe.
     baseline = {json.dumps(r["messages"]) for r in timed if r.get("max_tokens") != 1}
-    assert len(timed) == 2 + 1 and len(baseline) == 2
+    assert len(timed) == 2 * TIMED_ROUNDS + 1 and len(baseline) == 2 * TIMED_ROUNDS
     optimizer.compile(student, trainset=records)
     later = [json.dumps(r["messages"]) for r in fake.judge_requests[len(timed) :]]
     assert not baseline & set(later)
@@ -138,10 +139,12 @@ def test_the_api_plan_on_the_embedded_engine_times_computed_tokens(
         pytest.skip(f"smollm2-135m is not available: {e}")
     records = topical_records(shared_data)[:16]
     student = JudgeProgram(load_task("topical_chat"), ASPECT, lm=lm)
-    plan = HPSS(budget=4, progress=False, check_endpoint=False).plan(student, trainset=records)
+    optimizer = HPSS(budget=4, progress=False, check_endpoint=False, threads=2)
+    plan = optimizer.plan(student, trainset=records)
     assert plan.what.startswith("4 strategies on 16 search items")
-    assert plan.timing is not None and plan.timing.in_flight == 4
+    assert plan.timing is not None and plan.timing.in_flight == 2
     assert plan.timing.computed_tokens is not None and plan.timing.prompt_seconds is not None
     assert plan.seconds is not None and plan.seconds > 0 and plan.dollars == 0.0
     assert plan.calls >= 4 * 16
-    assert lm.stats().calls <= 4 + 1 + 1  # the timed baseline, the rate probe, a logprobs probe
+    # the timed baseline, the rate probe, a logprobs probe
+    assert lm.stats().calls <= 2 * TIMED_ROUNDS + 1 + 1

@@ -30,7 +30,14 @@ from ._plan_prompts import PLAN_WINDOW, artifact_tokens, computed_share, plan_sa
 from ._pool import CallPool
 from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
 from ._run import default_threads, evaluate, evaluate_retrying
-from ._timing import PREFILL_SPEEDUP, RATING_TOKENS, Timing, recorded_timing, time_judgement
+from ._timing import (
+    PREFILL_SPEEDUP,
+    RATING_TOKENS,
+    TIMED_ROUNDS,
+    Timing,
+    recorded_timing,
+    time_judgement,
+)
 
 __all__ = [
     "ATTACK_SUITES",
@@ -47,6 +54,7 @@ __all__ = [
     "PLAN_WINDOW",
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
+    "TIMED_ROUNDS",
     "CallCost",
     "CallPool",
     "Comparison",

@@ -15,14 +15,29 @@ import numpy as np
 
 from ._endpoint import _quiet_copy, one_token_call
 from ._plan_prompts import cap_of, counts_computed, inputs_of, judges_of, plan_messages
-from ._run import prompt_reuse_of, scoring_program
+from ._run import evaluate, prompt_reuse_of, scoring_program
 
-__all__ = ["PREFILL_SPEEDUP", "RATING_TOKENS", "Timing", "recorded_timing", "time_judgement"]
+__all__ = [
+    "PREFILL_SPEEDUP",
+    "RATING_TOKENS",
+    "TIMED_ROUNDS",
+    "Timing",
+    "recorded_timing",
+    "time_judgement",
+]
 
 
 #: Tokens a judge that stops at its rating writes (``"[[4"`` and the stop: 2.5 a call on
 #: average in benchmarks/results/stop_at_score.json).
 RATING_TOKENS = 8
+
+
+#: Rounds of calls in flight the plan's timed judgement makes on a model that judges several
+#: at once: ``threads x TIMED_ROUNDS`` items, judged as a run judges them (a new call starts
+#: as one ends), so the time holds one batch's ramp and tail per three rounds rather than per
+#: round, and the answers' lengths are averaged over three times as many items. The run reads
+#: them back from the response cache: a compile pays for them once.
+TIMED_ROUNDS = 3
 
 
 #: How many prompt tokens cost the time of one written token. On the embedded 1.5B on two
@@ -100,11 +115,12 @@ def time_judgement(
     """Judge one item for real and time it: the first of ``records`` whose answer is not in
     the response cache (at most ``tries``); ``None`` when every one was (nothing to time),
     when ``lm`` has no response cache (the run would make the call again) or the call failed.
-    With ``threads`` above 1, the first ``threads`` records are judged together, as a run
-    with that many calls in flight judges them, and the batch's wall time is shared among
-    the calls it made. On an endpoint reached over the network, one-token calls are timed
-    after the judgement (:attr:`Timing.latency`; judged one at a time, also
-    :attr:`Timing.prompt_seconds`): two uncached calls of one written token.
+    With ``threads`` above 1, the first ``threads x`` :data:`TIMED_ROUNDS` records are
+    judged as a run with that many calls in flight judges them (:func:`evaluate`: a new call
+    starts as one ends), and the wall time is shared among the calls made. On an endpoint
+    reached over the network, one-token calls are timed after the judgement
+    (:attr:`Timing.latency`; judged one at a time, also :attr:`Timing.prompt_seconds`): two
+    uncached calls of one written token.
 
     On an in-process model that counts the prompt tokens it computes (the embedded one:
     its prefix cache reuses the rest), the timing also holds the tokens the judgement
@@ -120,10 +136,10 @@ def time_judgement(
     # The embedded model loads on first use: loaded here, its loading is not timed.
     lm.count_prompt_tokens([{"role": "user", "content": "OK"}])
     records = list(records)
-    batch = records[:threads]
+    batch = records[: threads * TIMED_ROUNDS]
     if threads > 1 and len(batch) > 1:
         reuse = prompt_reuse_of(lm)
-        together = _timed_together(judge, batch, lm)
+        together = _timed_run(judges_of(program)[0], batch, lm, threads, explain)
         if together is None:
             return None
         following = records[len(batch)] if len(records) > len(batch) else None
@@ -311,43 +327,27 @@ def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> T
     return replace(timing, prompt_seconds=per_token)
 
 
-def _timed_together(judge: Any, records: Sequence[Any], lm: Any) -> Timing | None:
-    """Judge ``records`` at once (one call each in flight) and time the batch; ``None``
-    when every answer came from the cache or every call failed."""
+def _timed_run(
+    judge: Any, records: Sequence[Any], lm: Any, threads: int, explain: bool
+) -> Timing | None:
+    """Judge ``records`` as a run does, ``threads`` calls in flight (:func:`evaluate`), and
+    time them; ``None`` when every answer came from the cache or every call failed."""
     before = lm.stats()
-    started = time.perf_counter()
-    done = _judged_all(judge, records, lm)
-    seconds = time.perf_counter() - started
+    try:
+        result = evaluate(judge, records, lm=lm, threads=threads, progress=False, explain=explain)
+    except Exception:  # noqa: BLE001 - records the run cannot judge: the plan has no time
+        return None
     after = lm.stats()
     calls = after.calls - before.calls
-    if calls <= 0 or not done:
+    if calls <= 0 or result.call_failures >= len(records):
         return None
     return Timing(
-        seconds=seconds / calls,
+        seconds=result.seconds / calls,
         prompt_tokens=round((after.prompt_tokens - before.prompt_tokens) / calls),
         completion_tokens=round((after.completion_tokens - before.completion_tokens) / calls),
-        cap=cap_of(judge),
-        in_flight=len(records),
+        cap=cap_of(scoring_program(judge, explain=explain)),
+        in_flight=threads,
     )
-
-
-def _judged_all(judge: Any, records: Sequence[Any], lm: Any) -> int:
-    """:func:`_judged` for every record at once, each in its own thread; how many
-    succeeded."""
-    ok: list[bool] = []
-
-    def work(record: Any) -> None:
-        ok.append(_judged(judge, record, lm))
-
-    workers = [
-        threading.Thread(target=work, args=(r,), name="judgeopt-plan", daemon=True) for r in records
-    ]
-    for w in workers:
-        w.start()
-    for w in workers:
-        while w.is_alive():
-            w.join(0.1)
-    return sum(ok)
 
 
 def _judged(judge: Any, record: Any, lm: Any) -> bool:
