@@ -18,7 +18,10 @@ Every arm starts on a fresh batch engine with its own empty response cache; the 
 arms alternate which goes first from one pair to the next. Each strategy's predicted seconds
 per call is the plan's own (:func:`judgeopt.evaluate.call_cost` on the plan's item sample,
 :func:`judgeopt.evaluate.plan_cost` with that arm's timing), and its error is
-``(predicted - actual) / actual``.
+``(predicted - actual) / actual``. Both timings predict with every reused prompt token free
+(``one_batch``, ``rounds``: the time model before), and the ``rounds`` timing once more with
+a reused token costing :data:`~judgeopt.evaluate.REUSED_TOKEN_COST` of a computed one
+(``rounds_reused``: the time model now).
 
 Usage:
     JUDGEOPT_THREADS=2 python benchmarks/timing_check.py \\
@@ -43,6 +46,7 @@ from typing import Any
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import (
     PLAN_WINDOW,
+    REUSED_TOKEN_COST,
     TIMED_ROUNDS,
     Timing,
     call_cost,
@@ -162,12 +166,17 @@ def pair_row(
             "actual": round(actual, 4),
             "written_per_call": round(result.completion_tokens / calls, 1),
         }
-        for arm in ("one_batch", "rounds"):
-            t = timings[arm]["timing"]
+        for arm, source, reused in (
+            ("one_batch", "one_batch", 0.0),
+            ("rounds", "rounds", 0.0),
+            ("rounds_reused", "rounds", REUSED_TOKEN_COST),
+        ):
+            t = timings[source]["timing"]
             if t is None:
                 row[arm] = None
                 continue
-            guess = predicted(judge, records, lm, Timing(**t))
+            timing = Timing(**t).with_reused_cost(reused)
+            guess = predicted(judge, records, lm, timing)
             row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
         rows.append(row)
         print(f"  {task_name}:{aspect} {json.dumps(change)}: {actual:.3f} s/call", flush=True)
@@ -183,7 +192,8 @@ def pair_row(
 
 def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean |error| per arm over every (pair, strategy) row, over the baseline rows and over
-    the rest; the paired difference of the absolute errors (rounds minus one batch)."""
+    the rest; the paired difference of the absolute errors (rounds minus one batch, and
+    rounds with reused tokens costed minus rounds)."""
 
     def rows(which: str) -> list[dict[str, Any]]:
         return [
@@ -194,22 +204,28 @@ def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
             if which == "all" or (which == "baseline") == (i == 0)
         ]
 
-    summary: dict[str, Any] = {}
-    for which in ("all", "baseline", "rate_first"):
-        picked = rows(which)
-        one = [abs(r["one_batch"]["error"]) for r in picked]
-        new = [abs(r["rounds"]["error"]) for r in picked]
-        diffs = [b - a for a, b in zip(one, new, strict=True)]
-        summary[which] = {
-            "rows": len(one),
-            "one_batch_mean_abs_error": round(statistics.fmean(one), 4) if one else None,
-            "rounds_mean_abs_error": round(statistics.fmean(new), 4) if new else None,
+    def compared(picked: list[dict[str, Any]], old: str, new: str) -> dict[str, Any]:
+        a = [abs(r[old]["error"]) for r in picked]
+        b = [abs(r[new]["error"]) for r in picked]
+        diffs = [y - x for x, y in zip(a, b, strict=True)]
+        return {
+            "rows": len(a),
+            f"{old}_mean_abs_error": round(statistics.fmean(a), 4) if a else None,
+            f"{new}_mean_abs_error": round(statistics.fmean(b), 4) if b else None,
             "difference": round(statistics.fmean(diffs), 4) if diffs else None,
             "difference_se": (
                 round(statistics.stdev(diffs) / len(diffs) ** 0.5, 4) if len(diffs) > 1 else None
             ),
-            "rounds_better_rows": sum(d < 0 for d in diffs),
+            f"{new}_better_rows": sum(d < 0 for d in diffs),
         }
+
+    summary: dict[str, Any] = {}
+    for which in ("all", "baseline", "rate_first"):
+        picked = rows(which)
+        summary[which] = compared(picked, "one_batch", "rounds")
+        summary[f"{which}_reused"] = compared(
+            [r for r in picked if r.get("rounds_reused") is not None], "rounds", "rounds_reused"
+        )
     return summary
 
 
@@ -251,17 +267,19 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['actual']:.3f}",
                     *(
                         "-" if r[a] is None else f"{r[a]['predicted']:.3f} ({r[a]['error']:+.0%})"
-                        for a in ("one_batch", "rounds")
+                        for a in ("one_batch", "rounds", "rounds_reused")
                     ),
                 ]
             )
-    print(markdown_table(["pair", "strategy", "actual s/call", "one batch", "rounds"], table))
+    header = ["pair", "strategy", "actual s/call", "one batch", "rounds", "rounds, reused"]
+    print(markdown_table(header, table))
     print(json.dumps(summary, indent=2))
     if args.json:
         write_json(
             args.json,
             {
                 "timed_rounds": TIMED_ROUNDS,
+                "reused_token_cost": REUSED_TOKEN_COST,
                 "parallel": parallel,
                 "prereg": str(args.prereg.name),
                 "pairs": out,

@@ -635,14 +635,16 @@ def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batc
 
 def test_recorded_timing_fits_the_rates_of_computed_and_written_tokens() -> None:
     """Summaries that count their computed prompt tokens give the two rates their seconds
-    imply: a recorded strategy that shared less of its prompt is timed back as it ran."""
-    from judgeopt.evaluate import recorded_timing
+    imply (a reused prompt token at REUSED_TOKEN_COST of a computed one): a recorded
+    strategy that shared less of its prompt is timed back as it ran."""
+    from judgeopt.evaluate import REUSED_TOKEN_COST, recorded_timing
 
     class Capped:
         max_tokens = 256
 
     def summary(calls: int, computed: int, written: int) -> dict[str, Any]:
-        seconds = 0.015 * computed + 0.065 * written  # the rates to recover
+        read = computed + REUSED_TOKEN_COST * (750 * calls - computed)
+        seconds = 0.015 * read + 0.065 * written  # the rates to recover
         return {
             "calls": calls,
             "prompt_tokens": 750 * calls,
@@ -904,3 +906,33 @@ def test_the_compile_summary_prints_the_plan_as_it_was_made() -> None:
     line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
     assert "one call at a time" in line and "simulated" not in line
     assert "the search made 700 calls (155,000 tokens)" in line
+
+
+def test_a_reused_prompt_token_costs_a_share_of_a_computed_one() -> None:
+    """The probe's seconds are shared among the tokens it computed and those it reused (at
+    ``reused_cost`` each): a call that reuses a long prefix (in-context examples) is timed
+    longer than one that reuses none with the same computed tokens; at cost 0 the reused
+    tokens are free, as the time model was before."""
+    probe = (1.5, 100.0, 600.0)  # seconds, computed, all prompt tokens
+    base = Timing(
+        seconds=4.0,
+        prompt_tokens=600,
+        completion_tokens=60,
+        in_flight=8,
+        computed_tokens=100.0,
+        probe=probe,
+    )
+    free, costed = base.with_reused_cost(0.0), base.with_reused_cost(0.1)
+    assert free.prompt_seconds == pytest.approx(1.5 / 100)
+    assert costed.prompt_seconds == pytest.approx(1.5 / (100 + 0.1 * 500))
+    # The timed judgement itself is timed back as it ran, whatever the cost.
+    for t in (free, costed):
+        assert t.per_call(600, 60, 100) == pytest.approx(4.0)
+    long_prefix = costed.per_call(2600, 5, 100)
+    short = costed.per_call(100, 5, 100)
+    assert long_prefix > short and free.per_call(2600, 5, 100) == pytest.approx(
+        free.per_call(100, 5, 100)
+    )
+    # Read back from a plan's JSON (a list), the probe is a tuple again.
+    again = Timing(**{**costed.__dict__, "probe": list(probe)})
+    assert again == costed

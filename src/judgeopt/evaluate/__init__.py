@@ -33,6 +33,7 @@ from ._run import default_threads, evaluate, evaluate_retrying
 from ._timing import (
     PREFILL_SPEEDUP,
     RATING_TOKENS,
+    REUSED_TOKEN_COST,
     TIMED_ROUNDS,
     Timing,
     recorded_timing,
@@ -54,6 +55,7 @@ __all__ = [
     "PLAN_WINDOW",
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
+    "REUSED_TOKEN_COST",
     "TIMED_ROUNDS",
     "CallCost",
     "CallPool",

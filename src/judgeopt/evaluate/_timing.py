@@ -20,6 +20,7 @@ from ._run import evaluate, prompt_reuse_of, scoring_program
 __all__ = [
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
+    "REUSED_TOKEN_COST",
     "TIMED_ROUNDS",
     "Timing",
     "recorded_timing",
@@ -38,6 +39,14 @@ RATING_TOKENS = 8
 #: round, and the answers' lengths are averaged over three times as many items. The run reads
 #: them back from the response cache: a compile pays for them once.
 TIMED_ROUNDS = 3
+
+
+#: What a prompt token the embedded model's prefix cache reuses costs, as a share of one it
+#: computes (its blocks are copied into the call's sequence, and the tokens computed after
+#: them attend over them). Least squares over the 19 strategies of the 100-label default
+#: compile of SFRES naturalness (seconds per call on computed, reused and written tokens):
+#: 0.0011 s against 0.0110 s; checked on two other compiles (docs/benchmarks.md, section 16).
+REUSED_TOKEN_COST = 0.1
 
 
 #: How many prompt tokens cost the time of one written token. On the embedded 1.5B on two
@@ -61,7 +70,9 @@ class Timing:
     On a model that reports the prompt tokens it computes (the embedded one, whose prefix
     cache reuses the rest), ``computed_tokens`` is what the timed judgement computed per call
     and ``prompt_seconds`` the seconds of computing one (a one-token call of another item's
-    prompt): calls are then timed on the tokens they compute (:meth:`per_call`).
+    prompt, the ``probe``: its seconds, the prompt tokens it computed and all of its prompt
+    tokens): calls are then timed on the tokens they compute, a reused one costing
+    ``reused_cost`` of a computed one (:meth:`per_call`).
     """
 
     seconds: float
@@ -72,6 +83,26 @@ class Timing:
     latency: float = 0.0
     prompt_seconds: float | None = None
     computed_tokens: float | None = None
+    reused_cost: float = 0.0
+    probe: tuple[float, float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.probe is not None:  # read back from JSON as a list
+            object.__setattr__(self, "probe", tuple(float(v) for v in self.probe))
+
+    def with_reused_cost(self, cost: float) -> Timing:
+        """This timing with a reused prompt token costing ``cost`` of a computed one: the
+        rate of computing one taken again from the probe (unchanged without a probe)."""
+        if self.probe is None:
+            return replace(self, reused_cost=cost)
+        seconds, computed, prompt = self.probe
+        units = computed + cost * max(0.0, prompt - computed)
+        return replace(self, reused_cost=cost, prompt_seconds=seconds / max(units, 1e-9))
+
+    def _read(self, prompt: float, computed: float) -> float:
+        """Prompt tokens in computed-token units: those computed, and the reused ones at
+        :attr:`reused_cost` each."""
+        return computed + self.reused_cost * max(0.0, prompt - computed)
 
     def per_call(
         self, prompt_tokens: float, completion_tokens: float, computed: float | None = None
@@ -81,17 +112,17 @@ class Timing:
         With ``prompt_seconds`` measured: the latency, plus the prompt read at that rate,
         plus the answer written at the rate the timed judgement wrote its own (what is left
         of its seconds, per written token); the prompt read is the tokens computed when both
-        this timing and the call know them (``computed_tokens``, ``computed``), else all of
-        them. Otherwise the latency (shared among the calls in flight) plus the rest of the
-        timed seconds scaled by the tokens, a prompt token :data:`PREFILL_SPEEDUP` times
-        cheaper than a written one.
+        this timing and the call know them (``computed_tokens``, ``computed``), the reused
+        ones at :attr:`reused_cost` each, else all of them. Otherwise the latency (shared
+        among the calls in flight) plus the rest of the timed seconds scaled by the tokens,
+        a prompt token :data:`PREFILL_SPEEDUP` times cheaper than a written one.
         """
         fixed = min(max(self.latency, 0.0) / max(self.in_flight, 1), self.seconds)
         if self.prompt_seconds is not None and self.completion_tokens > 0:
             mine, theirs = float(self.prompt_tokens), float(prompt_tokens)
             if self.computed_tokens is not None:
-                mine = self.computed_tokens
-                theirs = prompt_tokens if computed is None else computed
+                mine = self._read(self.prompt_tokens, self.computed_tokens)
+                theirs = prompt_tokens if computed is None else self._read(prompt_tokens, computed)
             reading = min(self.prompt_seconds * mine, self.seconds - fixed)
             writing = (self.seconds - fixed - reading) / self.completion_tokens
             per_prompt = reading / max(mine, 1.0)
@@ -194,6 +225,7 @@ def _computing(
             done = float(after["evaluated"] - (reuse or {}).get("evaluated", 0))
         else:
             done = float(sum(lm.computed_prompt_tokens(ids, in_flight=len(ids))))
+        probe_ids = lm.prompt_token_ids(probe)
         started = time.perf_counter()
         _quiet_copy(lm).forward(messages=probe, max_tokens=1, cache=False)
         seconds = time.perf_counter() - started
@@ -201,15 +233,17 @@ def _computing(
         if last is not None and after is not None:
             probe_done = float(last["evaluated"] - after["evaluated"])
         else:
-            probe_ids = lm.prompt_token_ids(probe)
             probe_done = float(lm.computed_prompt_tokens([*ids, probe_ids], in_flight=1)[-1])
     except Exception:  # noqa: BLE001 - no rate measured: the plan times on all prompt tokens
         return timing
     if probe_done <= 0 or done <= 0:
         return timing
-    return replace(
-        timing, computed_tokens=done / max(1, len(timed)), prompt_seconds=seconds / probe_done
+    measured = replace(
+        timing,
+        computed_tokens=done / max(1, len(timed)),
+        probe=(seconds, probe_done, float(len(probe_ids))),
     )
+    return measured.with_reused_cost(REUSED_TOKEN_COST)
 
 
 def recorded_timing(
@@ -270,14 +304,16 @@ def recorded_timing(
     if fitted is not None:
         reading, writing = fitted
         mean_computed = sum(r[3] or 0.0 for r in rows) / calls
+        read = mean_computed + REUSED_TOKEN_COST * max(0.0, mean_prompt - mean_computed)
         return Timing(
-            seconds=reading * mean_computed + writing * mean_written,
+            seconds=reading * read + writing * mean_written,
             prompt_tokens=mean_prompt,
             completion_tokens=mean_written,
             cap=cap_of(program),
             in_flight=in_flight,
             prompt_seconds=reading,
             computed_tokens=mean_computed,
+            reused_cost=REUSED_TOKEN_COST,
         )
     per_unit = seconds / units  # wall seconds per token unit, in_flight calls at once
     return Timing(
@@ -293,13 +329,15 @@ def _fitted_rates(
     rows: Sequence[tuple[float, float, float, float | None, float]],
 ) -> tuple[float, float] | None:
     """Seconds per computed prompt token and per written token that best explain the rows'
-    seconds (least squares, no intercept; a row: calls, prompt, written, computed, seconds).
+    seconds (least squares, no intercept; a row: calls, prompt, written, computed, seconds;
+    a reused prompt token counted as :data:`REUSED_TOKEN_COST` of a computed one).
     ``None`` unless every row counts its computed tokens, there are at least two, and both
     rates come out positive (rows whose computed and written tokens are in the same
     proportion cannot tell the rates apart)."""
     if len(rows) < 2 or any(r[3] is None for r in rows):
         return None
-    design = np.array([[r[3], r[2]] for r in rows], dtype=float)
+    read = [(r[3] or 0.0) + REUSED_TOKEN_COST * max(0.0, r[1] - (r[3] or 0.0)) for r in rows]
+    design = np.array([[units, r[2]] for units, r in zip(read, rows, strict=True)], dtype=float)
     target = np.array([r[4] for r in rows], dtype=float)
     (reading, writing), _, rank, _ = np.linalg.lstsq(design, target, rcond=None)
     if rank < 2 or not (np.isfinite(reading) and np.isfinite(writing)):
