@@ -415,7 +415,9 @@ def time_model_check(
     evaluated strategy's seconds per call against the timed judgement (the plan's
     ``timing``) scaled to its recorded prompt and written tokens, once with every prompt
     token read (the model before prefix reuse was counted) and once with the tokens the
-    model computes (its share counted on the first ``PLAN_WINDOW`` items). Separates the
+    model computes (its share counted on the first ``PLAN_WINDOW`` items; the reused ones at
+    the timing's ``reused_cost``). Each row keeps its prompt and written tokens per call, so
+    another time model can be replayed on it. Separates the
     time model from the plan's guess of which strategies the search will evaluate.
     ``None`` without a timing or on an LM that does not count computed tokens."""
     plan = (run.get("report") or {}).get("plan") or {}
@@ -437,6 +439,8 @@ def time_model_check(
             {
                 "strategy": step["strategy"],
                 "seconds_per_call": round(actual, 3),
+                "prompt_per_call": round(prompt, 1),
+                "written_per_call": round(written, 1),
                 "computed_share": round(share, 3),
                 "all_read": round(read_all.per_call(prompt, written), 3),
                 "computed": round(timing.per_call(prompt, written, share * prompt), 3),

@@ -1,6 +1,7 @@
-"""One judgement timed on the endpoint, the measure a cost plan scales every call's time
-from (:class:`Timing`): made for the plan (:func:`time_judgement`) or read from the
-judgements a resumed run already made (:func:`recorded_timing`).
+"""Judgements timed on the endpoint, the measure a cost plan scales every call's time from
+(:class:`Timing`): made for the plan (:func:`time_judgement`: one, or three rounds of the
+calls in flight) or read from the judgements a resumed run already made
+(:func:`recorded_timing`).
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ class CompileRun:
         restart: Discard the checkpoint's results first.
         check_lm: Make one short call before judging (a dead endpoint stops at once).
         progress: Show progress bars (else one log line per strategy).
-        plan: Estimate the compile's cost before its first judge call (one baseline
-            judgement timed; :mod:`~judgeopt.teleprompt._planning`) and log it.
+        plan: Estimate the compile's cost before its first judge call (the baseline
+            judged and timed; :mod:`~judgeopt.teleprompt._planning`) and log it.
     """
 
     def __init__(

@@ -23,11 +23,12 @@ AutoCoT steps, metrics questions, references; in-context examples are chosen fro
 not generated) add one call per artifact not stored yet, counted path by path and averaged,
 each writing about as much as the text that stands in for the artifact when prompts are
 counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
-The time is one baseline judgement per call in flight, judged together as the search does
-(on the embedded model, each call timed on the prompt tokens its prefix cache leaves to
-compute, counted on the first :data:`judgeopt.evaluate.PLAN_WINDOW` search items in the
-order the search judges them); a resumed compile whose baseline answers are all in the
-response cache times its calls on the judgements it has already made instead
+The time is the baseline judged on :data:`judgeopt.evaluate.TIMED_ROUNDS` rounds of the calls
+in flight, as the search judges it (on the embedded model, each call timed on the prompt
+tokens its prefix cache leaves to compute, counted on the first
+:data:`judgeopt.evaluate.PLAN_WINDOW` search items in the order the search judges them); a
+resumed compile whose baseline answers are all in the response cache times its calls on the
+judgements it has already made instead
 (:func:`judgeopt.evaluate.recorded_timing`).
 
 The search's next strategy is known before it is judged (``Search.ask`` returns the pending

@@ -89,8 +89,8 @@ class JudgeSearch(Teleprompter):
         check_endpoint: Make one short call before the search, so a dead or misnamed
             endpoint stops the compile at once with a clear error.
         plan_cost: Estimate the compile's calls, tokens, time and money before its first
-            judge call and log the plan (``judgeopt.progress``); one baseline judgement is
-            made and timed for it (the search reads it from the response cache). The
+            judge call and log the plan (``judgeopt.progress``); the baseline is judged and
+            timed for it (the search reads those answers from the response cache). The
             compile's :class:`CompileResult` keeps the plan beside what was spent.
 
     Raises:
