@@ -1,6 +1,6 @@
 """Does the plan's timed judgement predict what a run's calls take? One closed batch of the
-calls in flight (how the plan was timed before) against ``TIMED_ROUNDS`` rounds kept full as
-a run keeps them (how it is timed now), both scored on the same run.
+calls in flight (how the plan is timed) against :data:`ROUNDS` rounds kept full as a run keeps
+them, both scored on the same run.
 
 For each pair of ``benchmarks/timing_check_prereg.json`` (named in a commit before any of
 its items was judged here), on the embedded model with ``--parallel`` calls in flight:
@@ -8,8 +8,8 @@ its items was judged here), on the embedded model with ``--parallel`` calls in f
 * ``one_batch``: the MT-Bench baseline judges the first ``parallel`` items all at once, the
   batch is timed and its wall time shared among its calls; then the rate of computing a
   prompt token (a one-token call of the next item's prompt), as the plan measured it;
-* ``rounds``: :func:`judgeopt.evaluate.time_judgement` as the plan now calls it: the first
-  ``parallel x TIMED_ROUNDS`` items judged as a run judges them, then the same probe;
+* ``rounds``: :func:`judgeopt.evaluate.time_judgement` with ``rounds=ROUNDS``: the first
+  ``parallel x ROUNDS`` items judged as a run judges them, then the same probe;
 * ``run``: every strategy of the file judges all the pair's items, one strategy after
   another, as a compile's search evaluates them (:func:`judgeopt.evaluate.evaluate`,
   ``parallel`` calls in flight), the baseline first: its seconds per call.
@@ -19,9 +19,15 @@ arms alternate which goes first from one pair to the next. Each strategy's predi
 per call is the plan's own (:func:`judgeopt.evaluate.call_cost` on the plan's item sample,
 :func:`judgeopt.evaluate.plan_cost` with that arm's timing), and its error is
 ``(predicted - actual) / actual``. Both timings predict with every reused prompt token free
-(``one_batch``, ``rounds``: the time model before), and the ``rounds`` timing once more with
-a reused token costing :data:`~judgeopt.evaluate.REUSED_TOKEN_COST` of a computed one
-(``rounds_reused``: the time model now).
+(``one_batch``, ``rounds``: the plan's time model), and the ``rounds`` timing once more with
+a reused token costing :data:`REUSED_COST` of a computed one (``rounds_reused``).
+``--one-batch-reused`` adds, afterwards and without a call, the one-batch timing with that
+cost (``one_batch_reused``, marked post hoc); ``--recorded`` replays the time model with
+and without it on the recorded compiles' rows.
+
+The registered run (benchmarks/results/timing_check.json) decided the plan's settings: one
+round (:data:`judgeopt.evaluate.TIMED_ROUNDS`) and reused tokens free
+(:data:`judgeopt.evaluate.REUSED_TOKEN_COST`); docs/benchmarks.md, section 16.
 
 Usage:
     JUDGEOPT_THREADS=2 python benchmarks/timing_check.py \\
@@ -46,8 +52,6 @@ from typing import Any
 from judgeopt.data import Record, load_records
 from judgeopt.evaluate import (
     PLAN_WINDOW,
-    REUSED_TOKEN_COST,
-    TIMED_ROUNDS,
     Timing,
     call_cost,
     evaluate,
@@ -63,6 +67,10 @@ from judgeopt.lm import make_lm
 from judgeopt_lab import fresh_engines, markdown_table, pair_file, write_json
 
 PREREG = Path(__file__).with_name("timing_check_prereg.json")
+#: The rounds of calls in flight and the reused prompt token's cost the check compares with
+#: the plan's one batch and free reused tokens (the values registered).
+ROUNDS = 3
+REUSED_COST = 0.1
 #: Items whose prompts the plan counts (a compile's PLAN_ITEMS).
 PLAN_ITEMS = 8
 
@@ -99,8 +107,8 @@ def one_batch_timing(judge: Any, records: list[Record], lm: Any, threads: int) -
 
 
 def rounds_timing(judge: Any, records: list[Record], lm: Any, threads: int) -> Timing | None:
-    """The plan's timing as it is made now (:func:`time_judgement`)."""
-    return time_judgement(judge, records, lm, threads=threads)
+    """The plan's timing over :data:`ROUNDS` rounds (:func:`time_judgement`)."""
+    return time_judgement(judge, records, lm, threads=threads, rounds=ROUNDS)
 
 
 def predicted(judge: Any, records: list[Record], lm: Any, timing: Timing) -> float:
@@ -169,7 +177,7 @@ def pair_row(
         for arm, source, reused in (
             ("one_batch", "one_batch", 0.0),
             ("rounds", "rounds", 0.0),
-            ("rounds_reused", "rounds", REUSED_TOKEN_COST),
+            ("rounds_reused", "rounds", REUSED_COST),
         ):
             t = timings[source]["timing"]
             if t is None:
@@ -237,7 +245,7 @@ RECORDED = (
 )
 
 
-def recorded_replay(results: Path, costs: tuple[float, ...] = (0.0, REUSED_TOKEN_COST)) -> Any:
+def recorded_replay(results: Path, costs: tuple[float, ...] = (0.0, REUSED_COST)) -> Any:
     """The time model with each reused-token cost, replayed on the strategies of the recorded
     compiles' ``time_model`` rows (no call): mean |error| of the seconds per call.
 
@@ -289,8 +297,47 @@ def recorded_replay(results: Path, costs: tuple[float, ...] = (0.0, REUSED_TOKEN
     return {
         "rows": out,
         "note": "the probe of a recorded timing is taken as the timed calls' mean (its own "
-        "figures were not recorded); REUSED_TOKEN_COST was fitted on the first compile",
+        "figures were not recorded); the cost 0.1 was fitted on the first compile",
     }
+
+
+def repredict(path: Path, arm: str, source: str, reused: float) -> dict[str, Any]:
+    """Add the prediction ``arm`` (``source``'s timing with a reused token at ``reused``) to
+    every row of a run's JSON, from its recorded timings (no judge call: the embedded model
+    is loaded for its tokenizer), and summarise it against ``source`` as recorded."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    # The run's parallel: the computed share is counted on that many slots.
+    lm = make_lm("local", cache=False, parallel=int(data["parallel"]))
+    for pair in data["pairs"]:
+        task_name, aspect = pair["pair"].split(":", 1)
+        task = load_task(task_name)
+        records = pair_items(task_name, pair["n_items"])
+        base = JudgeProgram(task, aspect, lm=lm).fresh_copy(
+            trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
+        )
+        recorded = pair["timings"][source]["timing"]
+        for row in pair["strategies"]:
+            judge = base.with_strategy({**baseline_strategy(task).as_dict(), **row["strategy"]})
+            timing = Timing(**recorded).with_reused_cost(reused)
+            guess = predicted(judge, records, lm, timing)
+            actual = row["actual"]
+            row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
+    rows = [r for p in data["pairs"] for r in p["strategies"]]
+    a = [abs(r[source]["error"]) for r in rows]
+    b = [abs(r[arm]["error"]) for r in rows]
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    data.setdefault("post_hoc", {})[arm] = {
+        "what": f"{source}'s timing with a reused prompt token at {reused} of a computed one, "
+        "added after the run's results were read: not a pre-registered comparison",
+        f"{source}_mean_abs_error": round(statistics.fmean(a), 4),
+        f"{arm}_mean_abs_error": round(statistics.fmean(b), 4),
+        "difference": round(statistics.fmean(diffs), 4),
+        "difference_se": round(statistics.stdev(diffs) / len(diffs) ** 0.5, 4),
+        f"{arm}_better_rows": sum(d < 0 for d in diffs),
+        "rows": len(rows),
+    }
+    write_json(path, data)
+    return data["post_hoc"][arm]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,9 +351,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="replay the time model on the recorded compiles' rows instead (no call)",
     )
+    ap.add_argument(
+        "--one-batch-reused",
+        action="store_true",
+        help="add to the run in --json the one-batch timing's prediction with reused tokens "
+        "costed (no judge call; a post-hoc reading, marked so)",
+    )
     args = ap.parse_args(argv)
     if args.recorded:
         print(json.dumps(recorded_replay(Path(__file__).with_name("results")), indent=2))
+        return 0
+    if args.one_batch_reused:
+        if args.json is None:
+            ap.error("--one-batch-reused needs --json (the run to add the prediction to)")
+        added = repredict(args.json, "one_batch_reused", "one_batch", REUSED_COST)
+        print(json.dumps(added, indent=2))
         return 0
     plan = json.loads(args.prereg.read_text(encoding="utf-8"))
     pairs = args.pairs.split(",") if args.pairs else plan["pairs"]
@@ -350,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         write_json(
             args.json,
             {
-                "timed_rounds": TIMED_ROUNDS,
-                "reused_token_cost": REUSED_TOKEN_COST,
+                "timed_rounds": ROUNDS,
+                "reused_token_cost": REUSED_COST,
                 "parallel": parallel,
                 "prereg": str(args.prereg.name),
                 "pairs": out,

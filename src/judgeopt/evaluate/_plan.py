@@ -2,9 +2,9 @@
 
 A :class:`CostPlan` is estimated from the prompts the run will send, rendered and counted
 with the model's own tokenizer (:meth:`judgeopt.lm.JudgeLM.count_prompt_tokens`), and from
-real judgements timed on the endpoint (:func:`time_judgement`: one, or three rounds of the
-calls in flight; they go through the response cache, so the run that follows does not pay
-for them again). The estimate's parts:
+real judgements timed on the endpoint (:func:`time_judgement`: one, or one of each call in
+flight; they go through the response cache, so the run that follows does not pay for them
+again). The estimate's parts:
 
 * **calls**: items x answers per item (5 for ``sc5``) for every judge the run evaluates;
 * **prompt tokens**: counted on the rendered prompts; what a strategy generates during the
@@ -21,9 +21,9 @@ for them again). The estimate's parts:
   once per strategy, a grouped item's shared input once per group), a call is timed on the
   prompt tokens it computes (:meth:`judgeopt.lm.LlamaCppLM.computed_prompt_tokens`, counted
   on the first :data:`PLAN_WINDOW` items in judging order), read at the rate of a one-token
-  call of the next item's prompt timed after the judgement, a reused prompt token at
-  :data:`REUSED_TOKEN_COST` of a computed one: a strategy that puts the item before its
-  instructions shares little and is timed so. On an
+  call of the next item's prompt timed after the judgement (a reused prompt token costs
+  :data:`~judgeopt.evaluate.REUSED_TOKEN_COST` of a computed one, 0): a strategy that puts
+  the item before its instructions shares little and is timed so. On an
   endpoint reached over the network, the part of a call that does not depend on its tokens
   (round trip, queueing, the first token: a one-token call timed right after the timed
   judgement, :func:`one_token_call`) is added to every call unscaled, so a judge that stops

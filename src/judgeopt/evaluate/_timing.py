@@ -1,7 +1,6 @@
 """Judgements timed on the endpoint, the measure a cost plan scales every call's time from
-(:class:`Timing`): made for the plan (:func:`time_judgement`: one, or three rounds of the
-calls in flight) or read from the judgements a resumed run already made
-(:func:`recorded_timing`).
+(:class:`Timing`): made for the plan (:func:`time_judgement`: one, or one round of the calls
+in flight) or read from the judgements a resumed run already made (:func:`recorded_timing`).
 """
 
 from __future__ import annotations
@@ -36,18 +35,25 @@ RATING_TOKENS = 8
 
 #: Rounds of calls in flight the plan's timed judgement makes on a model that judges several
 #: at once: ``threads x TIMED_ROUNDS`` items, judged as a run judges them (a new call starts
-#: as one ends), so the time holds one batch's ramp and tail per three rounds rather than per
-#: round, and the answers' lengths are averaged over three times as many items. The run reads
-#: them back from the response cache: a compile pays for them once.
-TIMED_ROUNDS = 3
+#: as one ends); the run reads them back from the response cache. One round: three rounds
+#: were checked against it (benchmarks/timing_check.py, pre-registered: 3 pairs x 5
+#: strategies, the embedded model) and predicted the baseline's seconds per call better
+#: (mean |error| 16 % against 30 %) but the rate-first judges' worse (25 % against 13 %),
+#: 23 % against 16 % over all: not adopted.
+TIMED_ROUNDS = 1
 
 
 #: What a prompt token the embedded model's prefix cache reuses costs, as a share of one it
-#: computes (its blocks are copied into the call's sequence, and the tokens computed after
-#: them attend over them). Least squares over the 19 strategies of the 100-label default
-#: compile of SFRES naturalness (seconds per call on computed, reused and written tokens):
-#: 0.0011 s against 0.0110 s; checked on two other compiles (docs/benchmarks.md, section 16).
-REUSED_TOKEN_COST = 0.1
+#: computes (its block is copied into the call's sequence, and the tokens computed after it
+#: attend over it). 0: reused tokens are free. The least-squares ratio over the 19 strategies
+#: of the 100-label default compile of SFRES naturalness is 0.1 (0.0011 against 0.0110 s per
+#: token), and 0.1 lowered the time model's error on two other recorded compiles (SummEval
+#: 14 % to 10 %, Topical-Chat coherence 27 % to 15 %), but not on the pre-registered check
+#: (benchmarks/timing_check.py: 23.1 % to 22.8 %, s.e. of the difference 2.3 points; with
+#: the one-round timing 16.3 % to 18.4 %, read afterwards), where in-context examples were
+#: planned slower with it and item-first orders faster: left at 0. ``Timing.probe`` keeps
+#: the figures to replay another value (:meth:`Timing.with_reused_cost`).
+REUSED_TOKEN_COST = 0.0
 
 
 #: How many prompt tokens cost the time of one written token. On the embedded 1.5B on two
@@ -143,13 +149,14 @@ def time_judgement(
     tries: int = 3,
     explain: bool = False,
     threads: int = 1,
+    rounds: int = TIMED_ROUNDS,
 ) -> Timing | None:
     """Judge one item for real and time it: the first of ``records`` whose answer is not in
     the response cache (at most ``tries``); ``None`` when every one was (nothing to time),
     when ``lm`` has no response cache (the run would make the call again) or the call failed.
-    With ``threads`` above 1, the first ``threads x`` :data:`TIMED_ROUNDS` records are
-    judged as a run with that many calls in flight judges them (:func:`evaluate`: a new call
-    starts as one ends), and the wall time is shared among the calls made. On an endpoint
+    With ``threads`` above 1, the first ``threads x rounds`` (:data:`TIMED_ROUNDS`) records
+    are judged as a run with that many calls in flight judges them (:func:`evaluate`), and
+    the wall time is shared among the calls made. On an endpoint
     reached over the network, one-token calls are timed after the judgement
     (:attr:`Timing.latency`; judged one at a time, also :attr:`Timing.prompt_seconds`): two
     uncached calls of one written token.
@@ -168,7 +175,7 @@ def time_judgement(
     # The embedded model loads on first use: loaded here, its loading is not timed.
     lm.count_prompt_tokens([{"role": "user", "content": "OK"}])
     records = list(records)
-    batch = records[: threads * TIMED_ROUNDS]
+    batch = records[: threads * max(1, rounds)]
     if threads > 1 and len(batch) > 1:
         reuse = prompt_reuse_of(lm)
         together = _timed_run(judges_of(program)[0], batch, lm, threads, explain)

@@ -23,7 +23,7 @@ AutoCoT steps, metrics questions, references; in-context examples are chosen fro
 not generated) add one call per artifact not stored yet, counted path by path and averaged,
 each writing about as much as the text that stands in for the artifact when prompts are
 counted (the LM's output limit, 1024 tokens, would overstate such a call many times over).
-The time is the baseline judged on :data:`judgeopt.evaluate.TIMED_ROUNDS` rounds of the calls
+The time is the baseline judged on :data:`judgeopt.evaluate.TIMED_ROUNDS` round of the calls
 in flight, as the search judges it (on the embedded model, each call timed on the prompt
 tokens its prefix cache leaves to compute, counted on the first
 :data:`judgeopt.evaluate.PLAN_WINDOW` search items in the order the search judges them); a
