@@ -121,8 +121,12 @@ def test_cli_evaluate_plan_only_prints_the_plan_and_judges_nothing_more(
     assert main(argv) == 0
     text = capsys.readouterr()
     assert text.out.startswith("judgeopt evaluate: plan (12 items): about 12 judge calls")
+    assert "one call at a time" in text.out  # what the run keeps in flight on this LM
     assert not report.exists()
     assert len(fake.judge_requests) <= 3  # the check call and the one timed judgement
+    # Timed with the calls the run keeps in flight: --threads 3 judges three at once.
+    assert main([*argv, "--threads", "3", "--limit", "12"]) == 0
+    assert "3 calls in flight" in capsys.readouterr().out
 
 
 def test_the_api_plan_on_the_embedded_engine_times_computed_tokens(

@@ -17,6 +17,7 @@ from ..evaluate import (
     check_endpoint,
     check_label_spread,
     check_records,
+    default_threads,
     evaluate,
     evaluate_against,
     plan_cost,
@@ -195,8 +196,11 @@ def _print_plan(
     sample = plan_sample(records, PLAN_ITEMS)
     parts, timing = [], None
     for judge in judges:
-        # The judge's first item is judged and timed (it is read back from the cache).
-        timing = time_judgement(judge, records, judge.lm, explain=explain) or timing
+        # Judged and timed as the run judges (its calls in flight), read back from the cache.
+        threads = args.threads or default_threads(judge.lm)
+        timing = (
+            time_judgement(judge, records, judge.lm, explain=explain, threads=threads) or timing
+        )
         parts.append(
             (
                 call_cost(

@@ -25,6 +25,7 @@ from ..evaluate import (
     PLAN_WINDOW,
     call_cost,
     check_endpoint,
+    default_threads,
     mean_cost,
     plan_cost,
     plan_sample,
@@ -84,12 +85,12 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     check_endpoint(program.lm, timeout=args.check_timeout, before="the grid")
     if args.plan_only:
         try:
-            _print_plan(program, space, records, sys.stdout)
+            _print_plan(program, space, records, sys.stdout, args.threads)
         except Exception as e:  # noqa: BLE001 - the plan is all that was asked for
             raise CLIError(f"no cost plan could be made: {e}") from e
         return 0
     try:
-        _print_plan(program, space, records, sys.stderr)
+        _print_plan(program, space, records, sys.stderr, args.threads)
     except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
         print(f"grid: no cost plan ({e})", file=sys.stderr)
     try:
@@ -232,14 +233,18 @@ def _print_grid_result(result: Any, program: Any, space: Any, top: int) -> None:
 PLAN_STRATEGIES, PLAN_ITEMS = 24, 8
 
 
-def _print_plan(program: Any, space: Any, records: Sequence[Any], stream: TextIO) -> None:
-    """Print what the grid will cost (on ``stream``) before its first judge call: the mean cost of
-    up to :data:`PLAN_STRATEGIES` of its strategies, spread evenly over the space."""
+def _print_plan(
+    program: Any, space: Any, records: Sequence[Any], stream: TextIO, threads: int | None
+) -> None:
+    """Print what the grid will cost (on ``stream``) before its first judge call: the mean
+    cost of up to :data:`PLAN_STRATEGIES` of its strategies, spread evenly over the space,
+    timed with the grid's calls in flight (``threads``; ``None``: what the LM keeps busy)."""
     lm = program.lm
     step = max(1, space.size // PLAN_STRATEGIES)
     drawn = [space.from_index(i) for i in range(0, space.size, step)][:PLAN_STRATEGIES]
     items = plan_sample(records, PLAN_ITEMS)
-    timing = time_judgement(program.with_strategy(drawn[0]), records, lm)
+    in_flight = threads or default_threads(lm)
+    timing = time_judgement(program.with_strategy(drawn[0]), records, lm, threads=in_flight)
     window = records[:PLAN_WINDOW]
     costs = [
         call_cost(program.with_strategy(s), items, lm, timing=timing, window=window) for s in drawn
