@@ -152,3 +152,28 @@ def test_the_api_plan_on_the_embedded_engine_times_computed_tokens(
     assert plan.calls >= 4 * 16
     # the timed baseline, the rate probe, a logprobs probe
     assert lm.stats().calls <= 2 * TIMED_ROUNDS + 1 + 1
+
+
+def test_cli_evaluate_plan_counts_a_judge_that_sends_the_baselines_prompts_once(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """``evaluate --baseline`` on a judge that is the baseline (a compile that kept it) sends
+    each prompt once: the second judge's answers come from the cache, and the plan says so;
+    a judge with other prompts is counted in full."""
+    import judgeopt.lm
+
+    fake = ScriptedLM(lambda m: "Rating: [[2]]", cache=tmp_path / "cache")
+    monkeypatch.setattr(judgeopt.lm, "make_lm", lambda model, **kw: fake.lm)
+    task = load_task("topical_chat")
+    data = str(shared_data / "topical_chat" / "valid.jsonl")
+    kept, other = tmp_path / "kept.json", tmp_path / "other.json"
+    JudgeProgram(task, ASPECT, baseline_strategy(task)).save(kept)
+    JudgeProgram(task, ASPECT, baseline_strategy(task).replace(cot="none")).save(other)
+    common = ["--data", data, "--limit", "12", "--no-progress", "--model", "openai/x"]
+    assert main(["evaluate", str(kept), *common, "--baseline", "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    assert "plan (2 judges on 12 items, one sending the other's prompts" in out
+    assert "about 12 judge calls" in out
+    assert main(["evaluate", str(other), *common, "--baseline", "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    assert "about 24 judge calls" in out and "other's prompts" not in out

@@ -22,6 +22,7 @@ from ..evaluate import (
     evaluate_against,
     plan_cost,
     plan_sample,
+    same_calls,
     time_judgement,
 )
 from ..search import Strategy
@@ -194,8 +195,11 @@ def _print_plan(
     call."""
     explain = bool(args.explanations)
     sample = plan_sample(records, PLAN_ITEMS)
-    parts, timing = [], None
-    for judge in judges:
+    parts, timing, repeated = [], None, 0
+    for k, judge in enumerate(judges):
+        if any(same_calls(earlier, judge, sample) for earlier in judges[:k]):
+            repeated += 1  # its answers are the earlier judge's, read from the cache
+            continue
         # Judged and timed as the run judges (its calls in flight), read back from the cache.
         threads = args.threads or default_threads(judge.lm)
         timing = (
@@ -219,6 +223,8 @@ def _print_plan(
         if len(judges) > 1
         else f"{len(records)} items"
     )
+    if repeated:
+        what += ", one sending the other's prompts: read from the cache"
     plan = plan_cost(parts, judges[0].lm, timing=timing, what=what)
     print(f"judgeopt evaluate: {plan.line()}", file=stream, flush=True)
 

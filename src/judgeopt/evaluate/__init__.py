@@ -26,7 +26,13 @@ from ._eval_result import (
     score_items,
 )
 from ._plan import CallCost, CostPlan, call_cost, duration, mean_cost, plan_cost, screen_cost
-from ._plan_prompts import PLAN_WINDOW, artifact_tokens, computed_share, plan_sample
+from ._plan_prompts import (
+    PLAN_WINDOW,
+    artifact_tokens,
+    computed_share,
+    plan_sample,
+    same_calls,
+)
 from ._pool import CallPool
 from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
 from ._run import default_threads, evaluate, evaluate_retrying
@@ -49,6 +55,7 @@ __all__ = [
     "attack_records",
     "attack_suite",
     "robustness",
+    "same_calls",
     "wilson_interval",
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",

@@ -24,6 +24,7 @@ __all__ = [
     "plan_messages",
     "plan_sample",
     "prompt_tokens_of",
+    "same_calls",
 ]
 
 
@@ -126,6 +127,25 @@ def plan_messages(judge: Any, records: Sequence[Any], index: int) -> list[dict[s
         return [{"role": "user", "content": str(render(fields))}]
     inputs = {**fields, **_stand_ins(judge, records, index)}
     return list(judge.adapter.format(judge.signature, [], inputs))
+
+
+def same_calls(first: Any, second: Any, records: Sequence[Any]) -> bool:
+    """Whether judge ``second`` sends ``first``'s calls on ``records`` (one judge each, the
+    same LM object, decoding, output cap and messages on the first three records): its
+    answers are then read from the response cache, as ``evaluate --baseline`` reads them on a
+    judge that is the baseline."""
+    if len(judges_of(first)) != 1 or len(judges_of(second)) != 1:
+        return False
+    if getattr(first, "lm", None) is not getattr(second, "lm", None):
+        return False
+    if cap_of(first) != cap_of(second):
+        return False
+    if repr(getattr(first, "decoding", None)) != repr(getattr(second, "decoding", None)):
+        return False
+    shown = list(records[:3])
+    return all(
+        plan_messages(first, shown, i) == plan_messages(second, shown, i) for i in range(len(shown))
+    )
 
 
 def prompt_tokens_of(judge: Any, records: Sequence[Any], index: int, lm: Any) -> int:
