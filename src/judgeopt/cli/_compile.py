@@ -250,20 +250,10 @@ def _compile_aspect(
     ``shared``: the artifacts common to every aspect (an ``ArtifactStore``), made by the
     aspects compiled before: the search starts with them, and adds the ones it makes.
     """
-    from ..judge import ANY_ASPECT, JudgeProgram  # lazy: loads DSPy
+    from ..judge import ANY_ASPECT  # lazy: loads DSPy
 
     model, lm = model_lm
-    train, val, test = _aspect_data(args, task, aspect)
-    # The student's artifacts seed the search's store (JudgeProgram.fresh_copy).
-    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
-    _check_data(
-        student,
-        [
-            ("--data", args.data, train, val is None),
-            ("--valid-data", args.valid_data, val, True),
-            ("--test-data", args.test_data, test, False),
-        ],
-    )
+    student, train, val, test = _student_and_data(args, task, aspect, lm, shared)
     judge = _search(optimizer, student, train, val)
     common = f"{task.name}/{ANY_ASPECT}/"
     for key, value in judge.store.to_dict().items():
@@ -293,18 +283,7 @@ def _plan_aspect(
 ) -> None:
     """Print the plan of one aspect's compile (``--plan-only``): the search and the choice
     (:meth:`JudgeSearch.plan`), and the held-out test's calls when ``--test-data`` is given."""
-    from ..judge import JudgeProgram  # lazy: loads DSPy
-
-    train, val, test = _aspect_data(args, task, aspect)
-    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
-    _check_data(
-        student,
-        [
-            ("--data", args.data, train, val is None),
-            ("--valid-data", args.valid_data, val, True),
-            ("--test-data", args.test_data, test, False),
-        ],
-    )
+    student, train, val, test = _student_and_data(args, task, aspect, lm, shared)
     try:
         plan = _reported(lambda: optimizer.plan(student, trainset=train, valset=val))
     except RuntimeError as e:  # no plan could be made: the plan is all that was asked for
@@ -317,6 +296,26 @@ def _plan_aspect(
             "baseline is chosen)",
             flush=True,
         )
+
+
+def _student_and_data(
+    args: argparse.Namespace, task: JudgeTask, aspect: str, lm: Any, shared: ArtifactStore
+) -> tuple[JudgeProgram, list[Record], list[Record] | None, list[Record] | None]:
+    """The aspect's student (its artifacts seed the search's store, JudgeProgram.fresh_copy)
+    and the records of ``--data``, ``--valid-data`` and ``--test-data``, checked."""
+    from ..judge import JudgeProgram  # lazy: loads DSPy
+
+    train, val, test = _aspect_data(args, task, aspect)
+    student = JudgeProgram(task, aspect, lm=lm, artifacts=shared)
+    _check_data(
+        student,
+        [
+            ("--data", args.data, train, val is None),
+            ("--valid-data", args.valid_data, val, True),
+            ("--test-data", args.test_data, test, False),
+        ],
+    )
+    return student, train, val, test
 
 
 def _aspect_data(

@@ -178,7 +178,7 @@ def time_judgement(
     batch = records[: threads * max(1, rounds)]
     if threads > 1 and len(batch) > 1:
         reuse = prompt_reuse_of(lm)
-        together = _timed_run(judges_of(program)[0], batch, lm, threads, explain)
+        together = _timed_run(judge, batch, lm, threads, explain)
         if together is None:
             return None
         following = records[len(batch)] if len(records) > len(batch) else None
@@ -376,8 +376,9 @@ def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> T
 def _timed_run(
     judge: Any, records: Sequence[Any], lm: Any, threads: int, explain: bool
 ) -> Timing | None:
-    """Judge ``records`` as a run does, ``threads`` calls in flight (:func:`evaluate`), and
-    time them; ``None`` when every answer came from the cache or every call failed."""
+    """Judge ``records`` with ``judge`` (as measured: :func:`scoring_program` with
+    ``explain``) as a run does, ``threads`` calls in flight (:func:`evaluate`), and time
+    them; ``None`` when every answer came from the cache or every call failed."""
     before = lm.stats()
     try:
         result = evaluate(judge, records, lm=lm, threads=threads, progress=False, explain=explain)
@@ -391,7 +392,7 @@ def _timed_run(
         seconds=result.seconds / calls,
         prompt_tokens=round((after.prompt_tokens - before.prompt_tokens) / calls),
         completion_tokens=round((after.completion_tokens - before.completion_tokens) / calls),
-        cap=cap_of(scoring_program(judge, explain=explain)),
+        cap=cap_of(judge),
         in_flight=threads,
     )
 

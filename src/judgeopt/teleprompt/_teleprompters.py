@@ -256,7 +256,14 @@ class JudgeSearch(Teleprompter):
 
         See ``docs/judge.md``, "What happens when things go wrong".
         """
-        run = CompileRun(
+        run = self._run(student, trainset, valset, plan=self.plan_cost)
+        return cast(_Student, run.run())
+
+    def _run(
+        self, student: _Student, trainset: Sequence[Any], valset: Sequence[Any] | None, plan: bool
+    ) -> CompileRun:
+        """The compile of ``student`` with this teleprompter's settings, up to its first call."""
+        return CompileRun(
             self.config,
             student,
             trainset=trainset,
@@ -265,9 +272,8 @@ class JudgeSearch(Teleprompter):
             restart=self.restart,
             check_lm=self.check_endpoint,
             progress=self.progress,
-            plan=self.plan_cost,
+            plan=plan,
         )
-        return cast(_Student, run.run())
 
     def plan(
         self,
@@ -310,17 +316,7 @@ class JudgeSearch(Teleprompter):
             ``RuntimeError`` when the plan cannot be made (the baseline's timed judgement
             failed: the message says why).
         """
-        run = CompileRun(
-            self.config,
-            student,
-            trainset=trainset,
-            valset=valset,
-            checkpoint_dir=self.checkpoint_dir,
-            restart=self.restart,
-            check_lm=self.check_endpoint,
-            progress=self.progress,
-            plan=False,
-        )
+        run = self._run(student, trainset, valset, plan=False)
         try:
             return run.estimate_cost(timing)
         except (LMUnavailable, ValueError):
