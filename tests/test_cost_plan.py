@@ -881,7 +881,7 @@ def test_the_compile_summary_prints_the_plan_as_it_was_made() -> None:
     its spread over the search's simulated paths beside what the run spent."""
     from types import SimpleNamespace
 
-    from judgeopt.cli._compile import _planned_and_spent
+    from judgeopt.cli._compile_output import planned_and_spent
 
     res = SimpleNamespace(
         calls=700, prompt_tokens=150_000, completion_tokens=5_000, selection_calls=0, seconds=2400
@@ -895,7 +895,7 @@ def test_the_compile_summary_prints_the_plan_as_it_was_made() -> None:
         in_flight=8,
         spread={"calls": (640.0, 905.0), "tokens": (1.0, 2.0)},
     ).to_dict()
-    line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
+    line = planned_and_spent(res, plan)  # type: ignore[arg-type]
     assert "planned about 755 calls (640-905 on 8 in 10 simulated search paths)" in line
     assert "43 min 8 calls in flight" in line and "one call at a time" not in line
     free = CostPlan(1, 1, 1, 1.0, 0.0, spread={"calls": (1, 2), "dollars": (0.0, 0.0)})
@@ -903,7 +903,7 @@ def test_the_compile_summary_prints_the_plan_as_it_was_made() -> None:
     priced = CostPlan(1, 1, 1, 1.0, 0.5, spread={"dollars": (0.25, 1.5)})
     assert priced.line().endswith("(8 in 10 of the search's simulated paths: $0.25-1.50)")
     plan.update(in_flight=1, spread=None)
-    line = _planned_and_spent(res, plan)  # type: ignore[arg-type]
+    line = planned_and_spent(res, plan)  # type: ignore[arg-type]
     assert "one call at a time" in line and "simulated" not in line
     assert "the search made 700 calls (155,000 tokens)" in line
 

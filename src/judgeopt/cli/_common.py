@@ -7,9 +7,9 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TextIO, TypeAlias
 
 from .._errors import JudgeoptError
 from ..data import DataFormatError, load_records
@@ -286,6 +286,28 @@ def add_spend_limits(p: argparse.ArgumentParser) -> None:
     )
 
 
+def plan_first(args: argparse.Namespace, command: str, print_plan: Callable[[TextIO], Any]) -> bool:
+    """Print the cost plan of a command that judges, before its first judge call.
+
+    With ``--plan-only`` the plan goes to stdout and is all that was asked for: a plan that
+    cannot be made is a :class:`CLIError`, and ``True`` tells the command to stop (exit 0).
+    Otherwise it goes to stderr and never stops the run it estimates: a plan that cannot be
+    made is a one-line note (``command: no cost plan (...)``), and ``False`` lets the run go
+    on.
+    """
+    if getattr(args, "plan_only", False):
+        try:
+            print_plan(sys.stdout)
+        except Exception as e:  # noqa: BLE001 - the plan is all that was asked for
+            raise CLIError(f"no cost plan could be made: {e}") from e
+        return True
+    try:
+        print_plan(sys.stderr)
+    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
+        print(f"{command}: no cost plan ({e})", file=sys.stderr)
+    return False
+
+
 def add_model(
     p: argparse.ArgumentParser, default: str = "'local' (embedded Qwen2.5-Coder-1.5B) by default"
 ) -> None:
@@ -318,7 +340,7 @@ def add_model(
         "--parallel",
         type=positive_int,
         default=None,
-        help="local model: judge calls decoded together (default 8, "
+        help="local model: judge calls decoded together (default 16, "
         "judgeopt.lm.RECOMMENDED_PARALLEL; 1: one at a time)",
     )
     p.add_argument(

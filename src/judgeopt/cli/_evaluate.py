@@ -35,6 +35,7 @@ from ._common import (
     add_spend_limits,
     lm_from_args,
     load_data,
+    plan_first,
     positive_int,
     seconds,
     share,
@@ -70,16 +71,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     other, labels = _other_judge(args, judge, lm)
     judges = [judge] if other is None else [judge, other]
-    if args.plan_only:
-        try:
-            _print_plan(args, judges, records, sys.stdout)
-        except Exception as e:  # noqa: BLE001 - the plan is all that was asked for
-            raise CLIError(f"no cost plan could be made: {e}") from e
+    if plan_first(args, "judgeopt evaluate", lambda out: _print_plan(args, judges, records, out)):
         return 0
-    try:
-        _print_plan(args, judges, records, sys.stderr)
-    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
-        print(f"judgeopt evaluate: no cost plan ({e})", file=sys.stderr)
     result, ref, payload = _judge_records(args, judge, other, records, labels)
     if args.json:
         out = Path(args.json)

@@ -48,6 +48,7 @@ from ._common import (
     json_object,
     lm_from_args,
     load_data,
+    plan_first,
     positive_int,
     seconds,
 )
@@ -83,16 +84,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         f"the strategies finished so far are in {args.out}: run the same command to resume"
     )
     check_endpoint(program.lm, timeout=args.check_timeout, before="the grid")
-    if args.plan_only:
-        try:
-            _print_plan(program, space, records, sys.stdout, args.threads)
-        except Exception as e:  # noqa: BLE001 - the plan is all that was asked for
-            raise CLIError(f"no cost plan could be made: {e}") from e
+    if plan_first(
+        args, "grid", lambda out: _print_plan(program, space, records, out, args.threads)
+    ):
         return 0
-    try:
-        _print_plan(program, space, records, sys.stderr, args.threads)
-    except Exception as e:  # noqa: BLE001 - an estimate never stops the run it estimates
-        print(f"grid: no cost plan ({e})", file=sys.stderr)
     try:
         result = run_grid(
             program,

@@ -17,14 +17,17 @@ clean agreement and each attack's success rate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data import Record
 from ..evaluate import robustness
+from ..lm import LMUnavailable
+from ._choice import Selected, lm_stats
+from ._journal import strategy_key
 
-__all__ = ["AttackCheck", "AttackBound", "check_attacks"]
+__all__ = ["AttackCheck", "AttackBound", "check_attacks", "hold_to_bound"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,74 @@ def check_attacks(
         attacks=per_attack,
         passed=mean is not None and mean <= bound,
     )
+
+
+def hold_to_bound(
+    selected: Selected,
+    records: Sequence[Record],
+    *,
+    config: Any,
+    lm: Any,
+    progress: bool,
+    baseline_key: str,
+    name_of: Callable[[Any], str],
+    choose_again: Callable[[str], Selected],
+    stopped: Callable[[LMUnavailable], BaseException],
+) -> tuple[Selected, list[str]]:
+    """Hold the chosen judge to ``config.max_attack_success`` on ``records``: pass over a
+    judge above it and choose again, at most ``config.max_attack_checks`` judges checked.
+
+    Args:
+        selected: The choice to hold.
+        records: The validation items the suite runs on.
+        config: The compile's :class:`~judgeopt.teleprompt.OptimizerConfig`.
+        lm: The model the suite's judgements go to (its calls are counted).
+        progress: Show the suite's progress bars.
+        baseline_key: The baseline's strategy key: never passed over.
+        name_of: How the messages name a judge (``"the baseline"``, ``"strategy #3"``).
+        choose_again: Bar the strategy of that key and return the new choice.
+        stopped: The exception to raise when the model stops answering (resumable).
+
+    Returns:
+        The final choice (its record holds the messages and the bound's record) and the
+        problem when the judge returned fails the bound.
+    """
+    if config.max_attack_success is None:
+        return selected, []
+    bound = AttackBound(config.attack_suite, config.max_attack_success, len(records))
+    stats0, messages = lm_stats(lm), []
+    checks: dict[str, AttackCheck] = {}  # strategy key -> its check
+    while True:
+        key = strategy_key(selected.judge.strategy)
+        if key in checks:
+            break  # the choice came back to a judge that already failed
+        try:
+            check = check_attacks(
+                selected.judge,
+                records,
+                suite=config.attack_suite,
+                bound=config.max_attack_success,
+                lm=lm,
+                threads=config.threads,
+                progress=progress,
+                seed=config.seed,
+            )
+        except LMUnavailable as e:
+            raise stopped(e) from e
+        checks[key] = check
+        bound.checked.append(check)
+        if check.passed or key == baseline_key or len(bound.checked) >= config.max_attack_checks:
+            break
+        messages.append(bound.passed_over(check, name_of(selected.judge)))
+        selected = choose_again(key)
+    name = name_of(selected.judge)
+    bound.returned = checks[key]
+    messages.append(bound.kept(bound.returned, name))
+    record = selected.record
+    record.messages.extend(messages)
+    bound.calls = (lm_stats(lm) - stats0).calls
+    record.robustness = bound.to_dict()
+    return selected, [] if bound.met else [bound.problem(name)]
 
 
 def _pct(x: float | None) -> str:

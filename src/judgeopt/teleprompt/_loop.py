@@ -30,8 +30,8 @@ from ..judge import SCREENED_DEFENCES, ArtifactStore, CompileReport, JudgeStuden
 from ..lm import LMUnavailable, model_spec
 from ..racing import threshold
 from ..search import Strategy
-from ._attack_bound import AttackBound, AttackCheck, check_attacks
-from ._choice import Selected, lm_stats
+from ._attack_bound import hold_to_bound
+from ._choice import Selected
 from ._choosing import Chooser
 from ._compile_result import CompileResult, find_problems
 from ._config import OptimizerConfig
@@ -48,7 +48,7 @@ from ._searching import (
     student_records,
     with_optional_factors,
 )
-from ._summary import RaceRecord, StrategySummary
+from ._summary import RaceRecord, StrategySummary, racing_summary, search_trace
 
 __all__ = ["REPORTED", "CompileRun"]
 
@@ -389,10 +389,10 @@ class CompileRun:
             uncounted=search.n_evaluations - search.n_counted,
             best_strategy=best_trial.strategy.as_dict(),
             best_score=best_trial.score,
-            trace=self._trace(),
+            trace=search_trace(search, summaries, config.racing.enabled),
             evaluation_summaries=[s.to_dict() for s in summaries],
             seconds=time.perf_counter() - t0,
-            racing=self._racing_summary(),
+            racing=racing_summary(config, summaries, len(self.dropped), len(self.search_val)),
             # Over every session of the checkpoint (earlier sessions' summaries included).
             calls=sum(s.count("calls") for s in summaries),
             prompt_tokens=sum(s.count("prompt_tokens") for s in summaries),
@@ -460,57 +460,26 @@ class CompileRun:
             ) from e
 
     def _hold_to_bound(self, selected: Selected) -> tuple[Selected, list[str]]:
-        """Hold the chosen judge to ``max_attack_success`` (:mod:`._attack_bound`): pass over
-        a judge above it and choose again, at most ``max_attack_checks`` judges checked.
-        Returns the final choice and the problem when the judge returned fails the bound."""
-        config = self.config
-        if config.max_attack_success is None:
-            return selected, []
-        val = self.search_val + (self.confirm_val or [])
-        bound = AttackBound(config.attack_suite, config.max_attack_success, len(val))
+        """Hold the chosen judge to ``max_attack_success`` (:func:`hold_to_bound`)."""
         baseline_key = strategy_key(self.base.with_strategy(self.student.strategy).strategy)
-        stats0, messages = lm_stats(self.lm), []
-        checks: dict[str, AttackCheck] = {}  # strategy key -> its check
-        while True:
-            key = strategy_key(selected.judge.strategy)
-            if key in checks:
-                break  # the choice came back to a judge that already failed
-            try:
-                check = check_attacks(
-                    selected.judge,
-                    val,
-                    suite=config.attack_suite,
-                    bound=config.max_attack_success,
-                    lm=self.lm,
-                    threads=config.threads,
-                    progress=self.progress,
-                    seed=config.seed,
-                )
-            except LMUnavailable as e:
-                raise self.journal.stopped(
-                    e, "checking the judge's robustness", self.search.n_evaluations
-                ) from e
-            checks[key] = check
-            bound.checked.append(check)
-            if (
-                check.passed
-                or key == baseline_key
-                or len(bound.checked) >= config.max_attack_checks
-            ):
-                break
-            messages.append(
-                bound.passed_over(check, self._judge_name(selected.judge, baseline_key))
-            )
+
+        def choose_again(key: str) -> Selected:
             self.chooser.barred[key] = "above max_attack_success"
-            selected = self._select()
-        name = self._judge_name(selected.judge, baseline_key)
-        bound.returned = checks[key]
-        messages.append(bound.kept(bound.returned, name))
-        record = selected.record
-        record.messages.extend(messages)
-        bound.calls = (lm_stats(self.lm) - stats0).calls
-        record.robustness = bound.to_dict()
-        return selected, [] if bound.met else [bound.problem(name)]
+            return self._select()
+
+        return hold_to_bound(
+            selected,
+            self.search_val + (self.confirm_val or []),
+            config=self.config,
+            lm=self.lm,
+            progress=self.progress,
+            baseline_key=baseline_key,
+            name_of=lambda judge: self._judge_name(judge, baseline_key),
+            choose_again=choose_again,
+            stopped=lambda e: self.journal.stopped(
+                e, "checking the judge's robustness", self.search.n_evaluations
+            ),
+        )
 
     def _judge_name(self, judge: Any, baseline_key: str) -> str:
         """How the messages name a judge: the baseline, or its search trial (``#3``)."""
@@ -521,30 +490,6 @@ class CompileRun:
             if strategy_key(self.base.with_strategy(t.strategy).strategy) == key:
                 return f"strategy #{t.number + 1}"
         return "the chosen judge"
-
-    def _trace(self) -> list[dict[str, Any]]:
-        """The search's trace, with each evaluation's racing record."""
-        trace = self.search.trace()
-        if not self.config.racing.enabled:
-            return trace
-        raced = {s.number: s.racing for s in self.summaries if s.racing}
-        return [
-            {**entry, "racing": raced[t.number].to_dict()} if t.number in raced else entry
-            for t, entry in zip(self.search.trials, trace, strict=True)
-        ]
-
-    def _racing_summary(self) -> dict[str, Any] | None:
-        """What racing saved (``None`` without racing)."""
-        race = self.config.racing
-        if not race.enabled:
-            return None
-        return {
-            **race.model_dump(mode="json"),
-            "top": self.config.race_top(),
-            "dropped": len(self.dropped),
-            "items_judged": sum(s.n for s in self.summaries),
-            "items_full": len(self.search_val) * len(self.summaries),
-        }
 
 
 def _fmt(value: float | None) -> str:

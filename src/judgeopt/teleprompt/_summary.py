@@ -7,11 +7,18 @@ the choice reads their unrated counts, and the exported report lists them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["PassedOver", "RaceCheck", "RaceRecord", "StrategySummary"]
+__all__ = [
+    "PassedOver",
+    "RaceCheck",
+    "RaceRecord",
+    "StrategySummary",
+    "racing_summary",
+    "search_trace",
+]
 
 
 @dataclass(frozen=True)
@@ -126,3 +133,35 @@ class StrategySummary:
         """Its score by ``metric`` (``None``: undefined)."""
         value = self.evaluation.get(metric)
         return None if value is None else float(value)
+
+
+def search_trace(
+    search: Any, summaries: Sequence[StrategySummary], raced: bool
+) -> list[dict[str, Any]]:
+    """The search's trace (``search.trace()``), each raced evaluation with its racing record."""
+    trace: list[dict[str, Any]] = search.trace()
+    if not raced:
+        return trace
+    records = {s.number: s.racing for s in summaries if s.racing}
+    return [
+        {**entry, "racing": records[t.number].to_dict()} if t.number in records else entry
+        for t, entry in zip(search.trials, trace, strict=True)
+    ]
+
+
+def racing_summary(
+    config: Any, summaries: Sequence[StrategySummary], dropped: int, n_items: int
+) -> dict[str, Any] | None:
+    """What racing saved: its settings, the strategies ``dropped`` and the judgements made
+    against the ``n_items`` search items each strategy would have been judged on (``None``
+    without racing)."""
+    race = config.racing
+    if not race.enabled:
+        return None
+    return {
+        **race.model_dump(mode="json"),
+        "top": config.race_top(),
+        "dropped": dropped,
+        "items_judged": sum(s.n for s in summaries),
+        "items_full": n_items * len(summaries),
+    }
