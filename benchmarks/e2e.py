@@ -51,7 +51,7 @@ from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
 from judgeopt.evaluate import EvalResult, compare, ensemble_result
 from judgeopt.judge import JudgeProgram, load_task
-from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model
+from judgeopt.lm import make_lm, parse_local_model
 from judgeopt.search import Strategy
 from judgeopt.teleprompt import JudgeSearch, judge_cost, load_optimizer
 from judgeopt_lab import (
@@ -76,6 +76,11 @@ from judgeopt_lab import (
 # NOTE: stored_items, evaluate_stored, stored_result and strategy_key (judgeopt_lab) are
 # also read from this module by rescore_e2e.py.
 __all__ = ["across_pairs", "main", "run_pair", "split_groups", "stored_items", "summarise_e2e"]
+
+#: Calls decoded together by the embedded model: the width every stored run (and its
+#: response cache) was judged at, so that a resumed run judges as it began. The CLI's
+#: default (``judgeopt.lm.RECOMMENDED_PARALLEL``) is 16 since those runs.
+E2E_PARALLEL = 8
 
 DATA = shared_data_dir()
 DEFAULT_PAIRS = (
@@ -380,9 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parallel",
         type=int,
-        default=RECOMMENDED_PARALLEL,
+        default=E2E_PARALLEL,
         help="local model: judge calls decoded together, as many in flight "
-        "(default %(default)s, the CLI's; 1: one at a time)",
+        "(default %(default)s, the width every stored run was judged at; 1: one at a time)",
     )
     p.add_argument(
         "--judge-passed-over",

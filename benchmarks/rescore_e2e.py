@@ -58,7 +58,7 @@ from judgeopt.evaluate import (
     score_items,
 )
 from judgeopt.judge import JudgeProgram, load_task
-from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm
+from judgeopt.lm import make_lm
 from judgeopt.metrics import correlation
 from judgeopt.selection import choose, confirmation_split, veto
 from judgeopt.teleprompt import ItemStore, load_optimizer
@@ -461,9 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     limit = load_optimizer("auto").max_parse_failures
     lm = None
     if args.judge_missing:
-        lm = make_lm(
-            args.model, cache=RUNS / "e2e_runs" / "lm-cache", parallel=RECOMMENDED_PARALLEL
-        )
+        lm = make_lm(args.model, cache=RUNS / "e2e_runs" / "lm-cache", parallel=e2e.E2E_PARALLEL)
     rows = []
 
     def rescore_all() -> int:
