@@ -51,19 +51,26 @@ def judge_arm(judge: JudgeProgram, records: list[Record], lm: LlamaCppLM, block:
     fresh_engines(lm)
     # The first call builds the context and evaluates the instructions: not timed.
     judge.judge(records[0].inputs, sample_id=f"warm-{block}")
-    engine = lm._engine(lm._get_handle())
-    computed = engine.prompt_tokens_evaluated
+    computed = _evaluated(lm)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=lm.parallel) as pool:
         preds = list(pool.map(lambda r: judge.judge(r.inputs, sample_id=r.id), records))
     return {
         "seconds": time.perf_counter() - started,
-        "computed": engine.prompt_tokens_evaluated - computed,
+        "computed": _evaluated(lm) - computed,
         "preds": [
             (x.raw, getattr(x, "greedy_score", None), x.score, getattr(x, "distribution", None))
             for x in preds
         ],
     }
+
+
+def _evaluated(lm: LlamaCppLM) -> int:
+    """Prompt tokens the model's batch engine has computed (``LlamaCppLM.prompt_reuse``)."""
+    reuse = lm.prompt_reuse()
+    if reuse is None:
+        raise SystemExit("block_size.py needs the batch engine (--parallel above 1)")
+    return reuse["evaluated"]
 
 
 def compare(preds: list[Any], ref: list[Any]) -> dict[str, Any]:

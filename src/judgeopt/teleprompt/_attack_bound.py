@@ -19,13 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data import Record
 from ..evaluate import robustness
 from ..lm import LMUnavailable
 from ._choice import Selected, lm_stats
 from ._journal import strategy_key
+
+if TYPE_CHECKING:
+    from ._config import OptimizerConfig
 
 __all__ = ["AttackCheck", "AttackBound", "check_attacks", "hold_to_bound"]
 
@@ -160,7 +163,7 @@ def hold_to_bound(
     selected: Selected,
     records: Sequence[Record],
     *,
-    config: Any,
+    config: OptimizerConfig,
     lm: Any,
     progress: bool,
     baseline_key: str,
@@ -174,7 +177,7 @@ def hold_to_bound(
     Args:
         selected: The choice to hold.
         records: The validation items the suite runs on.
-        config: The compile's :class:`~judgeopt.teleprompt.OptimizerConfig`.
+        config: The compile's settings (its bound, suite, threads and seed).
         lm: The model the suite's judgements go to (its calls are counted).
         progress: Show the suite's progress bars.
         baseline_key: The baseline's strategy key: never passed over.

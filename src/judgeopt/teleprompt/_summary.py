@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._config import OptimizerConfig
 
 __all__ = [
     "PassedOver",
@@ -150,7 +153,7 @@ def search_trace(
 
 
 def racing_summary(
-    config: Any, summaries: Sequence[StrategySummary], dropped: int, n_items: int
+    config: OptimizerConfig, summaries: Sequence[StrategySummary], dropped: int, n_items: int
 ) -> dict[str, Any] | None:
     """What racing saved: its settings, the strategies ``dropped`` and the judgements made
     against the ``n_items`` search items each strategy would have been judged on (``None``
