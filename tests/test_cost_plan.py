@@ -936,3 +936,37 @@ def test_a_reused_prompt_token_costs_a_share_of_a_computed_one() -> None:
     # Read back from a plan's JSON (a list), the probe is a tuple again.
     again = Timing(**{**costed.__dict__, "probe": list(probe)})
     assert again == costed
+
+
+def test_a_decoding_twin_judged_before_costs_no_call(task, records, tmp_path) -> None:
+    """The plan prices a stopped greedy or ``expected`` strategy whose twin came before it on
+    its path (or was judged already) at no call, on an LM known to return logprobs only; a
+    judge that explains first never shares its call, nor does self-consistency."""
+    from judgeopt.teleprompt._planning import _priced
+
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
+    fake.lm.supports_logprobs = True  # the compile keeps `expected` in its space
+    run = _auto_run(task, fake, 20, records[:10])
+    first = baseline_strategy(task).replace(cot="suffix")
+    greedy, expected, sc5 = (first.replace(decoding=d) for d in ("greedy", "expected", "sc5"))
+    prefix = baseline_strategy(task)
+    prefix_expected = prefix.replace(decoding="expected")
+    one = CallCost(1.0, 100.0, 5.0, computed_tokens=40.0)
+    rendered = dict.fromkeys([greedy, expected, sc5, prefix, prefix_expected], one)
+
+    def calls(path: list[Any], before: list[Any] = [], twins: bool = True) -> list[float]:  # noqa: B006
+        costs = _priced(run.base, fake.lm, [path], rendered, before, twins)[0]
+        assert all((c.computed_tokens == 0.0) == (c.calls == 0.0) for c in costs)
+        return [c.calls for c in costs]
+
+    assert calls([greedy, sc5, expected]) == [1.0, 1.0, 0.0]
+    assert calls([greedy], before=[expected]) == [0.0]
+    assert calls([prefix, prefix_expected]) == [1.0, 1.0]
+    assert calls([greedy, expected], twins=False) == [1.0, 1.0]
+    fake.lm.supports_logprobs = None
+    assert calls([greedy, expected]) == [1.0, 1.0]
+    # A whole plan: the twins the search's paths revisit are not counted.
+    unknown = _starting_plan(run, records[:10], fake.lm, run.search)
+    fake.lm.supports_logprobs = True
+    known = _starting_plan(run, records[:10], fake.lm, run.search)
+    assert known.calls < unknown.calls

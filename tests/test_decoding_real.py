@@ -166,3 +166,39 @@ def test_qwen_stop_at_score_changes_no_rating_and_no_distribution(shared_data: P
             assert short.rationale is None and full.rationale
     assert stopped >= 1  # the model wrote past its rating, and the stop cut that off
     assert tokens[False] < tokens[True]
+
+
+def test_qwen_greedy_twin_read_changes_no_rating_and_serves_the_expected_twin(
+    tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A greedy judge stopped at its rating asks its call for logprobs on the embedded model
+    (:meth:`JudgeProgram.twin_read`): the answer and the rating are those of the call without
+    them on every item, and the ``expected`` twin of the judge then makes no call (its
+    answers are in the response cache) and reads the same expected rating."""
+    from judgeopt.lm import make_lm
+
+    try:
+        lm = make_lm(MODEL, n_threads=2, n_ctx=4096, parallel=4, cache=tmp_path / "c")
+    except Exception as e:  # noqa: BLE001 - the model packages are an optional install
+        pytest.skip(f"{MODEL} is not installed: {e}")
+    task = load_task("sfres")
+    items = load_records(shared_data / "sfres" / "valid.jsonl")[:6]
+    strategy = baseline_strategy(task).replace(cot="suffix")
+    greedy = JudgeProgram(task, "naturalness", strategy, lm=lm).with_explain(False)
+    twin = greedy.with_strategy(strategy.replace(decoding="expected"))
+    assert greedy.twin_read(lm) is not None
+    read = [greedy.judge(r.inputs, sample_id=r.id) for r in items]
+    with monkeypatch.context() as m:
+        m.setattr(JudgeProgram, "twin_read", lambda self, lm: None)
+        plain = [greedy.judge(r.inputs, sample_id=r.id) for r in items]
+    assert [p.raw for p in read] == [p.raw for p in plain]
+    assert [p.score for p in read] == [p.score for p in plain]
+    assert all(p.get("expected_score") is None for p in plain)
+    # The 0.5B sometimes writes "[5]" and explains on (no "]]" to stop at, no rating parsed).
+    assert sum(p.score is not None for p in read) >= 3
+    assert all(p.expected_score is not None for p in read if p.score is not None)
+    calls = lm.stats().calls
+    twins = [twin.judge(r.inputs, sample_id=r.id) for r in items]
+    assert lm.stats().calls == calls  # every twin answer from the cache
+    assert [t.score for t in twins] == [p.expected_score for p in read]
+    assert [t.greedy_score for t in twins] == [p.score for p in read]

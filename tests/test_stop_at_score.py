@@ -192,3 +192,60 @@ def test_cli_evaluate_explanations_flag(tmp_path: Path, monkeypatch, capsys) -> 
         assert rc == 0
         rows = [json.loads(line) for line in items.read_text().splitlines()]
         assert all(("Explanation" in row["raw"]) is explained for row in rows), rows[0]
+
+
+def _scripted_with_logprobs(tmp_path: Path) -> ScriptedLM:
+    alternatives = {2: {"4": 0.5, "5": 0.3, "3": 0.2}}
+
+    def content(generated: str, request: dict[str, object]) -> list[dict[str, object]]:
+        head = ["Rating: ", "[[", "4", "]]"]
+        rest = generated[len("".join(head)) :]
+        return logprob_content(head + ([rest] if rest else []), alternatives)
+
+    return ScriptedLM(
+        lambda m: "Rating: [[4]]\nExplanation: fine.", logprobs=content, cache=tmp_path / "c"
+    )
+
+
+def test_a_greedy_judge_stopped_at_its_rating_makes_its_expected_twins_call(
+    tmp_path: Path,
+) -> None:
+    """On an LM known to return logprobs, a greedy judge scored without its explanation asks
+    its call for them: the request is its ``expected`` twin's, so the twin reads the answer
+    from the cache (no call), and the greedy prediction carries the distribution too."""
+    fake = _scripted_with_logprobs(tmp_path)
+    fake.lm.supports_logprobs = True
+    strategy = baseline_strategy(TASK).replace(cot="suffix")
+    greedy = JudgeProgram(TASK, ASPECT, strategy, lm=fake.lm).with_explain(False)
+    twin = greedy.with_strategy(strategy.replace(decoding="expected"))
+    assert greedy.twin_read(fake.lm) is not None and twin.twin_read(fake.lm) is None
+    item = records(1)[0]
+    pred = greedy.judge(item.inputs)
+    assert len(fake.requests) == 1
+    asked = fake.requests[0]
+    assert asked["logprobs"] is True and asked["top_logprobs"] == 20
+    assert asked["temperature"] == 0.0 and asked["stop"] == [SCORE_STOP]
+    assert pred.decoding == "greedy" and pred.score == 4.0 and pred.raw == "Rating: [[4]]"
+    assert pred.rationale is None and pred.parse_error is None
+    assert pred.expected_score == pytest.approx(4 * 0.5 + 5 * 0.3 + 3 * 0.2)
+    read = twin.judge(item.inputs)
+    assert len(fake.requests) == 1  # the twin's answer came from the cache
+    assert read.score == pred.expected_score and read.greedy_score == pred.score
+    assert read.distribution == pred.distribution
+
+
+@pytest.mark.parametrize("case", ["unknown", "explains", "explains_first", "pairwise"])
+def test_a_greedy_judge_asks_for_no_logprobs_where_it_cannot_share_them(
+    tmp_path: Path, case: str
+) -> None:
+    """Nothing is asked of an LM whose logprobs are unknown (no probe either), nor of a
+    judge that writes its explanation, explains first, or compares two texts."""
+    fake = _scripted_with_logprobs(tmp_path)
+    fake.lm.supports_logprobs = None if case == "unknown" else True
+    task, aspect = (load_task("llmbar"), "overall") if case == "pairwise" else (TASK, ASPECT)
+    cot = "prefix" if case == "explains_first" else "suffix"
+    judge = JudgeProgram(task, aspect, baseline_strategy(task).replace(cot=cot), lm=fake.lm)
+    judge = judge.with_explain(case == "explains")
+    assert judge.twin_read(fake.lm) is None
+    judge.judge({f: "x" for f in task.input_names})
+    assert len(fake.requests) == 1 and "logprobs" not in fake.requests[0]

@@ -17,6 +17,7 @@ from ._decoding import (
     check_decodings,
     decoding_for,
     logprob_support,
+    logprobs_known,
 )
 from ._defences import (
     DEFENCES,
@@ -155,6 +156,7 @@ __all__ = [
     "load_prexme_task",
     "load_task",
     "logprob_support",
+    "logprobs_known",
     "mt_task",
     "parse_preference",
     "parse_rating",

@@ -55,6 +55,7 @@ __all__ = [
     "check_decodings",
     "decoding_for",
     "logprob_support",
+    "logprobs_known",
 ]
 
 log = logging.getLogger(__name__)
@@ -299,6 +300,21 @@ def logprob_support(lm: Any, *, top_logprobs: int = 20) -> tuple[bool, str]:
     except TypeError:
         pass
     return result
+
+
+def logprobs_known(lm: Any) -> bool:
+    """Whether ``lm`` is known to return token log-probabilities without asking it: its own
+    ``supports_logprobs`` flag when it is a bool, else an earlier :func:`logprob_support`
+    answer for it (a compile's check of its decodings at its start). Unknown counts as no;
+    nothing is sent to the LM."""
+    flag = getattr(lm, "supports_logprobs", None)
+    if isinstance(flag, bool):
+        return flag
+    try:
+        known = _support.get(lm)
+    except TypeError:  # not weak-referenceable
+        return False
+    return bool(known and known[0])
 
 
 def check_decodings(lm: Any, values: Sequence[str], *, explicit: Sequence[str] = ()) -> list[str]:

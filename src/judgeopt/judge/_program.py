@@ -32,9 +32,11 @@ from ._artifacts import ArtifactMaker, ArtifactStore, sample_id_of
 from ._catalog import load_task
 from ._compiled import CompiledViews, CompileReport
 from ._decoding import (
+    DECODING_PARAMS,
     Decoding,
     decoding_for,
     expected_prediction,
+    logprobs_known,
     samples_prediction,
 )
 from ._defences import SCREEN_THRESHOLD, SCREENED_DEFENCES, screen_messages
@@ -349,7 +351,9 @@ class JudgeProgram(CompiledViews, dspy.Module):
         artifacts = self.maker.prepare(self.strategy, fields, sample_id=sid, lm=the_lm)
         inputs = {**fields, ARTIFACTS_KEY: artifacts}
         decoding = self.decoding
-        if decoding.name == "greedy":
+        if (twin := self.twin_read(the_lm)) is not None:
+            pred = self._read_greedy(twin, the_lm, inputs)
+        elif decoding.name == "greedy":
             pred = predict_with(
                 self.adapter, the_lm, self.lm_kwargs(), self.signature, inputs, decoding="greedy"
             )
@@ -381,6 +385,49 @@ class JudgeProgram(CompiledViews, dspy.Module):
         new = self._copy()
         new.screen_threshold, new.screen_calibration = float(threshold), calibration
         return new
+
+    def twin_read(self, lm: Any) -> Decoding | None:
+        """The ``expected`` decoding whose call this judge makes for its greedy rating, or
+        ``None`` (it makes its own).
+
+        A greedy pointwise judge stopped at its rating (:attr:`stops_at_score`), on an LM
+        known to return logprobs (:func:`~judgeopt.judge.logprobs_known`: nothing is asked
+        to find out), asks its call for them: the call is then exactly the one its
+        ``expected`` twin (the same strategy with ``decoding`` ``expected``) makes, so one
+        answer, cached once, serves both, and the greedy prediction carries the rating's
+        distribution beside the parsed rating. At temperature 0 asking for logprobs does not
+        change the answer (``tests/test_decoding_real.py`` checks it on the embedded model).
+        """
+        pointwise_greedy = self.task.mode != "pairwise" and self.decoding.name == "greedy"
+        if not (pointwise_greedy and self.stops_at_score and logprobs_known(lm)):
+            return None
+        return DECODING_PARAMS["expected"]
+
+    def _read_greedy(
+        self, twin: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]
+    ) -> dspy.Prediction:
+        """A greedy judgement made with its ``expected`` twin's call (:meth:`twin_read`):
+        the rating parsed as the greedy path parses it, plus ``expected_score`` and
+        ``distribution`` read from the same answer."""
+        kwargs = {**self.lm_kwargs(), **twin.call_kwargs()}
+        text, logprobs = answers(self.adapter, lm, kwargs, self.signature, inputs)[0]
+        if text.strip():
+            parsed = self.adapter.parse(self.signature, text)
+        else:  # as predict_with records an empty output
+            parsed = dict(score=None, rationale=None, raw=text, parse_error="empty output")
+            parsed["parse_method"] = None
+        read = expected_prediction(
+            str(parsed["raw"]),
+            logprobs,
+            bounds=self.rating_bounds,
+            top_logprobs=int(twin.top_logprobs or 1),
+        )
+        return dspy.Prediction(
+            **parsed,
+            decoding="greedy",
+            expected_score=read["score"],
+            distribution=read["distribution"],
+        )
 
     def _decode(
         self, decoding: Decoding, lm: dspy.BaseLM, inputs: dict[str, Any]

@@ -31,6 +31,11 @@ resumed compile whose baseline answers are all in the response cache times its c
 judgements it has already made instead
 (:func:`judgeopt.evaluate.recorded_timing`).
 
+A strategy whose decoding twin was judged before it on the same path (greedy and
+``expected``, each stopped at its rating, on an LM known to return logprobs) costs no call:
+both make the same request (:meth:`judgeopt.judge.JudgeProgram.twin_read`), and the second
+reads the first one's answers from the response cache.
+
 The search's next strategy is known before it is judged (``Search.ask`` returns the pending
 strategy until it is told): a resumed compile plans that one as itself, its prompts and the
 artifacts it still needs, and only the strategies after it as drawn ones.
@@ -189,16 +194,66 @@ def _generation_cost(
     return CallCost(calls, calls * prompt_tokens, sum(keys.values()), explains=True)
 
 
+def _twin_key(base: Any, strategy: Strategy, lm: Any) -> frozenset[tuple[str, Any]] | None:
+    """The factor values of the decoding twin whose call ``strategy`` shares, or ``None``.
+
+    A greedy judge stopped at its rating on an LM known to return logprobs makes its
+    ``expected`` twin's call (:meth:`judgeopt.judge.JudgeProgram.twin_read`): whichever of
+    the two is judged second reads the first one's answers from the response cache."""
+    values = strategy.as_dict()
+    decoding = values.get("decoding")
+    if decoding not in ("greedy", "expected"):
+        return None
+    greedy = base.with_strategy({**values, "decoding": "greedy"})
+    read = getattr(greedy.with_explain(False), "twin_read", None)
+    if read is None or read(lm) is None:
+        return None
+    other = "expected" if decoding == "greedy" else "greedy"
+    return frozenset({**values, "decoding": other}.items())
+
+
+def _priced(
+    base: Any,
+    lm: Any,
+    paths: Sequence[Sequence[Strategy]],
+    rendered: Mapping[Strategy, CallCost],
+    before: Sequence[Strategy],
+    twins: bool,
+) -> list[list[CallCost]]:
+    """Per visit of ``paths``, its cost: ``rendered``, or none when ``twins`` (the paths are
+    the search's) and its decoding twin came before it, on its path or in ``before``, and
+    answered for it (:func:`_twin_key`)."""
+    keys: dict[Strategy, frozenset[tuple[str, Any]] | None] = {}
+    done = {frozenset(s.as_dict().items()) for s in before}
+    out = []
+    for path in paths:
+        seen, costs = set(done), []
+        for s in path:
+            if twins and s not in keys:
+                keys[s] = _twin_key(base, s, lm)
+            twin = keys.get(s)
+            cost = rendered[s]
+            if twin is not None and twin in seen:
+                zero = None if cost.computed_tokens is None else 0.0
+                cost = replace(cost, calls=0.0, prompt_tokens=0.0, completion_tokens=0.0)
+                cost = replace(cost, computed_tokens=zero)
+            costs.append(cost)
+            seen.add(frozenset(s.as_dict().items()))
+        out.append(costs)
+    return out
+
+
 def _visits(
     graph: FactorGraph,
     baseline: Strategy,
     search: Search | None,
     others: int,
     rng: np.random.Generator,
-) -> tuple[list[Strategy], list[list[Strategy]], float, float]:
+) -> tuple[list[Strategy], list[list[Strategy]], float, float, bool]:
     """The strategies whose mean cost stands for one judged after the next (repeated as
     often as they are visited), the paths whose artifacts are counted, how many strategies
-    follow the next one, and the artifacts' share: every visit of the search's simulated
+    follow the next one, the artifacts' share, and whether the paths are the search's: every
+    visit of the search's simulated
     paths (:func:`simulated_paths`, their first strategy left out: it is planned as
     itself), or, without a search (or one whose copies fail), the baseline's neighbours."""
     paths: list[list[Strategy]] | None = None
@@ -210,9 +265,9 @@ def _visits(
             log.warning("the plan prices the baseline's neighbours: no simulated path (%s)", e)
     if paths is None:
         drawn = plan_strategies(graph, baseline, PLAN_STRATEGIES, rng)
-        return drawn, [drawn], float(others), min(1.0, others / max(1, len(drawn)))
+        return drawn, [drawn], float(others), min(1.0, others / max(1, len(drawn))), False
     visits = [s for p in paths for s in p]
-    return visits, paths, float(np.mean([len(p) for p in paths])), 1.0
+    return visits, paths, float(np.mean([len(p) for p in paths])), 1.0, True
 
 
 def compile_plan(
@@ -268,19 +323,22 @@ def compile_plan(
     first = baseline if baseline_left else known
     if known is not None:
         others -= 1
-    drawn, paths, others_left, share = _visits(
+    drawn, paths, others_left, share, simulated = _visits(
         graph, baseline, search if first is not None else None, others, np.random.default_rng(0)
     )
     rendered = {
         s: call_cost(base.with_strategy(s), items, lm, timing=timing, window=window)
         for s in dict.fromkeys(drawn)
     }
-    per_item = mean_cost([rendered[s] for s in drawn])
+    before = [t.strategy for t in search.trials] if search is not None else []
+    priced = _priced(base, lm, paths, rendered, before + ([first] if first else []), simulated)
+    per_item = mean_cost([c for path in priced for c in path])
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     written: dict[str, float] = {}  # artifact tokens by artifact name, for every path
     common: list[tuple[CallCost, float]] = []
     if first is not None:  # the strategy judged next, as itself
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
+        own = _priced(base, lm, [[first]], {first: own}, before, True)[0][0]
         common.append((own, max(0, len(search_items) - kept)))
         if known is not None:
             made = _generation_cost(graph, base, [known], search_items, prompt, lm, written)
@@ -307,10 +365,8 @@ def compile_plan(
     plan = plan_cost(common + searched, lm, timing=timing, what=what)
     if len(paths) > 1:  # the search's simulated paths: how much its path may change it
         per_path = [
-            plan_cost(
-                [*common, *[(rendered[s], n_items) for s in path], (gen, 1.0)], lm, timing=timing
-            )
-            for path, gen in zip(paths, generated, strict=True)
+            plan_cost([*common, *[(c, n_items) for c in path], (gen, 1.0)], lm, timing=timing)
+            for path, gen in zip(priced, generated, strict=True)
         ]
         plan = replace(plan, spread=_spread(per_path))
     return plan
