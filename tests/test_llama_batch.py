@@ -128,18 +128,43 @@ def test_responses_do_not_depend_on_what_else_is_in_flight(smol: LlamaCppLM) -> 
 def test_prompt_blocks_are_shared_and_the_answer_is_the_same(smol: LlamaCppLM) -> None:
     engine = _engine(smol)
     a = _run(engine, [0], at_once=False)[0]
-    shared_before = engine.prompt_tokens_shared
+    shared_before, evaluated = engine.prompt_tokens_shared, engine.prompt_tokens_evaluated
     b = _run(engine, [0], at_once=False)[0]
-    # The same prompt again: every whole block but the last is reused, not evaluated.
+    # The same prompt again: held whole (its cells and last logits), nothing evaluated.
     n_prompt = a["usage"]["prompt_tokens"]
     assert n_prompt > 2 * BLOCK
-    assert engine.prompt_tokens_shared - shared_before == (n_prompt - 1) // BLOCK * BLOCK
+    assert engine.prompt_tokens_shared - shared_before == n_prompt
+    assert engine.prompt_tokens_evaluated == evaluated and engine.prompts_held == 1
     assert a == b
-    # A prompt with the same first blocks (another item of the same judge) shares them too.
-    before = engine.prompt_tokens_shared
-    _run(engine, [2], at_once=False)
-    assert engine.prompt_tokens_shared > before
+    # A prompt with the same first blocks (another item of the same judge) shares them: the
+    # whole blocks, its last call evaluated.
+    before, evaluated = engine.prompt_tokens_shared, engine.prompt_tokens_evaluated
+    c = _run(engine, [2], at_once=False)[2]
+    assert engine.prompt_tokens_shared > before and engine.prompts_held == 1
+    shared = engine.prompt_tokens_shared - before
+    assert engine.prompt_tokens_evaluated - evaluated == c["usage"]["prompt_tokens"] - shared
+    # Another answer of the held prompt (sampled, other length, logprobs): the same as from
+    # an engine that evaluates the prompt.
+    asks: list[dict[str, Any]] = [
+        {"max_tokens": 9, "top_logprobs": None, "sampling": Sampling(1.0, seed=3)},
+        {"max_tokens": 5, "top_logprobs": 2},
+    ]
+    held = [engine.submit(_messages(2), **kw).result(timeout=300) for kw in asks]
+    assert engine.prompts_held == 3
     engine.close()
+    evaluated_again = []
+    for kw in asks:  # a fresh engine each: the prompt evaluated, not held
+        fresh = _engine(smol)
+        try:
+            evaluated_again.append(fresh.submit(_messages(2), **kw).result(timeout=300))
+        finally:
+            fresh.close()
+        assert fresh.prompts_held == 0
+    for r in held + evaluated_again:
+        r.pop("_seconds", None)
+        r.pop("id", None)
+        r.pop("created", None)
+    assert held == evaluated_again
 
 
 def test_the_lm_batches_concurrent_greedy_calls(smol: LlamaCppLM) -> None:
@@ -156,7 +181,7 @@ def test_the_lm_batches_concurrent_greedy_calls(smol: LlamaCppLM) -> None:
 def test_the_lm_reports_the_prompt_tokens_it_computed_and_reused(smol: LlamaCppLM) -> None:
     """``prompt_token_ids`` is the prompt the engine evaluates (its length is the usage), and
     ``prompt_reuse`` counts what the engine computed and what it copied from another slot:
-    the same prompt twice computes its whole blocks once."""
+    the same prompt twice is computed once."""
     messages = _messages(0)
     ids = smol.prompt_token_ids(messages)
     assert len(ids) == smol.count_prompt_tokens(messages) > 2 * BLOCK
@@ -166,9 +191,9 @@ def test_the_lm_reports_the_prompt_tokens_it_computed_and_reused(smol: LlamaCppL
     smol(messages=messages, max_tokens=4)
     after = smol.prompt_reuse()
     assert after is not None and smol.stats().prompt_tokens - tokens == len(ids)
-    whole = (len(ids) - 1) // BLOCK * BLOCK
-    assert after["shared"] - before["shared"] == whole
-    assert after["evaluated"] - before["evaluated"] == len(ids) - whole
+    # Held whole by the slot that answered it: nothing evaluated.
+    assert after["shared"] - before["shared"] == len(ids)
+    assert after["evaluated"] == before["evaluated"] and after["held"] == before["held"] + 1
     one_at_a_time = LlamaCppLM("smollm2-135m", cache=False, n_threads=2, parallel=1)
     assert one_at_a_time.prompt_reuse() is None
 

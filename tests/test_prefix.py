@@ -36,6 +36,16 @@ def test_a_cache_of_the_previous_prompt_forgets_the_ones_before() -> None:
     assert computed_tokens(prompts, window=2) == [3, 3, 1]
 
 
+def test_a_cache_that_keeps_last_logits_computes_nothing_for_a_prompt_it_holds() -> None:
+    """The batch engine keeps each slot's last prompt logits: the same prompt again (a
+    sampled judge's next answer) computes nothing; a longer or other one is unchanged."""
+    prompts = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6], [7, 8, 9], [1, 2, 3, 4, 5]]
+    assert computed_tokens(prompts, block=2, whole=True) == [5, 0, 2, 3, 0]
+    assert computed_tokens(prompts, block=2) == [5, 1, 2, 3, 1]
+    # Only while a slot holds it.
+    assert computed_tokens(prompts, block=2, window=1, whole=True) == [5, 0, 2, 3, 5]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -32,7 +32,10 @@ make every response a function of its request alone:
   last position. Blocks another slot already holds (the same tokens from position 0, e.g.
   the judge's instructions, or the dialogue shared by a group of items) are reused instead
   of evaluated: a block's values depend only on the tokens up to its end, so reusing it
-  changes nothing.
+  changes nothing. A slot also keeps the logits of its prompt's last position: a request
+  whose prompt a slot holds whole (self-consistency's next sample of the same item, the
+  same judgement asked again with other answer settings) copies its cells and starts from
+  those logits, evaluating nothing: the values its own last call would give.
 
 The responses have the OpenAI chat-completion shape of :func:`greedy_with_logprobs` (the
 same rules for stop strings, the budget and ``top_logprobs``). They are not bit-identical
@@ -78,6 +81,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: Whether a request whose prompt a slot holds whole starts from that slot's kept logits
+#: (``benchmarks/shared_calls.py`` turns it off for the arm it compares against).
+HOLD_PROMPTS = True
+
 #: Tokens per prompt block: the unit of prompt evaluation and of prefix sharing.
 BLOCK = 64
 
@@ -120,6 +127,11 @@ class _Slot:
     seq: DecodingSequence | None = None
     next_token: int | None = None
     started: float = 0.0
+    #: The logits of the last prompt position of the request this slot holds (cells
+    #: ``0 .. prompt_len - 1``), kept after the request ends: a request with the same prompt
+    #: starts from them without evaluating anything (``None``: nothing kept).
+    logits: np.ndarray | None = None
+    prompt_len: int = 0
 
 
 class BatchEngine:
@@ -159,6 +171,7 @@ class BatchEngine:
         self.steps = 0
         self.prompt_tokens_evaluated = 0
         self.prompt_tokens_shared = 0
+        self.prompts_held = 0  # requests started from a prompt a slot held whole
         _engines.add(self)
 
     # ----------------------------------------------------------------------------- API
@@ -309,6 +322,9 @@ class BatchEngine:
             return
         self._context()
         n = len(prompt)
+        if (holder := self._holder(prompt)) is not None:
+            self._start_held(slot, request, prompt, stops, budget, holder)
+            return
         reusable = (n - 1) // BLOCK
         source, shared = slot, 0
         for other in self._slots:
@@ -326,6 +342,7 @@ class BatchEngine:
             llama_cpp.llama_memory_seq_rm(mem, slot.seq_id, shared * BLOCK, -1)
         slot.tokens = list(prompt[: shared * BLOCK])
         slot.blocks = shared
+        slot.logits, slot.prompt_len = None, 0
         slot.request, slot.started = request, time.monotonic()
         self.prompt_tokens_shared += shared * BLOCK
         try:
@@ -345,7 +362,58 @@ class BatchEngine:
                 self._llama, prompt, stops, budget, request.top_logprobs, request.sampling
             )
             slot.seq = seq
-            slot.next_token = seq.step(self._row(-1))
+            row = self._row(-1)
+            slot.logits, slot.prompt_len = row.copy(), n
+            slot.next_token = seq.step(row)
+        except Exception:
+            self._release(slot)
+            raise
+        if slot.next_token is None:
+            self._finish(slot)
+
+    def _holder(self, prompt: Sequence[int]) -> _Slot | None:
+        """A slot whose cells hold the whole of ``prompt`` with its last position's logits
+        (the prompt of its current or last request), or ``None``."""
+        n = len(prompt)
+        if not HOLD_PROMPTS:
+            return None
+        for other in self._slots:
+            if other.logits is not None and other.prompt_len == n and other.tokens[:n] == prompt:
+                return other
+        return None
+
+    def _start_held(
+        self,
+        slot: _Slot,
+        request: _Request,
+        prompt: Sequence[int],
+        stops: Any,
+        budget: int,
+        holder: _Slot,
+    ) -> None:
+        """Start ``request`` on a prompt that ``holder`` holds whole: its cells are copied
+        (or, in the same slot, cut back to the prompt) and the first token is taken from the
+        kept logits. Nothing is evaluated: the cells and the logits are the values the
+        prompt's own evaluation gives (the same tokens in the same blocks and last call)."""
+        import llama_cpp
+
+        n, mem = len(prompt), self._memory
+        logits = holder.logits
+        assert logits is not None
+        if holder is not slot:
+            llama_cpp.llama_memory_seq_cp(mem, holder.seq_id, slot.seq_id, -1, -1)
+        llama_cpp.llama_memory_seq_rm(mem, slot.seq_id, n, -1)
+        slot.tokens, slot.blocks = list(prompt), holder.blocks
+        slot.logits, slot.prompt_len = logits, n
+        slot.request, slot.started = request, time.monotonic()
+        self.prompt_tokens_shared += n
+        self.prompts_held += 1
+        try:
+            seq = DecodingSequence(
+                self._llama, prompt, stops, budget, request.top_logprobs, request.sampling
+            )
+            slot.seq = seq
+            slot.next_token = seq.step(logits.copy())
         except Exception:
             self._release(slot)
             raise
@@ -394,6 +462,7 @@ class BatchEngine:
         if self._ctx is not None:
             llama_cpp.llama_memory_seq_rm(self._memory, slot.seq_id, -1, -1)
         slot.tokens, slot.blocks = [], 0
+        slot.logits, slot.prompt_len = None, 0
         slot.request, slot.seq, slot.next_token = None, None, None
 
     def _fail_all(
@@ -415,6 +484,7 @@ class BatchEngine:
             )
         for slot in self._slots:
             slot.tokens, slot.blocks = [], 0
+            slot.logits, slot.prompt_len = None, 0
             slot.request, slot.seq, slot.next_token = None, None, None
         error = (
             exc

@@ -284,18 +284,20 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         On the batch engine (``parallel`` above 1) a call takes the first free slot, so the
         slots hold the prompts of about the last ``in_flight`` calls (``None``: ``parallel``)
         and a prompt reuses every whole block of :data:`BLOCK` tokens it shares with one of
-        them; calls made one after another reuse the previous prompt's blocks only. One call
+        them, or all of it when it is one of them (nothing computed); calls made one after
+        another reuse the previous prompt's blocks only. One call
         at a time (``parallel`` 1), llama.cpp reuses the prefix shared with the previous
         prompt. A cost plan times calls on these tokens."""
         if self.parallel > 1:
             held = min(self.parallel, in_flight or self.parallel)
-            return computed_tokens(prompts, block=BLOCK, window=max(1, held))
+            return computed_tokens(prompts, block=BLOCK, window=max(1, held), whole=True)
         return computed_tokens(prompts, window=1)
 
     def prompt_reuse(self) -> dict[str, int] | None:
         """What the batch engine of this model and ``parallel`` has done with prompts since it
-        started: ``evaluated`` (prompt tokens computed) and ``shared`` (prompt tokens whose
-        values were copied from a prefix another sequence held, not computed); ``None``
+        started: ``evaluated`` (prompt tokens computed), ``shared`` (prompt tokens whose
+        values were copied from a prefix another sequence held, not computed) and ``held``
+        (requests whose whole prompt a sequence held: nothing evaluated); ``None``
         without an engine (``parallel`` 1, or no batched call yet; the model is not loaded
         to ask). Engines are shared by every LM on the same model file with the same
         ``parallel``."""
@@ -309,7 +311,11 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             engine = handle.engines.get(self.parallel)
         if engine is None:
             return None
-        return {"evaluated": engine.prompt_tokens_evaluated, "shared": engine.prompt_tokens_shared}
+        return {
+            "evaluated": engine.prompt_tokens_evaluated,
+            "shared": engine.prompt_tokens_shared,
+            "held": engine.prompts_held,
+        }
 
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]

@@ -12,7 +12,9 @@ given order, under the two caches of the embedded model (:class:`judgeopt.lm.Lla
   prompt of the same strategy needs: ``benchmarks/results/prefix_cache.json``);
 * one call at a time, llama.cpp reuses the longest prefix shared with the previous prompt.
 
-The last token of a prompt is always computed (its logits start the answer).
+The last token of a prompt is computed (its logits start the answer), except on the batch
+engine when a slot holds the same prompt whole (``whole=True``): it keeps that prompt's last
+logits, so a prompt sent again (self-consistency's samples of one item) computes nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ def _shared(prompt: Sequence[int], other: Sequence[int], block: int) -> int:
 
 
 def computed_tokens(
-    prompts: Sequence[Sequence[int]], *, block: int = 1, window: int | None = None
+    prompts: Sequence[Sequence[int]],
+    *,
+    block: int = 1,
+    window: int | None = None,
+    whole: bool = False,
 ) -> list[int]:
     """Per prompt (token ids, in the order they are judged, on an empty cache): the tokens a
     prefix cache leaves to compute.
@@ -46,6 +52,8 @@ def computed_tokens(
             aligned to the prompt's start (1: any prefix).
         window: How many of the prompts just before a prompt the cache holds (``None``: all
             of them; 1: the previous one only).
+        whole: A prompt equal to one the cache holds computes nothing (the cache keeps its
+            last logits too: the batch engine).
 
     Raises:
         ValueError: On ``block`` below 1 or ``window`` below 1.
@@ -60,6 +68,9 @@ def computed_tokens(
     out = []
     for i, prompt in enumerate(prompts):
         earlier = prompts[:i] if window is None else prompts[max(0, i - window) : i]
+        if whole and any(list(other) == list(prompt) for other in earlier):
+            out.append(0)
+            continue
         reused = max((_shared(prompt, other, block) for other in earlier), default=0)
         out.append(len(prompt) - reused)
     return out
