@@ -5,6 +5,8 @@ value           what the judge does
 ==============  =========================================================================
 ``greedy``      one answer at temperature 0; the rating is parsed from the text (the
                 library's parser, ``docs/parsing.md``). The baseline and HPSS's own setting.
+                Stopped at its rating on an LM known to give logprobs, the call is its
+                ``expected`` twin's (``JudgeProgram.twin_read``: one cached answer for both).
 ``expected``    one answer at temperature 0 with ``logprobs=True, top_logprobs=20``; the
                 probability-weighted rating ``sum_r r P(r)`` is read from the model's own
                 distribution at the position where that answer writes its rating (after the

@@ -103,8 +103,10 @@ class JudgeProgram(CompiledViews, dspy.Module):
     and ``decoding``. The strategy's ``decoding`` decides how the score is made (see
     :mod:`judgeopt.judge._decoding`): ``expected`` adds ``distribution`` (``P(rating)``) and
     ``greedy_score``; ``sc5`` adds ``samples`` (each sample's rating) and its ``raw`` and
-    ``rationale`` are those of the first sample. The LM is the one given here, else the one
-    configured the DSPy way (``dspy.configure(lm=...)`` / ``dspy.context(lm=...)``).
+    ``rationale`` are those of the first sample; ``greedy`` stopped at its rating on an LM
+    known to give logprobs adds ``distribution`` and ``expected_score`` (:meth:`twin_read`).
+    The LM is the one given here, else the one configured the DSPy way
+    (``dspy.configure(lm=...)`` / ``dspy.context(lm=...)``).
 
     A compile's results are one frozen :class:`~judgeopt.judge.CompileReport` attached to
     the judge it returns (``judge.report_``); ``search_result``, ``validation``, ``test``,
