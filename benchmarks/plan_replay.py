@@ -64,7 +64,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_OUT = RESULTS / "plan_replay.json"
 HELDOUT = RESULTS / "compile_cost_heldout.json"
 #: compile_cost.json's entries that hold one embedded compile.
-ENTRIES = ("full", "full_fast", "estimate", "estimate_summeval")
+ENTRIES = ("full", "full_8_in_flight", "full_fast", "estimate", "estimate_summeval")
 FIGURES = ("calls", "tokens", "seconds")
 
 

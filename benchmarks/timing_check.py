@@ -239,7 +239,7 @@ def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
 
 #: The recorded compiles whose time-model rows ``--recorded`` replays: (file, keys to them).
 RECORDED = (
-    ("compile_cost.json", ("full", "run", "time_model")),
+    ("compile_cost.json", ("full_8_in_flight", "run", "time_model")),
     ("compile_cost.json", ("estimate_summeval", "time_model")),
     ("compile_cost_heldout.json", ("estimate", "time_model")),
 )
