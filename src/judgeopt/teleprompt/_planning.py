@@ -253,9 +253,9 @@ def _visits(
     """The strategies whose mean cost stands for one judged after the next (repeated as
     often as they are visited), the paths whose artifacts are counted, how many strategies
     follow the next one, the artifacts' share, and whether the paths are the search's: every
-    visit of the search's simulated
-    paths (:func:`simulated_paths`, their first strategy left out: it is planned as
-    itself), or, without a search (or one whose copies fail), the baseline's neighbours."""
+    visit of the search's simulated paths (:func:`simulated_paths`, their first strategy
+    left out: it is planned as itself), or, without a search (or one whose copies fail), the
+    baseline's neighbours."""
     paths: list[list[Strategy]] | None = None
     if search is not None:
         n_paths = max(2, min(PLAN_PATHS, PLAN_VISITS // max(1, others + 1)))
