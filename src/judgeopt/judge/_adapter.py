@@ -30,6 +30,7 @@ __all__ = [
     "answers",
     "choose_lm",
     "close_score",
+    "empty_output",
     "predict_with",
 ]
 
@@ -95,15 +96,7 @@ def predict_with(
     try:
         values = adapter(lm, lm_kwargs, signature, [], inputs)
     except dspy.utils.exceptions.AdapterParseError as e:  # empty output
-        values = [
-            {
-                "score": None,
-                "rationale": None,
-                "raw": str(e.lm_response or ""),
-                "parse_error": "empty output",
-                "parse_method": None,
-            }
-        ]
+        values = [empty_output(str(e.lm_response or ""))]
     v = values[0]
     return dspy.Prediction(
         score=v["score"],
@@ -113,6 +106,17 @@ def predict_with(
         parse_method=v.get("parse_method"),
         **extra,
     )
+
+
+def empty_output(raw: str) -> dict[str, Any]:
+    """The parsed fields of an answer with nothing in it: no score, a recorded failure."""
+    return {
+        "score": None,
+        "rationale": None,
+        "raw": raw,
+        "parse_error": "empty output",
+        "parse_method": None,
+    }
 
 
 def answers(

@@ -26,6 +26,7 @@ from ._adapter import (
     answers,
     choose_lm,
     close_score,
+    empty_output,
     predict_with,
 )
 from ._artifacts import ArtifactMaker, ArtifactStore, sample_id_of
@@ -413,11 +414,7 @@ class JudgeProgram(CompiledViews, dspy.Module):
         ``distribution`` read from the same answer."""
         kwargs = {**self.lm_kwargs(), **twin.call_kwargs()}
         text, logprobs = answers(self.adapter, lm, kwargs, self.signature, inputs)[0]
-        if text.strip():
-            parsed = self.adapter.parse(self.signature, text)
-        else:  # as predict_with records an empty output
-            parsed = dict(score=None, rationale=None, raw=text, parse_error="empty output")
-            parsed["parse_method"] = None
+        parsed = self.adapter.parse(self.signature, text) if text.strip() else empty_output(text)
         read = expected_prediction(
             str(parsed["raw"]),
             logprobs,

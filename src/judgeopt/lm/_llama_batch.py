@@ -311,7 +311,6 @@ class BatchEngine:
     def _start(self, slot: _Slot, request: _Request) -> None:
         """Build the prompt, share the blocks another slot holds, evaluate the rest and take
         the first token; a request that cannot start gets its exception."""
-        import llama_cpp
 
         try:
             with self._lock:
@@ -331,15 +330,7 @@ class BatchEngine:
             k = _shared_blocks(other, prompt, reusable)
             if k > shared or (k == shared and other is slot):
                 source, shared = other, k
-        mem = self._memory
-        if source is slot or not shared:
-            llama_cpp.llama_memory_seq_rm(mem, slot.seq_id, shared * BLOCK, -1)
-        else:
-            # NOTE: a copy between streams takes the whole source stream (llama.cpp copies
-            # the buffers before the next evaluation); the cells past the shared blocks are
-            # then dropped, so this stream holds positions 0.. in cells 0.. again.
-            llama_cpp.llama_memory_seq_cp(mem, source.seq_id, slot.seq_id, -1, -1)
-            llama_cpp.llama_memory_seq_rm(mem, slot.seq_id, shared * BLOCK, -1)
+        self._take_cells(slot, source if shared else slot, shared * BLOCK)
         slot.tokens = list(prompt[: shared * BLOCK])
         slot.blocks = shared
         slot.logits, slot.prompt_len = None, 0
@@ -358,12 +349,42 @@ class BatchEngine:
                     slot.blocks = end // BLOCK
                 self.prompt_tokens_evaluated += end - pos
                 pos = end
+            row = self._row(-1)
+        except Exception:
+            self._release(slot)
+            raise
+        slot.logits, slot.prompt_len = row.copy(), n
+        self._begin(slot, request, prompt, stops, budget, row)
+
+    def _take_cells(self, slot: _Slot, source: _Slot, keep: int) -> None:
+        """Make ``slot``'s stream hold ``source``'s first ``keep`` cells (its own when
+        ``source`` is ``slot``), and nothing after them."""
+        import llama_cpp
+
+        if source is not slot:
+            # NOTE: a copy between streams takes the whole source stream (llama.cpp copies
+            # the buffers before the next evaluation); the cells past `keep` are then
+            # dropped, so this stream holds positions 0.. in cells 0.. again.
+            llama_cpp.llama_memory_seq_cp(self._memory, source.seq_id, slot.seq_id, -1, -1)
+        llama_cpp.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1)
+
+    def _begin(
+        self,
+        slot: _Slot,
+        request: _Request,
+        prompt: Sequence[int],
+        stops: Any,
+        budget: int,
+        row: np.ndarray,
+    ) -> None:
+        """Start decoding ``request`` in ``slot``, whose cells hold ``prompt``: its first
+        token from ``row`` (the logits of the prompt's last position); a request that is done
+        at once is finished, one that cannot start frees the slot."""
+        try:
             seq = DecodingSequence(
                 self._llama, prompt, stops, budget, request.top_logprobs, request.sampling
             )
             slot.seq = seq
-            row = self._row(-1)
-            slot.logits, slot.prompt_len = row.copy(), n
             slot.next_token = seq.step(row)
         except Exception:
             self._release(slot)
@@ -395,30 +416,15 @@ class BatchEngine:
         (or, in the same slot, cut back to the prompt) and the first token is taken from the
         kept logits. Nothing is evaluated: the cells and the logits are the values the
         prompt's own evaluation gives (the same tokens in the same blocks and last call)."""
-        import llama_cpp
-
-        n, mem = len(prompt), self._memory
-        logits = holder.logits
+        n, logits = len(prompt), holder.logits
         assert logits is not None
-        if holder is not slot:
-            llama_cpp.llama_memory_seq_cp(mem, holder.seq_id, slot.seq_id, -1, -1)
-        llama_cpp.llama_memory_seq_rm(mem, slot.seq_id, n, -1)
+        self._take_cells(slot, holder, n)
         slot.tokens, slot.blocks = list(prompt), holder.blocks
         slot.logits, slot.prompt_len = logits, n
         slot.request, slot.started = request, time.monotonic()
         self.prompt_tokens_shared += n
         self.prompts_held += 1
-        try:
-            seq = DecodingSequence(
-                self._llama, prompt, stops, budget, request.top_logprobs, request.sampling
-            )
-            slot.seq = seq
-            slot.next_token = seq.step(logits.copy())
-        except Exception:
-            self._release(slot)
-            raise
-        if slot.next_token is None:
-            self._finish(slot)
+        self._begin(slot, request, prompt, stops, budget, logits.copy())
 
     def _step(self) -> None:
         """One token for every active sequence, in a call of exactly ``width`` columns."""
