@@ -61,7 +61,14 @@ from judgeopt.evaluate import (
 )
 from judgeopt.evaluate._plan_prompts import cap_of, inputs_of  # the plan's own helpers
 from judgeopt.evaluate._run import prompt_reuse_of, scoring_program
-from judgeopt.evaluate._timing import _computing  # the probe both arms share
+from judgeopt.evaluate._timing import (  # the plan's own steps, each arm's from one batch
+    _computing,
+    _probed,
+    _timed_run,
+    batch_work_of,
+    engine_timing,
+    work_since,
+)
 from judgeopt.judge import ArtifactStore, JudgeProgram, baseline_strategy, load_task
 from judgeopt.lm import make_lm
 from judgeopt_lab import fresh_engines, markdown_table, pair_file, write_json
@@ -196,6 +203,135 @@ def pair_row(
         "timings": timings,
         "strategies": rows,
     }
+
+
+def both_timings(
+    judge: Any, records: list[Record], lm: Any, threads: int
+) -> tuple[Timing | None, Timing | None, dict[str, float] | None]:
+    """The plan's two readings of one batch (the first ``threads`` records judged as a run
+    judges them, :func:`judgeopt.evaluate.time_judgement`'s steps): ``one_batch``, its wall
+    time shared among the calls and the one-token probe of the next record's prompt, and
+    ``engine``, the batch engine's clock over the same batch (:func:`engine_timing`); and
+    what the engine spent on it."""
+    scoring = scoring_program(judge)
+    lm.count_prompt_tokens([{"role": "user", "content": "OK"}])  # load outside the clock
+    batch = records[:threads]
+    reuse, work = prompt_reuse_of(lm), batch_work_of(lm)
+    timed = _timed_run(scoring, batch, lm, threads, False)
+    if timed is None:
+        return None, None, None
+    together, calls = timed
+    spent = work_since(lm, work)  # before the probe, which the engine also runs
+    engine = engine_timing(together, spent, calls)
+    one_batch = _computing(_probed(together, lm), scoring, batch, records[threads], lm, reuse)
+    return one_batch, engine, spent
+
+
+def engine_pair_row(
+    task_name: str,
+    aspect: str,
+    strategies: list[dict[str, Any]],
+    *,
+    n_items: int,
+    parallel: int,
+    root: Path,
+) -> dict[str, Any]:
+    """One pair of the engine-clock check: both timings from one batch of the baseline, then
+    every strategy judged on the pair's items as a compile's search judges them; per
+    strategy, each timing's predicted seconds per call and its error, and what the engine
+    spent (steps, their seconds, prompt seconds, tokens computed)."""
+    task = load_task(task_name)
+    records = pair_items(task_name, n_items)
+    base_strategy = baseline_strategy(task)
+
+    def program(lm: Any, change: dict[str, Any]) -> JudgeProgram:
+        student = JudgeProgram(task, aspect, lm=lm)
+        base = student.fresh_copy(
+            trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
+        )
+        return base.with_strategy({**base_strategy.as_dict(), **change})
+
+    lm = _lm(root, f"{task_name}-{aspect}-timing", parallel)
+    started = time.perf_counter()
+    one_batch, engine, spent = both_timings(program(lm, {}), records, lm, parallel)
+    timings = {
+        "one_batch": None if one_batch is None else asdict(one_batch),
+        "engine": None if engine is None else asdict(engine),
+        "batch_work": spent,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    fresh_engines(lm)
+    lm = _lm(root, f"{task_name}-{aspect}-run", parallel)
+    rows = []
+    for change in strategies:
+        judge = program(lm, change)
+        work = batch_work_of(lm)
+        result = evaluate(judge, records, lm=lm, threads=parallel, progress=False)
+        used = work_since(lm, work)
+        calls = result.calls or 1
+        actual = result.seconds / calls
+        row: dict[str, Any] = {
+            "strategy": change,
+            "calls": result.calls,
+            "seconds": round(result.seconds, 2),
+            "actual": round(actual, 4),
+            "written_per_call": round(result.completion_tokens / calls, 1),
+            "engine_work": None if used is None else {k: round(v, 3) for k, v in used.items()},
+        }
+        for arm, timing in (("one_batch", one_batch), ("engine", engine)):
+            if timing is None:
+                row[arm] = None
+                continue
+            guess = predicted(judge, records, lm, timing)
+            row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
+        rows.append(row)
+        print(f"  {task_name}:{aspect} {json.dumps(change)}: {actual:.3f} s/call", flush=True)
+    fresh_engines(lm)
+    totals: dict[str, Any] = {"actual_seconds": round(sum(r["seconds"] for r in rows), 1)}
+    for arm in ("one_batch", "engine"):
+        if all(r[arm] is not None for r in rows):
+            guess = sum(r[arm]["predicted"] * r["calls"] for r in rows)
+            totals[arm] = {
+                "predicted_seconds": round(guess, 1),
+                "error": round((guess - totals["actual_seconds"]) / totals["actual_seconds"], 4),
+            }
+    return {
+        "pair": f"{task_name}:{aspect}",
+        "n_items": len(records),
+        "timings": timings,
+        "strategies": rows,
+        "totals": totals,
+    }
+
+
+def summarise_engine(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean |error| of each arm over every (pair, strategy) row, the baseline rows and the
+    rest, with the paired difference (engine minus one batch) and its standard error; and
+    each pair's total (the strategies' seconds together, as a plan adds them)."""
+    summary: dict[str, Any] = {}
+    for which in ("all", "baseline", "rate_first"):
+        picked = [
+            r
+            for p in pairs
+            for i, r in enumerate(p["strategies"])
+            if r.get("one_batch") is not None and r.get("engine") is not None
+            if which == "all" or (which == "baseline") == (i == 0)
+        ]
+        a = [abs(r["one_batch"]["error"]) for r in picked]
+        b = [abs(r["engine"]["error"]) for r in picked]
+        diffs = [y - x for x, y in zip(a, b, strict=True)]
+        summary[which] = {
+            "rows": len(a),
+            "one_batch_mean_abs_error": round(statistics.fmean(a), 4) if a else None,
+            "engine_mean_abs_error": round(statistics.fmean(b), 4) if b else None,
+            "difference": round(statistics.fmean(diffs), 4) if diffs else None,
+            "difference_se": (
+                round(statistics.stdev(diffs) / len(diffs) ** 0.5, 4) if len(diffs) > 1 else None
+            ),
+            "engine_better_rows": sum(d < 0 for d in diffs),
+        }
+    summary["totals"] = {p["pair"]: p["totals"] for p in pairs}
+    return summary
 
 
 def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -371,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = args.pairs.split(",") if args.pairs else plan["pairs"]
     n_items = args.items or int(plan["items"])
     parallel = int(plan["parallel"])
+    if plan.get("arms") == ["one_batch", "engine"]:
+        return engine_check(args, plan, pairs, n_items, parallel)
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="timing-check-") as tmp:
         for k, pair in enumerate(pairs):
@@ -419,6 +557,70 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
     return 0
+
+
+def engine_check(
+    args: argparse.Namespace, plan: dict[str, Any], pairs: list[str], n_items: int, parallel: int
+) -> int:
+    """The engine-clock check (a pre-registration whose ``arms`` are ``one_batch`` and
+    ``engine``): every pair, the table, the summary and the JSON; a pair already in the JSON
+    is kept, so a stopped run resumes at the next pair."""
+    done: dict[str, Any] = {}
+    if args.json and args.json.exists():
+        kept = json.loads(args.json.read_text(encoding="utf-8"))
+        if kept.get("prereg") == args.prereg.name:
+            done = {p["pair"]: p for p in kept.get("pairs", [])}
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="timing-check-") as tmp:
+        for pair in pairs:
+            if pair in done and done[pair]["n_items"] == n_items:
+                out.append(done[pair])
+                continue
+            task_name, aspect = pair.split(":", 1)
+            print(f"{pair}: {n_items} items, {parallel} calls in flight", flush=True)
+            row = engine_pair_row(
+                task_name,
+                aspect,
+                plan["strategies"],
+                n_items=n_items,
+                parallel=parallel,
+                root=Path(tmp),
+            )
+            out.append(row)
+            if args.json:
+                write_json(args.json, _engine_json(args, plan, parallel, out))
+    table = []
+    for p in out:
+        for r in p["strategies"]:
+            table.append(
+                [
+                    p["pair"],
+                    json.dumps(r["strategy"]) if r["strategy"] else "baseline",
+                    f"{r['actual']:.3f}",
+                    *(
+                        "-" if r[a] is None else f"{r[a]['predicted']:.3f} ({r[a]['error']:+.0%})"
+                        for a in ("one_batch", "engine")
+                    ),
+                ]
+            )
+    print(markdown_table(["pair", "strategy", "actual s/call", "one batch", "engine"], table))
+    result = _engine_json(args, plan, parallel, out)
+    print(json.dumps(result["summary"], indent=2))
+    if args.json:
+        write_json(args.json, result)
+    return 0
+
+
+def _engine_json(
+    args: argparse.Namespace, plan: dict[str, Any], parallel: int, pairs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "parallel": parallel,
+        "prereg": str(args.prereg.name),
+        "pairs": pairs,
+        "summary": summarise_engine(pairs),
+        "criterion": plan["criterion"],
+    }
 
 
 if __name__ == "__main__":

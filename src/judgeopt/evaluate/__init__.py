@@ -5,7 +5,8 @@ judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._eval_
 :func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`);
 :func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`);
 :class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`, on the
-prompts of :mod:`._plan_prompts` and the judgement timed by :mod:`._timing`);
+prompts of :mod:`._plan_prompts` and the judgement timed by :mod:`._timing`, or read from a
+resumed run's records by :mod:`._recorded_timing`);
 :func:`robustness` runs the injection suite (:mod:`._attacks`, :mod:`._robustness`): how far
 text inside the judged item can move the judge's ratings.
 """
@@ -34,15 +35,17 @@ from ._plan_prompts import (
     same_calls,
 )
 from ._pool import CallPool
+from ._recorded_timing import recorded_timing
 from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
 from ._run import default_threads, evaluate, evaluate_retrying
 from ._timing import (
+    ENGINE_TIMING,
     PREFILL_SPEEDUP,
     RATING_TOKENS,
     REUSED_TOKEN_COST,
     TIMED_ROUNDS,
     Timing,
-    recorded_timing,
+    engine_timing,
     time_judgement,
 )
 
@@ -59,6 +62,7 @@ __all__ = [
     "wilson_interval",
     "CHECK_TIMEOUT",
     "ENDPOINT_CHECK",
+    "ENGINE_TIMING",
     "PLAN_WINDOW",
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
@@ -82,6 +86,7 @@ __all__ = [
     "correct",
     "default_threads",
     "duration",
+    "engine_timing",
     "ensemble_result",
     "evaluate",
     "evaluate_against",

@@ -1,6 +1,7 @@
 """Judgements timed on the endpoint, the measure a cost plan scales every call's time from
-(:class:`Timing`): made for the plan (:func:`time_judgement`: one, or one round of the calls
-in flight) or read from the judgements a resumed run already made (:func:`recorded_timing`).
+(:class:`Timing`), made for the plan (:func:`time_judgement`: one, or one round of the calls
+in flight). A resumed run reads its own from the judgements already made
+(:mod:`judgeopt.evaluate._recorded_timing`).
 """
 
 from __future__ import annotations
@@ -11,20 +12,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from ._endpoint import _quiet_copy, one_token_call
 from ._plan_prompts import cap_of, counts_computed, inputs_of, judges_of, plan_messages
 from ._run import evaluate, prompt_reuse_of, scoring_program
 
 __all__ = [
+    "ENGINE_TIMING",
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
     "REUSED_TOKEN_COST",
     "TIMED_ROUNDS",
     "Timing",
-    "recorded_timing",
+    "batch_work_of",
+    "engine_timing",
     "time_judgement",
+    "work_since",
 ]
 
 
@@ -56,6 +58,14 @@ TIMED_ROUNDS = 1
 REUSED_TOKEN_COST = 0.0
 
 
+#: Whether a batch timed on the embedded model's batch engine is read from the engine's own
+#: clock (:func:`engine_timing`): the seconds it spent computing the batch's prompts per
+#: computed token, and in its steps per written token, instead of the batch's wall time and a
+#: one-token probe of the next item's prompt. ``benchmarks/timing_check.py`` with
+#: ``timing_engine_prereg.json`` decides it.
+ENGINE_TIMING = False
+
+
 #: How many prompt tokens cost the time of one written token. On the embedded 1.5B on two
 #: CPU cores, stopping at the rating saved 2.54 s for 36 fewer written tokens per item and
 #: the remaining 1.89 s read about 500 prompt tokens: about 15 (benchmarks section 14).
@@ -80,6 +90,11 @@ class Timing:
     prompt, the ``probe``: its seconds, the prompt tokens it computed and all of its prompt
     tokens): calls are then timed on the tokens they compute, a reused one costing
     ``reused_cost`` of a computed one (:meth:`per_call`).
+
+    Read from the batch engine's clock (:func:`engine_timing`), ``engine`` holds what the
+    engine spent on the timed batch (its steps, their seconds, the seconds of computing its
+    prompts, its width), ``seconds`` is the engine's time per call, and the ``probe`` is the
+    batch itself (its prompts' seconds, the tokens computed, all of their prompt tokens).
     """
 
     seconds: float
@@ -92,10 +107,13 @@ class Timing:
     computed_tokens: float | None = None
     reused_cost: float = 0.0
     probe: tuple[float, float, float] | None = None
+    engine: tuple[float, float, float, float] | None = None
 
     def __post_init__(self) -> None:
-        if self.probe is not None:  # read back from JSON as a list
-            object.__setattr__(self, "probe", tuple(float(v) for v in self.probe))
+        for name in ("probe", "engine"):  # read back from JSON as lists
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(float(v) for v in value))
 
     def with_reused_cost(self, cost: float) -> Timing:
         """This timing with a reused prompt token costing ``cost`` of a computed one: the
@@ -150,6 +168,7 @@ def time_judgement(
     explain: bool = False,
     threads: int = 1,
     rounds: int = TIMED_ROUNDS,
+    from_engine: bool | None = None,
 ) -> Timing | None:
     """Judge one item for real and time it: the first of ``records`` whose answer is not in
     the response cache (at most ``tries``); ``None`` when every one was (nothing to time),
@@ -166,9 +185,15 @@ def time_judgement(
     computed per call and the seconds of computing one: a one-token call of the judge's
     prompt for the next record, uncached, timed after the judgement (:func:`_computing`).
 
+    With several calls in flight on the embedded model's batch engine and ``from_engine``
+    (``None``: :data:`ENGINE_TIMING`), the batch is read from the engine's clock instead
+    (:func:`engine_timing`: no probe).
+
     The answers go into the response cache, so the run that judges the items next reads
     them. An ensemble is timed on its first member.
     """
+    if from_engine is None:
+        from_engine = ENGINE_TIMING
     if getattr(lm, "response_cache", None) is None:
         return None  # the run would pay for the timed judgement a second time
     judge = scoring_program(judges_of(program)[0], explain=explain)
@@ -177,10 +202,15 @@ def time_judgement(
     records = list(records)
     batch = records[: threads * max(1, rounds)]
     if threads > 1 and len(batch) > 1:
-        reuse = prompt_reuse_of(lm)
-        together = _timed_run(judge, batch, lm, threads, explain)
-        if together is None:
+        reuse, work = prompt_reuse_of(lm), batch_work_of(lm)
+        timed = _timed_run(judge, batch, lm, threads, explain)
+        if timed is None:
             return None
+        together, calls = timed
+        if from_engine:
+            clocked = engine_timing(together, work_since(lm, work), calls)
+            if clocked is not None:
+                return clocked
         following = records[len(batch)] if len(records) > len(batch) else None
         return _computing(_probed(together, lm), judge, batch, following, lm, reuse)
     for index, record in enumerate(records[:tries]):
@@ -203,6 +233,54 @@ def time_judgement(
         following = records[index + 1] if len(records) > index + 1 else None
         return _computing(timing, judge, [record], following, lm, reuse)
     return None
+
+
+def batch_work_of(lm: Any) -> dict[str, float] | None:
+    """What the LM's batch engine has spent so far (``LlamaCppLM.batch_work``: steps, their
+    seconds, the seconds of computing prompts, the prompt tokens computed, its width);
+    ``None`` for an LM without one."""
+    fn = getattr(lm, "batch_work", None)
+    return fn() if callable(fn) else None
+
+
+def work_since(lm: Any, before: Mapping[str, float] | None) -> dict[str, float] | None:
+    """What the LM's batch engine has spent since ``before`` (:func:`batch_work_of`), its
+    width as it is; ``None`` without an engine. An engine started after ``before`` was
+    read (``before`` ``None``) counts from its start."""
+    after = batch_work_of(lm)
+    if after is None:
+        return None
+    spent = {k: v - (before or {}).get(k, 0.0) for k, v in after.items()}
+    spent["width"] = after["width"]
+    return spent
+
+
+def engine_timing(timing: Timing, spent: Mapping[str, float] | None, calls: int) -> Timing | None:
+    """``timing`` (a batch of ``calls`` judged together) read from the batch engine's clock:
+    ``spent`` is what the engine spent on the batch (:func:`work_since`).
+
+    The engine computes one request's prompt at a time and steps every slot together (a
+    step of ``width`` columns costs the same however many are busy), so a call of a run
+    costs its computed prompt tokens at the batch's seconds per computed token plus its
+    written tokens at the batch's step seconds per written token. The batch's wall time
+    beyond the engine's (threads starting, the first prompts built) is a run's start, not
+    its calls', and is left out; so is the one-token probe :func:`time_judgement` makes
+    otherwise, a single call whose own overheads set the rate of every prompt token.
+    ``None`` when the engine did not compute or write anything in the batch."""
+    if spent is None or calls <= 0:
+        return None
+    prompt_s, step_s = spent.get("prompt_seconds", 0.0), spent.get("step_seconds", 0.0)
+    evaluated = spent.get("evaluated", 0.0)
+    if prompt_s <= 0 or step_s <= 0 or evaluated <= 0 or timing.completion_tokens <= 0:
+        return None
+    clocked = replace(
+        timing,
+        seconds=(prompt_s + step_s) / calls,
+        computed_tokens=evaluated / calls,
+        probe=(prompt_s, evaluated, float(timing.prompt_tokens * calls)),
+        engine=(spent.get("steps", 0.0), step_s, prompt_s, spent.get("width", 0.0)),
+    )
+    return clocked.with_reused_cost(REUSED_TOKEN_COST)
 
 
 def _computing(
@@ -254,107 +332,6 @@ def _computing(
     return measured.with_reused_cost(REUSED_TOKEN_COST)
 
 
-def recorded_timing(
-    program: Any, evaluations: Iterable[Mapping[str, Any]], *, in_flight: int = 1
-) -> Timing | None:
-    """A :class:`Timing` from judgements a run has already made, with no new call: what a
-    resumed run plans with when the judge it would time is all in the response cache.
-
-    ``evaluations`` are evaluation summaries (``EvalResult.summary()``: ``calls``,
-    ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``seconds``, and on the
-    embedded model ``computed_tokens``; the model calls made, the answers read from the
-    cache are not counted in ``calls``). Every call is timed as the recorded ones ran,
-    ``in_flight`` at once:
-
-    * when every summary counts its computed prompt tokens and they tell the two rates apart
-      (:func:`_fitted_rates`: seconds = a rate per computed prompt token x those tokens + a
-      rate per written token x those tokens, both positive), calls are timed on the tokens
-      they compute, at those rates;
-    * otherwise the seconds are pooled into one cost per token unit (a prompt token
-      :data:`PREFILL_SPEEDUP` times cheaper than a written one).
-
-    The judgement written by an explaining judge (``program``'s ``max_tokens`` its cap, as
-    :func:`time_judgement` reads it) is the mean written by the recorded calls that wrote
-    more than twice :data:`RATING_TOKENS` per call (those that explained), or by all of them
-    when none did. ``None`` when nothing was recorded (no call, or no time).
-    """
-    rows = []  # calls, prompt, written, computed (None: not counted), seconds
-    for e in evaluations:
-        n = float(e.get("calls") or 0)
-        took = float(e.get("seconds") or 0.0)
-        if n <= 0 or took <= 0:
-            continue
-        c = e.get("computed_tokens")
-        rows.append(
-            (
-                n,
-                float(e.get("prompt_tokens") or 0),
-                float(e.get("completion_tokens") or 0),
-                None if c is None else float(c),
-                took,
-            )
-        )
-    calls = sum(r[0] for r in rows)
-    prompt = sum(r[1] for r in rows)
-    written = sum(r[2] for r in rows)
-    seconds = sum(r[4] for r in rows)
-    explaining = [r for r in rows if r[2] / r[0] > 2 * RATING_TOKENS]
-    units = prompt / PREFILL_SPEEDUP + written
-    if calls <= 0 or units <= 0:
-        return None
-    mean_prompt = round(prompt / calls)
-    if explaining:
-        mean_written = sum(r[2] for r in explaining) / sum(r[0] for r in explaining)
-    else:
-        mean_written = written / calls
-    mean_written = max(1, round(mean_written))
-    fitted = _fitted_rates(rows)
-    if fitted is not None:
-        reading, writing = fitted
-        mean_computed = sum(r[3] or 0.0 for r in rows) / calls
-        read = mean_computed + REUSED_TOKEN_COST * max(0.0, mean_prompt - mean_computed)
-        return Timing(
-            seconds=reading * read + writing * mean_written,
-            prompt_tokens=mean_prompt,
-            completion_tokens=mean_written,
-            cap=cap_of(program),
-            in_flight=in_flight,
-            prompt_seconds=reading,
-            computed_tokens=mean_computed,
-            reused_cost=REUSED_TOKEN_COST,
-        )
-    per_unit = seconds / units  # wall seconds per token unit, in_flight calls at once
-    return Timing(
-        seconds=per_unit * (mean_prompt / PREFILL_SPEEDUP + mean_written),
-        prompt_tokens=mean_prompt,
-        completion_tokens=mean_written,
-        cap=cap_of(program),
-        in_flight=in_flight,
-    )
-
-
-def _fitted_rates(
-    rows: Sequence[tuple[float, float, float, float | None, float]],
-) -> tuple[float, float] | None:
-    """Seconds per computed prompt token and per written token that best explain the rows'
-    seconds (least squares, no intercept; a row: calls, prompt, written, computed, seconds;
-    a reused prompt token counted as :data:`REUSED_TOKEN_COST` of a computed one).
-    ``None`` unless every row counts its computed tokens, there are at least two, and both
-    rates come out positive (rows whose computed and written tokens are in the same
-    proportion cannot tell the rates apart)."""
-    if len(rows) < 2 or any(r[3] is None for r in rows):
-        return None
-    read = [(r[3] or 0.0) + REUSED_TOKEN_COST * max(0.0, r[1] - (r[3] or 0.0)) for r in rows]
-    design = np.array([[units, r[2]] for units, r in zip(read, rows, strict=True)], dtype=float)
-    target = np.array([r[4] for r in rows], dtype=float)
-    (reading, writing), _, rank, _ = np.linalg.lstsq(design, target, rcond=None)
-    if rank < 2 or not (np.isfinite(reading) and np.isfinite(writing)):
-        return None
-    if reading <= 0 or writing <= 0:
-        return None
-    return float(reading), float(writing)
-
-
 def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> Timing:
     """``timing`` with the endpoint's latency measured, and with ``messages`` (the timed
     judgement's prompt) the time of reading a prompt token; unchanged for in-process
@@ -375,10 +352,11 @@ def _probed(timing: Timing, lm: Any, messages: Sequence[Any] | None = None) -> T
 
 def _timed_run(
     judge: Any, records: Sequence[Any], lm: Any, threads: int, explain: bool
-) -> Timing | None:
+) -> tuple[Timing, int] | None:
     """Judge ``records`` with ``judge`` (as measured: :func:`scoring_program` with
     ``explain``) as a run does, ``threads`` calls in flight (:func:`evaluate`), and time
-    them; ``None`` when every answer came from the cache or every call failed."""
+    them: the timing and the calls made; ``None`` when every answer came from the cache or
+    every call failed."""
     before = lm.stats()
     try:
         result = evaluate(judge, records, lm=lm, threads=threads, progress=False, explain=explain)
@@ -388,13 +366,14 @@ def _timed_run(
     calls = after.calls - before.calls
     if calls <= 0 or result.call_failures >= len(records):
         return None
-    return Timing(
+    timing = Timing(
         seconds=result.seconds / calls,
         prompt_tokens=round((after.prompt_tokens - before.prompt_tokens) / calls),
         completion_tokens=round((after.completion_tokens - before.completion_tokens) / calls),
         cap=cap_of(judge),
         in_flight=threads,
     )
+    return timing, calls
 
 
 def _judged(judge: Any, record: Any, lm: Any) -> bool:

@@ -172,6 +172,12 @@ class BatchEngine:
         self.prompt_tokens_evaluated = 0
         self.prompt_tokens_shared = 0
         self.prompts_held = 0  # requests started from a prompt a slot held whole
+        # Seconds the worker spent computing prompts (every evaluated block of a request's
+        # start) and in steps (one token for every slot): with ``steps`` and ``width``, what
+        # a cost plan times a run's calls from (the steps' cost does not depend on how many
+        # slots are busy: idle ones are padded).
+        self.prompt_seconds = 0.0
+        self.step_seconds = 0.0
         _engines.add(self)
 
     # ----------------------------------------------------------------------------- API
@@ -336,6 +342,7 @@ class BatchEngine:
         slot.logits, slot.prompt_len = None, 0
         slot.request, slot.started = request, time.monotonic()
         self.prompt_tokens_shared += shared * BLOCK
+        began = time.perf_counter()
         try:
             pos = shared * BLOCK
             while pos < n:
@@ -353,6 +360,8 @@ class BatchEngine:
         except Exception:
             self._release(slot)
             raise
+        finally:
+            self.prompt_seconds += time.perf_counter() - began
         slot.logits, slot.prompt_len = row.copy(), n
         self._begin(slot, request, prompt, stops, budget, row)
 
@@ -430,6 +439,7 @@ class BatchEngine:
         """One token for every active sequence, in a call of exactly ``width`` columns."""
         import llama_cpp
 
+        began = time.perf_counter()
         # NOTE: the columns go in the order of the slots' sequence ids (0, 1, ...): llama.cpp
         # splits a batch over several KV streams into one micro-batch only when its
         # sequence ids increase by one from column to column; any other order would split
@@ -452,6 +462,7 @@ class BatchEngine:
             slot.next_token = slot.seq.step(self._row(i))
             if slot.next_token is None:
                 self._finish(slot)
+        self.step_seconds += time.perf_counter() - began
 
     def _finish(self, slot: _Slot) -> None:
         request, seq = slot.request, slot.seq

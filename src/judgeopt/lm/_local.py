@@ -293,6 +293,18 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
             return computed_tokens(prompts, block=BLOCK, window=max(1, held), whole=True)
         return computed_tokens(prompts, window=1)
 
+    def _engine_if_started(self) -> Any:
+        """This model's batch engine for ``parallel``, or ``None`` (``parallel`` 1, or none
+        started yet; the model is not loaded to find out)."""
+        if self.parallel == 1:
+            return None
+        with self._handle_lock:
+            handle = self._handle
+        if handle is None:
+            return None
+        with _handles_guard:
+            return handle.engines.get(self.parallel)
+
     def prompt_reuse(self) -> dict[str, int] | None:
         """What the batch engine of this model and ``parallel`` has done with prompts since it
         started: ``evaluated`` (prompt tokens computed), ``shared`` (prompt tokens whose
@@ -301,20 +313,31 @@ class LlamaCppLM(JudgeoptLMMixin, dspy.BaseLM):
         without an engine (``parallel`` 1, or no batched call yet; the model is not loaded
         to ask). Engines are shared by every LM on the same model file with the same
         ``parallel``."""
-        if self.parallel == 1:
-            return None
-        with self._handle_lock:
-            handle = self._handle
-        if handle is None:
-            return None
-        with _handles_guard:
-            engine = handle.engines.get(self.parallel)
+        engine = self._engine_if_started()
         if engine is None:
             return None
         return {
             "evaluated": engine.prompt_tokens_evaluated,
             "shared": engine.prompt_tokens_shared,
             "held": engine.prompts_held,
+        }
+
+    def batch_work(self) -> dict[str, float] | None:
+        """What the batch engine of this model and ``parallel`` has spent since it started:
+        ``steps`` (each one token for every slot, ``width`` columns, idle slots padded, so a
+        step costs the same however many slots are busy), ``step_seconds`` (in them),
+        ``prompt_seconds`` (computing prompts, one request's at a time) and ``evaluated``
+        (the prompt tokens computed); ``None`` without an engine (as :meth:`prompt_reuse`).
+        A cost plan times a run's calls from the difference over a timed batch."""
+        engine = self._engine_if_started()
+        if engine is None:
+            return None
+        return {
+            "steps": float(engine.steps),
+            "step_seconds": engine.step_seconds,
+            "prompt_seconds": engine.prompt_seconds,
+            "evaluated": float(engine.prompt_tokens_evaluated),
+            "width": float(engine.width),
         }
 
     @property
