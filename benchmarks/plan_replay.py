@@ -23,6 +23,12 @@ LM it ran on).
     python benchmarks/plan_replay.py                        # every stored compile
     python benchmarks/plan_replay.py --entries full,estimate
     python benchmarks/plan_replay.py --heldout
+    python benchmarks/plan_replay.py --entries full --retime-engine   # one batch of calls
+
+``--retime-engine`` times each entry's baseline again as its compile did (one batch of
+judge calls on the same items) and plans the search's paths with that batch read both ways:
+its wall time with the one-token probe (the plan's timing), and the batch engine's clock
+(``ENGINE_TIMING``); written under the ``engine_clock`` key.
 
 Writes ``benchmarks/results/plan_replay.json`` (``--heldout``: its ``heldout`` key) and
 prints a table.
@@ -36,6 +42,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +66,7 @@ from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
 from judgeopt.teleprompt._loop import CompileRun  # noqa: E402 - the compile up to its plan
 from judgeopt.teleprompt._planning import compile_plan  # noqa: E402
 from judgeopt_lab import markdown_table, write_json  # noqa: E402
+from timing_check import both_timings  # noqa: E402 - the two readings of one timed batch
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_OUT = RESULTS / "plan_replay.json"
@@ -91,10 +99,20 @@ def entry_items(name: str, entry: Mapping[str, Any], pair: str) -> list[Any]:
 
 
 def replay(
-    name: str, entry: Mapping[str, Any], lm: Any, settings: Mapping[str, Any]
+    name: str,
+    entry: Mapping[str, Any],
+    lm: Any,
+    settings: Mapping[str, Any],
+    *,
+    retime: bool = False,
 ) -> dict[str, Any]:
     """The entry's compile rebuilt and planned again both ways (``settings``: its
-    compile_cost.py settings; a hosted entry's other pairs carry only their pair)."""
+    compile_cost.py settings; a hosted entry's other pairs carry only their pair).
+
+    ``retime``: the baseline is timed again as the compile timed it (the same items, calls
+    in flight and model; ``lm`` a fresh response cache: one batch of judge calls), read
+    both ways (``timing_check.both_timings``: the batch's wall time with the probe, and the
+    batch engine's clock), and the search's paths are planned with each."""
     pair = str(entry.get("pair") or settings["pair"])
     task_name, aspect = pair.split(":", 1)
     task = load_task(task_name)
@@ -121,8 +139,19 @@ def replay(
         plan=False,
     )
     timing = Timing(**plan["timing"]) if plan.get("timing") else None
+    hows: list[tuple[str, Timing | None]] = [("neighbours", timing), ("paths", timing)]
+    timed_again: dict[str, Any] = {}
+    if retime:
+        threads = int(plan.get("in_flight") or run.config.threads or RECOMMENDED_PARALLEL)
+        judge = run.base.with_strategy(run.student.strategy)
+        records = run.plan.records(len(run.plan.units))
+        one_batch, engine, _ = both_timings(judge, records, lm, threads)
+        if one_batch is None or engine is None:
+            raise SystemExit(f"{name}: the baseline could not be timed again")
+        hows = [("paths_one_batch_again", one_batch), ("paths_engine", engine)]
+        timed_again = {"one_batch": asdict(one_batch), "engine": asdict(engine)}
     rows: dict[str, Any] = {"printed": _figures(plan)}
-    for how in ("neighbours", "paths"):
+    for how, timed in hows:
         made = compile_plan(
             run.graph,
             run.base,
@@ -134,15 +163,15 @@ def replay(
             threads=run.config.threads,
             baseline_left=True,
             next_strategy=run.search.ask(),
-            search=run.search if how == "paths" else None,
+            search=None if how == "neighbours" else run.search,
             # Without a recorded timing the plan counts calls and tokens only: a stand-in
             # timing keeps the replay from judging anything.
-            timing=timing or Timing(seconds=1.0, prompt_tokens=1, completion_tokens=1),
+            timing=timed or Timing(seconds=1.0, prompt_tokens=1, completion_tokens=1),
         )
-        rows[how] = _figures(made.to_dict(), timed=timing is not None)
-        if how == "paths" and made.spread is not None:
+        rows[how] = _figures(made.to_dict(), timed=timed is not None)
+        if how != "neighbours" and made.spread is not None:
             spread = {k: v for k, v in made.spread.items() if k in FIGURES}
-            if timing is None:
+            if timed is None:
                 spread.pop("seconds", None)
             rows[how]["spread"] = {
                 k: [round(lo, 1), round(hi, 1)] for k, (lo, hi) in spread.items()
@@ -150,12 +179,10 @@ def replay(
             rows[how]["within_spread"] = {
                 k: bool(lo <= actual[k] <= hi) for k, (lo, hi) in spread.items()
             }
-    errors = {
-        how: {k: error(rows[how][k], actual[k]) for k in FIGURES}
-        for how in ("printed", "neighbours", "paths")
-    }
+    errors = {how: {k: error(rows[how][k], actual[k]) for k in FIGURES} for how in rows}
     return {
         "pair": pair,
+        **({"timed_again": timed_again} if timed_again else {}),
         "model": settings.get("model", "local"),
         "budget": int(settings["budget"]),
         "optimizer": settings["optimizer"],
@@ -184,6 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--source", default=None, help="compile_cost.py's JSON (its default file)")
     p.add_argument("--heldout", action="store_true", help=f"replay {HELDOUT.name}")
     p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument(
+        "--retime-engine",
+        action="store_true",
+        help="time each entry's baseline again on the engine's clock (judge calls: one batch "
+        "per entry) and plan with that timing; written under the 'engine_clock' key",
+    )
     args = p.parse_args(argv)
     source = Path(args.source or (HELDOUT if args.heldout else COMPILE_COST))
     stored = json.loads(source.read_text())
@@ -199,7 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if name not in stored or "settings" not in stored[name]:
                 print(f"{name}: not in {source}", file=sys.stderr)
                 continue
-            results[name] = replay(name, stored[name], embedded, stored[name]["settings"])
+            if args.retime_engine:
+                embedded = make(f"retime-{name}")  # a fresh response cache: judged again
+            results[name] = replay(
+                name, stored[name], embedded, stored[name]["settings"], retime=args.retime_engine
+            )
         hosted = stored.get("estimate_hosted") if args.heldout else None
         if hosted and "settings" in hosted:
             model = hosted["settings"]["model"]
@@ -210,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results[f"hosted {other['pair']}"] = replay("estimate", other, lm, settings)
     rows = []
     for name, r in results.items():
-        for how in ("printed", "neighbours", "paths"):
+        for how in r["plans"]:
             e = r["errors"][how]
             f = r["plans"][how]
             inside = f.get("within_spread") or {}
@@ -228,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = ["entry", "budget", "plan", "calls", "tokens", "calls err", "tokens err", "s err"]
     print(markdown_table([*header, "actual within the spread"], rows))
     out = Path(args.out)
-    key = "heldout" if args.heldout else "entries"
+    key = "heldout" if args.heldout else "engine_clock" if args.retime_engine else "entries"
     kept = json.loads(out.read_text()) if out.is_file() else {}
     kept[key] = results
     kept.setdefault("sources", {})[key] = source.name

@@ -612,13 +612,13 @@ def test_a_judge_that_puts_the_item_first_computes_more_of_its_prompt(
 
 
 def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batched) -> None:
-    """Real engine: judged together, the timed judgement records the prompt tokens it
-    computed (the engine's count) and the rate of computing one (a one-token call of the
-    next item's prompt, uncached); the plan then times an item-first judge longer than the
+    """Real engine, the batch's wall time (``from_engine=False``): judged together, the timed
+    judgement records the prompt tokens it computed (the engine's count) and the rate of
+    computing one (a one-token call of the next item's prompt, uncached); the plan then times an item-first judge longer than the
     same judge with its instructions first."""
     judge = JudgeProgram(task, "naturalness", lm=smol_batched)
     calls = smol_batched.stats().calls
-    timing = time_judgement(judge, records[8:], smol_batched, threads=2)
+    timing = time_judgement(judge, records[8:], smol_batched, threads=2, from_engine=False)
     assert timing is not None and timing.in_flight == 2
     # 2 x TIMED_ROUNDS judgements and the probe
     assert smol_batched.stats().calls == calls + 2 * TIMED_ROUNDS + 1
@@ -970,3 +970,56 @@ def test_a_decoding_twin_judged_before_costs_no_call(task, records, tmp_path) ->
     fake.lm.supports_logprobs = True
     known = _starting_plan(run, records[:10], fake.lm, run.search)
     assert known.calls < unknown.calls
+
+
+def test_a_batch_is_read_from_the_engines_clock() -> None:
+    """``engine_timing``: a call costs its computed prompt tokens at the seconds the engine
+    spent per computed token of the batch, and its written tokens at the batch's step seconds
+    per written token; the batch's wall time beyond the engine's is left out."""
+    from judgeopt.evaluate import engine_timing
+
+    together = Timing(
+        seconds=36.4 / 16, prompt_tokens=520, completion_tokens=59, cap=256, in_flight=16
+    )
+    spent = {
+        "steps": 72.0,
+        "step_seconds": 22.4,
+        "prompt_seconds": 12.9,
+        "evaluated": 1161.0,
+        "width": 16.0,
+    }
+    clocked = engine_timing(together, spent, 16)
+    assert clocked is not None
+    assert clocked.seconds == pytest.approx((22.4 + 12.9) / 16)
+    assert clocked.prompt_seconds == pytest.approx(12.9 / 1161)
+    assert clocked.computed_tokens == pytest.approx(1161 / 16)
+    assert clocked.engine == (72.0, 22.4, 12.9, 16.0) and clocked.in_flight == 16
+    # The timed judge is timed back as the engine ran it ...
+    assert clocked.per_call(520, 59, 1161 / 16) == pytest.approx(clocked.seconds)
+    # ... and a judge that rates first: its computed tokens, then a few steps' share.
+    per_written = (22.4 / 16) / 59
+    assert clocked.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * per_written)
+    # Read back from a plan's JSON (lists), the same timing.
+    assert Timing(**{**clocked.__dict__, "engine": [72.0, 22.4, 12.9, 16.0]}) == clocked
+    # Nothing to read: no engine, no call, or an engine that neither computed nor wrote.
+    assert engine_timing(together, None, 16) is None
+    assert engine_timing(together, spent, 0) is None
+    assert engine_timing(together, {**spent, "evaluated": 0.0}, 16) is None
+    assert engine_timing(together, {**spent, "step_seconds": 0.0}, 16) is None
+
+
+def test_the_embedded_model_is_timed_on_its_engines_clock(task, records, smol_batched) -> None:
+    """Real engine: read from the engine's clock, the timed batch makes no probe call, and
+    its timing holds what the engine spent (steps, their seconds, prompt seconds, width)."""
+    judge = JudgeProgram(task, "naturalness", lm=smol_batched)
+    calls = smol_batched.stats().calls
+    timing = time_judgement(judge, records[24:], smol_batched, threads=2)  # ENGINE_TIMING
+    assert timing is not None and timing.engine is not None
+    assert smol_batched.stats().calls == calls + 2 * TIMED_ROUNDS  # no probe
+    steps, step_seconds, prompt_seconds, width = timing.engine
+    assert steps >= 1 and step_seconds > 0 and prompt_seconds > 0 and width >= 2
+    assert timing.prompt_seconds is not None and timing.computed_tokens is not None
+    assert 0 < timing.computed_tokens <= timing.prompt_tokens
+    assert timing.per_call(
+        timing.prompt_tokens, timing.completion_tokens, timing.computed_tokens
+    ) == (pytest.approx(timing.seconds))

@@ -198,6 +198,25 @@ def test_the_lm_reports_the_prompt_tokens_it_computed_and_reused(smol: LlamaCppL
     assert one_at_a_time.prompt_reuse() is None
 
 
+def test_the_lm_reports_what_its_engine_spent(smol: LlamaCppLM) -> None:
+    """``batch_work``: the engine's steps, the seconds in them and in computing prompts, the
+    prompt tokens computed (``prompt_reuse``'s count) and its width; a call that writes
+    adds steps and step seconds, a new prompt adds prompt seconds; ``None`` one call at a
+    time."""
+    smol(messages=_messages(0), max_tokens=2)  # the engine exists from the first batched call
+    before = smol.batch_work()
+    assert before is not None and before["width"] >= smol.parallel
+    fresh = [{"role": "user", "content": "Rate from 1 to 10: 'A clock counts its own steps.'"}]
+    smol(messages=fresh, max_tokens=6)  # a prompt no slot holds
+    after, reuse = smol.batch_work(), smol.prompt_reuse()
+    assert after is not None and reuse is not None
+    assert after["evaluated"] == reuse["evaluated"] > before["evaluated"]
+    assert after["prompt_seconds"] > before["prompt_seconds"]
+    assert after["steps"] > before["steps"] and after["step_seconds"] > before["step_seconds"]
+    one_at_a_time = LlamaCppLM("smollm2-135m", cache=False, n_threads=2, parallel=1)
+    assert one_at_a_time.batch_work() is None
+
+
 def test_the_counted_prompt_tokens_are_what_the_engine_computes() -> None:
     """``computed_prompt_tokens`` (what a cost plan times calls on) counts, from the prompts
     alone, the tokens a fresh engine evaluates for each call made one after another: a call

@@ -51,3 +51,26 @@ def test_the_summary_pairs_the_arms_row_by_row() -> None:
     assert summary["baseline"]["rows"] == 2 and summary["rate_first"]["rows"] == 2
     assert summary["all_reused"]["rounds_reused_mean_abs_error"] == pytest.approx(0.1)
     assert summary["all_reused"]["rounds_reused_better_rows"] == 2
+
+
+def test_the_engine_summary_pairs_the_arms_and_adds_each_pairs_totals() -> None:
+    def row(actual: float, old: float, new: float) -> dict[str, object]:
+        return {
+            "actual": actual,
+            "one_batch": {"predicted": actual * (1 + old), "error": old},
+            "engine": {"predicted": actual * (1 + new), "error": new},
+        }
+
+    pairs = [
+        {"pair": "a:x", "strategies": [row(3.0, 0.5, 0.1), row(1.0, -0.2, -0.1)], "totals": {}},
+        {"pair": "b:y", "strategies": [row(2.0, 0.0, 0.2), row(1.0, 0.3, 0.1)], "totals": {}},
+    ]
+    summary = tc.summarise_engine(pairs)
+    assert summary["all"]["rows"] == 4
+    assert summary["all"]["one_batch_mean_abs_error"] == pytest.approx(0.25)
+    assert summary["all"]["engine_mean_abs_error"] == pytest.approx(0.125)
+    assert summary["all"]["difference"] == pytest.approx(-0.125)
+    assert summary["all"]["engine_better_rows"] == 3
+    assert summary["baseline"]["rows"] == 2 and summary["rate_first"]["rows"] == 2
+    assert summary["rate_first"]["engine_mean_abs_error"] == pytest.approx(0.1)
+    assert set(summary["totals"]) == {"a:x", "b:y"}
