@@ -614,8 +614,8 @@ def test_a_judge_that_puts_the_item_first_computes_more_of_its_prompt(
 def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batched) -> None:
     """Real engine, the batch's wall time (``from_engine=False``): judged together, the timed
     judgement records the prompt tokens it computed (the engine's count) and the rate of
-    computing one (a one-token call of the next item's prompt, uncached); the plan then times an item-first judge longer than the
-    same judge with its instructions first."""
+    computing one (a one-token call of the next item's prompt, uncached); the plan then
+    times an item-first judge longer than the same judge with its instructions first."""
     judge = JudgeProgram(task, "naturalness", lm=smol_batched)
     calls = smol_batched.stats().calls
     timing = time_judgement(judge, records[8:], smol_batched, threads=2, from_engine=False)
@@ -1023,3 +1023,34 @@ def test_the_embedded_model_is_timed_on_its_engines_clock(task, records, smol_ba
     assert timing.per_call(
         timing.prompt_tokens, timing.completion_tokens, timing.computed_tokens
     ) == (pytest.approx(timing.seconds))
+
+
+def test_the_plan_renders_the_examples_the_judge_shows(task, records) -> None:
+    """In-context examples need no LM call, so the plan renders the judge's own (its
+    stratified selection, the slot's spare for an item that is its own example): every
+    planned prompt is the prompt the run sends. Without a pool to select them from, other
+    records stand in for them."""
+    from judgeopt.evaluate._plan_prompts import plan_messages
+    from judgeopt.judge import ArtifactStore
+
+    fake = ScriptedLM(lambda messages: "Rating: [[2]]")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    base = student.fresh_copy(
+        trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=fake.lm
+    )
+    judge = base.with_strategy({**baseline_strategy(task).as_dict(), "cot": "none", "examples": 3})
+    chosen = next(iter(judge.maker.examples_for_export(judge.strategy).values()))
+    own = [r for r in records if dict(r.inputs) == chosen[0]["inputs"]]
+    judged = [*own, *[r for r in records[:6] if r not in own]]
+    for i, record in enumerate(judged):
+        fake.requests.clear()
+        judge.judge(dict(record.inputs), sample_id=record.id, lm=fake.lm)
+        sent = fake.requests[-1]
+        sent = sent["messages"] if isinstance(sent, dict) and "messages" in sent else sent
+        assert plan_messages(judge, judged, i) == sent
+    # An item that is its own example is shown the spare: its prompt differs from the rest.
+    assert own and plan_messages(judge, judged, 0)[-1] != plan_messages(judge, judged, 1)[-1]
+    # No pool: stood in for by the last records, the same for every item.
+    bare = JudgeProgram(task, "naturalness", lm=fake.lm).with_strategy(judge.strategy.as_dict())
+    shown = plan_messages(bare, judged, 0)[-1]["content"]
+    assert str(judged[-1].inputs["response"]) in shown

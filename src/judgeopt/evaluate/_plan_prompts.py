@@ -70,7 +70,9 @@ def cap_of(judge: Any) -> int:
 def _stand_ins(judge: Any, records: Sequence[Any], index: int) -> dict[str, Any]:
     """Artifacts of a realistic length for rendering a prompt before the run makes them:
     the task's human criteria for generated criteria, AutoCoT steps and metrics questions;
-    the judged text for a self-written reference; the next records as in-context examples."""
+    the judged text for a self-written reference. In-context examples are not made by the
+    LM: they are the judge's own (:func:`_examples_of`), or, when it has no pool to select
+    them from, the last records."""
     from ..judge import ARTIFACTS_KEY, Artifacts  # lazy: judgeopt.judge loads DSPy
 
     strategy = judge.strategy.as_dict()
@@ -81,20 +83,48 @@ def _stand_ins(judge: Any, records: Sequence[Any], index: int) -> dict[str, Any]
         criteria = ""
     record = records[index]
     shots = int(strategy.get("examples", 0) or 0)
-    # A judge's examples are the same for every item it judges (HPSS's stratified draw):
-    # the same records stand in for them whatever the item, from the end of ``records``.
-    others = [records[(len(records) - 1 - k) % len(records)] for k in range(shots)]
-    lo, hi = getattr(judge, "rating_bounds", (1, 5))
     names = task.input_names
+    examples = _examples_of(judge, record) if shots else []
+    if shots and examples is None:
+        # A judge's examples are the same for every item it judges (HPSS's stratified draw):
+        # without its pool, the same records stand in for them whatever the item, from the
+        # end of ``records``.
+        others = [records[(len(records) - 1 - k) % len(records)] for k in range(shots)]
+        lo, hi = getattr(judge, "rating_bounds", (1, 5))
+        examples = [({f: str(r.inputs[f]) for f in names}, (lo + hi) // 2) for r in others]
     return {
         ARTIFACTS_KEY: Artifacts(
             criteria_text=criteria,
             autocot_steps=criteria,
             metrics=criteria,
             reference=str(record.inputs[names[-1]]),
-            examples=[({f: str(r.inputs[f]) for f in names}, (lo + hi) // 2) for r in others],
+            examples=examples or [],
         )
     }
+
+
+def _examples_of(judge: Any, record: Any) -> list[tuple[dict[str, str], Any]] | None:
+    """The in-context examples ``judge`` shows when it judges ``record``: its own selection
+    (the examples it would export, chosen without an LM call; the slot's spare where the
+    record is its own example), so that the plan renders the prompts the run sends and
+    counts the prefix they share; ``None`` when the judge cannot select them (no labelled
+    pool)."""
+    maker = getattr(judge, "maker", None)
+    export = getattr(maker, "examples_for_export", None)
+    if not callable(export):
+        return None
+    try:
+        chosen = export(judge.strategy)
+    except Exception:  # noqa: BLE001 - no pool, no rating to show: stood in for
+        return None
+    if not chosen:
+        return None
+    own = {k: str(v) for k, v in record.inputs.items()}
+    examples = []
+    for item in next(iter(chosen.values())):
+        use = item["spare"] if item["inputs"] == own and "spare" in item else item
+        examples.append((dict(use["inputs"]), use["rating"]))
+    return examples
 
 
 def artifact_tokens(judge: Any, name: str, records: Sequence[Any], lm: Any) -> float:
