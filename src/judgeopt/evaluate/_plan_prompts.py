@@ -10,7 +10,7 @@ order (:func:`computed_share`). :mod:`judgeopt.evaluate._plan` adds them up;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -103,7 +103,7 @@ def _stand_ins(judge: Any, records: Sequence[Any], index: int) -> dict[str, Any]
     }
 
 
-def _examples_of(judge: Any, record: Any) -> list[tuple[dict[str, str], Any]] | None:
+def _examples_of(judge: Any, record: Any) -> list[tuple[Mapping[str, str], Any]] | None:
     """The in-context examples ``judge`` shows when it judges ``record``: its own selection
     (the examples it would export, chosen without an LM call; the slot's spare where the
     record is its own example), so that the plan renders the prompts the run sends and
@@ -120,7 +120,7 @@ def _examples_of(judge: Any, record: Any) -> list[tuple[dict[str, str], Any]] | 
     if not chosen:
         return None
     own = {k: str(v) for k, v in record.inputs.items()}
-    examples = []
+    examples: list[tuple[Mapping[str, str], Any]] = []
     for item in next(iter(chosen.values())):
         use = item["spare"] if item["inputs"] == own and "spare" in item else item
         examples.append((dict(use["inputs"]), use["rating"]))
