@@ -14,10 +14,12 @@ them), on the embedded model's tokenizer:
 * ``stand_ins``: the same with the examples stood in for by the last records (the plan's
   rendering before it used the judge's own).
 
-Each plan figure's error is ``(plan - run) / run``.
+Each plan figure's error is ``(plan - run) / run``, for each length of the window of items
+in judging order the plan counts the computed share on (``--windows``; the plan's is
+``PLAN_WINDOW``).
 
 Usage:
-    python benchmarks/plan_tokens.py --json benchmarks/results/plan_tokens.json   # 3 minutes
+    python benchmarks/plan_tokens.py --json benchmarks/results/plan_tokens.json   # 5 minutes
 """
 
 from __future__ import annotations
@@ -81,7 +83,9 @@ def program(task: Any, aspect: str, change: dict[str, Any], records: list[Any], 
     return base.with_strategy({**baseline_strategy(task).as_dict(), **change})
 
 
-def row(lm: Any, pair: str, change: dict[str, Any], n_items: int, parallel: int) -> dict[str, Any]:
+def row(
+    lm: Any, pair: str, change: dict[str, Any], n_items: int, parallel: int, window_items: int
+) -> dict[str, Any]:
     task_name, aspect = pair.split(":", 1)
     task = load_task(task_name)
     records = pair_items(task_name, n_items)
@@ -89,7 +93,7 @@ def row(lm: Any, pair: str, change: dict[str, Any], n_items: int, parallel: int)
     computed = lm.computed_prompt_tokens(ids, in_flight=parallel)
     run = statistics.fmean(computed[1:])
     judge = program(task, aspect, change, records, lm)
-    sample, window = plan_sample(records, PLAN_ITEMS), records[:PLAN_WINDOW]
+    sample, window = plan_sample(records, PLAN_ITEMS), records[:window_items]
     plans = {"examples": call_cost(judge, sample, lm, window=window).computed_tokens}
     with stood_in():
         plans["stand_ins"] = call_cost(judge, sample, lm, window=window).computed_tokens
@@ -105,19 +109,8 @@ def row(lm: Any, pair: str, change: dict[str, Any], n_items: int, parallel: int)
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", default=",".join(PAIRS))
-    ap.add_argument("--items", type=int, default=100, help="items judged (a compile's n_valid)")
-    ap.add_argument("--parallel", type=int, default=16, help="calls in flight")
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
-    lm = make_lm("local", cache=False, parallel=args.parallel)
-    rows = [
-        row(lm, pair, change, args.items, args.parallel)
-        for pair in args.pairs.split(",")
-        for change in STRATEGIES
-    ]
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean |error| of each plan figure over all rows, the examples rows and the rest."""
     summary: dict[str, Any] = {}
     for which in ("all", "examples_rows", "other_rows"):
         picked = [
@@ -134,23 +127,64 @@ def main(argv: list[str] | None = None) -> int:
                 for how in ("stand_ins", "examples")
             },
         }
-    table = [
-        [
-            r["pair"],
-            ", ".join(f"{k} {v}" for k, v in r["strategy"].items()),
-            f"{r['prompt_tokens']:.0f}",
-            f"{r['run_computed']:.0f}",
-            *(f"{r[h]['computed']:.0f} ({r[h]['error']:+.0%})" for h in ("stand_ins", "examples")),
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", default=",".join(PAIRS))
+    ap.add_argument("--items", type=int, default=100, help="items judged (a compile's n_valid)")
+    ap.add_argument("--parallel", type=int, default=16, help="calls in flight")
+    ap.add_argument(
+        "--windows",
+        default=f"16,32,64,{PLAN_WINDOW}",
+        help="items the plan counts the share on (comma-separated; the plan's is "
+        f"PLAN_WINDOW, {PLAN_WINDOW})",
+    )
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    lm = make_lm("local", cache=False, parallel=args.parallel)
+    by_window: dict[str, Any] = {}
+    for window in sorted({int(w) for w in args.windows.split(",")}):
+        rows = [
+            row(lm, pair, change, args.items, args.parallel, window)
+            for pair in args.pairs.split(",")
+            for change in STRATEGIES
         ]
-        for r in rows
-    ]
-    header = ["pair", "strategy", "prompt tokens", "run computes", "plan, stood in", "plan, own"]
-    print(markdown_table(header, table))
-    print(summary)
+        table = [
+            [
+                r["pair"],
+                ", ".join(f"{k} {v}" for k, v in r["strategy"].items()),
+                f"{r['prompt_tokens']:.0f}",
+                f"{r['run_computed']:.0f}",
+                *(
+                    f"{r[h]['computed']:.0f} ({r[h]['error']:+.0%})"
+                    for h in ("stand_ins", "examples")
+                ),
+            ]
+            for r in rows
+        ]
+        header = [
+            "pair",
+            "strategy",
+            "prompt tokens",
+            "run computes",
+            "plan, stood in",
+            "plan, own",
+        ]
+        print(f"window {window}:")
+        print(markdown_table(header, table))
+        by_window[str(window)] = {"rows": rows, "summary": summarise(rows)}
+        print(by_window[str(window)]["summary"], flush=True)
     if args.json:
         write_json(
             args.json,
-            {"items": args.items, "parallel": args.parallel, "rows": rows, "summary": summary},
+            {
+                "items": args.items,
+                "parallel": args.parallel,
+                "plan_window": PLAN_WINDOW,
+                "by_window": by_window,
+            },
         )
     return 0
 
