@@ -451,7 +451,8 @@ def repredict(path: Path, arm: str, source: str, reused: float) -> dict[str, Any
         base = JudgeProgram(task, aspect, lm=lm).fresh_copy(
             trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
         )
-        recorded = pair["timings"][source]["timing"]
+        recorded = pair["timings"][source]
+        recorded = recorded.get("timing", recorded)  # the engine check keeps it unwrapped
         for row in pair["strategies"]:
             judge = base.with_strategy({**baseline_strategy(task).as_dict(), **row["strategy"]})
             timing = Timing(**recorded).with_reused_cost(reused)

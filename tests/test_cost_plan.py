@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -996,9 +997,14 @@ def test_a_batch_is_read_from_the_engines_clock() -> None:
     assert clocked.engine == (72.0, 22.4, 12.9, 16.0) and clocked.in_flight == 16
     # The timed judge is timed back as the engine ran it ...
     assert clocked.per_call(520, 59, 1161 / 16) == pytest.approx(clocked.seconds)
-    # ... and a judge that rates first: its computed tokens, then a few steps' share.
-    per_written = (22.4 / 16) / 59
-    assert clocked.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * per_written)
+    # ... and a judge that rates first: its computed tokens, then its few tokens at a full
+    # step's share (the batch, waiting for its longest answers, wrote slower).
+    per_written, lockstep = (22.4 / 16) / 59, 22.4 / 72 / 16
+    assert lockstep < per_written
+    assert clocked.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * lockstep)
+    # Without the engine's figures, the batch's own rate.
+    plain = replace(clocked, engine=None)
+    assert plain.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * per_written)
     # Read back from a plan's JSON (lists), the same timing.
     assert Timing(**{**clocked.__dict__, "engine": [72.0, 22.4, 12.9, 16.0]}) == clocked
     # Nothing to read: no engine, no call, or an engine that neither computed nor wrote.

@@ -10,7 +10,8 @@ again). The estimate's parts:
 * **prompt tokens**: counted on the rendered prompts; what a strategy generates during the
   run (its criteria, AutoCoT steps, metrics questions, a self-written reference) is not
   written yet and is stood in for by a text of about its length (the task's criteria, the
-  judged text), and in-context examples by other items of the same data;
+  judged text); in-context examples are the judge's own (selected without an LM call), or
+  other items of the same data for a judge without a labelled pool;
 * **completion tokens**: a judge that stops at its rating writes a few tokens
   (:data:`RATING_TOKENS`); a judge that explains first writes about what the timed
   judgement wrote, scaled to its own ``max_tokens`` (at most ``max_tokens``);
@@ -20,10 +21,11 @@ again). The estimate's parts:
   embedded model, whose prefix cache reads a prompt's shared prefix once (the instructions
   once per strategy, a grouped item's shared input once per group), a call is timed on the
   prompt tokens it computes (:meth:`judgeopt.lm.LlamaCppLM.computed_prompt_tokens`, counted
-  on the first :data:`PLAN_WINDOW` items in judging order), read at the rate of a one-token
-  call of the next item's prompt timed after the judgement (a reused prompt token costs
-  :data:`~judgeopt.evaluate.REUSED_TOKEN_COST` of a computed one, 0): a strategy that puts
-  the item before its instructions shares little and is timed so. On an
+  on the first :data:`PLAN_WINDOW` items in judging order), read at the rate the batch
+  engine's clock gives for the timed batch (:func:`~judgeopt.evaluate.engine_timing`; with
+  no engine, a one-token call of the next item's prompt timed after the judgement; a reused
+  prompt token costs :data:`~judgeopt.evaluate.REUSED_TOKEN_COST` of a computed one, 0): a
+  strategy that puts the item before its instructions shares little and is timed so. On an
   endpoint reached over the network, the part of a call that does not depend on its tokens
   (round trip, queueing, the first token: a one-token call timed right after the timed
   judgement, :func:`one_token_call`) is added to every call unscaled, so a judge that stops

@@ -1,8 +1,9 @@
 """The prompts a cost plan renders and counts before a run makes them.
 
 A plan renders each judge's prompts on a few of the run's items (:func:`plan_sample`: spread
-over the data), artifacts not made yet stood in for by texts of about their length, and
-counts them with the model's tokenizer; on a model with a prefix cache it also counts the
+over the data), artifacts not made yet stood in for by texts of about their length (the
+in-context examples are the judge's own: they need no LM call), and counts them with the
+model's tokenizer; on a model with a prefix cache it also counts the
 share of those tokens the model computes on the first :data:`PLAN_WINDOW` items in judging
 order (:func:`computed_share`). :mod:`judgeopt.evaluate._plan` adds them up;
 :mod:`judgeopt.evaluate._timing` times them.

@@ -127,6 +127,18 @@ class Timing:
         units = computed + cost * max(0.0, prompt - computed)
         return replace(self, reused_cost=cost, prompt_seconds=seconds / max(units, 1e-9))
 
+    def _lockstep(self, writing: float) -> float:
+        """Seconds per written token of calls that write a few tokens each on the batch
+        engine: a step's seconds shared among the engine's width. A step costs the same
+        however many slots are busy; calls that rate and stop start and end together, so
+        their steps are full, while the timed batch of explanations waits, part-empty, for
+        its longest answers (the batch's own rate, ``writing``, is the ceiling)."""
+        assert self.engine is not None
+        steps, step_seconds, _, width = self.engine
+        if steps <= 0 or width <= 0:
+            return writing
+        return min(writing, step_seconds / steps / width)
+
     def _read(self, prompt: float, computed: float) -> float:
         """Prompt tokens in computed-token units: those computed, and the reused ones at
         :attr:`reused_cost` each."""
@@ -144,6 +156,10 @@ class Timing:
         ones at :attr:`reused_cost` each, else all of them. Otherwise the latency (shared
         among the calls in flight) plus the rest of the timed seconds scaled by the tokens,
         a prompt token :data:`PREFILL_SPEEDUP` times cheaper than a written one.
+
+        Read from the batch engine's clock (``engine``), a call that writes a few tokens
+        (at most twice :data:`RATING_TOKENS`: a judge stopped at its rating) writes each at a
+        full step's share (:meth:`_lockstep`), not at the timed batch's rate.
         """
         fixed = min(max(self.latency, 0.0) / max(self.in_flight, 1), self.seconds)
         if self.prompt_seconds is not None and self.completion_tokens > 0:
@@ -154,6 +170,8 @@ class Timing:
             reading = min(self.prompt_seconds * mine, self.seconds - fixed)
             writing = (self.seconds - fixed - reading) / self.completion_tokens
             per_prompt = reading / max(mine, 1.0)
+            if self.engine is not None and completion_tokens <= 2 * RATING_TOKENS:
+                writing = self._lockstep(writing)
             return fixed + per_prompt * theirs + writing * completion_tokens
         mine = self.prompt_tokens / PREFILL_SPEEDUP + self.completion_tokens
         if mine <= 0:
