@@ -29,9 +29,19 @@ The registered run (benchmarks/results/timing_check.json) decided the plan's set
 round (:data:`judgeopt.evaluate.TIMED_ROUNDS`) and reused tokens free
 (:data:`judgeopt.evaluate.REUSED_TOKEN_COST`); docs/benchmarks.md, section 16.
 
+A pre-registration whose ``arms`` are ``one_batch`` and ``engine``
+(``timing_engine_prereg.json``) runs the engine-clock check instead (:func:`engine_check`):
+one timed batch of the baseline per pair read both ways (:func:`both_timings`: its wall time
+with the probe, and the batch engine's clock, :func:`judgeopt.evaluate.engine_timing`), every
+strategy judged on the pair's items, each pair's totals beside the rows; a stopped run
+resumes at the next pair. Its run decided :data:`judgeopt.evaluate.ENGINE_TIMING`
+(benchmarks/results/timing_engine.json).
+
 Usage:
     JUDGEOPT_THREADS=2 python benchmarks/timing_check.py \\
         --json benchmarks/results/timing_check.json
+    JUDGEOPT_THREADS=2 python benchmarks/timing_check.py --prereg \\
+        benchmarks/timing_engine_prereg.json --json benchmarks/results/timing_engine.json
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
 """
