@@ -1005,6 +1005,9 @@ def test_a_batch_is_read_from_the_engines_clock() -> None:
     # Without the engine's figures, the batch's own rate.
     plain = replace(clocked, engine=None)
     assert plain.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * per_written)
+    # A step is shared among the calls in flight, at most the engine's width (6 of 8 here).
+    narrow = replace(clocked, in_flight=6, engine=(72.0, 22.4, 12.9, 8.0))
+    assert narrow._lockstep(1.0) == pytest.approx(22.4 / 72 / 6)
     # Read back from a plan's JSON (lists), the same timing.
     assert Timing(**{**clocked.__dict__, "engine": [72.0, 22.4, 12.9, 16.0]}) == clocked
     # Nothing to read: no engine, no call, or an engine that neither computed nor wrote.

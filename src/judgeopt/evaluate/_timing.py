@@ -129,15 +129,17 @@ class Timing:
 
     def _lockstep(self, writing: float) -> float:
         """Seconds per written token of calls that write a few tokens each on the batch
-        engine: a step's seconds shared among the engine's width. A step costs the same
-        however many slots are busy; calls that rate and stop start and end together, so
-        their steps are full, while the timed batch of explanations waits, part-empty, for
-        its longest answers (the batch's own rate, ``writing``, is the ceiling)."""
+        engine: a step's seconds shared among the calls in flight (at most the engine's
+        width). A step costs the same however many slots are busy; calls that rate and stop
+        start and end together, so their steps are full, while the timed batch of
+        explanations waits, part-empty, for its longest answers (the batch's own rate,
+        ``writing``, is the ceiling)."""
         assert self.engine is not None
         steps, step_seconds, _, width = self.engine
-        if steps <= 0 or width <= 0:
+        busy = min(width, max(self.in_flight, 1))
+        if steps <= 0 or busy <= 0:
             return writing
-        return min(writing, step_seconds / steps / width)
+        return min(writing, step_seconds / steps / busy)
 
     def _read(self, prompt: float, computed: float) -> float:
         """Prompt tokens in computed-token units: those computed, and the reused ones at
