@@ -37,11 +37,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import judgeopt.evaluate._plan_prompts as plan_prompts  # noqa: E402 - the rendering compared
 from judgeopt.evaluate import PLAN_WINDOW, call_cost, evaluate, plan_sample  # noqa: E402
-from judgeopt.judge import ArtifactStore, JudgeProgram, baseline_strategy, load_task  # noqa: E402
+from judgeopt.judge import load_task  # noqa: E402
 from judgeopt.lm import make_lm  # noqa: E402
 from judgeopt.testing import ScriptedLM  # noqa: E402
 from judgeopt_lab import markdown_table, write_json  # noqa: E402
-from timing_check import PLAN_ITEMS, pair_items  # noqa: E402
+from timing_check import PLAN_ITEMS, pair_items, strategy_judge  # noqa: E402
 
 PAIRS = (
     "sfhot:informativeness",
@@ -71,16 +71,9 @@ def stood_in() -> Iterator[None]:
 def sent_prompts(task: Any, aspect: str, change: dict[str, Any], records: list[Any]) -> list[Any]:
     """The messages the judge sends for ``records``, in order (a scripted LM answers)."""
     fake = ScriptedLM(lambda messages: "Rating: [[3]]")
-    judge = program(task, aspect, change, records, fake.lm)
+    judge = strategy_judge(task, aspect, change, records, fake.lm)
     evaluate(judge, records, lm=fake.lm, threads=1, progress=False)
     return [r["messages"] if isinstance(r, dict) and "messages" in r else r for r in fake.requests]
-
-
-def program(task: Any, aspect: str, change: dict[str, Any], records: list[Any], lm: Any) -> Any:
-    base = JudgeProgram(task, aspect, lm=lm).fresh_copy(
-        trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
-    )
-    return base.with_strategy({**baseline_strategy(task).as_dict(), **change})
 
 
 def row(
@@ -92,7 +85,7 @@ def row(
     ids = [lm.prompt_token_ids(m) for m in sent_prompts(task, aspect, change, records)]
     computed = lm.computed_prompt_tokens(ids, in_flight=parallel)
     run = statistics.fmean(computed[1:])
-    judge = program(task, aspect, change, records, lm)
+    judge = strategy_judge(task, aspect, change, records, lm)
     sample, window = plan_sample(records, PLAN_ITEMS), records[:window_items]
     plans = {"examples": call_cost(judge, sample, lm, window=window).computed_tokens}
     with stood_in():

@@ -138,6 +138,53 @@ def predicted(judge: Any, records: list[Record], lm: Any, timing: Timing) -> flo
     return float(seconds) / max(cost.calls, 1e-9)
 
 
+def strategy_judge(
+    task: Any, aspect: str, change: dict[str, Any], records: list[Record], lm: Any
+) -> JudgeProgram:
+    """The baseline's strategy with ``change``, its in-context examples drawn from
+    ``records`` (seed 0), on ``lm``: the judges every arm of the check times and runs."""
+    base = JudgeProgram(task, aspect, lm=lm).fresh_copy(
+        trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
+    )
+    return base.with_strategy({**baseline_strategy(task).as_dict(), **change})
+
+
+def judged_row(
+    judge: Any,
+    change: dict[str, Any],
+    records: list[Record],
+    lm: Any,
+    parallel: int,
+    arms: dict[str, Timing | None],
+    *,
+    with_work: bool = False,
+) -> dict[str, Any]:
+    """``judge`` run on ``records`` as a compile's search runs it (``parallel`` in flight):
+    its seconds per call, and each arm's predicted seconds per call with its error (``None``
+    for an arm without a timing); ``with_work``: what the batch engine spent on it too."""
+    work = batch_work_of(lm)
+    result = evaluate(judge, records, lm=lm, threads=parallel, progress=False)
+    used = work_since(lm, work)
+    calls = result.calls or 1
+    actual = result.seconds / calls
+    row: dict[str, Any] = {
+        "strategy": change,
+        "calls": result.calls,
+        "seconds": round(result.seconds, 2),
+        "actual": round(actual, 4),
+        "written_per_call": round(result.completion_tokens / calls, 1),
+    }
+    if with_work:
+        row["engine_work"] = None if used is None else {k: round(v, 3) for k, v in used.items()}
+    for arm, timing in arms.items():
+        if timing is None:
+            row[arm] = None
+            continue
+        guess = predicted(judge, records, lm, timing)
+        row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
+    return row
+
+
 def _lm(root: Path, tag: str, parallel: int) -> Any:
     lm = make_lm("local", cache=root / tag, parallel=parallel)
     fresh_engines(lm)
@@ -156,14 +203,9 @@ def pair_row(
 ) -> dict[str, Any]:
     task = load_task(task_name)
     records = pair_items(task_name, n_items)
-    base_strategy = baseline_strategy(task)
 
     def program(lm: Any, change: dict[str, Any]) -> JudgeProgram:
-        student = JudgeProgram(task, aspect, lm=lm)
-        base = student.fresh_copy(
-            trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
-        )
-        return base.with_strategy({**base_strategy.as_dict(), **change})
+        return strategy_judge(task, aspect, change, records, lm)
 
     timings: dict[str, Any] = {}
     order = [timing_first, "rounds" if timing_first == "one_batch" else "one_batch"]
@@ -180,31 +222,19 @@ def pair_row(
     lm = _lm(root, f"{task_name}-{aspect}-run", parallel)
     rows = []
     for change in strategies:
-        judge = program(lm, change)
-        result = evaluate(judge, records, lm=lm, threads=parallel, progress=False)
-        calls = result.calls or 1
-        actual = result.seconds / calls
-        row: dict[str, Any] = {
-            "strategy": change,
-            "calls": result.calls,
-            "seconds": round(result.seconds, 2),
-            "actual": round(actual, 4),
-            "written_per_call": round(result.completion_tokens / calls, 1),
-        }
+        arms: dict[str, Timing | None] = {}
         for arm, source, reused in (
             ("one_batch", "one_batch", 0.0),
             ("rounds", "rounds", 0.0),
             ("rounds_reused", "rounds", REUSED_COST),
         ):
             t = timings[source]["timing"]
-            if t is None:
-                row[arm] = None
-                continue
-            timing = Timing(**t).with_reused_cost(reused)
-            guess = predicted(judge, records, lm, timing)
-            row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
-        rows.append(row)
-        print(f"  {task_name}:{aspect} {json.dumps(change)}: {actual:.3f} s/call", flush=True)
+            arms[arm] = None if t is None else Timing(**t).with_reused_cost(reused)
+        rows.append(judged_row(program(lm, change), change, records, lm, parallel, arms))
+        print(
+            f"  {task_name}:{aspect} {json.dumps(change)}: {rows[-1]['actual']:.3f} s/call",
+            flush=True,
+        )
     fresh_engines(lm)
     return {
         "pair": f"{task_name}:{aspect}",
@@ -252,14 +282,9 @@ def engine_pair_row(
     spent (steps, their seconds, prompt seconds, tokens computed)."""
     task = load_task(task_name)
     records = pair_items(task_name, n_items)
-    base_strategy = baseline_strategy(task)
 
     def program(lm: Any, change: dict[str, Any]) -> JudgeProgram:
-        student = JudgeProgram(task, aspect, lm=lm)
-        base = student.fresh_copy(
-            trainset=records, artifacts=ArtifactStore(), example_seed=0, lm=lm
-        )
-        return base.with_strategy({**base_strategy.as_dict(), **change})
+        return strategy_judge(task, aspect, change, records, lm)
 
     lm = _lm(root, f"{task_name}-{aspect}-timing", parallel)
     started = time.perf_counter()
@@ -274,28 +299,13 @@ def engine_pair_row(
     lm = _lm(root, f"{task_name}-{aspect}-run", parallel)
     rows = []
     for change in strategies:
+        arms = {"one_batch": one_batch, "engine": engine}
         judge = program(lm, change)
-        work = batch_work_of(lm)
-        result = evaluate(judge, records, lm=lm, threads=parallel, progress=False)
-        used = work_since(lm, work)
-        calls = result.calls or 1
-        actual = result.seconds / calls
-        row: dict[str, Any] = {
-            "strategy": change,
-            "calls": result.calls,
-            "seconds": round(result.seconds, 2),
-            "actual": round(actual, 4),
-            "written_per_call": round(result.completion_tokens / calls, 1),
-            "engine_work": None if used is None else {k: round(v, 3) for k, v in used.items()},
-        }
-        for arm, timing in (("one_batch", one_batch), ("engine", engine)):
-            if timing is None:
-                row[arm] = None
-                continue
-            guess = predicted(judge, records, lm, timing)
-            row[arm] = {"predicted": round(guess, 4), "error": round((guess - actual) / actual, 4)}
-        rows.append(row)
-        print(f"  {task_name}:{aspect} {json.dumps(change)}: {actual:.3f} s/call", flush=True)
+        rows.append(judged_row(judge, change, records, lm, parallel, arms, with_work=True))
+        print(
+            f"  {task_name}:{aspect} {json.dumps(change)}: {rows[-1]['actual']:.3f} s/call",
+            flush=True,
+        )
     fresh_engines(lm)
     totals: dict[str, Any] = {"actual_seconds": round(sum(r["seconds"] for r in rows), 1)}
     for arm in ("one_batch", "engine"):
