@@ -1059,6 +1059,9 @@ def test_the_plan_renders_the_examples_the_judge_shows(task, records) -> None:
         assert plan_messages(judge, judged, i) == sent
     # An item that is its own example is shown the spare: its prompt differs from the rest.
     assert own and plan_messages(judge, judged, 0)[-1] != plan_messages(judge, judged, 1)[-1]
+    # A judge that shows no examples has none to show.
+    plain = base.with_strategy({**baseline_strategy(task).as_dict(), "cot": "none"})
+    assert plain.maker.examples_shown(plain.strategy, judged[0].inputs, sample_id="x") == []
     # No pool: stood in for by the last records, the same for every item.
     bare = JudgeProgram(task, "naturalness", lm=fake.lm).with_strategy(judge.strategy.as_dict())
     shown = plan_messages(bare, judged, 0)[-1]["content"]

@@ -110,27 +110,18 @@ def _stand_ins(judge: Any, records: Sequence[Any], index: int) -> dict[str, Any]
 
 
 def _examples_of(judge: Any, record: Any) -> list[tuple[Mapping[str, str], Any]] | None:
-    """The in-context examples ``judge`` shows when it judges ``record``: its own selection
-    (the examples it would export, chosen without an LM call; the slot's spare where the
-    record is its own example), so that the plan renders the prompts the run sends and
-    counts the prefix they share; ``None`` when the judge cannot select them (no labelled
-    pool)."""
-    maker = getattr(judge, "maker", None)
-    export = getattr(maker, "examples_for_export", None)
-    if not callable(export):
+    """The in-context examples ``judge`` shows when it judges ``record``
+    (``ArtifactMaker.examples_shown``: its own selection, made without an LM call), so that
+    the plan renders the prompts the run sends and counts the prefix they share; ``None``
+    when the judge cannot select them (no labelled pool)."""
+    shown = getattr(getattr(judge, "maker", None), "examples_shown", None)
+    if not callable(shown):
         return None
     try:
-        chosen = export(judge.strategy)
+        examples = shown(judge.strategy, record.inputs, sample_id=record.id)
     except Exception:  # noqa: BLE001 - no pool, no rating to show: stood in for
         return None
-    if not chosen:
-        return None
-    own = {k: str(v) for k, v in record.inputs.items()}
-    examples: list[tuple[Mapping[str, str], Any]] = []
-    for item in next(iter(chosen.values())):
-        use = item["spare"] if item["inputs"] == own and "spare" in item else item
-        examples.append((dict(use["inputs"]), use["rating"]))
-    return examples
+    return list(examples) or None
 
 
 def artifact_tokens(judge: Any, name: str, records: Sequence[Any], lm: Any) -> float:

@@ -233,6 +233,24 @@ class ArtifactMaker:
         # Self-generated criteria are shown in the judge prompt itself too.
         return out
 
+    def examples_shown(
+        self, strategy: Strategy, inputs: Mapping[str, str], *, sample_id: str
+    ) -> list[tuple[Mapping[str, str], int | float | str]]:
+        """The in-context examples ``strategy`` shows when it judges the sample (those
+        :meth:`prepare` gives, without making any other artifact: no LM call); empty when
+        it shows none.
+
+        Raises:
+            ValueError: When in-context examples are needed but no pool was given.
+        """
+        for req in self.graph.artifacts_for(strategy):
+            if req.name == "icl_examples":
+                key = artifact_key(
+                    self.task, self.aspect, req, sample_id if req.per_sample else None
+                )
+                return self._examples(strategy, key=key, sample_id=sample_id, inputs=inputs)
+        return []
+
     def examples_for_export(self, strategy: Strategy) -> dict[str, list[dict[str, Any]]]:
         """The strategy's example selection with one spare per slot, for the exported judge."""
         reqs = [r for r in self.graph.artifacts_for(strategy) if r.name == "icl_examples"]
