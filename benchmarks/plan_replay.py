@@ -30,6 +30,10 @@ judge calls on the same items) and plans the search's paths with that batch read
 its wall time with the one-token probe (the plan's timing), and the batch engine's clock
 (``ENGINE_TIMING``); written under the ``engine_clock`` key.
 
+A timing read from the engine's clock is also planned with ``tail_once`` off (the row whose
+name ends in ``_tail_every``): a run's explaining calls at the timed batch's own rate, its
+wait for the longest answer paid in every call, as plans made before ``TAIL_ONCE``.
+
 Writes ``benchmarks/results/plan_replay.json`` (``--heldout``: its ``heldout`` key) and
 prints a table.
 """
@@ -42,7 +46,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +154,11 @@ def replay(
             raise SystemExit(f"{name}: the baseline could not be timed again")
         hows = [("paths_one_batch_again", one_batch), ("paths_engine", engine)]
         timed_again = {"one_batch": asdict(one_batch), "engine": asdict(engine)}
+    if timing_is_clocked(hows[-1][1]):
+        # The same engine timing with a run's explanations at the timed batch's own rate
+        # (its wait for the longest answer in every call), as before ``tail_once``.
+        name_every = f"{hows[-1][0]}_tail_every"
+        hows.append((name_every, replace(hows[-1][1], tail_once=False)))  # type: ignore[arg-type]
     rows: dict[str, Any] = {"printed": _figures(plan)}
     for how, timed in hows:
         made = compile_plan(
@@ -191,6 +200,11 @@ def replay(
         "plans": rows,
         "errors": errors,
     }
+
+
+def timing_is_clocked(timing: Timing | None) -> bool:
+    """Whether ``timing`` was read from the batch engine's clock (``tail_once`` applies)."""
+    return timing is not None and timing.engine is not None
 
 
 def _figures(plan: Mapping[str, Any], *, timed: bool = True) -> dict[str, Any]:

@@ -106,6 +106,50 @@ def test_timing_scales_by_tokens_and_the_plan_adds_up() -> None:
     assert duration(45) == "45 s" and duration(3 * 3600 + 300) == "3 h 05 min"
 
 
+def test_a_run_of_explanations_waits_once_for_its_longest_answer() -> None:
+    """On the engine's clock, the plan adds the timed batch's wait for its longest answers
+    once per run of explaining calls (a third element of a plan's entry counts the runs),
+    scaled by the tokens they write, and never for calls that stop at their rating."""
+    from judgeopt.evaluate import mean_cost
+
+    # 16 calls, 60 written tokens each, 100 steps (one answer ran 100 tokens): 40 steps of
+    # waiting at 0.25 s a step.
+    timing = Timing(
+        seconds=(25.0 + 8.0) / 16,
+        prompt_tokens=200,
+        completion_tokens=60,
+        in_flight=16,
+        prompt_seconds=8.0 / 1200,
+        computed_tokens=75.0,
+        engine=(100.0, 25.0, 8.0, 16.0),
+    )
+    assert timing.tail_seconds(60) == pytest.approx(40 * 0.25)
+
+    class Free:
+        runs_in_process = True
+
+    explaining = CallCost(1, 200, 60, True, 75.0, tail_tokens=60.0)
+    stopped = CallCost(1, 200, 3, False, 75.0)
+    call = timing.per_call(200, 60, 75.0)
+    assert call == pytest.approx(75 * 8.0 / 1200 + 60 * 0.25 / 16)
+    one = plan_cost([(explaining, 100)], Free(), timing=timing).seconds
+    assert one == pytest.approx(100 * call + 10.0)
+    three = plan_cost([(explaining, 300, 3.0)], Free(), timing=timing).seconds
+    assert three == pytest.approx(300 * call + 30.0)
+    assert plan_cost([(stopped, 100, 5.0)], Free(), timing=timing).seconds == pytest.approx(
+        100 * timing.per_call(200, 3, 75.0)
+    )
+    # A mean over judges (one of four explains): a quarter of a wait per run.
+    mixed = mean_cost([explaining, stopped, stopped, stopped])
+    assert mixed.tail_tokens == pytest.approx(15.0)
+    assert timing.tail_seconds(mixed.tail_tokens) == pytest.approx(2.5)
+    # Without the engine's clock, no wait is added: each call at the batch's rate.
+    plain = replace(timing, engine=None)
+    assert plan_cost([(explaining, 100, 4.0)], Free(), timing=plain).seconds == pytest.approx(
+        100 * plain.per_call(200, 60, 75.0)
+    )
+
+
 def test_a_hosted_model_is_priced_by_litellm_and_an_unknown_one_is_not() -> None:
     priced = ScriptedLM(lambda m: "x", model="openai/gpt-4o-mini").lm
     plan = plan_cost([(CallCost(1, 1_000_000, 0, False), 1)], priced, timing=None)
@@ -193,6 +237,10 @@ def test_the_embedded_model_counts_the_prompt_tokens_it_is_sent(
     assert timing.prompt_tokens == lm.count_prompt_tokens(messages)
     cost = call_cost(judge, records[:1], lm, timing=timing)
     assert cost.prompt_tokens == timing.prompt_tokens and not cost.explains
+    assert cost.tail_tokens == 0.0  # a judge stopped at its rating waits for no answer
+    baseline = JudgeProgram(task, "naturalness", lm=lm)  # explains first
+    explaining = call_cost(baseline, records[:1], lm, timing=timing)
+    assert explaining.explains and explaining.tail_tokens == explaining.completion_tokens > 0
     calls = lm.stats().calls
     judge.with_explain(False).judge(dict(records[0].inputs), sample_id=records[0].id, lm=lm)
     assert lm.stats().calls == calls  # read from the cache
@@ -995,16 +1043,31 @@ def test_a_batch_is_read_from_the_engines_clock() -> None:
     assert clocked.prompt_seconds == pytest.approx(12.9 / 1161)
     assert clocked.computed_tokens == pytest.approx(1161 / 16)
     assert clocked.engine == (72.0, 22.4, 12.9, 16.0) and clocked.in_flight == 16
-    # The timed judge is timed back as the engine ran it ...
-    assert clocked.per_call(520, 59, 1161 / 16) == pytest.approx(clocked.seconds)
-    # ... and a judge that rates first: its computed tokens, then its few tokens at a full
-    # step's share (the batch, waiting for its longest answers, wrote slower).
+    # The timed judge, a run of 16 of its calls, is timed back as the engine ran it: its
+    # calls at full steps, and the batch's wait for its longest answer (72 steps for 59
+    # tokens a call) once per run ...
     per_written, lockstep = (22.4 / 16) / 59, 22.4 / 72 / 16
+    assert clocked.tail_once
+    assert clocked.tail_seconds(59) == pytest.approx((72 - 59) * 22.4 / 72)
+    run = 16 * clocked.per_call(520, 59, 1161 / 16) + clocked.tail_seconds(59)
+    assert run == pytest.approx(16 * clocked.seconds)
+    assert clocked.per_call(520, 59, 1161 / 16) == pytest.approx(12.9 / 16 + 59 * lockstep)
+    # ... so a run of 100 such calls waits once, not every 16 calls; half the tokens, half
+    # the wait.
+    assert clocked.tail_seconds(29.5) == pytest.approx(clocked.tail_seconds(59) / 2)
+    # With ``tail_once`` off, each call at the batch's own rate (the wait in every call).
+    every = replace(clocked, tail_once=False)
+    assert every.per_call(520, 59, 1161 / 16) == pytest.approx(clocked.seconds)
+    assert every.tail_seconds(59) == 0.0
+    # A judge that rates first: its computed tokens, then its few tokens at a full step's
+    # share (the batch, waiting for its longest answers, wrote slower), either way.
     assert lockstep < per_written
     assert clocked.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * lockstep)
+    assert every.per_call(520, 3, 60) == pytest.approx(clocked.per_call(520, 3, 60))
     # Without the engine's figures, the batch's own rate.
     plain = replace(clocked, engine=None)
     assert plain.per_call(520, 3, 60) == pytest.approx(12.9 / 1161 * 60 + 3 * per_written)
+    assert plain.tail_seconds(59) == 0.0
     # A step is shared among the calls in flight, at most the engine's width (6 of 8 here).
     narrow = replace(clocked, in_flight=6, engine=(72.0, 22.4, 12.9, 8.0))
     assert narrow._lockstep(1.0) == pytest.approx(22.4 / 72 / 6)
@@ -1029,9 +1092,11 @@ def test_the_embedded_model_is_timed_on_its_engines_clock(task, records, smol_ba
     assert steps >= 1 and step_seconds > 0 and prompt_seconds > 0 and width >= 2
     assert timing.prompt_seconds is not None and timing.computed_tokens is not None
     assert 0 < timing.computed_tokens <= timing.prompt_tokens
-    assert timing.per_call(
-        timing.prompt_tokens, timing.completion_tokens, timing.computed_tokens
-    ) == (pytest.approx(timing.seconds))
+    # The batch, planned as a run of its calls (each at full steps) and one wait for its
+    # longest answer, takes the engine's time back.
+    call = timing.per_call(timing.prompt_tokens, timing.completion_tokens, timing.computed_tokens)
+    run = timing.in_flight * call + timing.tail_seconds(timing.completion_tokens)
+    assert run == pytest.approx(timing.in_flight * timing.seconds, rel=0.05)
 
 
 def test_the_plan_renders_the_examples_the_judge_shows(task, records) -> None:

@@ -246,7 +246,9 @@ def _print_plan(
     ]
     mean = mean_cost(costs)
     what = f"{space.size} strategies on {len(records)} items"
-    plan = plan_cost([(mean, space.size * len(records))], lm, timing=timing, what=what)
+    plan = plan_cost(
+        [(mean, space.size * len(records), float(space.size))], lm, timing=timing, what=what
+    )
     print(f"grid: {plan.line()}", file=stream, flush=True)
 
 

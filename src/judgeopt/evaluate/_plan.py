@@ -79,6 +79,10 @@ class CallCost:
     #: Of ``prompt_tokens``, those the model computes (its prefix cache reuses the rest);
     #: ``None``: not counted (every prompt token is read).
     computed_tokens: float | None = None
+    #: The tokens a call of the judge writes when it explains first (0: it stops at its
+    #: rating; a mean over judges: their mean, 0 for those that stop): what a run's wait for
+    #: its longest answers scales with (:meth:`Timing.tail_seconds`).
+    tail_tokens: float = 0.0
 
 
 def mean_cost(costs: Sequence[CallCost]) -> CallCost:
@@ -92,6 +96,7 @@ def mean_cost(costs: Sequence[CallCost]) -> CallCost:
         completion_tokens=sum(c.completion_tokens for c in costs) / n,
         explains=any(c.explains for c in costs),
         computed_tokens=sum(c.computed_tokens or 0.0 for c in costs) / n if counted else None,
+        tail_tokens=sum(c.tail_tokens for c in costs) / n,
     )
 
 
@@ -202,7 +207,7 @@ def call_cost(
     a judge that samples several answers per item (``sc5``) sends each item's prompt that
     many times in a row, and all but the first read it from the cache.
     """
-    calls, prompt, completion, explains = 0.0, 0.0, 0.0, False
+    calls, prompt, completion, explains, tail = 0.0, 0.0, 0.0, False, 0.0
     computed: float | None = 0.0 if len(window) > 1 and counts_computed(lm) else None
     for member in judges_of(program):
         judge = scoring_program(member, explain=explain)
@@ -222,6 +227,7 @@ def call_cost(
             written = float(cap)
             if timing is not None and timing.completion_tokens > 0:
                 written = min(float(cap), timing.completion_tokens * cap / max(1, timing.cap))
+            tail = max(tail, written)  # an ensemble's run waits for its longest writer
         mean_prompt = sum(prompts) / max(1, len(prompts))
         calls += samples
         prompt += samples * mean_prompt
@@ -245,7 +251,7 @@ def call_cost(
             completion += weight * screen.completion_tokens
             if computed is not None:
                 computed += weight * screen.prompt_tokens
-    return CallCost(calls, prompt, completion, explains, computed)
+    return CallCost(calls, prompt, completion, explains, computed, tail)
 
 
 def unvetted(judge: Any, records: Sequence[Any]) -> list[Any]:
@@ -269,18 +275,21 @@ def screen_cost(judge: Any, records: Sequence[Any], lm: Any) -> CallCost:
 
 
 def plan_cost(
-    costs: Sequence[tuple[CallCost, float]],
+    costs: Sequence[tuple[CallCost, float] | tuple[CallCost, float, float]],
     lm: Any,
     *,
     timing: Timing | None,
     what: str = "",
 ) -> CostPlan:
-    """Add up ``(cost of one item, items)`` pairs into a plan on ``lm``."""
+    """Add up ``(cost of one item, items)`` pairs into a plan on ``lm``; a third element
+    counts the runs the items are judged in (default: one), each of which waits once for
+    its longest explanations (:meth:`Timing.tail_seconds`)."""
     from ..lm import price_of  # lazy: judgeopt.lm loads DSPy and LiteLLM
 
-    calls = sum(c.calls * n for c, n in costs)
-    prompt = sum(c.prompt_tokens * n for c, n in costs)
-    completion = sum(c.completion_tokens * n for c, n in costs)
+    entries = [(e[0], float(e[1]), float(e[2]) if len(e) > 2 else 1.0) for e in costs]
+    calls = sum(c.calls * n for c, n, _ in entries)
+    prompt = sum(c.prompt_tokens * n for c, n, _ in entries)
+    completion = sum(c.completion_tokens * n for c, n, _ in entries)
     seconds = None
     if timing is not None:
         seconds = sum(
@@ -291,7 +300,8 @@ def plan_cost(
                 c.completion_tokens / c.calls,
                 None if c.computed_tokens is None else c.computed_tokens / c.calls,
             )
-            for c, n in costs
+            + (runs * timing.tail_seconds(c.tail_tokens) if n > 0 else 0.0)
+            for c, n, runs in entries
             if c.calls
         )
     if getattr(lm, "runs_in_process", False):

@@ -21,6 +21,7 @@ __all__ = [
     "PREFILL_SPEEDUP",
     "RATING_TOKENS",
     "REUSED_TOKEN_COST",
+    "TAIL_ONCE",
     "TIMED_ROUNDS",
     "Timing",
     "batch_work_of",
@@ -69,6 +70,13 @@ REUSED_TOKEN_COST = 0.0
 ENGINE_TIMING = True
 
 
+#: Whether a timed batch read from the engine's clock prices a run's explaining calls at
+#: full steps and its wait for the longest answers once per run (:meth:`Timing.tail_seconds`)
+#: instead of at the timed batch's own rate, which pays that wait every ``in_flight`` calls.
+#: See docs/benchmarks.md, "One wait per run" for the check that decided it.
+TAIL_ONCE = True
+
+
 #: How many prompt tokens cost the time of one written token. On the embedded 1.5B on two
 #: CPU cores, stopping at the rating saved 2.54 s for 36 fewer written tokens per item and
 #: the remaining 1.89 s read about 500 prompt tokens: about 15 (benchmarks section 14).
@@ -98,6 +106,8 @@ class Timing:
     engine spent on the timed batch (its steps, their seconds, the seconds of computing its
     prompts, its width), ``seconds`` is the engine's time per call, and the ``probe`` is the
     batch itself (its prompts' seconds, the tokens computed, all of their prompt tokens).
+    ``tail_once``: a run's calls are timed at full steps and its wait for its longest
+    answers once (:meth:`tail_seconds`); off, they are timed at the batch's own rate.
     """
 
     seconds: float
@@ -111,6 +121,7 @@ class Timing:
     reused_cost: float = 0.0
     probe: tuple[float, float, float] | None = None
     engine: tuple[float, float, float, float] | None = None
+    tail_once: bool = TAIL_ONCE
 
     def __post_init__(self) -> None:
         for name in ("probe", "engine"):  # read back from JSON as lists
@@ -128,18 +139,37 @@ class Timing:
         return replace(self, reused_cost=cost, prompt_seconds=seconds / max(units, 1e-9))
 
     def _lockstep(self, writing: float) -> float:
-        """Seconds per written token of calls that write a few tokens each on the batch
-        engine: a step's seconds shared among the calls in flight (at most the engine's
-        width). A step costs the same however many slots are busy; calls that rate and stop
-        start and end together, so their steps are full, while the timed batch of
-        explanations waits, part-empty, for its longest answers (the batch's own rate,
-        ``writing``, is the ceiling)."""
+        """Seconds per written token of a run's calls on the batch engine: a step's seconds
+        shared among the calls in flight (at most the engine's width). A step costs the same
+        however many slots are busy; in a run a new call takes a slot as soon as one is
+        free, so its steps are full, while the timed batch waited, part-empty, for its
+        longest answers (the batch's own rate, ``writing``, is the ceiling; that wait is a
+        run's once, :meth:`tail_seconds`)."""
         assert self.engine is not None
         steps, step_seconds, _, width = self.engine
         busy = min(width, max(self.in_flight, 1))
         if steps <= 0 or busy <= 0:
             return writing
         return min(writing, step_seconds / steps / busy)
+
+    def tail_seconds(self, completion_tokens: float) -> float:
+        """Seconds a run of explaining calls waits at its end for its longest answers, once
+        per run (0 without the batch engine's clock, or with ``tail_once`` off).
+
+        The timed batch started its calls together and stepped until its longest answer
+        ended: the steps beyond those its written tokens fill (``completion_tokens x
+        in_flight / busy``) are that wait, a sample of a run's own (its last calls end one
+        by one too). Scaled by the calls' written tokens against the timed ones (a judge
+        with a smaller output cap waits less)."""
+        if self.engine is None or not self.tail_once or self.completion_tokens <= 0:
+            return 0.0
+        steps, step_seconds, _, width = self.engine
+        busy = min(width, max(self.in_flight, 1))
+        if steps <= 0 or busy <= 0:
+            return 0.0
+        waiting = max(0.0, steps - self.completion_tokens * self.in_flight / busy)
+        scale = max(0.0, completion_tokens) / self.completion_tokens
+        return waiting * step_seconds / steps * scale
 
     def _read(self, prompt: float, computed: float) -> float:
         """Prompt tokens in computed-token units: those computed, and the reused ones at
@@ -159,9 +189,12 @@ class Timing:
         among the calls in flight) plus the rest of the timed seconds scaled by the tokens,
         a prompt token :data:`PREFILL_SPEEDUP` times cheaper than a written one.
 
-        Read from the batch engine's clock (``engine``), a call that writes a few tokens
-        (at most twice :data:`RATING_TOKENS`: a judge stopped at its rating) writes each at a
-        full step's share (:meth:`_lockstep`), not at the timed batch's rate.
+        Read from the batch engine's clock (``engine``), a call writes each token at a full
+        step's share (:meth:`_lockstep`), not at the timed batch's rate; the batch's wait
+        for its longest answers is a run's once (:meth:`tail_seconds`, added by the plan
+        per run of explaining calls). With ``tail_once`` off (:data:`TAIL_ONCE`), only the
+        calls that write a few tokens (at most twice :data:`RATING_TOKENS`: a judge stopped
+        at its rating) do.
         """
         fixed = min(max(self.latency, 0.0) / max(self.in_flight, 1), self.seconds)
         if self.prompt_seconds is not None and self.completion_tokens > 0:
@@ -172,7 +205,8 @@ class Timing:
             reading = min(self.prompt_seconds * mine, self.seconds - fixed)
             writing = (self.seconds - fixed - reading) / self.completion_tokens
             per_prompt = reading / max(mine, 1.0)
-            if self.engine is not None and completion_tokens <= 2 * RATING_TOKENS:
+            few = completion_tokens <= 2 * RATING_TOKENS
+            if self.engine is not None and (self.tail_once or few):
                 writing = self._lockstep(writing)
             return fixed + per_prompt * theirs + writing * completion_tokens
         mine = self.prompt_tokens / PREFILL_SPEEDUP + self.completion_tokens

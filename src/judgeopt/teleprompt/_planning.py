@@ -335,7 +335,7 @@ def compile_plan(
     per_item = mean_cost([c for path in priced for c in path])
     prompt = per_item.prompt_tokens / max(per_item.calls, 1e-9)
     written: dict[str, float] = {}  # artifact tokens by artifact name, for every path
-    common: list[tuple[CallCost, float]] = []
+    common: list[tuple[CallCost, float] | tuple[CallCost, float, float]] = []
     if first is not None:  # the strategy judged next, as itself
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
         own = _priced(base, lm, [[first]], {first: own}, before, True)[0][0]
@@ -344,7 +344,7 @@ def compile_plan(
             made = _generation_cost(graph, base, [known], search_items, prompt, lm, written)
             common.append((made, 1.0))
     if confirm_items:
-        common.append((per_item, 2 * len(confirm_items)))
+        common.append((per_item, 2 * len(confirm_items), 2.0))
     if screen_calibration:
         screened = base.with_strategy({**baseline.as_dict(), "defence": "screened"})
         common.append(
@@ -355,8 +355,8 @@ def compile_plan(
     generated = [
         _generation_cost(graph, base, path, search_items, prompt, lm, written) for path in paths
     ]
-    searched = [
-        (per_item, max(0.0, others_left * n_items - kept_left)),
+    searched: list[tuple[CallCost, float] | tuple[CallCost, float, float]] = [
+        (per_item, max(0.0, others_left * n_items - kept_left), float(others_left)),
         (mean_cost(generated), share),
     ]
     what = f"{strategies_left} strategies on {len(search_items)} search items"
