@@ -588,6 +588,65 @@ def test_a_compile_plan_counts_the_items_length_not_the_first_groups(
     assert abs(per_call - mean) < 0.25 * mean
 
 
+def test_the_baselines_items_are_planned_as_two_runs_after_a_timed_batch(
+    task, records, tmp_path
+) -> None:
+    """On the engine's clock the plan's timed batch is the baseline's first run (its first
+    ``in_flight`` items, judged together) and the search judges the rest in another: the
+    baseline waits twice for its longest answer; once when the batch is all there is."""
+    from judgeopt.data import Record
+    from judgeopt.teleprompt import OptimizerConfig
+    from judgeopt.teleprompt._planning import _baseline_runs, compile_plan
+    from judgeopt.teleprompt._searching import build_graph as graph_of
+
+    clocked = Timing(
+        seconds=33.0 / 16,
+        prompt_tokens=200,
+        completion_tokens=60,
+        in_flight=16,
+        prompt_seconds=8.0 / 1200,
+        computed_tokens=75.0,
+        engine=(100.0, 25.0, 8.0, 16.0),
+    )
+    assert _baseline_runs(clocked, 40) == 2.0 and _baseline_runs(clocked, 16) == 1.0
+    assert _baseline_runs(replace(clocked, engine=None), 40) == 1.0
+    assert _baseline_runs(None, 40) == 1.0
+    # Items alike (one prompt length): 32 items cost 4 times 8 items' calls and one more wait.
+    r = records[0]
+    items = [
+        Record(
+            id=f"same{i}", group_id=f"g{i}", system_id=r.system_id, inputs=r.inputs, scores=r.scores
+        )
+        for i in range(32)
+    ]
+    fake = ScriptedLM(lambda m: "Rating: [[3]]", cache=tmp_path / "c")
+    student = JudgeProgram(task, "naturalness", lm=fake.lm)
+    base = student.strategy
+    graph = graph_of(
+        OptimizerConfig(space={name: [base[name]] for name in base.as_dict()}), student, fake.lm
+    )
+
+    def seconds(n: int) -> float:
+        plan = compile_plan(
+            graph,
+            student,
+            base,
+            items[:n],
+            None,
+            strategies_left=1,
+            lm=fake.lm,
+            threads=16,
+            timing=clocked,
+            baseline_left=True,
+        )
+        assert plan.seconds is not None and plan.calls == n
+        return plan.seconds
+
+    wait = clocked.tail_seconds(60)
+    assert wait > 0
+    assert seconds(32) - 4 * seconds(8) == pytest.approx(2 * wait - 4 * wait)
+
+
 def test_a_call_is_timed_on_the_prompt_tokens_it_computes() -> None:
     """With the timed judgement's computed tokens known, a call's prompt is read at the
     measured rate for the tokens it computes (the rest comes from the prefix cache); a call

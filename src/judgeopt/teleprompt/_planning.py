@@ -236,7 +236,7 @@ def _priced(
             if twin is not None and twin in seen:
                 zero = None if cost.computed_tokens is None else 0.0
                 cost = replace(cost, calls=0.0, prompt_tokens=0.0, completion_tokens=0.0)
-                cost = replace(cost, computed_tokens=zero)
+                cost = replace(cost, computed_tokens=zero, tail_tokens=0.0)
             costs.append(cost)
             seen.add(frozenset(s.as_dict().items()))
         out.append(costs)
@@ -339,7 +339,8 @@ def compile_plan(
     if first is not None:  # the strategy judged next, as itself
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
         own = _priced(base, lm, [[first]], {first: own}, before, True)[0][0]
-        common.append((own, max(0, len(search_items) - kept)))
+        left = max(0, len(search_items) - kept)
+        common.append((own, left, _baseline_runs(timing, left) if baseline_left else 1.0))
         if known is not None:
             made = _generation_cost(graph, base, [known], search_items, prompt, lm, written)
             common.append((made, 1.0))
@@ -370,6 +371,16 @@ def compile_plan(
         ]
         plan = replace(plan, spread=_spread(per_path))
     return plan
+
+
+def _baseline_runs(timing: Timing | None, items: int) -> float:
+    """The runs the baseline's ``items`` are judged in: two when the plan's timing is a
+    batch of calls in flight on the engine (that batch, the baseline's first items, is one
+    run; the search judges the rest in another), each waiting once for its longest answer
+    (:meth:`judgeopt.evaluate.Timing.tail_seconds`); else one."""
+    if timing is None or timing.engine is None or timing.in_flight <= 1:
+        return 1.0
+    return 2.0 if items > timing.in_flight else 1.0
 
 
 def _spread(plans: Sequence[CostPlan]) -> dict[str, tuple[float, float]]:
