@@ -71,7 +71,7 @@ from judgeopt.evaluate import (
 )
 from judgeopt.evaluate._plan_prompts import cap_of, inputs_of  # the plan's own helpers
 from judgeopt.evaluate._run import prompt_reuse_of, scoring_program
-from judgeopt.evaluate._timing import (  # the plan's own steps, each arm's from one batch
+from judgeopt.evaluate._timed import (  # the plan's own steps, each arm's from one batch
     _computing,
     _probed,
     _timed_run,

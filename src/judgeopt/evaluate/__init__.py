@@ -5,8 +5,9 @@ judge's task (:mod:`._checks`) and returns an :class:`EvalResult` (:mod:`._eval_
 :func:`compare` / :func:`evaluate_against` put two judges side by side (:mod:`._compare`);
 :func:`check_endpoint` is the short call a run makes before judging anything (:mod:`._endpoint`);
 :class:`CostPlan` is what a run will cost, estimated before it starts (:mod:`._plan`, on the
-prompts of :mod:`._plan_prompts` and the judgement timed by :mod:`._timing`, or read from a
-resumed run's records by :mod:`._recorded_timing`);
+prompts of :mod:`._plan_prompts` and the judgement timed by :mod:`._timed`, a
+:class:`Timing` (:mod:`._timing`), or read from a resumed run's records by
+:mod:`._recorded_timing`);
 :func:`robustness` runs the injection suite (:mod:`._attacks`, :mod:`._robustness`): how far
 text inside the judged item can move the judge's ratings.
 """
@@ -38,17 +39,8 @@ from ._pool import CallPool
 from ._recorded_timing import recorded_timing
 from ._robustness import AttackResult, RobustnessReport, robustness, wilson_interval
 from ._run import default_threads, evaluate, evaluate_retrying
-from ._timing import (
-    ENGINE_TIMING,
-    PREFILL_SPEEDUP,
-    RATING_TOKENS,
-    REUSED_TOKEN_COST,
-    TAIL_ONCE,
-    TIMED_ROUNDS,
-    Timing,
-    engine_timing,
-    time_judgement,
-)
+from ._timed import ENGINE_TIMING, TIMED_ROUNDS, engine_timing, time_judgement
+from ._timing import PREFILL_SPEEDUP, RATING_TOKENS, REUSED_TOKEN_COST, TAIL_ONCE, Timing
 
 __all__ = [
     "ATTACK_SUITES",

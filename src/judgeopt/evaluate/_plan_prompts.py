@@ -6,7 +6,7 @@ in-context examples are the judge's own: they need no LM call), and counts them 
 model's tokenizer; on a model with a prefix cache it also counts the
 share of those tokens the model computes on the first :data:`PLAN_WINDOW` items in judging
 order (:func:`computed_share`). :mod:`judgeopt.evaluate._plan` adds them up;
-:mod:`judgeopt.evaluate._timing` times them.
+:mod:`judgeopt.evaluate._timed` times them.
 """
 
 from __future__ import annotations
