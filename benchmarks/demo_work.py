@@ -9,7 +9,9 @@ prompts and the prompt tokens computed. From them:
 * ``full_steps``: the steps the written tokens would take with every slot busy
   (completion tokens / width), and ``padded_seconds``, what the other steps cost (the waits
   for the longest answers at the end of each run of calls, and steps with slots idle);
-* ``prompt_share``: the share of the wall time spent computing prompt tokens, and their rate.
+* ``prompt_share``: the share of the wall time spent computing prompt tokens, and their rate;
+* ``plan``: what the compile's plan said for its search before its first call, beside the
+  search's ``search_seconds``.
 
 Prints a table and writes JSON (``benchmarks/results/demo_work.json``)::
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import sys
 import tempfile
@@ -71,6 +74,8 @@ def run(out_dir: Path) -> dict[str, Any]:
         demo._demo_lm = make
     lm = held["lm"]
     work, stats = lm.batch_work(), lm.stats()
+    search = json.loads((out_dir / "demo" / "judge.json").read_text(encoding="utf-8"))["search"]
+    plan = search.get("plan") or {}
     width = work["width"]
     full = stats.completion_tokens / width
     step = work["step_seconds"] / max(work["steps"], 1.0)
@@ -91,7 +96,8 @@ def run(out_dir: Path) -> dict[str, Any]:
         "engine_share": round((work["prompt_seconds"] + work["step_seconds"]) / wall, 3),
         "seconds_per_computed_token": round(work["prompt_seconds"] / work["evaluated"], 5),
         "computed_share_of_prompt_tokens": round(work["evaluated"] / stats.prompt_tokens, 3),
-        "plan_line": next((x for x in lines if "plan (" in x), None),
+        "search_seconds": round(float(search["seconds"]), 1),
+        "plan": {k: plan.get(k) for k in ("calls", "seconds", "what", "spread")},
         "result_lines": [x for x in lines if x.startswith(("search:", "chosen:", "  "))],
     }
 
