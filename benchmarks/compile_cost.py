@@ -99,7 +99,7 @@ from typing import Any
 
 from judgeopt.data import Record, load_records, split_holdout
 from judgeopt.demo import E2E_SPLIT, PER_GROUP
-from judgeopt.evaluate import PLAN_WINDOW, Timing, computed_share, evaluate
+from judgeopt.evaluate import PLAN_WINDOW, RATING_TOKENS, Timing, computed_share, evaluate
 from judgeopt.judge import JudgeProgram, JudgeTask, load_task
 from judgeopt.judge import rates_first as judge_rates_first
 from judgeopt.lm import RECOMMENDED_PARALLEL, make_lm, parse_local_model, price_of
@@ -416,15 +416,25 @@ def time_model_check(
     ``timing``) scaled to its recorded prompt and written tokens, once with every prompt
     token read (the model before prefix reuse was counted) and once with the tokens the
     model computes (its share counted on the first ``PLAN_WINDOW`` items; the reused ones at
-    the timing's ``reused_cost``). Each row keeps its prompt and written tokens per call, so
-    another time model can be replayed on it. Separates the
-    time model from the plan's guess of which strategies the search will evaluate.
+    the timing's ``reused_cost``; an explaining strategy's evaluation, one run, waits once
+    for its longest answer: ``Timing.tail_seconds`` shared among its calls). Each row keeps
+    its prompt and written tokens per call, so another time model can be replayed on it.
+    Separates the time model from the plan's guess of which strategies the search will
+    evaluate.
     ``None`` without a timing or on an LM that does not count computed tokens."""
     plan = (run.get("report") or {}).get("plan") or {}
     if not plan.get("timing") or not callable(getattr(lm, "computed_prompt_tokens", None)):
         return None
     timing = Timing(**plan["timing"])
     read_all = Timing(**{**plan["timing"], "computed_tokens": None, "prompt_seconds": None})
+
+    def waits(written: float, calls: int) -> float:
+        """An explaining strategy's one wait for its longest answer (its evaluation is one
+        run of ``calls``), shared among its calls; none for a judge stopped at its rating."""
+        if written <= 2 * RATING_TOKENS:
+            return 0.0
+        return timing.tail_seconds(written) / calls
+
     rows = []
     for step in run["path"]:
         calls = step.get("calls") or 0
@@ -443,7 +453,9 @@ def time_model_check(
                 "written_per_call": round(written, 1),
                 "computed_share": round(share, 3),
                 "all_read": round(read_all.per_call(prompt, written), 3),
-                "computed": round(timing.per_call(prompt, written, share * prompt), 3),
+                "computed": round(
+                    timing.per_call(prompt, written, share * prompt) + waits(written, calls), 3
+                ),
             }
         )
     if not rows:
