@@ -595,8 +595,9 @@ def test_the_baselines_items_are_planned_as_two_runs_after_a_timed_batch(
     ``in_flight`` items, judged together) and the search judges the rest in another: the
     baseline waits twice for its longest answer; once when the batch is all there is."""
     from judgeopt.data import Record
+    from judgeopt.evaluate import timed_runs
     from judgeopt.teleprompt import OptimizerConfig
-    from judgeopt.teleprompt._planning import _baseline_runs, compile_plan
+    from judgeopt.teleprompt._planning import compile_plan
     from judgeopt.teleprompt._searching import build_graph as graph_of
 
     clocked = Timing(
@@ -608,9 +609,9 @@ def test_the_baselines_items_are_planned_as_two_runs_after_a_timed_batch(
         computed_tokens=75.0,
         engine=(100.0, 25.0, 8.0, 16.0),
     )
-    assert _baseline_runs(clocked, 40) == 2.0 and _baseline_runs(clocked, 16) == 1.0
-    assert _baseline_runs(replace(clocked, engine=None), 40) == 1.0
-    assert _baseline_runs(None, 40) == 1.0
+    assert timed_runs(clocked, 40) == 2.0 and timed_runs(clocked, 16) == 1.0
+    assert timed_runs(replace(clocked, engine=None), 40) == 1.0
+    assert timed_runs(None, 40) == 1.0
     # Items alike (one prompt length): 32 items cost 4 times 8 items' calls and one more wait.
     r = records[0]
     items = [

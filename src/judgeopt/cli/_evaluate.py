@@ -24,6 +24,7 @@ from ..evaluate import (
     plan_sample,
     same_calls,
     time_judgement,
+    timed_runs,
 )
 from ..search import Strategy
 from ._attacks import add_attack_args, check_attack_args, run_attacks
@@ -195,22 +196,13 @@ def _print_plan(
             continue
         # Judged and timed as the run judges (its calls in flight), read back from the cache.
         threads = args.threads or default_threads(judge.lm)
-        timing = (
-            time_judgement(judge, records, judge.lm, explain=explain, threads=threads) or timing
+        timed = time_judgement(judge, records, judge.lm, explain=explain, threads=threads)
+        timing = timed or timing
+        cost = call_cost(
+            judge, sample, judge.lm, timing=timing, explain=explain, window=records[:PLAN_WINDOW]
         )
-        parts.append(
-            (
-                call_cost(
-                    judge,
-                    sample,
-                    judge.lm,
-                    timing=timing,
-                    explain=explain,
-                    window=records[:PLAN_WINDOW],
-                ),
-                len(records),
-            )
-        )
+        # A judge timed here judges its first items in the timed batch, the rest in a run.
+        parts.append((cost, len(records), timed_runs(timed, len(records))))
     what = (
         f"{len(judges)} judges on {len(records)} items"
         if len(judges) > 1

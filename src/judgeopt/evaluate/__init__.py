@@ -27,7 +27,16 @@ from ._eval_result import (
     merge_results,
     score_items,
 )
-from ._plan import CallCost, CostPlan, call_cost, duration, mean_cost, plan_cost, screen_cost
+from ._plan import (
+    CallCost,
+    CostPlan,
+    call_cost,
+    duration,
+    mean_cost,
+    plan_cost,
+    screen_cost,
+    timed_runs,
+)
 from ._plan_prompts import (
     PLAN_WINDOW,
     artifact_tokens,
@@ -94,4 +103,5 @@ __all__ = [
     "score_items",
     "recorded_timing",
     "time_judgement",
+    "timed_runs",
 ]

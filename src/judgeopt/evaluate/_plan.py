@@ -63,6 +63,7 @@ __all__ = [
     "mean_cost",
     "plan_cost",
     "screen_cost",
+    "timed_runs",
 ]
 
 
@@ -252,6 +253,16 @@ def call_cost(
             if computed is not None:
                 computed += weight * screen.prompt_tokens
     return CallCost(calls, prompt, completion, explains, computed, tail)
+
+
+def timed_runs(timing: Timing | None, items: float) -> float:
+    """The runs in which a judge timed for a plan judges its ``items``: two when ``timing``
+    is a batch of calls in flight read from the engine's clock (that batch, the judge's
+    first ``in_flight`` items, is one run; the rest are another), each waiting once for its
+    longest answer (:meth:`Timing.tail_seconds`); else one."""
+    if timing is None or timing.engine is None or timing.in_flight <= 1:
+        return 1.0
+    return 2.0 if items > timing.in_flight else 1.0
 
 
 def unvetted(judge: Any, records: Sequence[Any]) -> list[Any]:

@@ -64,6 +64,7 @@ from ..evaluate import (
     recorded_timing,
     screen_cost,
     time_judgement,
+    timed_runs,
 )
 from ..judge import artifact_key
 from ..search import FactorGraph, Search, Strategy, sample_valid
@@ -340,7 +341,8 @@ def compile_plan(
         own = call_cost(base.with_strategy(first), items, lm, timing=timing, window=window)
         own = _priced(base, lm, [[first]], {first: own}, before, True)[0][0]
         left = max(0, len(search_items) - kept)
-        common.append((own, left, _baseline_runs(timing, left) if baseline_left else 1.0))
+        # The plan's timed batch is the baseline's first run; the search judges the rest.
+        common.append((own, left, timed_runs(timing, left) if baseline_left else 1.0))
         if known is not None:
             made = _generation_cost(graph, base, [known], search_items, prompt, lm, written)
             common.append((made, 1.0))
@@ -371,16 +373,6 @@ def compile_plan(
         ]
         plan = replace(plan, spread=_spread(per_path))
     return plan
-
-
-def _baseline_runs(timing: Timing | None, items: int) -> float:
-    """The runs the baseline's ``items`` are judged in: two when the plan's timing is a
-    batch of calls in flight on the engine (that batch, the baseline's first items, is one
-    run; the search judges the rest in another), each waiting once for its longest answer
-    (:meth:`judgeopt.evaluate.Timing.tail_seconds`); else one."""
-    if timing is None or timing.engine is None or timing.in_flight <= 1:
-        return 1.0
-    return 2.0 if items > timing.in_flight else 1.0
 
 
 def _spread(plans: Sequence[CostPlan]) -> dict[str, tuple[float, float]]:
