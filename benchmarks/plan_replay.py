@@ -30,6 +30,10 @@ judge calls on the same items) and plans the search's paths with that batch read
 its wall time with the one-token probe (the plan's timing), and the batch engine's clock
 (``ENGINE_TIMING``); written under the ``engine_clock`` key.
 
+Each entry also says how often the plan's simulated paths visit the costly kinds of strategy
+(in-context examples, generated criteria, references, metrics questions, AutoCoT steps,
+self-consistency) per path, against the strategies the compile judged (``visits``).
+
 A timing read from the engine's clock is also planned with ``tail_once`` off (the row whose
 name ends in ``_tail_every``): a run's explaining calls at the timed batch's own rate, its
 wait for the longest answer paid in every call, as plans made before ``TAIL_ONCE``.
@@ -50,6 +54,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from compile_cost import (  # noqa: E402 - the script beside this one
@@ -68,7 +74,11 @@ from judgeopt.judge import load_task  # noqa: E402
 from judgeopt.lm import RECOMMENDED_PARALLEL  # noqa: E402
 from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
 from judgeopt.teleprompt._loop import CompileRun  # noqa: E402 - the compile up to its plan
-from judgeopt.teleprompt._planning import compile_plan  # noqa: E402
+from judgeopt.teleprompt._planning import (  # noqa: E402
+    PLAN_PATHS,
+    compile_plan,
+    simulated_paths,
+)
 from judgeopt_lab import markdown_table, write_json  # noqa: E402
 from timing_check import both_timings  # noqa: E402 - the two readings of one timed batch
 
@@ -142,6 +152,7 @@ def replay(
         progress=False,
         plan=False,
     )
+    visits = visit_kinds(run, entry)  # before the plans ask the search for its next
     timing = Timing(**plan["timing"]) if plan.get("timing") else None
     hows: list[tuple[str, Timing | None]] = [("neighbours", timing), ("paths", timing)]
     timed_again: dict[str, Any] = {}
@@ -190,6 +201,7 @@ def replay(
             }
     errors = {how: {k: error(rows[how][k], actual[k]) for k in FIGURES} for how in rows}
     return {
+        "visits": visits,
         "pair": pair,
         **({"timed_again": timed_again} if timed_again else {}),
         "model": settings.get("model", "local"),
@@ -199,6 +211,37 @@ def replay(
         "actual": actual,
         "plans": rows,
         "errors": errors,
+    }
+
+
+#: Kinds of strategy that cost more than a rate-first judgement of the item alone.
+COSTLY = {
+    "examples": lambda d: bool(d.get("examples", 0)),
+    "criteria_self": lambda d: d.get("criteria") == "self",
+    "reference_self": lambda d: d.get("reference") == "self",
+    "metrics": lambda d: d.get("metrics") == "on",
+    "autocot": lambda d: d.get("autocot") == "on",
+    "sc5": lambda d: d.get("decoding") == "sc5",
+}
+
+
+def visit_kinds(run: Any, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """How often the plan's simulated paths (:data:`PLAN_PATHS` of them, the plan's seed)
+    visit each :data:`COSTLY` kind of strategy per path, against the strategies the
+    compile judged with calls (the entry's per-strategy time check)."""
+    paths = simulated_paths(run.search, PLAN_PATHS, np.random.default_rng(0))
+    per_path = {
+        k: round(sum(test(s.as_dict()) for p in paths for s in p) / len(paths), 2)
+        for k, test in COSTLY.items()
+    }
+    checked = entry.get("time_model") or (entry.get("run") or {}).get("time_model") or {}
+    judged = [json.loads(r["strategy"]) for r in checked.get("strategies", [])]
+    actual = {k: sum(test(d) for d in judged) for k, test in COSTLY.items()}
+    return {
+        "paths": len(paths),
+        "per_path": per_path,
+        "judged_with_calls": len(judged),
+        "judged": actual,
     }
 
 
