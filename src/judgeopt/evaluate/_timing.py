@@ -112,12 +112,23 @@ class Timing:
         free, so its steps are full, while the timed batch waited, part-empty, for its
         longest answers (the batch's own rate, ``writing``, is the ceiling; that wait is a
         run's once, :meth:`tail_seconds`)."""
-        assert self.engine is not None
+        stepping = self._stepping()
+        if stepping is None:
+            return writing
+        _, step, busy = stepping
+        return min(writing, step / busy)
+
+    def _stepping(self) -> tuple[float, float, float] | None:
+        """The timed batch's steps on the engine, the seconds of one, and the slots a step
+        shares among (the calls in flight, at most the engine's width); ``None`` without
+        the engine's clock or a step."""
+        if self.engine is None:
+            return None
         steps, step_seconds, _, width = self.engine
         busy = min(width, max(self.in_flight, 1))
         if steps <= 0 or busy <= 0:
-            return writing
-        return min(writing, step_seconds / steps / busy)
+            return None
+        return steps, step_seconds / steps, busy
 
     def tail_seconds(self, completion_tokens: float) -> float:
         """Seconds a run of explaining calls waits at its end for its longest answers, once
@@ -128,15 +139,13 @@ class Timing:
         in_flight / busy``) are that wait, a sample of a run's own (its last calls end one
         by one too). Scaled by the calls' written tokens against the timed ones (a judge
         with a smaller output cap waits less)."""
-        if self.engine is None or not self.tail_once or self.completion_tokens <= 0:
+        stepping = self._stepping()
+        if stepping is None or not self.tail_once or self.completion_tokens <= 0:
             return 0.0
-        steps, step_seconds, _, width = self.engine
-        busy = min(width, max(self.in_flight, 1))
-        if steps <= 0 or busy <= 0:
-            return 0.0
+        steps, step, busy = stepping
         waiting = max(0.0, steps - self.completion_tokens * self.in_flight / busy)
         scale = max(0.0, completion_tokens) / self.completion_tokens
-        return waiting * step_seconds / steps * scale
+        return waiting * step * scale
 
     def _read(self, prompt: float, computed: float) -> float:
         """Prompt tokens in computed-token units: those computed, and the reused ones at
