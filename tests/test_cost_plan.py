@@ -82,6 +82,19 @@ def test_a_rating_first_judge_writes_a_few_tokens_and_sc5_calls_five_times(task,
     assert generated.prompt_tokens == pytest.approx(first.prompt_tokens, rel=0.02)
 
 
+#: A batch of 16 explanations read from the engine's clock: 60 written tokens a call in 100
+#: steps of 0.25 s (8 s of prompts), so 40 steps waited for the longest answer.
+CLOCKED = Timing(
+    seconds=(25.0 + 8.0) / 16,
+    prompt_tokens=200,
+    completion_tokens=60,
+    in_flight=16,
+    prompt_seconds=8.0 / 1200,
+    computed_tokens=75.0,
+    engine=(100.0, 25.0, 8.0, 16.0),
+)
+
+
 def test_timing_scales_by_tokens_and_the_plan_adds_up() -> None:
     timing = Timing(seconds=10.0, prompt_tokens=600, completion_tokens=160, cap=256)
     # 600 prompt tokens cost the time of 40 written ones: 10 s for 200 units.
@@ -114,15 +127,7 @@ def test_a_run_of_explanations_waits_once_for_its_longest_answer() -> None:
 
     # 16 calls, 60 written tokens each, 100 steps (one answer ran 100 tokens): 40 steps of
     # waiting at 0.25 s a step.
-    timing = Timing(
-        seconds=(25.0 + 8.0) / 16,
-        prompt_tokens=200,
-        completion_tokens=60,
-        in_flight=16,
-        prompt_seconds=8.0 / 1200,
-        computed_tokens=75.0,
-        engine=(100.0, 25.0, 8.0, 16.0),
-    )
+    timing = CLOCKED
     assert timing.tail_seconds(60) == pytest.approx(40 * 0.25)
 
     class Free:
@@ -600,15 +605,7 @@ def test_the_baselines_items_are_planned_as_two_runs_after_a_timed_batch(
     from judgeopt.teleprompt._planning import compile_plan
     from judgeopt.teleprompt._searching import build_graph as graph_of
 
-    clocked = Timing(
-        seconds=33.0 / 16,
-        prompt_tokens=200,
-        completion_tokens=60,
-        in_flight=16,
-        prompt_seconds=8.0 / 1200,
-        computed_tokens=75.0,
-        engine=(100.0, 25.0, 8.0, 16.0),
-    )
+    clocked = CLOCKED
     assert timed_runs(clocked, 40) == 2.0 and timed_runs(clocked, 16) == 1.0
     assert timed_runs(replace(clocked, engine=None), 40) == 1.0
     assert timed_runs(None, 40) == 1.0
