@@ -105,11 +105,6 @@ def chosen_columns(pair: Any, which: str) -> list[Any]:
     return [c for c in pair.columns if "~" not in c.key and explains_first(dict(c.strategy))]
 
 
-def held_answers(recorder: Recorder) -> dict[tuple[str, str], dict[str, Any]]:
-    """The bank's kept judgement per (base strategy, item)."""
-    return recorder.have()
-
-
 def follow_up(recorder: Recorder, program: Any, rid: str, raw: str) -> dict[str, Any]:
     """One follow-up call for the answer ``raw`` of ``program`` on item ``rid``."""
     record = recorder.records[rid]
@@ -140,16 +135,11 @@ def follow_up(recorder: Recorder, program: Any, rid: str, raw: str) -> dict[str,
         )
     except Exception as e:  # noqa: BLE001 - a failed call is recorded, never fatal
         return {**line, "error": f"{type(e).__name__}: {e}", "seconds": _since(t0)}
-    choice = response["choices"][0] if isinstance(response, dict) else response.choices[0]
-    get = (lambda o, k: o.get(k)) if isinstance(choice, dict) else getattr
-    message = get(choice, "message")
-    text = (message.get("content") if isinstance(message, dict) else message.content) or ""
+    choice = _get(response, "choices")[0]
+    text = _get(_get(choice, "message"), "content") or ""
     parsed = parse_rating(text, scale=hi, rating_min=lo)
     expected = None
-    logprobs = get(choice, "logprobs")
-    content = None
-    if logprobs is not None:
-        content = logprobs.get("content") if isinstance(logprobs, dict) else logprobs.content
+    content = _get(_get(choice, "logprobs"), "content")
     if content and parsed.score is not None:
         try:
             gen = generation_from_logprobs(content, text=text)
@@ -158,7 +148,7 @@ def follow_up(recorder: Recorder, program: Any, rid: str, raw: str) -> dict[str,
             ).score
         except ValueError:
             expected = None
-    usage = response.get("usage") if isinstance(response, dict) else response.usage
+    usage = _get(response, "usage")
     return {
         **line,
         "text": text,
@@ -182,32 +172,29 @@ def _since(t0: float) -> float:
     return round(time.perf_counter() - t0, 3)
 
 
+def recorded(pair: str, kind: str) -> list[dict[str, Any]]:
+    """The lines of ``kind`` (``recovery`` or ``run``) in ``pair``'s follow-up file."""
+    path = RUNS / f"{pair}.jsonl"
+    if not path.is_file():
+        return []
+    lines = (json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line.get("kind") == kind]
+
+
 def wall_seconds(pair: str, which: str) -> float:
     """The recorder's wall time for ``pair``'s follow-ups of ``which`` columns (its ``run``
     lines; the calls ran ``parallel`` at a time, so this, not their summed latencies, is
     what they cost)."""
-    path = RUNS / f"{pair}.jsonl"
-    if not path.is_file():
-        return 0.0
-    lines = (json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines())
-    return sum(
-        float(x["wall_seconds"])
-        for x in lines
-        if x.get("kind") == "run" and x.get("columns") == which
-    )
+    return sum(float(x["wall_seconds"]) for x in recorded(pair, "run") if x["columns"] == which)
 
 
 def done_lines(pair: str) -> dict[tuple[str, str], dict[str, Any]]:
-    path = RUNS / f"{pair}.jsonl"
+    """``pair``'s follow-ups by (base strategy, item): a successful one over a failed one."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    if path.is_file():
-        for raw in path.read_text(encoding="utf-8").splitlines():
-            line = json.loads(raw)
-            if line.get("kind") != "recovery":
-                continue
-            key = (strategy_json(line["strategy"]), str(line["id"]))
-            if line.get("error") is None or key not in out:
-                out[key] = line
+    for line in recorded(pair, "recovery"):
+        key = (strategy_json(line["strategy"]), str(line["id"]))
+        if line.get("error") is None or key not in out:
+            out[key] = line
     return out
 
 
@@ -241,7 +228,7 @@ def record(names: Sequence[str], which: str, parallel: int, deadline: float | No
     RUNS.mkdir(parents=True, exist_ok=True)
     for name in names:
         recorder = Recorder(by_name[name], sha, lm, parallel)
-        jobs = todo(bank[name], which, held_answers(recorder))
+        jobs = todo(bank[name], which, recorder.have())
         log.info("%s: %d follow-up calls to make", name, len(jobs))
         if not jobs:
             continue
@@ -388,8 +375,8 @@ def report(names: Sequence[str], which: str) -> int:
     complete = [r for r in rows if r["asked"] == r["unparsed"] and r["unparsed"] > 0]
     per_pair = {}
     for name in names:
-        mine = [r for r in complete if r["pair"] == name]
-        if not mine or any(r["pair"] == name and r["unparsed"] and r not in mine for r in rows):
+        mine = [r for r in rows if r["pair"] == name and r["unparsed"]]
+        if not mine or any(r["asked"] != r["unparsed"] for r in mine):
             continue  # only pairs whose every column's missing ratings were asked for
         per_pair[name] = {"columns": len(mine), "wall_seconds": wall_seconds(name, which)}
         for kind in ("gain", "gain_expected", "gain_imputed_low"):
