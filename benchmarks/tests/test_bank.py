@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from judgeopt.judge import JudgeEnsemble, JudgeProgram, load_task
 from judgeopt.metrics import correlation
@@ -773,13 +774,7 @@ def test_significant_losses_are_counted_for_the_ceiling_and_the_left_out_default
 def test_bank_rules_prints_how_many_labels_are_needed() -> None:
     """benchmarks/bank_rules.py's table for docs/judge.md: a row per rule and size with the
     mean gain and its standard error, worse shares and the baseline's share."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bank_rules.py"
-    spec = importlib.util.spec_from_file_location("bank_rules_script", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("bank_rules", "bank_rules_script")
     bank = {n: _pair(n, good=2, seed=s) for s, n in enumerate("abc")}
     rules = {"best": RULES["best"], "baseline": RULES["baseline"]}
     payload = replay_bank(bank, rules, n_valids=(50, 100), n_splits=5)
@@ -941,17 +936,11 @@ def test_the_committed_plan_meets_the_issue_and_the_bank_files_match_it() -> Non
 def test_the_plan_script_reproduces_the_committed_plan_from_the_stored_e2e_runs() -> None:
     """``bank.py plan`` is a function of the stored e2e runs and the shared data: rerun, it
     writes the committed plan again (the plan every bank file names by its sha256)."""
-    import importlib.util
-
     from judgeopt_lab import shared_data_dir
 
     if not (shared_data_dir() / "sfres" / "full.jsonl").is_file():
         pytest.skip("the shared data is not beside the project")
-    path = ROOT / "benchmarks" / "bank_plan.py"
-    spec = importlib.util.spec_from_file_location("bank_plan_script", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("bank_plan", "bank_plan_script")
     committed = json.loads(script.PLAN.read_text(encoding="utf-8"))
     assert script.make_plan(committed["min_pool"]) == committed
 
@@ -986,15 +975,7 @@ def test_the_default_preset_ships_the_preregistered_candidate() -> None:
 
 
 def _bank_plan_script() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "bank_plan_script", ROOT / "benchmarks" / "bank_plan.py"
-    )
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return load_script("bank_plan", "bank_plan_script")
 
 
 def test_an_extension_plan_holds_the_continued_searchs_new_strategies(tmp_path: Path) -> None:

@@ -3,21 +3,17 @@ fresh pairs' compile tables."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 import judgeopt_lab
 from judgeopt.selection import Pick, RuleInput
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bank_bound", ROOT / "bank_bound.py")
-assert _spec is not None and _spec.loader is not None
-bb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bb)
+bb = load_script("bank_bound")
 
 
 def test_a_short_replay_writes_every_setting_beside_the_candidate(tmp_path: Path, capsys) -> None:

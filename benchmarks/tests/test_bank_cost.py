@@ -4,13 +4,13 @@ reference. Small banks made by hand, so that every number is known."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from judgeopt.selection import Pick, RuleInput, RuleSpec, confirmation_split
 from judgeopt_lab import (
@@ -163,12 +163,7 @@ def test_a_smaller_budget_keeps_the_baseline_and_the_search_order() -> None:
 
 
 def _script() -> Any:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bank_cost.py"
-    spec = importlib.util.spec_from_file_location("bank_cost_script", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return load_script("bank_cost", "bank_cost_script")
 
 
 def test_cost_rows_put_the_replays_gain_beside_the_compiles_hours() -> None:

@@ -3,21 +3,17 @@ stacks with and without them, and a short replay on the committed bank."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from judgeopt.selection import RuleInput
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bank_distributions", ROOT / "bank_distributions.py")
-assert _spec is not None and _spec.loader is not None
-bd = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bd)
+bd = load_script("bank_distributions")
 
 
 def test_the_features_of_a_known_distribution() -> None:

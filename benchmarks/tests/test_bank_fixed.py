@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bank_fixed", ROOT / "bank_fixed.py")
-assert _spec is not None and _spec.loader is not None
-bf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bf)
+bf = load_script("bank_fixed")
 
 
 def test_a_short_fixed_replay_merges_into_the_json(tmp_path: Path, capsys) -> None:
@@ -189,10 +186,7 @@ def test_candidate_pairs_names_the_allowed_sets() -> None:
 
 
 def test_bank_rules_refuses_a_cut_of_a_partial_replay(capsys) -> None:
-    spec = importlib.util.spec_from_file_location("bank_rules_cut", ROOT / "bank_rules.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("bank_rules", "bank_rules_cut")
     with pytest.raises(SystemExit):
         script.main(["--candidates", "rate_first", "--partial"])
     assert "--candidates rate_first replays complete cuts" in capsys.readouterr().err

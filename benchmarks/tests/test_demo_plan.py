@@ -4,19 +4,13 @@ on small banks made by hand so that every number is known."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
+from _scripts import load_script
 
 from judgeopt.selection import Pick, RuleInput
 from judgeopt_lab import BankColumn, BankPair
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("demo_plan", ROOT / "demo_plan.py")
-assert _spec is not None and _spec.loader is not None
-dp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(dp)
+dp = load_script("demo_plan")
 
 
 def _pair(n: int = 160, level: str = "dataset") -> BankPair:

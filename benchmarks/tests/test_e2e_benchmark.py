@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _scripts import SCRIPTS, load_script
 
 from _selection_scripts import respond_with, sigterm_lm, write_preset
 from judgeopt.data import load_records
@@ -20,13 +21,7 @@ def _e2e_script(name: str, tmp_path: Path) -> tuple[Any, Path]:
     """benchmarks/e2e.py loaded as module ``name``, and a small HPSS preset (``SPACE``,
     k = 2, rule ``confirm``: its finalists and confirmation are what the report replays)
     written under ``tmp_path`` for its ``--optimizer``."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "e2e.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    e2e = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(e2e)
-    return e2e, write_preset(tmp_path, rule="confirm")
+    return load_script("e2e", name), write_preset(tmp_path, rule="confirm")
 
 
 def _scripted_lms(monkeypatch: Any, e2e: Any, shared_data: Path, good: str) -> list[ScriptedLM]:
@@ -340,12 +335,7 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
     old rule recomputed from the stored judgements gives every recorded search score, the
     new finalists are eligible and ranked by the new score, and a rule whose picks were
     never judged says so instead of guessing."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "rescore_e2e.py"
-    spec = importlib.util.spec_from_file_location("rescore_e2e", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("rescore_e2e")
     out = tmp_path / "rescore.json"
     assert mod.main(["--json", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -375,7 +365,7 @@ def test_rescore_of_the_committed_e2e_pairs_reproduces_their_search_scores(
     assert min(int(k[1:]) for k in keys) >= 1 and max(int(k[1:]) for k in keys) == 20  # of 20
     assert relevance["rules_now"]["confirm"]["returns"] == "#19"  # docs/benchmarks.md, 11
     assert "| summeval/relevance | confirm | #19 | +0.167" in capsys.readouterr().out
-    committed = json.loads((path.parent / "results" / "rescore_e2e.json").read_text())
+    committed = json.loads((SCRIPTS / "results" / "rescore_e2e.json").read_text())
     data.pop("provenance")  # which commit and command made it: not the result
     committed.pop("provenance", None)
     assert data == committed

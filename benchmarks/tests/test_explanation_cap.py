@@ -4,21 +4,17 @@ cutter stands in for the tokenizer, so every number is known."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from judgeopt_lab import BankColumn, BankPair
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("explanation_cap", ROOT / "explanation_cap.py")
-assert _spec is not None and _spec.loader is not None
-ec = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ec)
+ec = load_script("explanation_cap")
 
 PREFIX = {"scale": 5, "cot": "prefix", "reference": "none"}
 NONE = {"scale": 5, "cot": "none", "reference": "none"}

@@ -4,14 +4,9 @@ number is known."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from _scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("loop_stop", ROOT / "loop_stop.py")
-assert _spec is not None and _spec.loader is not None
-ls = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ls)
+ls = load_script("loop_stop")
 
 
 class Words:

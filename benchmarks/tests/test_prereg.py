@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _scripts import load_script
 
 from judgeopt.selection import RULES
 from judgeopt.teleprompt import load_optimizer
@@ -19,10 +19,7 @@ PLAN = json.loads((ROOT / "default_prereg.json").read_text(encoding="utf-8"))
 CAND = PLAN["candidate"]
 PAIRS = sorted(PLAN["stage_1_bank"]["pairs"])
 
-_spec = importlib.util.spec_from_file_location("prereg_check", ROOT / "prereg_check.py")
-assert _spec is not None and _spec.loader is not None
-pc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pc)
+pc = load_script("prereg_check")
 
 
 def test_the_registered_preset_is_the_registered_rule() -> None:

@@ -5,7 +5,6 @@ the control flow and the arithmetic, not what the model answers."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -14,15 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from judgeopt.judge import JudgeProgram, load_task
 from judgeopt_lab import BankColumn, BankPair, strategy_json
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("rating_recovery", ROOT / "rating_recovery.py")
-assert _spec is not None and _spec.loader is not None
-rr = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rr)
+rr = load_script("rating_recovery")
 
 
 class ScriptedLM:
