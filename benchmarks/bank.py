@@ -53,7 +53,11 @@ Three steps, each resumable:
     a plan of the new strategies only (pair ``PAIR_b40``, the same pool), committed before
     they are judged on it; ``record --plan bank_plan_b40.json`` judges them like any pair
     (importing what the continued compile judged), and :func:`judgeopt_lab.join_pairs`
-    joins the two pairs' columns for a replay.
+    joins the two pairs' columns for a replay. With ``--own-path`` the run is another compile
+    of the pair whose search took its own path (today's default compile, say): the plan
+    (``PAIR_path<budget>``, :func:`bank_plan.path_plan`) holds the columns that path needs
+    beyond the base pair's and the path itself, which :func:`judgeopt_lab.along_path` follows
+    in a replay of the joined pairs.
 
 Usage:
     python benchmarks/bank.py plan [--min-pool 250]
@@ -63,6 +67,7 @@ Usage:
     python benchmarks/bank.py status
     python benchmarks/bank.py pack
     python benchmarks/bank.py extend --pairs PAIR --run-dir DIR --budget 40 --out PLAN_FILE
+        [--own-path]
     (every command but plan and extend takes --plan PLAN_FILE; default bank_plan.json)
 
 Set JUDGEOPT_THREADS to the CPU threads of the local model (default 2).
@@ -107,6 +112,7 @@ from bank_plan import (  # noqa: E402 - the sibling script, found through the li
     e2e_split,
     extension_plan,
     make_plan,
+    path_plan,
     plan_sha,
     pool_records,
 )
@@ -483,7 +489,8 @@ def _extend(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 2
     base = json.loads(base_path.read_text(encoding="utf-8"))
     try:
-        made = extension_plan(base, plan_sha(base_path), pairs[0], Path(args.run_dir), args.budget)
+        make = path_plan if args.own_path else extension_plan
+        made = make(base, plan_sha(base_path), pairs[0], Path(args.run_dir), args.budget)
     except ValueError as e:
         parser.error(f"extend: {e}")
     write_json(out, made)
@@ -504,6 +511,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--run-dir", help="extend: the pair's continued e2e run")
     p.add_argument("--budget", type=int, help="extend: the budget the search was continued to")
     p.add_argument("--out", help="extend: where the extension plan goes")
+    p.add_argument(
+        "--own-path",
+        action="store_true",
+        help="extend: the run's search took its own path (another compile of the pair, not "
+        "the stored one continued): plan the columns that path needs (bank_plan.path_plan)",
+    )
     p.add_argument("--pairs", default=None, help="default: every pair of the plan")
     p.add_argument("--parallel", type=int, default=8)
     p.add_argument("--max-minutes", type=float, default=None)

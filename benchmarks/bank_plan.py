@@ -285,6 +285,75 @@ def extension_plan(
     }
 
 
+def path_plan(
+    base: dict[str, Any], base_sha: str, pair: str, run_dir: Path, budget: int
+) -> dict[str, Any]:
+    """A plan of the columns another search path of ``pair`` needs on the pair's pool.
+
+    :func:`extension_plan` continues the stored e2e search; this takes a run whose search
+    took its own path (``run_dir``: a ``benchmarks/e2e.py`` run of ``pair`` with the stored
+    split, for instance the default compile of today, whose candidates differ from the stored
+    run's). Its first ``budget`` counted strategies are the path (``path``, in order, each with
+    its ``search #n`` role); those the base pair does not hold are the new columns (keyed
+    after the base pair's last, self-consistency left out as in the base plan), and the
+    others are read from the base pair's columns. The pool is the base pair's, so
+    :func:`judgeopt_lab.join_pairs` joins both and :func:`judgeopt_lab.along_path` orders the
+    joined columns by the path for a replay. Its name is ``<pair>_path<budget>``.
+
+    Raises:
+        ValueError: On an unknown pair, a run with another split, or a run that has not
+            reached ``budget``.
+    """
+    by_name = {p["name"]: p for p in base["pairs"]}
+    if pair not in by_name:
+        raise ValueError(f"pair {pair!r} is not in the base plan; it has {sorted(by_name)}")
+    bp = by_name[pair]
+    row = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    split = bp["e2e_split"]
+    if (row["n_valid"], row["n_test"]) != (split["n_valid"], split["n_test"]):
+        raise ValueError(
+            f"{run_dir}: split {row['n_valid']}/{row['n_test']} is not the base run's "
+            f"{split['n_valid']}/{split['n_test']}"
+        )
+    trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
+    counted = [t for t in trace if not _uncounted(t)]
+    if len(counted) < budget:
+        raise ValueError(f"{run_dir}: its search evaluated {len(counted)} of {budget} strategies")
+    seen = {strategy_json(c["strategy"]) for c in bp["columns"]}
+    path, columns, excluded = [], [], []
+    for rank, t in enumerate(counted[:budget], start=1):
+        strategy, role = t["strategy"], f"search #{rank}"
+        path.append({"strategy": strategy, "role": role})
+        key = strategy_json(strategy)
+        if key in seen:
+            continue
+        seen.add(key)
+        if str(strategy["decoding"]).startswith("sc"):
+            excluded.append({"strategy": strategy, "roles": [role], "reason": "self-consistency"})
+            continue
+        columns.append({"strategy": strategy, "roles": [role]})
+    excluded += [_unjudgeable(t) for t in trace if _uncounted(t)]
+    first = len(bp["columns"]) + 1
+    return {
+        "format": BANK_FORMAT,
+        "model": base["model"],
+        "model_weights": base["model_weights"],
+        "min_pool": base["min_pool"],
+        "decoding": base["decoding"],
+        "extends": {"plan_sha": base_sha, "pair": pair, "budget": budget, "path": "own"},
+        "pairs": [
+            {
+                **{k: v for k, v in bp.items() if k != "columns"},
+                "name": f"{pair}_path{budget}",
+                "e2e_run": _below_root(run_dir),
+                "path": path,
+                "columns": [{"key": f"C{first + k:02d}", **c} for k, c in enumerate(columns)],
+            }
+        ],
+        "excluded": excluded,
+    }
+
+
 def _below_root(path: Path) -> str:
     """``path`` relative to ``benchmarks/`` where it is below it (a committed plan names no
     machine's folders), else absolute."""

@@ -213,6 +213,41 @@ def join_pairs(base: BankPair, extension: BankPair) -> BankPair:
     )
 
 
+def along_path(pair: BankPair, path: Sequence[Mapping[str, Any]]) -> BankPair:
+    """``pair``'s columns in the order of another search ``path`` (a ``path`` plan's
+    ``path``: each entry's ``strategy`` and its ``role``, ``search #n``), each holding that
+    role alone (the path's first, the baseline, also ``baseline``), columns off the path left
+    out; twin columns count (a path's ``expected`` strategy is its greedy twin's column when
+    the bank read both from one call). A replay then cuts the path at any budget
+    (:func:`judgeopt_lab.first_k`, :func:`judgeopt_lab.rate_first_k`).
+
+    Raises:
+        ValueError: When a strategy of ``path`` is no column of ``pair`` (other than a
+            self-consistency strategy, which no bank plan holds), or the path does not start
+            with the pair's baseline.
+    """
+    by_key: dict[str, BankColumn] = {}
+    for col in pair.columns:
+        by_key.setdefault(strategy_json(col.strategy), col)
+    baseline = next((c for c in pair.columns if "baseline" in c.roles), None)
+    columns: list[BankColumn] = []
+    for n, entry in enumerate(path):
+        key = strategy_json(entry["strategy"])
+        if n == 0 and (baseline is None or key != strategy_json(baseline.strategy)):
+            raise ValueError(
+                f"along_path: the path of {pair.name} does not start with its baseline"
+            )
+        col = by_key.get(key)
+        if col is None:
+            if str(entry["strategy"].get("decoding", "")).startswith("sc"):
+                continue
+            raise ValueError(f"along_path: {pair.name} has no column for {key}")
+        roles = (("baseline",) if n == 0 else ()) + (str(entry["role"]),)
+        columns.append(replace(col, roles=roles))
+    missing = sum(int((~c.judged).sum()) for c in columns if c.judged is not None)
+    return replace(pair, columns=tuple(columns), missing=missing)
+
+
 def strategy_json(strategy: Mapping[str, Any]) -> str:
     """A strategy's plain-data form as a sorted JSON string: the bank's key of a strategy."""
     return json.dumps(dict(strategy), sort_keys=True)

@@ -1070,3 +1070,80 @@ def test_join_pairs_puts_an_extensions_columns_after_the_base_pairs() -> None:
         join_pairs(base, base)
     with pytest.raises(ValueError, match="not an extension"):
         join_pairs(base, _pair("b", good=2, seed=0))
+
+
+def test_a_path_plan_holds_the_columns_another_search_path_needs(tmp_path: Path) -> None:
+    """``bank.py extend --own-path``: another compile of a bank pair (its own search path, the
+    stored split) needs the columns of its path that the base pair lacks; the plan keeps the
+    whole path, in order, for the replay."""
+    script = _bank_plan_script()
+    base = json.loads((ROOT / "benchmarks" / "bank_plan.json").read_text(encoding="utf-8"))
+    name = "sfhot_informativeness"
+    stored = json.loads(
+        (ROOT / "benchmarks" / "runs" / "e2e_runs" / name / "result.json").read_text("utf-8")
+    )
+    base_pair = next(p for p in base["pairs"] if p["name"] == name)
+    held = [c["strategy"] for c in base_pair["columns"]]
+    first = held[0]  # the baseline
+    own = [
+        first,
+        {**first, "cot": "suffix"},
+        held[3],  # a column the base pair holds: read from it, no new column
+        {**first, "cot": "suffix", "decoding": "sc5"},  # no bank plan holds self-consistency
+        {**first, "cot": "none", "scale": 10},
+    ]
+    own = [s for k, s in enumerate(own) if k == 0 or s != first]
+    run = tmp_path / name
+    run.mkdir()
+    trace = [{"number": k, "strategy": s} for k, s in enumerate(own)]
+    (run / "result.json").write_text(
+        json.dumps({**stored, "search": {**stored["search"], "trace": trace}}), encoding="utf-8"
+    )
+    made = script.path_plan(base, "abc", name, run, len(own))
+    pair = made["pairs"][0]
+    assert pair["name"] == f"{name}_path{len(own)}" and pair["pool"] == base_pair["pool"]
+    assert made["extends"] == {"plan_sha": "abc", "pair": name, "budget": len(own), "path": "own"}
+    assert [p["strategy"] for p in pair["path"]] == own
+    assert [p["role"] for p in pair["path"]] == [f"search #{k + 1}" for k in range(len(own))]
+    new = [s for s in own if s not in held and s["decoding"] != "sc5"]
+    assert [c["strategy"] for c in pair["columns"]] == new
+    first_key = len(base_pair["columns"]) + 1
+    assert pair["columns"][0]["key"] == f"C{first_key:02d}"
+    assert [e["reason"] for e in made["excluded"]] == ["self-consistency"]
+    assert script.e2e_dir_of(pair) == run.resolve()
+    short = script.path_plan(base, "abc", name, run, 2)
+    assert len(short["pairs"][0]["path"]) == 2
+    with pytest.raises(ValueError, match=rf"evaluated {len(own)} of {len(own) + 1} strategies"):
+        script.path_plan(base, "abc", name, run, len(own) + 1)
+    (run / "result.json").write_text(json.dumps({**stored, "n_valid": 7}), encoding="utf-8")
+    with pytest.raises(ValueError, match="is not the base run's"):
+        script.path_plan(base, "abc", name, run, 1)
+
+
+def test_along_path_orders_the_joined_columns_by_another_path() -> None:
+    from dataclasses import replace
+
+    from judgeopt_lab import along_path, first_k
+
+    pair = _pair("a", good=2, seed=0)
+    c = pair.columns
+    twin = replace(c[3], key="C04~", strategy={**c[3].strategy, "decoding": "expected"})
+    pair = replace(pair, columns=(*c, twin))
+    path = [
+        {"strategy": c[0].strategy, "role": "search #1"},
+        {"strategy": c[4].strategy, "role": "search #2"},
+        {"strategy": {"scale": 5, "decoding": "sc5"}, "role": "search #3"},  # no column: skipped
+        {"strategy": twin.strategy, "role": "search #4"},
+        {"strategy": c[2].strategy, "role": "search #5"},
+    ]
+    along = along_path(pair, path)
+    assert [col.key for col in along.columns] == ["C01", "C05", "C04~", "C03"]
+    assert along.columns[0].roles == ("baseline", "search #1")
+    later = [("search #2",), ("search #4",), ("search #5",)]
+    assert [col.roles for col in along.columns[1:]] == later
+    cut, _ = first_k(along, 4)
+    assert [col.key for col in cut.columns] == ["C01", "C05", "C04~"]
+    with pytest.raises(ValueError, match="has no column"):
+        along_path(pair, [path[0], {"strategy": {"scale": 9}, "role": "search #2"}])
+    with pytest.raises(ValueError, match="does not start with its baseline"):
+        along_path(pair, path[1:])
