@@ -90,10 +90,10 @@ def test_additive_scores_are_the_sum_of_effects_fixed_within_a_path() -> None:
 
 
 def test_summarise_reads_differences_and_ranks_by_group() -> None:
-    def row(reproduced: bool, real: int, sim: float, rank: float) -> dict:
+    def row(scored: bool, real: int, sim: float, rank: float) -> dict:
         cell = {"real": real, "simulated_mean": sim, "mid_rank": rank}
         models = {"m": {"costly": cell, "twins": cell}}
-        return {"reproduced": reproduced, "candidates": "rate_first", "models": models}
+        return {"scored": scored, "candidates": "rate_first", "models": models}
 
     rows = [row(True, 3, 2.0, 0.75), row(True, 1, 2.0, 0.25), row(False, 0, 1.0, 0.1), {"x": 1}]
     out = pp.summarise(rows)
