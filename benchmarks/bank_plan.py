@@ -203,6 +203,34 @@ def make_plan(min_pool: int) -> dict[str, Any]:
     }
 
 
+def _run_of(
+    base: dict[str, Any], pair: str, run_dir: Path, budget: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The base plan's ``pair``, and the trace of the e2e run in ``run_dir`` (in order) with
+    its counted entries, checked: the run has the pair's stored split and reached ``budget``.
+
+    Raises:
+        ValueError: On an unknown pair, a run with another split, or a run that has not
+            reached ``budget``.
+    """
+    by_name = {p["name"]: p for p in base["pairs"]}
+    if pair not in by_name:
+        raise ValueError(f"pair {pair!r} is not in the base plan; it has {sorted(by_name)}")
+    bp = by_name[pair]
+    row = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    split = bp["e2e_split"]
+    if (row["n_valid"], row["n_test"]) != (split["n_valid"], split["n_test"]):
+        raise ValueError(
+            f"{run_dir}: split {row['n_valid']}/{row['n_test']} is not the base run's "
+            f"{split['n_valid']}/{split['n_test']}"
+        )
+    trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
+    counted = [t for t in trace if not _uncounted(t)]
+    if len(counted) < budget:
+        raise ValueError(f"{run_dir}: its search evaluated {len(counted)} of {budget} strategies")
+    return bp, trace, counted
+
+
 def extension_plan(
     base: dict[str, Any], base_sha: str, pair: str, run_dir: Path, budget: int
 ) -> dict[str, Any]:
@@ -221,21 +249,7 @@ def extension_plan(
         ValueError: On an unknown pair, a run with another split or search path, or a run
             that has not reached ``budget``.
     """
-    by_name = {p["name"]: p for p in base["pairs"]}
-    if pair not in by_name:
-        raise ValueError(f"pair {pair!r} is not in the base plan; it has {sorted(by_name)}")
-    bp = by_name[pair]
-    row = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-    split = bp["e2e_split"]
-    if (row["n_valid"], row["n_test"]) != (split["n_valid"], split["n_test"]):
-        raise ValueError(
-            f"{run_dir}: split {row['n_valid']}/{row['n_test']} is not the base run's "
-            f"{split['n_valid']}/{split['n_test']}"
-        )
-    trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
-    counted = [t for t in trace if not _uncounted(t)]
-    if len(counted) < budget:
-        raise ValueError(f"{run_dir}: its search evaluated {len(counted)} of {budget} strategies")
+    bp, trace, counted = _run_of(base, pair, run_dir, budget)
     end = int(counted[budget - 1]["number"]) + 1 if budget else 0  # budget spent there
     seen = {strategy_json(c["strategy"]) for c in bp["columns"]}  # planned, then new
     numbers = {
@@ -304,21 +318,7 @@ def path_plan(
         ValueError: On an unknown pair, a run with another split, or a run that has not
             reached ``budget``.
     """
-    by_name = {p["name"]: p for p in base["pairs"]}
-    if pair not in by_name:
-        raise ValueError(f"pair {pair!r} is not in the base plan; it has {sorted(by_name)}")
-    bp = by_name[pair]
-    row = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-    split = bp["e2e_split"]
-    if (row["n_valid"], row["n_test"]) != (split["n_valid"], split["n_test"]):
-        raise ValueError(
-            f"{run_dir}: split {row['n_valid']}/{row['n_test']} is not the base run's "
-            f"{split['n_valid']}/{split['n_test']}"
-        )
-    trace = sorted(row["search"]["trace"], key=lambda t: int(t["number"]))
-    counted = [t for t in trace if not _uncounted(t)]
-    if len(counted) < budget:
-        raise ValueError(f"{run_dir}: its search evaluated {len(counted)} of {budget} strategies")
+    bp, trace, counted = _run_of(base, pair, run_dir, budget)
     seen = {strategy_json(c["strategy"]) for c in bp["columns"]}
     path, columns, excluded = [], [], []
     for rank, t in enumerate(counted[:budget], start=1):

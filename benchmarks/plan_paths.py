@@ -40,15 +40,12 @@ import numpy as np
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from compile_cost import _lm_maker, recording_student, validation_part  # noqa: E402
-from judgeopt.judge import load_task  # noqa: E402
+from compile_cost import _lm_maker, validation_part  # noqa: E402
 from judgeopt.lm import RECOMMENDED_PARALLEL  # noqa: E402
 from judgeopt.search import Search, Strategy  # noqa: E402
-from judgeopt.teleprompt import JudgeSearch, load_optimizer  # noqa: E402
-from judgeopt.teleprompt._loop import CompileRun  # noqa: E402 - the compile up to its plan
 from judgeopt.teleprompt._planning import PLAN_SCORE_SD  # noqa: E402
 from judgeopt_lab import markdown_table, provenance, write_json  # noqa: E402
-from plan_replay import COSTLY  # noqa: E402
+from plan_replay import COSTLY, compile_run  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_OUT = RESULTS / "plan_paths.json"
@@ -134,30 +131,12 @@ def statistics(path: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 def rebuild(task_name: str, aspect: str, n_items: int, settings: Mapping[str, Any], lm: Any):
     """The compile's run up to its plan (its search at the start)."""
-    task = load_task(task_name)
-    items = validation_part(task_name)[:n_items]
     preset = str(settings["optimizer"])
     if preset.endswith(".toml"):  # a file named from the project's root (e2e_prereg.json)
         preset = str(Path(__file__).resolve().parents[1] / preset)
-    opt = JudgeSearch.from_config(
-        load_optimizer(preset),
-        budget=int(settings["budget"]),
-        seed=int(settings["seed"]),
-        progress=False,
-        **dict(settings.get("overrides") or {}),
-    )
-    student = recording_student(task, aspect, lm, old=False)
-    return CompileRun(
-        opt.config,
-        student,
-        trainset=list(items),
-        valset=None,
-        checkpoint_dir=None,
-        restart=False,
-        check_lm=False,
-        progress=False,
-        plan=False,
-    )
+    items = validation_part(task_name)[:n_items]
+    overrides = dict(settings.get("overrides") or {})
+    return compile_run(task_name, aspect, items, {**settings, "optimizer": preset}, overrides, lm)
 
 
 def reproduces(search: Search, trace: Sequence[Mapping[str, Any]]) -> bool:

@@ -112,6 +112,38 @@ def entry_items(name: str, entry: Mapping[str, Any], pair: str) -> list[Any]:
     return first_items(task, int(entry["plan"]["what"].split(" on ")[1].split()[0]))
 
 
+def compile_run(
+    task_name: str,
+    aspect: str,
+    items: Sequence[Any],
+    settings: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    lm: Any,
+) -> CompileRun:
+    """A compile of ``task_name``/``aspect`` on ``items`` rebuilt up to its first call (its
+    preset, budget and seed from ``settings``, the preset's fields ``overrides`` replaced):
+    its search at the start, its plan's inputs, nothing judged."""
+    opt = JudgeSearch.from_config(
+        load_optimizer(settings["optimizer"]),
+        budget=int(settings["budget"]),
+        seed=int(settings["seed"]),
+        progress=False,
+        **dict(overrides),
+    )
+    student = recording_student(load_task(task_name), aspect, lm, old=False)
+    return CompileRun(
+        opt.config,
+        student,
+        trainset=list(items),
+        valset=None,
+        checkpoint_dir=None,
+        restart=False,
+        check_lm=False,
+        progress=False,
+        plan=False,
+    )
+
+
 def replay(
     name: str,
     entry: Mapping[str, Any],
@@ -129,28 +161,10 @@ def replay(
     batch engine's clock), and the search's paths are planned with each."""
     pair = str(entry.get("pair") or settings["pair"])
     task_name, aspect = pair.split(":", 1)
-    task = load_task(task_name)
     plan, actual = entry_run(entry)
     items = entry_items(name, entry, pair)
-    preset = load_optimizer(settings["optimizer"])
-    opt = JudgeSearch.from_config(
-        preset,
-        budget=int(settings["budget"]),
-        seed=int(settings["seed"]),
-        progress=False,
-        **dict(settings.get("new_overrides") or {}),
-    )
-    student = recording_student(task, aspect, lm, old=False)
-    run = CompileRun(
-        opt.config,
-        student,
-        trainset=list(items),
-        valset=None,
-        checkpoint_dir=None,
-        restart=False,
-        check_lm=False,
-        progress=False,
-        plan=False,
+    run = compile_run(
+        task_name, aspect, items, settings, dict(settings.get("new_overrides") or {}), lm
     )
     visits = visit_kinds(run, entry)  # before the plans ask the search for its next
     timing = Timing(**plan["timing"]) if plan.get("timing") else None
