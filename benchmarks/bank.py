@@ -29,7 +29,9 @@ Three steps, each resumable:
     other pairs the same way. ``--columns rate_first`` records only the baseline and the
     search path's rate-first strategies (stopped at the score, a few seconds a call), so
     that a ``--candidates rate_first`` replay can read a pair long before its
-    explanation-first columns are done.
+    explanation-first columns are done. ``--path-cut K`` records only the columns a path
+    plan's first ``K`` strategies need (``extend --own-path``), so that the path's budget
+    ``K`` is whole on the pool before its larger budgets (``bank_budget.py``).
 
 ``twins``
     Makes the bank's *twin* columns whole (``load_bank(twins=True)``): a strategy that rates
@@ -63,6 +65,7 @@ Usage:
     python benchmarks/bank.py plan [--min-pool 250]
     python benchmarks/bank.py record [--pairs summeval_coherence,...] [--parallel 8]
         [--max-minutes M] [--levels 150,200] [--first 5] [--columns all|rate_first]
+        [--path-cut K]
     python benchmarks/bank.py twins [--pairs ...] [--parallel 8] [--max-minutes M]
     python benchmarks/bank.py status
     python benchmarks/bank.py pack
@@ -97,6 +100,7 @@ from judgeopt_lab import (
     judgement_covers,
     keep_judgement,
     markdown_table,
+    path_cut_columns,
     rate_first_columns,
     run_interruptible,
     strategy_json,
@@ -332,12 +336,20 @@ class Recorder:
             if n_since:
                 stat()
 
-    def record(self, deadline: float | None, upto: int | None = None, columns: str = "all") -> bool:
+    def record(
+        self,
+        deadline: float | None,
+        upto: int | None = None,
+        columns: str = "all",
+        path_cut: int | None = None,
+    ) -> bool:
         """Judge what is missing, or only until at least ``upto`` pool items are judged by
         every column; False when ``deadline`` stopped it first. ``columns``: ``"all"``, or
         ``"rate_first"``: only the baseline and the search path's rate-first strategies
         (:func:`judgeopt_lab.rate_first_columns`), the cut a ``--candidates rate_first``
-        replay reads."""
+        replay reads. ``path_cut``: only the columns the path's first ``path_cut``
+        strategies need (:func:`judgeopt_lab.path_cut_columns`), the cut a budget replay
+        (``bank_budget.py``) reads at that budget."""
         if not self.path.exists() and not (BANK_DIR / f"{self.plan['name']}.jsonl.gz").exists():
             self.write([{"kind": "header", "plan_sha": self.sha, "pair": self.plan["name"]}])
         have = self.have()
@@ -350,12 +362,15 @@ class Recorder:
         plan = self.plan
         if columns == "rate_first":
             plan = {**plan, "columns": rate_first_columns(plan["columns"])}
+        if path_cut is not None:
+            plan = {**plan, "columns": path_cut_columns(plan["columns"], path_cut)}
         todo = bank_todo(plan, have, self.groups, wave=WAVE_ITEMS, upto=upto)
         log.info(
-            "%s: %d (strategy, item) calls to make%s%s",
+            "%s: %d (strategy, item) calls to make%s%s%s",
             self.plan["name"],
             len(todo),
             "" if columns == "all" else f" for the {len(plan['columns'])} {columns} columns",
+            "" if path_cut is None else f" for the path's first {path_cut} strategies",
             "" if upto is None else f" (until {upto} items are judged by every column)",
         )
         self._feed([(json.loads(b), rid) for b, rid in todo], deadline)
@@ -534,6 +549,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "strategies (the cut `bank_fixed.py --candidates rate_first` replays; cheap calls "
         "stopped at the score, so a pair's cut is complete long before the pair)",
     )
+    p.add_argument(
+        "--path-cut",
+        type=int,
+        default=None,
+        metavar="K",
+        help="record: only the columns a path plan's first K strategies need (the baseline "
+        "and search #1 to #K), so that the path's budget K is whole on the pool first",
+    )
     p.add_argument("--force", action="store_true", help="plan: overwrite an existing plan")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -547,6 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "extend":
         return _extend(p, args)
+    if args.path_cut is not None and args.path_cut < 1:
+        p.error(f"--path-cut {args.path_cut}: must be at least 1 (the baseline)")
     plan_path = Path(args.plan)
     if not plan_path.is_file():
         p.error(f"--plan {plan_path}: no such file")
@@ -609,7 +634,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in batch:
                     if name not in recorders:
                         recorders[name] = Recorder(by_name[name], sha, lm, args.parallel)
-                    if not recorders[name].record(deadline, upto=level, columns=args.columns):
+                    recorder = recorders[name]
+                    if not recorder.record(
+                        deadline, upto=level, columns=args.columns, path_cut=args.path_cut
+                    ):
                         return 0
         return 0
 

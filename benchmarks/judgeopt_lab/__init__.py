@@ -29,9 +29,9 @@ them over many splits and chooses the default leave-one-pair-out (:func:`choose_
 and :func:`selection_settings` / :func:`preset_toml` turn the choice into a preset's
 settings. What a replayed compile's judging costs (``benchmarks/bank_cost.py``):
 :func:`judgement_costs` (seconds per judgement from the bank's chunks), :func:`cost_matrix`,
-:func:`first_k` (a smaller budget's columns), :func:`rate_first_k` (the rate-first candidates;
-:func:`rate_first_columns` in a plan; :func:`candidate_pairs`, the pairs complete for a
-candidate set),
+:func:`first_k` (a smaller budget's columns; :func:`path_cut_columns` in a plan),
+:func:`rate_first_k` (the rate-first candidates; :func:`rate_first_columns` in a plan;
+:func:`candidate_pairs`, the pairs complete for a candidate set),
 :func:`stopped_costs` (rate-first calls stopped at the score) and :func:`compile_seconds` /
 :func:`rule_cost_rows` (per rule and split). A pre-registered default's verdict from the
 results its plan names: :func:`prereg_verdict` (``benchmarks/prereg_check.py``), with
@@ -71,6 +71,7 @@ from ._bank_cost import (
     explains_after_rating,
     first_k,
     judgement_costs,
+    path_cut_columns,
     race,
     raced,
     rate_first_columns,
@@ -175,6 +176,7 @@ __all__ = [
     "replay_fixed",
     "replay_rule",
     "significantly_worse",
+    "path_cut_columns",
     "race",
     "raced",
     "rate_first_columns",

@@ -298,6 +298,24 @@ def rate_first_columns(columns: Sequence[Mapping[str, Any]]) -> list[Mapping[str
     ]
 
 
+def path_cut_columns(columns: Sequence[Mapping[str, Any]], k: int) -> list[Mapping[str, Any]]:
+    """The columns of a bank plan's pair that :func:`first_k` keeps at budget ``k``: the
+    baseline and the search path's strategies ranked ``search #1`` to ``search #k``, in the
+    plan's order (what ``bank.py record --path-cut K`` records first, so that a path's
+    smaller budgets are whole on the pool before its larger ones).
+
+    Raises:
+        ValueError: When ``k`` is below 1.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1 (the baseline); got {k}")
+    return [
+        c
+        for c in columns
+        if "baseline" in c["roles"] or ((rank := _rank_of(c["roles"])) is not None and rank <= k)
+    ]
+
+
 #: How a stopped call of a strategy that explains after its rating is costed
 #: (:func:`stopped_costs`).
 STOP_ESTIMATES = ("none", "ratio")

@@ -1147,3 +1147,12 @@ def test_along_path_orders_the_joined_columns_by_another_path() -> None:
         along_path(pair, [path[0], {"strategy": {"scale": 9}, "role": "search #2"}])
     with pytest.raises(ValueError, match="does not start with its baseline"):
         along_path(pair, path[1:])
+
+
+def test_record_refuses_a_path_cut_below_the_baseline(capsys: pytest.CaptureFixture[str]) -> None:
+    """``bank.py record --path-cut 0`` names the option and what is allowed, before any model
+    is loaded or plan read."""
+    bank = load_script("bank", "bank_script")
+    with pytest.raises(SystemExit):
+        bank.main(["record", "--path-cut", "0", "--plan", "no-such-plan.json"])
+    assert "--path-cut 0: must be at least 1" in capsys.readouterr().err

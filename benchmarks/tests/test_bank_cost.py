@@ -23,6 +23,7 @@ from judgeopt_lab import (
     explains_after_rating,
     first_k,
     judgement_costs,
+    path_cut_columns,
     race,
     raced,
     rate_first_columns,
@@ -394,6 +395,21 @@ def test_rate_first_columns_name_the_cut_in_a_plan() -> None:
     kept = [c["key"] for c in rate_first_columns(planned)]
     assert kept == [c.key for c in rate_first_k(pair)[0].columns]
     assert kept == ["C01", "C03", "C04", "C06", "C07", "C08"]
+
+
+def test_path_cut_columns_name_first_k_in_a_plan() -> None:
+    """On a plan's columns, the same columns :func:`first_k` keeps at every budget; a budget
+    below the baseline is refused."""
+    pair = _mixed_pair()
+    planned = [
+        {"key": c.key, "roles": list(c.roles), "strategy": dict(c.strategy)} for c in pair.columns
+    ]
+    for k in range(1, len(planned) + 2):
+        kept = [c["key"] for c in path_cut_columns(planned, k)]
+        assert kept == [c.key for c in first_k(pair, k)[0].columns]
+    assert len(path_cut_columns(planned, 1)) < len(path_cut_columns(planned, 4))
+    with pytest.raises(ValueError, match="at least 1"):
+        path_cut_columns(planned, 0)
 
 
 def _mixed_costs(pair: BankPair) -> np.ndarray:
