@@ -773,8 +773,8 @@ def test_recorded_timing_fits_the_rates_of_computed_and_written_tokens() -> None
             s["seconds"] / s["calls"]
         )
     # Summaries whose computed and written tokens are in the same proportion cannot tell
-    # the rates apart; one summary without the count (an LM that does not count) neither:
-    # the seconds are pooled as before.
+    # the rates apart; one summary with the count beside one without (an LM that does not
+    # count) neither: the seconds are pooled as before.
     half = summary(52, 177 * 52, 5 * 52)
     pooled = recorded_timing(Capped(), [instructions_first, half])
     assert pooled is not None
@@ -782,6 +782,18 @@ def test_recorded_timing_fits_the_rates_of_computed_and_written_tokens() -> None
     for timing in (pooled, recorded_timing(Capped(), [instructions_first, older])):
         assert timing is not None and timing.prompt_seconds is None
         assert timing.computed_tokens is None
+    # A summary without the count beside those that tell the rates apart (a resumed run's
+    # first evaluation: the engine started during it) is left out of the fit, not a reason
+    # to pool every prompt token as computed.
+    resumed = {**summary(104, 90 * 104, 5 * 104), "seconds": 400.0}
+    del resumed["computed_tokens"]
+    mixed = recorded_timing(Capped(), [instructions_first, item_first, explained, resumed])
+    assert mixed is not None and mixed.prompt_seconds == pytest.approx(0.015)
+    for s in (instructions_first, item_first, explained):
+        computed = s["computed_tokens"] / s["calls"]
+        assert mixed.per_call(750, s["completion_tokens"] / s["calls"], computed) == pytest.approx(
+            s["seconds"] / s["calls"]
+        )
 
 
 def test_an_evaluation_on_the_engine_counts_the_prompt_tokens_it_computed(

@@ -27,10 +27,13 @@ def recorded_timing(
     cache are not counted in ``calls``). Every call is timed as the recorded ones ran,
     ``in_flight`` at once:
 
-    * when every summary counts its computed prompt tokens and they tell the two rates apart
+    * when the summaries that count their computed prompt tokens tell the two rates apart
       (:func:`_fitted_rates`: seconds = a rate per computed prompt token x those tokens + a
       rate per written token x those tokens, both positive), calls are timed on the tokens
-      they compute, at those rates;
+      they compute, at those rates. Summaries without the count are left out of the fit
+      (a resumed run's first evaluation has none: the engine started during it), so one of
+      them does not send a run whose prompts share most of their tokens back to timing
+      every prompt token as computed;
     * otherwise the seconds are pooled into one cost per token unit (a prompt token
       :data:`PREFILL_SPEEDUP` times cheaper than a written one).
 
@@ -69,14 +72,17 @@ def recorded_timing(
     else:
         mean_written = written / calls
     mean_written = max(1, round(mean_written))
-    fitted = _fitted_rates(rows)
+    counted = [r for r in rows if r[3] is not None]
+    fitted = _fitted_rates(counted)
     if fitted is not None:
         reading, writing = fitted
-        mean_computed = sum(r[3] or 0.0 for r in rows) / calls
-        read = mean_computed + REUSED_TOKEN_COST * max(0.0, mean_prompt - mean_computed)
+        counted_calls = sum(r[0] for r in counted)
+        mean_computed = sum(r[3] or 0.0 for r in counted) / counted_calls
+        counted_prompt = round(sum(r[1] for r in counted) / counted_calls)
+        read = mean_computed + REUSED_TOKEN_COST * max(0.0, counted_prompt - mean_computed)
         return Timing(
             seconds=reading * read + writing * mean_written,
-            prompt_tokens=mean_prompt,
+            prompt_tokens=counted_prompt,
             completion_tokens=mean_written,
             cap=cap_of(program),
             in_flight=in_flight,
@@ -100,9 +106,9 @@ def _fitted_rates(
     """Seconds per computed prompt token and per written token that best explain the rows'
     seconds (least squares, no intercept; a row: calls, prompt, written, computed, seconds;
     a reused prompt token counted as :data:`REUSED_TOKEN_COST` of a computed one).
-    ``None`` unless every row counts its computed tokens, there are at least two, and both
-    rates come out positive (rows whose computed and written tokens are in the same
-    proportion cannot tell the rates apart)."""
+    ``None`` unless every row counts its computed tokens (:func:`recorded_timing` passes
+    those that do), there are at least two, and both rates come out positive (rows whose
+    computed and written tokens are in the same proportion cannot tell the rates apart)."""
     if len(rows) < 2 or any(r[3] is None for r in rows):
         return None
     read = [(r[3] or 0.0) + REUSED_TOKEN_COST * max(0.0, r[1] - (r[3] or 0.0)) for r in rows]
