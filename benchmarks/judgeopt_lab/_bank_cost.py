@@ -219,12 +219,15 @@ def _rank_of(roles: Iterable[str]) -> int | None:
 def first_k(pair: BankPair, k: int) -> tuple[BankPair, list[int]]:
     """The pair cut to the baseline and the columns the search evaluated first, up to ``k``
     in all (a search at budget ``k`` that took the same path), and their rows in ``pair``."""
-    rows = [
-        i
-        for i, c in enumerate(pair.columns)
-        if "baseline" in c.roles or ((rank := search_rank(c)) is not None and rank <= k)
-    ]
+    rows = [i for i, c in enumerate(pair.columns) if _within(c.roles, k)]
     return _cut(pair, rows), rows
+
+
+def _within(roles: Iterable[str], k: int) -> bool:
+    """A column of these ``roles`` is in a path cut at budget ``k``: the baseline, or the
+    search's ``search #1`` to ``search #k``."""
+    roles = tuple(roles)
+    return "baseline" in roles or ((rank := _rank_of(roles)) is not None and rank <= k)
 
 
 def _cut(pair: BankPair, rows: Sequence[int]) -> BankPair:
@@ -309,11 +312,7 @@ def path_cut_columns(columns: Sequence[Mapping[str, Any]], k: int) -> list[Mappi
     """
     if k < 1:
         raise ValueError(f"k must be at least 1 (the baseline); got {k}")
-    return [
-        c
-        for c in columns
-        if "baseline" in c["roles"] or ((rank := _rank_of(c["roles"])) is not None and rank <= k)
-    ]
+    return [c for c in columns if _within(c["roles"], k)]
 
 
 #: How a stopped call of a strategy that explains after its rating is costed
