@@ -12,6 +12,12 @@ stopped there would have judged them), on the same seeded splits for every cut. 
 mean test gain over the baseline, the share of splits worse than the baseline, and its
 paired difference from the reference cut (20, the default budget) split by split.
 
+The candidates are the default's (``candidates = "rate_first"`` in ``optimizers/auto.toml``,
+the registration's "rate-first cut"): within each budget's cut, the baseline and the path's
+strategies that rate before they explain (:func:`judgeopt_lab.rate_first_k`). Such a replay
+reads no explanation-first column, so ``bank.py record --columns rate_first --path-cut K``
+makes a cut whole for it (``--candidates all``: every strategy of the cut).
+
 A cut of a path is what a compile at that budget judges only if the search would have taken
 the same first steps; with ``auto``'s constants chosen per budget (``BUDGET_DEFAULTS``) a
 search started at another budget may not (the same caveat as ``bank_cost.py``'s budgets).
@@ -42,6 +48,7 @@ from judgeopt_lab import (
     load_bank,
     markdown_table,
     provenance,
+    rate_first_k,
     replay_rule,
     write_json,
 )
@@ -52,6 +59,8 @@ BANK_DIR = ROOT / "runs" / "bank"
 DEFAULT_OUT = ROOT / "results" / "bank_budget.json"
 #: The shipped default (optimizers/auto.toml, benchmarks/default_prereg.json).
 DEFAULT_RULE = ("stack+guard", {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True})
+#: The candidate sets a cut can be replayed on; the first is the default's (registered).
+CANDIDATES = ("rate_first", "all")
 
 
 def path_bank(path_plan: Path, plan: Path = PLAN, directory: Path = BANK_DIR) -> BankPair:
@@ -75,23 +84,33 @@ def budget_replay(
     n_splits: int = 200,
     seed: int = 0,
     reference: int = 20,
+    candidates: str = "all",
 ) -> dict[str, Any]:
     """``rule`` at ``setting`` on ``pair`` cut after each of ``cuts`` strategies, every cut on
     the same splits; a cut whose columns are not all judged on the pool is reported as such.
+    ``candidates``: ``"all"``, every column of the cut, or ``"rate_first"``, the baseline and
+    the cut's strategies that rate before they explain (what a compile with ``candidates =
+    "rate_first"`` chooses among after a search of that budget).
 
     Raises:
-        ValueError: On an unknown rule.
+        ValueError: On an unknown rule or candidate set.
     """
     spec = RULES.get(rule)
     if spec is None:
         raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(RULES)}")
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates: {candidates!r}; allowed: {list(CANDIDATES)}")
     fn = spec.bind(setting)
     splits = bank_splits(pair, n_valid, n_splits, seed)
     rows: dict[str, dict[str, Any]] = {}
     gains: dict[int, np.ndarray] = {}
     for k in cuts:
         cut, _ = first_k(pair, k)
-        row: dict[str, Any] = {"strategies": len(cut.columns), "complete": cut.complete}
+        row: dict[str, Any] = {"strategies": len(cut.columns)}
+        if candidates == "rate_first":
+            cut, _ = rate_first_k(cut)
+            row["candidates"] = len(cut.columns)
+        row["complete"] = cut.complete
         if not cut.complete:
             rows[str(k)] = row | {"missing": cut.missing}
             continue
@@ -117,6 +136,7 @@ def budget_replay(
         "n_splits": n_splits,
         "seed": seed,
         "reference": reference,
+        "candidates": candidates,
         "cuts": rows,
     }
 
@@ -129,21 +149,31 @@ def table(result: Mapping[str, Any]) -> str:
     """The replay as a markdown table, one row per cut."""
     rows = []
     for k, row in result["cuts"].items():
+        size = str(row["strategies"])
+        if "candidates" in row:
+            size += f" ({row['candidates']} candidates)"
         if not row["complete"]:
-            rows.append([k, row["strategies"], f"{row['missing']} judgements missing", "", "", ""])
+            rows.append([k, size, f"{row['missing']} judgements missing", "", "", ""])
             continue
         diff = row.get("minus_reference")
         rows.append(
             [
                 k,
-                row["strategies"],
+                size,
                 f"{row['mean_gain']:+.3f} ({row['split_se']:.3f})",
                 f"{100 * row['worse_share']:.1f} %",
                 f"{100 * row['baseline_share']:.1f} %",
                 "" if diff is None else f"{diff:+.3f} ({row['minus_reference_se']:.3f})",
             ]
         )
-    header = ["budget", "columns", "mean gain (split s.e.)", "worse", "baseline kept", "minus ref"]
+    header = [
+        "budget",
+        "strategies",
+        "mean gain (split s.e.)",
+        "worse",
+        "baseline kept",
+        "minus ref",
+    ]
     return markdown_table(header, rows)
 
 
@@ -156,6 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n-valid", type=int, default=100)
     p.add_argument("--splits", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--candidates",
+        choices=CANDIDATES,
+        default=CANDIDATES[0],
+        help="the strategies of each cut the rule chooses among (default: the default "
+        "compile's, rate_first)",
+    )
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     pair = path_bank(Path(args.path_plan))
@@ -168,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         n_valid=args.n_valid,
         n_splits=args.splits,
         seed=args.seed,
+        candidates=args.candidates,
     )
     print(table(result))
     write_json(Path(args.out), result | {"provenance": provenance()})

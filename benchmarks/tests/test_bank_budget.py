@@ -79,3 +79,42 @@ def test_along_path_then_cut_follows_the_new_paths_order() -> None:
     out = bb.budget_replay(along, [3, 4], "best", {}, n_valid=100, n_splits=20, reference=3)
     # on the new path the better column comes fourth: only the cut at 4 holds it
     assert out["cuts"]["4"]["minus_reference"] > 0.1
+
+
+def _with_cot(pair: BankPair, explains_first: set[int]) -> BankPair:
+    """``pair`` whose columns at ``explains_first`` (0-based) explain before rating."""
+    cols = [
+        replace(c, strategy={**c.strategy, "cot": "prefix" if i in explains_first else "none"})
+        for i, c in enumerate(pair.columns)
+    ]
+    return replace(pair, columns=tuple(cols))
+
+
+def test_the_rate_first_replay_chooses_only_among_the_cuts_rate_first_strategies() -> None:
+    # the better column (fifth on the path) explains first: the default's candidates
+    # (rate_first) never hold it, every candidate of the cut does
+    pair = _with_cot(_path_pair(good_at=5), explains_first={0, 4})
+    every = bb.budget_replay(pair, [4, 5], "best", {}, n_valid=100, n_splits=20, reference=4)
+    rate = bb.budget_replay(
+        pair, [4, 5], "best", {}, n_valid=100, n_splits=20, reference=4, candidates="rate_first"
+    )
+    assert every["cuts"]["5"]["minus_reference"] > 0.1
+    assert rate["candidates"] == "rate_first"
+    # the cut at 5 adds only an explanation-first strategy: the same candidates, the same gains
+    assert rate["cuts"]["5"]["strategies"] == 5
+    assert rate["cuts"]["5"]["candidates"] == rate["cuts"]["4"]["candidates"] == 4
+    assert rate["cuts"]["5"]["minus_reference"] == 0.0
+    # an unjudged explanation-first column does not make a rate-first cut incomplete
+    judged = np.ones(len(pair.ids), dtype=bool)
+    judged[:3] = False
+    cols = list(pair.columns)
+    cols[4] = replace(cols[4], judged=judged)
+    partial = replace(pair, columns=tuple(cols), missing=3)
+    again = bb.budget_replay(
+        partial, [5], "best", {}, n_valid=100, n_splits=20, reference=4, candidates="rate_first"
+    )
+    assert again["cuts"]["5"]["complete"]
+    assert again["cuts"]["5"]["mean_gain"] == rate["cuts"]["5"]["mean_gain"]
+    assert not bb.budget_replay(partial, [5], "best", {}, n_splits=5)["cuts"]["5"]["complete"]
+    with pytest.raises(ValueError, match="candidates"):
+        bb.budget_replay(pair, [5], "best", {}, candidates="some")
