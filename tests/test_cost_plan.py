@@ -717,6 +717,30 @@ def test_a_judge_that_puts_the_item_first_computes_more_of_its_prompt(
     assert call_cost(base, records[:8], smol_batched).computed_tokens is None
 
 
+def test_an_evaluation_that_starts_the_engine_counts_its_computed_tokens(task, records) -> None:
+    """The first batched evaluation on a model (a resumed compile's first strategy, say)
+    starts its engine: the prompt tokens it computed are counted from the engine's zero, as
+    on an engine already running, so a resumed run's first evaluation times the plan too."""
+    from judgeopt.evaluate import evaluate
+    from judgeopt.lm import LlamaCppLM
+
+    try:  # parallel 7: an engine of its own, not started by another test
+        lm = LlamaCppLM("smollm2-135m", cache=False, n_threads=2, parallel=7)
+        lm.load()
+    except Exception as e:  # noqa: BLE001 - the model packages are an optional install
+        pytest.skip(f"smollm2-135m is not available: {e}")
+    assert lm.prompt_reuse() is None  # loaded, no batched call yet
+    base = JudgeProgram(task, "naturalness", lm=lm)
+    judge = base.with_strategy({**base.strategy.as_dict(), "cot": "none"})
+    first = evaluate(judge, records[:4], lm=lm, threads=4, progress=False)
+    started = lm.prompt_reuse()
+    assert started is not None and first.computed_tokens == started["evaluated"] > 0
+    again = evaluate(judge, records[4:6], lm=lm, threads=4, progress=False)
+    after = lm.prompt_reuse()
+    assert after is not None
+    assert again.computed_tokens == after["evaluated"] - started["evaluated"] > 0
+
+
 def test_the_embedded_model_is_timed_on_computed_tokens(task, records, smol_batched) -> None:
     """Real engine, the batch's wall time (``from_engine=False``): judged together, the timed
     judgement records the prompt tokens it computed (the engine's count) and the rate of

@@ -31,8 +31,9 @@ def recorded_timing(
       (:func:`_fitted_rates`: seconds = a rate per computed prompt token x those tokens + a
       rate per written token x those tokens, both positive), calls are timed on the tokens
       they compute, at those rates. Summaries without the count are left out of the fit
-      (a resumed run's first evaluation has none: the engine started during it), so one of
-      them does not send a run whose prompts share most of their tokens back to timing
+      (an evaluation that made no batched call; in checkpoints written before ``evaluate``
+      counted from a newly started engine's zero, a resumed run's first evaluation), so one
+      of them does not send a run whose prompts share most of their tokens back to timing
       every prompt token as computed;
     * otherwise the seconds are pooled into one cost per token unit (a prompt token
       :data:`PREFILL_SPEEDUP` times cheaper than a written one).

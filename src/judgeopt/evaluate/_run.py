@@ -89,9 +89,11 @@ def evaluate(
     seconds = time.perf_counter() - t0
     result = _evaluation(program, records, items, seconds, before, _stats(the_lm))
     after = prompt_reuse_of(the_lm)
-    if reuse is None or after is None:
-        return result  # not counted (or the engine started during the run: unknown start)
-    return replace(result, computed_tokens=after["evaluated"] - reuse["evaluated"])
+    if after is None:
+        return result  # not counted: the LM has no batch engine, or this run did not use it
+    # An engine that started during the run (its first batched call) counted from zero.
+    start = 0 if reuse is None else reuse["evaluated"]
+    return replace(result, computed_tokens=after["evaluated"] - start)
 
 
 def scoring_program(program: Any, *, explain: bool = False) -> Any:
