@@ -40,6 +40,7 @@ import numpy as np
 
 from judgeopt.selection import RULES
 from judgeopt_lab import (
+    CANDIDATE_SETS,
     BankPair,
     along_path,
     bank_splits,
@@ -59,8 +60,6 @@ BANK_DIR = ROOT / "runs" / "bank"
 DEFAULT_OUT = ROOT / "results" / "bank_budget.json"
 #: The shipped default (optimizers/auto.toml, benchmarks/default_prereg.json).
 DEFAULT_RULE = ("stack+guard", {"m": 5, "ridge": 10.0, "margin": 0.1, "nonneg": True})
-#: The candidate sets a cut can be replayed on; the first is the default's (registered).
-CANDIDATES = ("rate_first", "all")
 
 
 def path_bank(path_plan: Path, plan: Path = PLAN, directory: Path = BANK_DIR) -> BankPair:
@@ -98,8 +97,8 @@ def budget_replay(
     spec = RULES.get(rule)
     if spec is None:
         raise ValueError(f"unknown rule {rule!r}; allowed: {sorted(RULES)}")
-    if candidates not in CANDIDATES:
-        raise ValueError(f"candidates: {candidates!r}; allowed: {list(CANDIDATES)}")
+    if candidates not in CANDIDATE_SETS:
+        raise ValueError(f"candidates: {candidates!r}; allowed: {list(CANDIDATE_SETS)}")
     fn = spec.bind(setting)
     splits = bank_splits(pair, n_valid, n_splits, seed)
     rows: dict[str, dict[str, Any]] = {}
@@ -188,8 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--candidates",
-        choices=CANDIDATES,
-        default=CANDIDATES[0],
+        choices=CANDIDATE_SETS,
+        default="rate_first",
         help="the strategies of each cut the rule chooses among (default: the default "
         "compile's, rate_first)",
     )

@@ -6,7 +6,7 @@ import contextvars
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -88,12 +88,8 @@ def evaluate(
     items = _judge_all(program, records, the_lm, threads, progress, desc, on_item, breaker)
     seconds = time.perf_counter() - t0
     result = _evaluation(program, records, items, seconds, before, _stats(the_lm))
-    after = prompt_reuse_of(the_lm)
-    if after is None:
-        return result  # not counted: the LM has no batch engine, or this run did not use it
-    # An engine that started during the run (its first batched call) counted from zero.
-    start = 0 if reuse is None else reuse["evaluated"]
-    return replace(result, computed_tokens=after["evaluated"] - start)
+    computed = computed_between(reuse, prompt_reuse_of(the_lm))
+    return result if computed is None else replace(result, computed_tokens=computed)
 
 
 def scoring_program(program: Any, *, explain: bool = False) -> Any:
@@ -332,6 +328,17 @@ class _Breaker:
 def _stats(lm: Any) -> Any:
     fn = getattr(lm, "stats", None)
     return fn() if callable(fn) else None
+
+
+def computed_between(
+    before: Mapping[str, int] | None, after: Mapping[str, int] | None
+) -> int | None:
+    """The prompt tokens a batch engine computed between two :func:`prompt_reuse_of` counts;
+    ``before`` ``None``: the engine started in between, so it counts from its zero. ``None``
+    when ``after`` is (the LM has no engine, or none has started yet)."""
+    if after is None:
+        return None
+    return after["evaluated"] - (0 if before is None else before["evaluated"])
 
 
 def prompt_reuse_of(lm: Any) -> dict[str, int] | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._endpoint import _quiet_copy, one_token_call
 from ._plan_prompts import cap_of, counts_computed, inputs_of, judges_of, plan_messages
-from ._run import evaluate, prompt_reuse_of, scoring_program
+from ._run import computed_between, evaluate, prompt_reuse_of, scoring_program
 from ._timing import REUSED_TOKEN_COST, Timing
 
 __all__ = [
@@ -196,8 +196,9 @@ def _computing(
         ids = [lm.prompt_token_ids(plan_messages(judge, [r], 0)) for r in timed]
         probe = plan_messages(judge, [following], 0)
         after = prompt_reuse_of(lm)
-        if after is not None:
-            done = float(after["evaluated"] - (reuse or {}).get("evaluated", 0))
+        counted = computed_between(reuse, after)
+        if counted is not None:
+            done = float(counted)
         else:
             done = float(sum(lm.computed_prompt_tokens(ids, in_flight=len(ids))))
         probe_ids = lm.prompt_token_ids(probe)
