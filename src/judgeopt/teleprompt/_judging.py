@@ -112,8 +112,12 @@ class Evaluator:
         *,
         desc: str,
         on_item: Callable[[ItemResult], Any],
+        alongside: Sequence[Record] = (),
     ) -> EvalResult:
         """Evaluate ``records``; judge the items whose call failed transiently once more.
+
+        ``alongside``: records judged in the first pass's run only, for a later
+        evaluation's cache (:func:`judgeopt.evaluate.evaluate`).
 
         A judgement is final only when its call did not fail transiently (see
         :data:`judgeopt.lm.TRANSIENT_KINDS`): items that still fail after the second try
@@ -132,6 +136,7 @@ class Evaluator:
             desc=desc,
             on_item=on_item,
             max_consecutive_failures=limit,
+            alongside=alongside,
         )
         failed = {i.id for i in res.items if i.transient}
         if not failed:
@@ -197,9 +202,11 @@ class Evaluator:
         *,
         metric: str,
         bar_to: float | None,
+        alongside: Sequence[Record] = (),
     ) -> tuple[EvalResult, RaceRecord | None]:
         """Judge the search's candidate ``number`` chunk by chunk; stop early when racing
-        drops it.
+        drops it. ``alongside``: records judged in the first chunk's run for a later
+        evaluation's cache, never scored (:func:`judgeopt.evaluate.evaluate`).
 
         Returns the evaluation (on the items judged) and the racing record (``None``
         without racing).
@@ -219,7 +226,11 @@ class Evaluator:
             recs = plan.records(size)
             todo = [r for r in recs if r.id not in done]
             if todo:
-                res = self.retrying(program, todo, desc=f"strategy {number + 1}", on_item=keep)
+                desc = f"strategy {number + 1}"
+                if alongside:
+                    desc += f" (and {len(alongside)} held-out)"
+                res = self.retrying(program, todo, desc=desc, on_item=keep, alongside=alongside)
+                alongside = ()
                 parts.append(res)
                 done.update((i.id, i) for i in res.items)
             if not race.enabled:
