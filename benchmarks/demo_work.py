@@ -157,7 +157,9 @@ def _side_by_side(arms: list[str], out: Path) -> int:
             results.append(run(Path(tmp), arm))
         r = results[-1]
         print(f"arm {k + 1} of {len(arms)} ({arm}): {r['wall_seconds']:.0f} s", flush=True)
-    summary = {}
+        # Written after every arm, so an interrupted run keeps the arms it finished.
+        write_json(out, {"arms": arms, "finished": k + 1, "runs": results})
+    summary: dict[str, Any] = {}
     for arm in dict.fromkeys(arms):
         walls = [r["wall_seconds"] for r in results if r["arm"] == arm]
         summary[arm] = {"runs": walls, "mean_seconds": round(sum(walls) / len(walls), 1)}
@@ -179,7 +181,7 @@ def _side_by_side(arms: list[str], out: Path) -> int:
     ]
     head = ["arm", "wall s", "search s", "calls", "cache hits", "padded s", "test gain"]
     print(markdown_table(head, rows))
-    write_json(out, {"arms": arms, "summary": summary, "runs": results})
+    write_json(out, {"arms": arms, "finished": len(arms), "summary": summary, "runs": results})
     print(f"wrote {out}")
     return 0 if all(r["exit_status"] == 0 for r in results) else 1
 
