@@ -199,7 +199,7 @@ def run_demo(
     spec, valid, test = _demo_items(task, aspect, model, n_valid, n_test, budget)
     t0 = time.perf_counter()
     lm = _demo_lm(model, api_base, parallel)
-    judge, student = _compile(spec, aspect, lm, (valid, test), budget, out_dir, threads, progress)
+    judge, student = _compile(spec, aspect, lm, valid, budget, out_dir, threads, progress)
     judge = judge.with_report(judge.report_.with_model(model))
     res, sel = judge.search_result, judge.selection or {}
     kept = judge.strategy == student.strategy
@@ -267,17 +267,14 @@ def _compile(
     spec: Any,
     aspect: str,
     lm: Any,
-    items: tuple[list[Any], list[Any]],
+    valid: list[Any],
     budget: int,
     out_dir: Path,
     threads: int | None,
     progress: bool,
 ) -> tuple[Any, Any]:
-    """The judge compiled on the validation items of ``items`` (the ``quick`` preset's
-    space, the demo's selection), and the baseline judge it started from. The baseline
-    judges the test items of ``items`` in the same run as the validation items (the
-    compile's ``testset``): its explanations are most of the demo's time, and one run waits
-    once for its longest answers instead of twice."""
+    """The judge compiled on ``valid`` (the ``quick`` preset's space, the demo's selection),
+    and the baseline judge it started from."""
     # Lazy: these load DSPy and LiteLLM, which `judgeopt demo --help` does not need.
     from .judge import JudgeProgram
     from .teleprompt import JudgeSearch, load_optimizer
@@ -303,8 +300,7 @@ def _compile(
         progress=progress,
     )
     student = JudgeProgram(spec, aspect, lm=lm)
-    valid, test = items
-    return optimizer.compile(student, trainset=valid, testset=test), student
+    return optimizer.compile(student, trainset=valid), student
 
 
 def _print_choice(res: Any, sel: dict[str, Any], kept: bool, chosen: Any) -> tuple[str, bool]:

@@ -251,7 +251,7 @@ def _compile_aspect(
 
     model, lm = model_lm
     student, train, val, test = _student_and_data(args, task, aspect, lm, shared)
-    judge = _search(optimizer, student, train, val, test)
+    judge = _search(optimizer, student, train, val)
     common = f"{task.name}/{ANY_ASPECT}/"
     for key, value in judge.store.to_dict().items():
         if key.startswith(common):
@@ -335,15 +335,10 @@ def _aspect_data(
 
 
 def _search(
-    optimizer: JudgeSearch,
-    student: JudgeProgram,
-    train: list[Record],
-    val: list[Record] | None,
-    test: list[Record] | None,
+    optimizer: JudgeSearch, student: JudgeProgram, train: list[Record], val: list[Record] | None
 ) -> JudgeProgram:
-    """``optimizer.compile``, its errors reported with the options the user typed; the
-    baseline judges the ``--test-data`` items in its first run (``testset``)."""
-    return _reported(lambda: optimizer.compile(student, trainset=train, valset=val, testset=test))
+    """``optimizer.compile``, its errors reported with the options the user typed."""
+    return _reported(lambda: optimizer.compile(student, trainset=train, valset=val))
 
 
 _T = TypeVar("_T")

@@ -35,7 +35,6 @@ def evaluate(
     on_item: Callable[[ItemResult], None] | None = None,
     max_consecutive_failures: int | None = None,
     explain: bool = False,
-    alongside: Sequence[Record] = (),
 ) -> EvalResult:
     """Judge every record and compare with the human labels.
 
@@ -62,12 +61,6 @@ def evaluate(
             own retries); ``None``: never stop.
         explain: Let a judge that rates first write its explanation too (each item's
             ``raw`` then holds it); default: stop at the rating.
-        alongside: More records judged in the same run, for a later evaluation to read from
-            the LM's response cache (a compile judges the baseline on the held-out items
-            this way: one wait for a run's slowest answers instead of two). They are not in
-            the result and ``on_item`` never sees them; the run's calls, tokens and seconds
-            are shared out by item count. Their failed calls are the later evaluation's to
-            make again (they do count towards the circuit breaker).
 
     Returns:
         An :class:`EvalResult` at the task's correlation level (group level for tasks whose
@@ -90,87 +83,13 @@ def evaluate(
     the_lm = program.resolve_lm(lm)
     if threads is None:
         threads = default_threads(the_lm)
-    extra = _alongside(records, alongside)
-    if extra:
-        check_records(program, extra)
-    aside = _aside_recorder() if extra else None
     before, reuse = _stats(the_lm), prompt_reuse_of(the_lm)
     t0 = time.perf_counter()
-    items = _judge_all(
-        program,
-        [*records, *extra],
-        the_lm,
-        threads,
-        progress,
-        desc,
-        on_item,
-        breaker,
-        None if aside is None else (len(records), aside),
-    )
+    items = _judge_all(program, records, the_lm, threads, progress, desc, on_item, breaker)
     seconds = time.perf_counter() - t0
-    after, computed = _stats(the_lm), computed_between(reuse, prompt_reuse_of(the_lm))
-    kept = items[: len(records)]
-    if aside is not None:
-        share = _Share(before, after, aside.snapshot(), len(records) / len(items))
-        result = _evaluation(program, records, kept, seconds * share.seconds, before, after)
-        result = share.without_aside(result)
-        computed = None if computed is None else round(computed * share.prompt)
-    else:
-        result = _evaluation(program, records, kept, seconds, before, after)
+    result = _evaluation(program, records, items, seconds, before, _stats(the_lm))
+    computed = computed_between(reuse, prompt_reuse_of(the_lm))
     return result if computed is None else replace(result, computed_tokens=computed)
-
-
-def _alongside(records: Sequence[Record], alongside: Sequence[Record]) -> list[Record]:
-    """The records of ``alongside`` to judge beside ``records`` (those not among them).
-
-    Raises:
-        ValueError: When two of them share an id (their answers could not be told apart).
-    """
-    ids = {r.id for r in records}
-    extra = [r for r in alongside if r.id not in ids]
-    if len({r.id for r in extra}) != len(extra):
-        raise ValueError("evaluate(): `alongside` holds two records with the same id.")
-    return extra
-
-
-def _aside_recorder() -> Any:
-    """A recorder for the calls judged ``alongside`` (:func:`judgeopt.lm.counted_aside`)."""
-    from ..lm import StatsRecorder  # lazy: judgeopt.lm's face loads on first use
-
-    return StatsRecorder()
-
-
-class _Share:
-    """An evaluation's part of a run that also judged records ``alongside``.
-
-    The calls, cache hits and tokens of those records were counted aside (exact); the run's
-    wall seconds and the prompt tokens its engine computed are not per call, so they are
-    shared out: the seconds by the backend seconds of the two parts' requests, the computed
-    tokens by their prompt tokens (each by item count when the run made no backend call).
-    """
-
-    def __init__(self, before: Any, after: Any, aside: Any, by_items: float) -> None:
-        self.aside = aside
-        self.seconds = self.prompt = by_items
-        if before is None or after is None:
-            return
-        busy = after.seconds - before.seconds
-        if busy > 0:
-            self.seconds = max(0.0, 1.0 - aside.seconds / busy)
-        sent = after.prompt_tokens - before.prompt_tokens
-        if sent > 0:
-            self.prompt = max(0.0, 1.0 - aside.prompt_tokens / sent)
-
-    def without_aside(self, result: EvalResult) -> EvalResult:
-        """``result`` without the calls, cache hits and tokens counted aside."""
-        a = self.aside
-        return replace(
-            result,
-            calls=result.calls - a.calls,
-            cache_hits=result.cache_hits - a.cache_hits,
-            prompt_tokens=result.prompt_tokens - a.prompt_tokens,
-            completion_tokens=result.completion_tokens - a.completion_tokens,
-        )
 
 
 def scoring_program(program: Any, *, explain: bool = False) -> Any:
@@ -214,7 +133,6 @@ def evaluate_retrying(
         return res
     log.info("%s: %d judge call(s) failed transiently; trying them once more", desc, len(failed))
     retry = f"{desc} (retry)" if desc else "judging once more"
-    kw.pop("alongside", None)  # judged once, for a later evaluation's cache
     again = evaluate(program, [r for r in records if r.id in failed], desc=retry, **kw)
     still = [i for i in again.items if i.transient]
     if still:
@@ -245,14 +163,8 @@ def _judge_all(
     desc: str | None,
     on_item: Callable[[ItemResult], None] | None,
     breaker: _Breaker,
-    aside: tuple[int, Any] | None = None,
 ) -> list[ItemResult]:
-    """Every record's judgement, in input order (:func:`evaluate`'s arguments).
-
-    ``aside``: ``(n, recorder)``: the records after the first ``n`` are judged with their
-    calls counted in ``recorder`` too (:func:`judgeopt.lm.counted_aside`), and ``on_item``
-    never sees them.
-    """
+    """Every record's judgement, in input order (:func:`evaluate`'s arguments)."""
     aspect = program.aspect
     bar = None
     if progress:
@@ -262,14 +174,7 @@ def _judge_all(
     # NOTE: judging the members of a group one after another lets a server or llama.cpp reuse
     # the shared prompt prefix (the same article or dialogue); results keep the input order.
     order = sorted(range(len(records)), key=lambda i: (records[i].group_id or "", i))
-    jobs: list[Callable[[], ItemResult]] = [
-        functools.partial(_judge_one, program, record, lm, aspect) for record in records
-    ]
-    if aside is not None:
-        n, recorder = aside
-        jobs[n:] = [functools.partial(_counted_aside, recorder, job) for job in jobs[n:]]
-        if on_item is not None:
-            on_item = _only(on_item, {r.id for r in records[:n]})
+    jobs = [functools.partial(_judge_one, program, record, lm, aspect) for record in records]
     if threads == 1:
         results = _judge_serially(jobs, order, on_item, bar, breaker)
     else:
@@ -277,24 +182,6 @@ def _judge_all(
     if bar is not None:
         bar.close()
     return [r for r in results if r is not None]
-
-
-def _counted_aside(recorder: Any, job: Callable[[], ItemResult]) -> ItemResult:
-    """``job()``, its calls counted in ``recorder`` too."""
-    from ..lm import counted_aside  # lazy: judgeopt.lm's face loads on first use
-
-    with counted_aside(recorder):
-        return job()
-
-
-def _only(on_item: Callable[[ItemResult], None], ids: set[str]) -> Callable[[ItemResult], None]:
-    """``on_item`` for the items whose id is in ``ids``; the others pass unseen."""
-
-    def call(item: ItemResult) -> None:
-        if item.id in ids:
-            on_item(item)
-
-    return call
 
 
 def _judge_serially(

@@ -93,8 +93,6 @@ _LAZY: dict[str, str] = {
     "price_of": "_spend",
     "DeploymentStats": "_stats",
     "LMStats": "_stats",
-    "StatsRecorder": "_stats",
-    "counted_aside": "_stats",
     "VLLMEnvironment": "_vllm",
     "VLLMServer": "_vllm",
     "convert_gguf_to_hf": "_vllm",
@@ -147,13 +145,11 @@ __all__ = [
     "ServerGroup",
     "SpendLimit",
     "SpendLimitReached",
-    "StatsRecorder",
     "UnpricedModelError",
     "VLLMEnvironment",
     "VLLMServer",
     "cache_key",
     "convert_gguf_to_hf",
-    "counted_aside",
     "default_cache_dir",
     "ensure_local_model",
     "find_vllm_python",
@@ -215,7 +211,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imp
     from ._server import LlamaServer, start_llama_server
     from ._spec import loadable_spec, model_spec
     from ._spend import SpendLimit, SpendLimitReached, UnpricedModelError, price_of
-    from ._stats import DeploymentStats, LMStats, StatsRecorder, counted_aside
+    from ._stats import DeploymentStats, LMStats
     from ._vllm import (
         VLLMEnvironment,
         VLLMServer,

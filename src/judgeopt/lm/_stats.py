@@ -3,38 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["DeploymentStats", "LMStats", "StatsRecorder", "counted_aside"]
-
-_ASIDE: ContextVar[StatsRecorder | None] = ContextVar("judgeopt_counted_aside", default=None)
-
-
-@contextmanager
-def counted_aside(recorder: StatsRecorder) -> Iterator[StatsRecorder]:
-    """Count the calls made in this context in ``recorder`` too.
-
-    Every LM still counts them in its own :meth:`~judgeopt.lm.JudgeLM.stats`; ``recorder``
-    also does, for calls made in the ``with`` block's thread or in a task whose context was
-    copied from it. An evaluation that judges extra items in its run (``evaluate``'s
-    ``alongside``) counts theirs this way, to take them out of its own counters.
-    """
-    token = _ASIDE.set(recorder)
-    try:
-        yield recorder
-    finally:
-        _ASIDE.reset(token)
-
-
-def _aside(recorder: StatsRecorder) -> StatsRecorder | None:
-    """The recorder counting this context's calls aside, unless it is ``recorder``."""
-    other = _ASIDE.get()
-    return None if other is None or other is recorder else other
+__all__ = ["DeploymentStats", "LMStats", "StatsRecorder"]
 
 
 class _Totals:
@@ -192,8 +166,6 @@ class StatsRecorder:
             usage: The response's ``usage`` block.
             deployment: The deployment that answered, for per-deployment counters.
         """
-        if (other := _aside(self)) is not None:
-            other.record_call(seconds, usage)
         prompt, completion = _tokens(usage)
         with self._lock:
             self._calls += 1
@@ -209,8 +181,6 @@ class StatsRecorder:
 
     def record_failure(self, kind: str, seconds: float, *, deployment: str | None = None) -> None:
         """Count one failed backend request of error kind ``kind`` (of ``deployment``)."""
-        if (other := _aside(self)) is not None:
-            other.record_failure(kind, seconds)
         with self._lock:
             self._calls += 1
             self._seconds += seconds
@@ -223,15 +193,11 @@ class StatsRecorder:
 
     def record_retry(self) -> None:
         """Count one retry of a failed backend request."""
-        if (other := _aside(self)) is not None:
-            other.record_retry()
         with self._lock:
             self._retries += 1
 
     def record_cache_hit(self) -> None:
         """Count one call answered from the cache."""
-        if (other := _aside(self)) is not None:
-            other.record_cache_hit()
         with self._lock:
             self._cache_hits += 1
 

@@ -112,12 +112,8 @@ class Evaluator:
         *,
         desc: str,
         on_item: Callable[[ItemResult], Any],
-        alongside: Sequence[Record] = (),
     ) -> EvalResult:
         """Evaluate ``records``; judge the items whose call failed transiently once more.
-
-        ``alongside``: records judged in the first pass's run only, for a later
-        evaluation's cache (:func:`judgeopt.evaluate.evaluate`).
 
         A judgement is final only when its call did not fail transiently (see
         :data:`judgeopt.lm.TRANSIENT_KINDS`): items that still fail after the second try
@@ -136,7 +132,6 @@ class Evaluator:
             desc=desc,
             on_item=on_item,
             max_consecutive_failures=limit,
-            alongside=alongside,
         )
         failed = {i.id for i in res.items if i.transient}
         if not failed:
@@ -202,11 +197,9 @@ class Evaluator:
         *,
         metric: str,
         bar_to: float | None,
-        alongside: Sequence[Record] = (),
     ) -> tuple[EvalResult, RaceRecord | None]:
         """Judge the search's candidate ``number`` chunk by chunk; stop early when racing
-        drops it. ``alongside``: records judged in the first chunk's run for a later
-        evaluation's cache, never scored (:func:`judgeopt.evaluate.evaluate`).
+        drops it.
 
         Returns the evaluation (on the items judged) and the racing record (``None``
         without racing).
@@ -226,11 +219,7 @@ class Evaluator:
             recs = plan.records(size)
             todo = [r for r in recs if r.id not in done]
             if todo:
-                desc = f"strategy {number + 1}"
-                if alongside:
-                    desc += f" (and {len(alongside)} held-out)"
-                res = self.retrying(program, todo, desc=desc, on_item=keep, alongside=alongside)
-                alongside = ()
+                res = self.retrying(program, todo, desc=f"strategy {number + 1}", on_item=keep)
                 parts.append(res)
                 done.update((i.id, i) for i in res.items)
             if not race.enabled:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from .._checkpoint import run_fingerprint
-from ..data import Record
 from ..evaluate import CostPlan, EvalResult, Timing, check_label_spread
 from ..judge import SCREENED_DEFENCES, ArtifactStore, CompileReport, JudgeStudent, calibrate_screen
 from ..lm import LMUnavailable, model_spec
@@ -75,9 +74,6 @@ class CompileRun:
         progress: Show progress bars (else one log line per strategy).
         plan: Estimate the compile's cost before its first judge call (the baseline
             judged and timed; :mod:`~judgeopt.teleprompt._planning`) and log it.
-        testset: Held-out examples a test after the compile judges: the baseline judges
-            them in the same run as its search items, never scored here (their answers
-            reach the test through the LM's response cache; ignored without one).
     """
 
     def __init__(
@@ -92,7 +88,6 @@ class CompileRun:
         check_lm: bool,
         progress: bool,
         plan: bool = True,
-        testset: Sequence[Any] | None = None,
     ) -> None:
         check_student(student)
         student = with_optional_factors(config, student)
@@ -105,7 +100,6 @@ class CompileRun:
             val, task, student.aspect, "valset" if valset is not None else "trainset"
         )
         lm = self.lm = student.resolve_lm()
-        self.alongside = _held_out(testset, student, lm, val)
         journal = self.journal = self._open_journal(
             checkpoint_dir, restart, train, None if valset is None else val
         )
@@ -149,13 +143,6 @@ class CompileRun:
         if caution is not None:  # said before anything is paid for, and again in the summary
             log.warning("%s", caution)
         self.cost_plan = self._estimate_cost(graph) if plan else None
-        if self.alongside and self.search.n_evaluations == 0:
-            progress_log.info(
-                "testset: the baseline judges the %d held-out items in its run on the search "
-                "items (about %d calls more; the test reads them from the response cache)",
-                len(self.alongside),
-                len(self.alongside),
-            )
 
     def _open_journal(
         self, checkpoint_dir: Path | None, restart: bool, train: Any, valset: Any
@@ -300,20 +287,11 @@ class CompileRun:
                 race,
                 metric=self.metric,
                 bar_to=bar_to,
-                alongside=self._alongside(strategy),
             )
         except LMUnavailable as e:
             raise self.journal.stopped(
                 e, f"strategy {number + 1} of {self.config.budget}", self.search.n_evaluations
             ) from e
-
-    def _alongside(self, strategy: Strategy) -> list[Record]:
-        """The held-out records to judge beside the search items: the ``testset``, with the
-        baseline's first judgement only (a resumed compile that judged it has none)."""
-        if not self.alongside or dict(strategy) != dict(self.student.strategy):
-            return []
-        out, self.alongside = self.alongside, []
-        return out
 
     def _report(self, strategy: Strategy, score: float, result: EvalResult, bar: Any) -> None:
         """Count the strategy's calls and show where the search stands."""
@@ -512,29 +490,6 @@ class CompileRun:
             if strategy_key(self.base.with_strategy(t.strategy).strategy) == key:
                 return f"strategy #{t.number + 1}"
         return "the chosen judge"
-
-
-def _held_out(
-    testset: Sequence[Any] | None, student: JudgeStudent, lm: Any, val: Sequence[Record]
-) -> list[Record]:
-    """The ``testset``'s records the baseline judges beside its search items: none without a
-    response cache (nothing would reach the test), and none that is a search item.
-
-    Raises:
-        ValueError: When ``testset`` does not fit the student's task.
-    """
-    if not testset:
-        return []
-    try:
-        records = student_records(testset, student, "testset")
-    except ValueError as e:
-        message = str(e)
-        raise ValueError(message if "testset" in message else f"`testset`: {message}") from None
-    if getattr(lm, "response_cache", None) is None:
-        log.info("testset: the LM keeps no response cache, so the baseline judges it later")
-        return []
-    searched = {r.id for r in val}
-    return [r for r in records if r.id not in searched]
 
 
 def _fmt(value: float | None) -> str:

@@ -215,7 +215,6 @@ class JudgeSearch(Teleprompter):
         trainset: Sequence[Any],
         teacher: Any = None,
         valset: Sequence[Any] | None = None,
-        testset: Sequence[Any] | None = None,
         **kwargs: Any,
     ) -> _Student:
         """Search the strategy of ``student`` and return the best judge found.
@@ -232,14 +231,6 @@ class JudgeSearch(Teleprompter):
                 when ``valset`` is not given (an item never serves as its own example).
             teacher: Unused (DSPy's signature).
             valset: Labelled examples the strategies are scored on.
-            testset: Held-out examples you will test the compiled judge on afterwards
-                (:func:`judgeopt.evaluate.evaluate_against`, ``judgeopt compile
-                --test-data``). The compile never scores them, chooses on them or shows
-                them as examples: the baseline, which every test compares with, judges them
-                in the same run as its search items, and the test reads those answers from
-                the LM's response cache. One run instead of two waits once for its slowest
-                answers (an explaining baseline's longest explanations). Ignored when the LM
-                keeps no response cache.
 
         Returns:
             A new judge of the student's class with the chosen strategy, carrying the
@@ -265,16 +256,11 @@ class JudgeSearch(Teleprompter):
 
         See ``docs/judge.md``, "What happens when things go wrong".
         """
-        run = self._run(student, trainset, valset, plan=self.plan_cost, testset=testset)
+        run = self._run(student, trainset, valset, plan=self.plan_cost)
         return cast(_Student, run.run())
 
     def _run(
-        self,
-        student: _Student,
-        trainset: Sequence[Any],
-        valset: Sequence[Any] | None,
-        plan: bool,
-        testset: Sequence[Any] | None = None,
+        self, student: _Student, trainset: Sequence[Any], valset: Sequence[Any] | None, plan: bool
     ) -> CompileRun:
         """The compile of ``student`` with this teleprompter's settings, up to its first call."""
         return CompileRun(
@@ -287,7 +273,6 @@ class JudgeSearch(Teleprompter):
             check_lm=self.check_endpoint,
             progress=self.progress,
             plan=plan,
-            testset=testset,
         )
 
     def plan(
